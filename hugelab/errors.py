@@ -1,0 +1,77 @@
+"""One root error class with typed subclasses. Only the CLI prints and exits."""
+
+from __future__ import annotations
+
+
+class HugelabError(Exception):
+    """Base of every error hugelab reports to a user: a message and an optional hint."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(HugelabError):
+    """Bad command-line input."""
+
+    exit_code = 2
+
+
+class ExperimentError(HugelabError):
+    """An experiment file is malformed or asks for something impossible."""
+
+    exit_code = 2
+
+
+class NotRootError(HugelabError):
+    """A host-changing command was started without root."""
+
+    exit_code = 3
+
+
+class HostError(HugelabError):
+    """Reading or changing host huge-page settings failed."""
+
+    exit_code = 4
+
+
+class PoolError(HostError):
+    """A hugetlb pool could not reach its requested size."""
+
+
+class CommandError(HugelabError):
+    """An external command failed; carries argv, exit code and stderr."""
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str, hint: str | None = None):
+        tail = stderr.strip().splitlines()[-5:]
+        msg = f"command failed (exit {returncode}): {' '.join(argv)}"
+        if tail:
+            msg += "\n  " + "\n  ".join(tail)
+        super().__init__(msg, hint)
+        self.argv = argv
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class ToolMissingError(HugelabError):
+    """A program a workload needs is not installed."""
+
+    def __init__(self, tool: str, package: str) -> None:
+        super().__init__(f"'{tool}' is not installed", hint=f"install it with: apt-get install {package}")
+        self.tool = tool
+        self.package = package
+
+
+class WorkloadError(HugelabError):
+    """A workload produced output hugelab could not understand."""
+
+
+class StoreError(HugelabError):
+    """The results store cannot be read or written."""
+
+
+class VMError(HugelabError):
+    """A guest failed to boot or to run its trial."""

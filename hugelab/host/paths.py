@@ -1,0 +1,142 @@
+"""The sysfs/procfs seam: every path hugelab reads or writes under /sys and /proc.
+
+`HostPaths(root)` with root="/" is the real host; tests point root at a temporary tree to
+simulate hosts we do not have (NUMA nodes, a CPU without pdpe1gb).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+THP_DIR = "sys/kernel/mm/transparent_hugepage"
+HUGEPAGES_DIR = "sys/kernel/mm/hugepages"
+NODE_DIR = "sys/devices/system/node"
+
+
+def size_dir_name(size_kb: int) -> str:
+    return f"hugepages-{size_kb}kB"
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    root: Path = Path("/")
+
+    def p(self, rel: str) -> Path:
+        return self.root / rel
+
+    # --- THP -----------------------------------------------------------------
+    @property
+    def thp_enabled(self) -> Path:
+        return self.p(f"{THP_DIR}/enabled")
+
+    @property
+    def thp_defrag(self) -> Path:
+        return self.p(f"{THP_DIR}/defrag")
+
+    def khugepaged(self, name: str) -> Path:
+        return self.p(f"{THP_DIR}/khugepaged/{name}")
+
+    # --- hugetlb pools -------------------------------------------------------
+    def pool_sizes_kb(self) -> list[int]:
+        d = self.p(HUGEPAGES_DIR)
+        if not d.is_dir():
+            return []
+        out = []
+        for entry in d.iterdir():
+            m = re.fullmatch(r"hugepages-(\d+)kB", entry.name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def pool_file(self, size_kb: int, name: str = "nr_hugepages", node: int | None = None) -> Path:
+        if node is None:
+            return self.p(f"{HUGEPAGES_DIR}/{size_dir_name(size_kb)}/{name}")
+        return self.p(f"{NODE_DIR}/node{node}/hugepages/{size_dir_name(size_kb)}/{name}")
+
+    def numa_nodes(self) -> list[int]:
+        d = self.p(NODE_DIR)
+        if not d.is_dir():
+            return []
+        nodes = [int(e.name[4:]) for e in d.iterdir() if re.fullmatch(r"node\d+", e.name)]
+        return sorted(nodes)
+
+    # --- proc ----------------------------------------------------------------
+    @property
+    def meminfo(self) -> Path:
+        return self.p("proc/meminfo")
+
+    @property
+    def vmstat(self) -> Path:
+        return self.p("proc/vmstat")
+
+    @property
+    def buddyinfo(self) -> Path:
+        return self.p("proc/buddyinfo")
+
+    @property
+    def cpuinfo(self) -> Path:
+        return self.p("proc/cpuinfo")
+
+    @property
+    def cmdline(self) -> Path:
+        return self.p("proc/cmdline")
+
+    @property
+    def mounts(self) -> Path:
+        return self.p("proc/mounts")
+
+    @property
+    def compact_memory(self) -> Path:
+        return self.p("proc/sys/vm/compact_memory")
+
+    @property
+    def drop_caches(self) -> Path:
+        return self.p("proc/sys/vm/drop_caches")
+
+    @property
+    def osrelease(self) -> Path:
+        return self.p("proc/sys/kernel/osrelease")
+
+
+REAL = HostPaths()
+
+
+def read_text(path: Path, default: str | None = None) -> str | None:
+    try:
+        return path.read_text()
+    except (FileNotFoundError, PermissionError, NotADirectoryError):
+        return default
+
+
+def parse_selected(text: str) -> str:
+    """'always [madvise] never' -> 'madvise'."""
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.strip()
+
+
+def parse_choices(text: str) -> list[str]:
+    return [w.strip("[]") for w in text.split()]
+
+
+def parse_kv_kb(text: str) -> dict[str, int]:
+    """Parse /proc/meminfo-style 'Key:   123 kB' lines into {key: int} (kB or counts)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        k, v = line.split(":", 1)
+        parts = v.split()
+        if parts and parts[0].lstrip("-").isdigit():
+            out[k.strip()] = int(parts[0])
+    return out
+
+
+def parse_vmstat(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            out[parts[0]] = int(parts[1])
+    return out

@@ -1,0 +1,1 @@
+"""Workloads: per workload an argv builder and an output parser (pure), run through a Target."""
