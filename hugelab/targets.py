@@ -14,7 +14,7 @@ from hugelab.proc import APT_PACKAGES
 from hugelab.workloads.base import ExecResult
 
 
-def rusage_dict(ru: os.struct_rusage | object) -> dict[str, float]:
+def rusage_dict(ru: object) -> dict[str, float]:
     keys = {"minflt": "ru_minflt", "majflt": "ru_majflt", "utime_s": "ru_utime",
             "stime_s": "ru_stime", "maxrss_kb": "ru_maxrss", "nvcsw": "ru_nvcsw",
             "nivcsw": "ru_nivcsw"}

@@ -1,0 +1,94 @@
+"""Command line: parse arguments, call the library, print tables or JSON, map errors to exits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hugelab import __version__
+from hugelab.errors import HugelabError, UsageError
+
+Handler = Callable[[argparse.Namespace], int]
+
+EPILOG = """\
+The loop: configure -> run -> verify -> record -> decide -> report, and the host is put back.
+Examples:
+  hugelab inspect                      what this host offers (THP, pools, NUMA, fragmentation)
+  hugelab run                          the built-in experiment: 4k vs THP vs hugetlb 2M/1G
+  hugelab run my.toml --store my.db    your experiment; re-running resumes it
+  hugelab show                         runs and trials in ./hugelab.db
+  hugelab host set --thp always --pool 2M=512 --dry-run
+  hugelab recover                      put the host back after a killed run
+"""
+
+
+def _add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", type=Path, default=Path("hugelab.db"),
+                   help="SQLite results store (default: ./hugelab.db)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hugelab import cli_host, cli_run
+
+    parser = argparse.ArgumentParser(
+        prog="hugelab", description="What do huge pages buy this workload, on this host and "
+        "inside its KVM/QEMU guests? hugelab answers with evidence.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"hugelab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cli_host.register(sub, _add_json)
+    cli_run.register(sub, _add_json, _add_store)
+    return parser
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except HugelabError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"hugelab: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hugelab: interrupted; host settings were restored", file=sys.stderr)
+        return 130
+    except BaseException as exc:
+        if type(exc).__name__ == "Terminated":
+            print(f"hugelab: stopped by {exc}; host settings were restored", file=sys.stderr)
+            return 143
+        raise
+
+
+def need(condition: bool, message: str, hint: str | None = None) -> None:
+    if not condition:
+        raise UsageError(message, hint)
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

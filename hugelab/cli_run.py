@@ -1,0 +1,159 @@
+"""`hugelab run` and `hugelab show`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from hugelab.experiment import Experiment, default_experiment, load_experiment
+from hugelab.host.control import require_root
+from hugelab.runner import RunEvent, Runner
+from hugelab.store import Store
+from hugelab.summary import arm_summary
+from hugelab.targets import NativeTarget
+
+AddOpt = Callable[[argparse.ArgumentParser], None]
+
+
+def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOpt) -> None:
+    p = sub.add_parser(
+        "run", help="run an experiment (default: the built-in one) and summarise it",
+        description="Applies each arm's host settings, runs trials in randomized blocks, checks "
+        "each trial's evidence, commits every trial to the store, restores the host. Running "
+        "the same experiment on the same store again resumes it.")
+    p.add_argument("experiment", nargs="?", type=Path,
+                   help="experiment file (TOML); omitted: the built-in default experiment")
+    add_store(p)
+    add_json(p)
+    p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("show", help="list the runs in a store, or one run's trials")
+    s.add_argument("run", nargs="?", type=int, help="run id: show its trials")
+    add_store(s)
+    add_json(s)
+    s.set_defaults(func=cmd_show)
+
+
+def _load(args: argparse.Namespace) -> Experiment:
+    exp = load_experiment(args.experiment) if args.experiment else default_experiment()
+    if args.blocks is not None:
+        from hugelab.errors import UsageError
+        if args.blocks < 1:
+            raise UsageError("--blocks must be at least 1")
+        exp = Experiment(**{**exp.__dict__, "blocks": args.blocks})
+    return exp
+
+
+def _build(exp: Experiment) -> Any:
+    from hugelab.workloads.registry import build_workload
+    params = {k: v for k, v in exp.workload.items() if k != "kind"}
+    return build_workload(exp.workload["kind"], params)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    exp = _load(args)
+    workload = _build(exp)
+    require_root("hugelab run")
+    con = Console(stderr=True)
+    with Store(args.store) as store:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[last]}"), TimeRemainingColumn(),
+                      console=con, transient=False) as bar:
+            task = bar.add_task(exp.name, total=None, last="")
+
+            def progress(e: RunEvent) -> None:
+                if e.kind == "skip":
+                    bar.console.print(f"[yellow]skipping arm[/] {e.message}")
+                elif e.kind == "start":
+                    bar.update(task, total=e.total)
+                elif e.kind == "trial" and e.trial:
+                    last = f"{e.trial.arm}: {e.status}"
+                    if e.value is not None:
+                        last += f" {e.value:.4g}"
+                    bar.update(task, completed=e.done, last=last)
+
+            outcome = Runner(exp, store, workload, target=NativeTarget(), progress=progress).run()
+        rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
+                           exp.baseline_arm, _better(store, outcome.run_id))
+    result = {"run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
+              "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows}
+    if args.json:
+        from hugelab.cli import print_json
+        print_json(result)
+    else:
+        _print_summary(exp, result)
+    return 0
+
+
+def _better(store: Store, run_id: int) -> str | None:
+    for t in store.trials(run_id):
+        if t["better"]:
+            return str(t["better"])
+    return None
+
+
+def _fmt(v: float | None, spec: str = ".4g") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
+    con = Console()
+    verb = "resumed" if result["resumed"] else "ran"
+    con.print(f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
+              f"{result['executed']} trial(s) this time")
+    t = Table(title=f"{exp.name}: median per arm against baseline '{exp.baseline_arm}'")
+    for col in ("arm", "n", "flagged", "failed", "median", "min", "max", "vs baseline"):
+        t.add_column(col, justify="left" if col == "arm" else "right")
+    for r in result["arms"]:
+        vs = "baseline" if r["baseline"] else (f"{r['speedup']:.3f}x faster" if r.get("speedup")
+                                               and r["speedup"] >= 1 else
+                                               f"{1 / r['speedup']:.3f}x slower" if r.get("speedup")
+                                               else "-")
+        t.add_row(r["arm"], str(r["n"]), str(r["flagged"]), str(r["failed"]), _fmt(r["median"]),
+                  _fmt(r["min"]), _fmt(r["max"]), vs)
+    con.print(t)
+    for arm, why in result["skipped"].items():
+        con.print(f"[yellow]skipped[/] {arm}: {why}")
+    con.print("host settings restored. Paired verdicts with intervals: hugelab report")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    if not args.store.exists():
+        from hugelab.errors import StoreError
+        raise StoreError(f"no store at {args.store}", hint="run an experiment first, or pass --store")
+    with Store(args.store) as store:
+        if args.run is None:
+            data: Any = store.runs()
+        else:
+            run = store.run(args.run)
+            data = {"run": run, "trials": list(store.trials(run["id"]))}
+    if args.json:
+        from hugelab.cli import print_json
+        print_json(data)
+        return 0
+    con = Console()
+    if args.run is None:
+        t = Table(title=f"runs in {args.store}")
+        for col in ("id", "name", "status", "trials", "flagged", "failed", "skipped arms"):
+            t.add_column(col)
+        for r in data:
+            t.add_row(str(r["id"]), r["name"], r["status"], str(r["trials"]), str(r["flagged"]),
+                      str(r["failed"]), ", ".join(r["skipped"]) or "-")
+        con.print(t)
+        return 0
+    t = Table(title=f"run {args.run}: {data['run']['name']}")
+    for col in ("block", "pos", "arm", "status", "value", "unit", "evidence / error"):
+        t.add_column(col)
+    for tr in data["trials"]:
+        note = tr["error"] or tr["flag"] or tr["evidence"].get("check", "")
+        t.add_row(str(tr["block"]), str(tr["position"]), tr["arm"], tr["status"],
+                  _fmt(tr["value"]), tr["unit"] or "", str(note))
+    con.print(t)
+    return 0

@@ -1,0 +1,235 @@
+"""Changing the host: THP modes, hugetlb pools, hugetlbfs mounts — journaled, restorable.
+
+This is the only module that writes under /sys and /proc. Each change is a small operation:
+read the old value, record it in the journal, then apply. `restore()` replays the journal in
+reverse. Ordering rule: mounts are recorded after the pools they use, so the reverse replay
+unmounts (freeing the pages) before it shrinks the pools.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hugelab import proc
+from hugelab.errors import HostError, NotRootError, PoolError
+from hugelab.host.journal import Journal
+from hugelab.host.paths import REAL, HostPaths, parse_choices, parse_kv_kb, parse_selected
+
+THP_ENABLED = ("always", "madvise", "never")
+THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
+SIZE_NAMES = {"2M": 2048, "1G": 1048576}
+
+
+def size_kb_from_name(name: str) -> int:
+    key = name.strip().upper().removesuffix("B").removesuffix("I")
+    if key in SIZE_NAMES:
+        return SIZE_NAMES[key]
+    raise HostError(f"unknown huge page size '{name}'", hint="use 2M or 1G")
+
+
+def size_name(size_kb: int) -> str:
+    return {v: k for k, v in SIZE_NAMES.items()}.get(size_kb, f"{size_kb}kB")
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise NotRootError(
+            f"{what} changes kernel settings under /sys and needs root",
+            hint="run it with sudo, or use --dry-run to print the commands instead",
+        )
+
+
+@dataclass
+class HostControl:
+    """Applies host changes through the journal. With dry_run, only collects shell commands."""
+
+    paths: HostPaths = REAL
+    journal: Journal = field(default_factory=Journal.default)
+    dry_run: bool = False
+    compact_deadline_s: float = 10.0
+    commands: list[str] = field(default_factory=list)
+    # How a value reaches the kernel. The real one writes the file; a test may pass a model of
+    # a kernel that cannot grow a pool (fragmented memory) without patching anything.
+    writer: Callable[[Path, str], None] = field(default=lambda p, v: _write_sysfs(p, v))
+
+    # --- primitive -----------------------------------------------------------
+    def _read(self, path: Path) -> str:
+        try:
+            return path.read_text().strip()
+        except OSError as exc:
+            raise HostError(f"cannot read {path}: {exc.strerror}") from exc
+
+    def write(self, path: Path, value: str, *, old: str | None = None) -> None:
+        """Journal the old value of `path`, then write `value`."""
+        if self.dry_run:
+            self.commands.append(f"echo {shlex.quote(value)} > {shlex.quote(str(path))}")
+            return
+        if old is None:
+            old = self._read(path)
+        self.journal.record({"kind": "write", "path": str(path), "old": old, "new": value})
+        self.writer(path, value)
+
+    # --- THP -----------------------------------------------------------------
+    def set_thp(self, enabled: str | None = None, defrag: str | None = None) -> None:
+        for value, allowed, path in ((enabled, THP_ENABLED, self.paths.thp_enabled),
+                                     (defrag, THP_DEFRAG, self.paths.thp_defrag)):
+            if value is None:
+                continue
+            if not path.exists():
+                raise HostError("this kernel has no transparent huge pages",
+                                hint=f"{path} is missing (CONFIG_TRANSPARENT_HUGEPAGE off)")
+            text = self._read(path)
+            if value not in allowed or value not in parse_choices(text):
+                raise HostError(f"THP mode '{value}' is not valid for {path.name}",
+                                hint=f"choose one of: {', '.join(parse_choices(text))}")
+            current = parse_selected(text)
+            if current != value:
+                self.write(path, value, old=current)
+
+    # --- pools ---------------------------------------------------------------
+    def pool_pages(self, size_kb: int, node: int | None = None) -> int:
+        return int(self._read(self.paths.pool_file(size_kb, node=node)))
+
+    def check_pool_fits(self, size_kb: int, pages: int, node: int | None = None) -> None:
+        """Refuse, before any change, a pool that cannot fit in available memory."""
+        path = self.paths.pool_file(size_kb, node=node)
+        if not path.exists():
+            sizes = ", ".join(size_name(s) for s in self.paths.pool_sizes_kb()) or "none"
+            where = f"node {node}" if node is not None else "this host"
+            hint = "1 GiB pages need the pdpe1gb CPU flag" if size_kb == 1048576 else None
+            raise PoolError(f"{size_name(size_kb)} huge pages are not supported on {where} "
+                            f"(supported sizes: {sizes})", hint=hint)
+        current = self.pool_pages(size_kb, node)
+        extra_kb = (pages - current) * size_kb
+        if extra_kb <= 0:
+            return
+        mem = parse_kv_kb(self.paths.meminfo.read_text())
+        avail = mem.get("MemAvailable", mem.get("MemFree", 0))
+        if extra_kb > avail:
+            raise PoolError(
+                f"a pool of {pages} x {size_name(size_kb)} needs {extra_kb / 1048576:.1f} GiB more "
+                f"memory, but only {avail / 1048576:.1f} GiB is available",
+                hint="ask for fewer pages, or free memory first",
+            )
+
+    def reserve_pool(self, size_kb: int, pages: int, node: int | None = None) -> int:
+        """Set a pool to `pages`, compacting and retrying until the deadline.
+
+        If the pool cannot reach its size, it is put back as it was and PoolError says
+        requested vs achieved: nothing half-done is left.
+        """
+        if pages < 0:
+            raise PoolError(f"a pool cannot have {pages} pages")
+        self.check_pool_fits(size_kb, pages, node)
+        path = self.paths.pool_file(size_kb, node=node)
+        if self.dry_run:
+            self.write(path, str(pages))
+            return pages
+        old = self._read(path)
+        if int(old) == pages:
+            return pages
+        self.write(path, str(pages), old=old)
+        achieved = self._grow_with_compaction(path, pages)
+        if achieved < pages:
+            self.writer(path, old)
+            raise PoolError(
+                f"{size_name(size_kb)} pool: requested {pages} pages, achieved {achieved} "
+                f"after compaction for {self.compact_deadline_s:.0f}s; pool left at {old}",
+                hint="memory is too fragmented or too full: free memory, or reserve at boot "
+                f"with hugepagesz={size_name(size_kb)} hugepages={pages}",
+            )
+        return achieved
+
+    def _grow_with_compaction(self, path: Path, pages: int) -> int:
+        deadline = time.monotonic() + self.compact_deadline_s
+        achieved = int(self._read(path))
+        while achieved < pages and time.monotonic() < deadline:
+            try:
+                self.writer(self.paths.compact_memory, "1")
+            except HostError:
+                pass
+            time.sleep(0.2)
+            self.writer(path, str(pages))
+            achieved = int(self._read(path))
+        return achieved
+
+    # --- hugetlbfs -----------------------------------------------------------
+    def mount_hugetlbfs(self, size_kb: int, target: Path) -> None:
+        argv = ["mount", "-t", "hugetlbfs", "-o", f"pagesize={size_name(size_kb)}", "none", str(target)]
+        if self.dry_run:
+            self.commands.append(shlex.join(["mkdir", "-p", str(target)]))
+            self.commands.append(shlex.join(argv))
+            return
+        if is_mounted(self.paths, target):
+            return
+        created = not target.exists()
+        self.journal.record({"kind": "mount", "target": str(target), "created": created})
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+        proc.run(argv)
+
+    # --- restore -------------------------------------------------------------
+    def restore(self) -> list[str]:
+        """Put back everything in the journal, newest first; return what was done."""
+        return restore_journal(self.journal, self.paths)
+
+
+def _write_sysfs(path: Path, value: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+    except OSError as exc:
+        raise HostError(f"cannot write '{value}' to {path}: {exc.strerror}") from exc
+
+
+def is_mounted(paths: HostPaths, target: Path) -> bool:
+    text = paths.mounts.read_text() if paths.mounts.exists() else ""
+    return any(line.split()[1] == str(target) for line in text.splitlines() if line.strip())
+
+
+def restore_journal(journal: Journal, paths: HostPaths = REAL) -> list[str]:
+    """Replay `journal` in reverse; collect errors and raise them only after trying everything."""
+    done: list[str] = []
+    errors: list[str] = []
+    for entry in reversed(journal.entries):
+        try:
+            msg = _undo(entry, paths)
+        except Exception as exc:  # noqa: BLE001 - keep restoring the rest
+            errors.append(f"{entry}: {exc}")
+            continue
+        if msg:
+            done.append(msg)
+    if errors:
+        raise HostError("could not restore everything:\n  " + "\n  ".join(errors),
+                        hint="the journal is kept; fix the cause and run `hugelab recover`")
+    journal.clear()
+    return done
+
+
+def _undo(entry: dict[str, str], paths: HostPaths) -> str | None:
+    if entry["kind"] == "write":
+        path = Path(entry["path"])
+        current = path.read_text().strip()
+        if "[" in current:
+            current = parse_selected(current)
+        if current == entry["old"]:
+            return None
+        _write_sysfs(path, entry["old"])
+        return f"{path} = {entry['old']}"
+    if entry["kind"] == "mount":
+        target = Path(entry["target"])
+        msg = None
+        if is_mounted(paths, target):
+            proc.run(["umount", str(target)])
+            msg = f"unmounted {target}"
+        if entry.get("created") and target.is_dir():
+            try:
+                target.rmdir()
+            except OSError:
+                pass
+        return msg
+    raise HostError(f"unknown journal entry kind {entry['kind']!r}")

@@ -1,0 +1,155 @@
+"""Read-only description of the host's huge-page state, with warnings that teach."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+from hugelab.host.control import size_name
+from hugelab.host.paths import (
+    REAL,
+    HostPaths,
+    parse_choices,
+    parse_kv_kb,
+    parse_selected,
+    read_text,
+)
+
+POOL_FIELDS = ("nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages",
+               "nr_overcommit_hugepages")
+NODE_POOL_FIELDS = ("nr_hugepages", "free_hugepages", "surplus_hugepages")
+MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "AnonHugePages", "ShmemHugePages",
+                "FileHugePages", "HugePages_Total", "HugePages_Free", "HugePages_Rsvd",
+                "HugePages_Surp", "Hugepagesize", "Hugetlb")
+
+
+def cpu_flags(paths: HostPaths) -> set[str]:
+    text = read_text(paths.cpuinfo, "") or ""
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cmdline_params(paths: HostPaths) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for word in (read_text(paths.cmdline, "") or "").split():
+        if word == "--":
+            break
+        key, _, value = word.partition("=")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def thp_state(paths: HostPaths, cmdline: dict[str, list[str]]) -> dict[str, Any]:
+    if not paths.thp_enabled.exists():
+        return {"supported": False}
+    state: dict[str, Any] = {"supported": True}
+    for name, path in (("enabled", paths.thp_enabled), ("defrag", paths.thp_defrag)):
+        text = read_text(path, "") or ""
+        state[name] = parse_selected(text)
+        state[f"{name}_choices"] = parse_choices(text)
+    kh = {}
+    for key in ("defrag", "pages_to_scan", "scan_sleep_millisecs", "max_ptes_none",
+                "pages_collapsed", "full_scans"):
+        value = read_text(paths.khugepaged(key))
+        if value is not None:
+            kh[key] = int(value.strip()) if value.strip().isdigit() else value.strip()
+    state["khugepaged"] = kh
+    state["cmdline"] = cmdline.get("transparent_hugepage", [None])[-1]
+    return state
+
+
+def pools(paths: HostPaths) -> list[dict[str, Any]]:
+    out = []
+    for size_kb in paths.pool_sizes_kb():
+        pool: dict[str, Any] = {"size": size_name(size_kb), "size_kb": size_kb}
+        for f in POOL_FIELDS:
+            v = read_text(paths.pool_file(size_kb, f))
+            pool[f.removesuffix("_hugepages")] = int(v) if v is not None else None
+        nodes = []
+        for node in paths.numa_nodes():
+            entry: dict[str, Any] = {"node": node}
+            for f in NODE_POOL_FIELDS:
+                v = read_text(paths.pool_file(size_kb, f, node=node))
+                entry[f.removesuffix("_hugepages")] = int(v) if v is not None else None
+            nodes.append(entry)
+        pool["nodes"] = nodes
+        out.append(pool)
+    return out
+
+
+def hugetlbfs_mounts(paths: HostPaths) -> list[dict[str, str]]:
+    mounts = []
+    for line in (read_text(paths.mounts, "") or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "hugetlbfs":
+            opts = dict(o.partition("=")[::2] for o in parts[3].split(","))
+            mounts.append({"target": parts[1], "pagesize": opts.get("pagesize", "default")})
+    return mounts
+
+
+def fragmentation(paths: HostPaths) -> dict[str, Any]:
+    """Free blocks per order summed over zones; how much free memory sits in 2 MiB+ blocks."""
+    orders = [0] * 11
+    for line in (read_text(paths.buddyinfo, "") or "").splitlines():
+        counts = line.split()[4:]
+        for i, c in enumerate(counts[: len(orders)]):
+            orders[i] += int(c)
+    free_kb = sum(c * 4 * (1 << i) for i, c in enumerate(orders))
+    high_kb = sum(c * 4 * (1 << i) for i, c in enumerate(orders) if i >= 9)
+    return {"free_blocks_per_order": orders, "free_kb": free_kb,
+            "free_in_2M_blocks_kb": high_kb,
+            "free_in_2M_blocks_pct": round(100.0 * high_kb / free_kb, 1) if free_kb else None}
+
+
+def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
+    flags = cpu_flags(paths)
+    cmdline = cmdline_params(paths)
+    meminfo = parse_kv_kb(read_text(paths.meminfo, "") or "")
+    info: dict[str, Any] = {
+        "kernel": (read_text(paths.osrelease, platform.release()) or "").strip(),
+        "machine": platform.machine(),
+        "cpu": {"pse": "pse" in flags, "pdpe1gb": "pdpe1gb" in flags, "cpus": os.cpu_count()},
+        "thp": thp_state(paths, cmdline),
+        "pools": pools(paths),
+        "cmdline_hugepages": {k: v for k, v in cmdline.items()
+                              if k in ("hugepages", "hugepagesz", "default_hugepagesz",
+                                       "transparent_hugepage", "hugetlb_cma")},
+        "numa_nodes": paths.numa_nodes(),
+        "hugetlbfs_mounts": hugetlbfs_mounts(paths),
+        "meminfo_kb": {k: meminfo[k] for k in MEMINFO_KEYS if k in meminfo},
+        "fragmentation": fragmentation(paths),
+    }
+    info["warnings"] = warnings(info)
+    return info
+
+
+def warnings(info: dict[str, Any]) -> list[str]:
+    out = []
+    sizes = {p["size"]: p for p in info["pools"]}
+    if not info["cpu"]["pdpe1gb"] or "1G" not in sizes:
+        out.append("1 GiB pages unsupported: CPU lacks pdpe1gb (hugetlb-1G arms will be skipped)")
+    if not info["cpu"]["pse"]:
+        out.append("2 MiB pages unsupported: CPU lacks pse")
+    for size in ("2M", "1G"):
+        if size in sizes and not sizes[size]["nr"]:
+            out.append(f"no {size} pool reserved: hugetlb-{size} arms need one "
+                       f"(`hugelab host set --pool {size}=N`; `hugelab run` reserves it for you)")
+    thp = info["thp"]
+    if not thp.get("supported"):
+        out.append("THP not supported by this kernel: thp arms will be skipped")
+    elif thp.get("enabled") == "never":
+        out.append("THP is 'never': thp arms get no huge pages until enabled is madvise or always")
+    if thp.get("cmdline"):
+        out.append(f"THP mode was fixed on the kernel command line "
+                   f"(transparent_hugepage={thp['cmdline']}); hugelab changes it only until restore")
+    frag = info["fragmentation"]
+    if frag["free_in_2M_blocks_pct"] is not None and frag["free_in_2M_blocks_pct"] < 50:
+        out.append(f"memory is fragmented: only {frag['free_in_2M_blocks_pct']}% of free memory is "
+                   "in 2 MiB blocks; THP may fall back and pools may need compaction")
+    if len(info["numa_nodes"]) > 1:
+        out.append(f"{len(info['numa_nodes'])} NUMA nodes: reserve pools per node "
+                   "(`--pool 1G=4@0`) and pin workloads, or results mix local and remote memory")
+    return out

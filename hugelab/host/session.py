@@ -1,0 +1,66 @@
+"""A host session: lock, recover what a killed run left, hand out a HostControl, always restore."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from hugelab.host.control import HostControl, restore_journal
+from hugelab.host.journal import Journal, locked, state_dir
+from hugelab.host.paths import REAL, HostPaths
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP arrived: unwind like Ctrl-C so every finally block restores the host."""
+
+
+def recover(paths: HostPaths = REAL, journal_path: Path | None = None) -> list[str]:
+    """Put back what a previous (killed) hugelab left: host settings, then leftover guests."""
+    jpath = journal_path or state_dir() / "journal.json"
+    done: list[str] = []
+    with locked(jpath):
+        done += _kill_leftover_guests()
+        journal = Journal.load(jpath)
+        if journal is not None and len(journal):
+            done += restore_journal(journal, paths)
+        elif journal is not None:
+            journal.clear()
+    return done
+
+
+def _kill_leftover_guests() -> list[str]:
+    try:
+        from hugelab.vm.guest import kill_leftover_qemus
+    except ImportError:
+        return []
+    return [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+@contextmanager
+def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
+                 *, compact_deadline_s: float = 10.0) -> Iterator[HostControl]:
+    """Everything changed through the yielded HostControl is restored on any exit but SIGKILL;
+    after a SIGKILL the journal remains, and the next session (or `hugelab recover`) restores."""
+    jpath = journal_path or state_dir() / "journal.json"
+    old_handlers = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with locked(jpath):
+            stale = Journal.load(jpath)
+            if stale is not None:
+                _kill_leftover_guests()
+                restore_journal(stale, paths)
+            control = HostControl(paths, Journal(jpath), compact_deadline_s=compact_deadline_s)
+            try:
+                yield control
+            finally:
+                restore_journal(control.journal, paths)
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)

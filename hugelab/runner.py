@@ -1,0 +1,191 @@
+"""Walks an experiment's schedule: apply arm, run trial, collect evidence, commit, resume."""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from hugelab import __version__, monitors
+from hugelab.errors import HugelabError, PoolError
+from hugelab.evidence import check_backing
+from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
+from hugelab.host.control import HostControl, size_kb_from_name
+from hugelab.host.inspect import inspect_host
+from hugelab.host.paths import REAL, HostPaths
+from hugelab.host.session import host_session
+from hugelab.store import Store, Trial
+from hugelab.workloads.base import Target, Workload, WorkloadResult
+
+SessionFactory = Callable[[], AbstractContextManager[HostControl]]
+Progress = Callable[["RunEvent"], None]
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    kind: str  # "start" | "skip" | "trial" | "done"
+    done: int = 0
+    total: int = 0
+    trial: TrialSpec | None = None
+    status: str = ""
+    value: float | None = None
+    message: str = ""
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    resumed: bool
+    executed: int
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _workload_bytes(workload: Workload) -> int | None:
+    size = getattr(workload, "size_bytes", None)
+    return int(size) if isinstance(size, int) else None
+
+
+def pool_plan(exp: Experiment, workload: Workload) -> dict[tuple[str, int | None], int]:
+    """Pages each (size, node) pool needs: the largest any arm asks for (or implies)."""
+    need: dict[tuple[str, int | None], int] = {}
+    nbytes = _workload_bytes(workload)
+    for arm in exp.arms:
+        asked = {(p.size, p.node): p.pages for p in arm.pools}
+        size = arm.hugetlb_size
+        if size and not any(k[0] == size for k in asked) and nbytes:
+            page_bytes = size_kb_from_name(size) * 1024
+            asked[(size, None)] = math.ceil(nbytes / page_bytes)
+        for key, pages in asked.items():
+            need[key] = max(need.get(key, 0), pages)
+    return need
+
+
+def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
+    """Arms this host cannot run at all, with the reason a user should read."""
+    sizes = {p["size"] for p in host["pools"]}
+    out = {}
+    for arm in exp.arms:
+        size = arm.hugetlb_size
+        if size == "1G" and (not host["cpu"]["pdpe1gb"] or "1G" not in sizes):
+            out[arm.name] = "1 GiB pages unsupported: the CPU lacks pdpe1gb"
+        elif size and size not in sizes:
+            out[arm.name] = f"{size} huge pages unsupported by this kernel"
+        elif (arm.backing == "thp" or arm.thp) and not host["thp"].get("supported"):
+            out[arm.name] = "this kernel has no transparent huge pages"
+        elif arm.backing == "thp" and (arm.thp or host["thp"].get("enabled")) == "never":
+            out[arm.name] = "THP is 'never' on this host and the arm does not set thp"
+    return out
+
+
+class Runner:
+    """Runs one experiment into one store. Dependencies are parameters, so tests can pass a
+    deterministic target or a session on a fake sysfs tree instead of the real host."""
+
+    def __init__(self, exp: Experiment, store: Store, workload: Workload, *,
+                 target: Target, session: SessionFactory | None = None,
+                 paths: HostPaths = REAL, progress: Progress | None = None) -> None:
+        self.exp = exp
+        self.store = store
+        self.workload = workload
+        self.target = target
+        self.paths = paths
+        self.session = session or (lambda: host_session(paths))
+        self.progress = progress or (lambda e: None)
+
+    def run(self) -> RunOutcome:
+        host = inspect_host(self.paths)
+        skipped = unsupported_arms(self.exp, host)
+        run_id, created = self.store.get_or_create_run(
+            self.exp.key(), self.exp.name, self.exp.to_dict(), host)
+        todo = self._remaining(run_id, skipped)
+        executed = 0
+        if todo:
+            with self.session() as control:
+                skipped.update(self._reserve_pools(control, skipped))
+                todo = [t for t in todo if t.arm not in skipped]
+                for reason in sorted(set(skipped.items())):
+                    self.progress(RunEvent("skip", message=f"{reason[0]}: {reason[1]}"))
+                self.progress(RunEvent("start", total=len(todo)))
+                thp_initial = host["thp"].get("enabled"), host["thp"].get("defrag")
+                for i, spec in enumerate(todo):
+                    status, value = self._one(run_id, spec, control, thp_initial)
+                    executed += 1
+                    self.progress(RunEvent("trial", i + 1, len(todo), spec, status, value))
+        self.store.set_run_status(run_id, "finished", skipped)
+        self.progress(RunEvent("done", executed, executed))
+        return RunOutcome(run_id, not created, executed, skipped)
+
+    def _remaining(self, run_id: int, skipped: dict[str, str]) -> list[TrialSpec]:
+        done = self.store.done_keys(run_id)
+        return [t for t in schedule(self.exp)
+                if t.arm not in skipped and (t.block, t.arm, self.target.name) not in done]
+
+    def _reserve_pools(self, control: HostControl, skipped: dict[str, str]) -> dict[str, str]:
+        """Reserve every pool the arms need, once, before the first trial."""
+        needed = {a.name for a in self.exp.arms if a.name not in skipped}
+        out: dict[str, str] = {}
+        for (size, node), pages in sorted(pool_plan(self.exp, self.workload).items(),
+                                          key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+            users = [a.name for a in self.exp.arms if a.name in needed and
+                     (a.hugetlb_size == size or any(p.size == size for p in a.pools))]
+            if not users:
+                continue
+            try:
+                control.reserve_pool(size_kb_from_name(size), pages, node)
+            except PoolError as exc:
+                for name in users:
+                    out[name] = exc.message
+        return out
+
+    def _apply_arm(self, control: HostControl, arm: Arm,
+                   thp_initial: tuple[str | None, str | None]) -> None:
+        enabled = arm.thp or thp_initial[0]
+        defrag = arm.thp_defrag or thp_initial[1]
+        if enabled or defrag:
+            control.set_thp(enabled, defrag)
+
+    def _one(self, run_id: int, spec: TrialSpec, control: HostControl,
+             thp_initial: tuple[str | None, str | None]) -> tuple[str, float | None]:
+        arm = next(a for a in self.exp.arms if a.name == spec.arm)
+        self._apply_arm(control, arm, thp_initial)
+        before = monitors.snapshot(self.paths)
+        started = time.time()
+        result: WorkloadResult | None = None
+        error = None
+        try:
+            result = self.workload.run(self.target, arm.backing)
+        except HugelabError as exc:
+            error = exc.message
+        ended = time.time()
+        mon = monitors.delta(before, monitors.snapshot(self.paths))
+        trial = self._trial(run_id, spec, arm, result, error, mon, started, ended)
+        self.store.add_trial(trial)
+        return trial.status, trial.value
+
+    def _trial(self, run_id: int, spec: TrialSpec, arm: Arm, result: WorkloadResult | None,
+               error: str | None, mon: dict[str, Any], started: float, ended: float) -> Trial:
+        prov = {"hugelab": __version__, "kernel": platform.release(), "accel": "native",
+                "target": self.target.name, "backing": arm.backing,
+                "thp": arm.thp, "thp_defrag": arm.thp_defrag}
+        if result is None:
+            return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
+                         monitors=mon, provenance=prov, error=error, started=started,
+                         ended=ended, target=self.target.name)
+        check = check_backing(arm.backing, result.evidence, self.exp.thp_min_fraction)
+        status = "flagged" if check.status == "contradicts" else "ok"
+        evidence = {**result.evidence, "check": check.status, "reason": check.reason}
+        return Trial(run_id, spec.block, spec.position, spec.arm, status, result.value,
+                     result.primary, result.unit, result.better, result.metrics, evidence, mon,
+                     {**prov, **result.info}, check.reason or None, None, started, ended,
+                     self.target.name)
+
+
+def iter_arm_values(store: Store, run_id: int) -> Iterator[tuple[str, int, float]]:
+    """(arm, block, value) of trials that count: status ok, value present."""
+    for block, _pos, arm, _target, status, value in store.values(run_id):
+        if status == "ok" and value is not None:
+            yield arm, block, value

@@ -1,0 +1,202 @@
+"""The results store: SQLite, one row per run and per trial; schema changes are named migrations."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hugelab.errors import StoreError
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("0001_initial", """
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            experiment TEXT NOT NULL,
+            host TEXT NOT NULL DEFAULT '{}',
+            skipped TEXT NOT NULL DEFAULT '{}',
+            status TEXT NOT NULL DEFAULT 'running',
+            created REAL NOT NULL,
+            finished REAL
+        );
+        CREATE TABLE trials (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            block INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            arm TEXT NOT NULL,
+            target TEXT NOT NULL DEFAULT 'native',
+            status TEXT NOT NULL,
+            value REAL,
+            metric TEXT,
+            unit TEXT,
+            better TEXT,
+            metrics TEXT NOT NULL DEFAULT '{}',
+            evidence TEXT NOT NULL DEFAULT '{}',
+            monitors TEXT NOT NULL DEFAULT '{}',
+            provenance TEXT NOT NULL DEFAULT '{}',
+            flag TEXT,
+            error TEXT,
+            started REAL,
+            ended REAL,
+            UNIQUE (run_id, block, arm, target)
+        );
+        CREATE INDEX trials_run ON trials(run_id, arm);
+    """),
+]
+
+TRIAL_STATUSES = ("ok", "flagged", "failed")
+
+
+@dataclass(frozen=True)
+class Trial:
+    run_id: int
+    block: int
+    position: int
+    arm: str
+    status: str
+    value: float | None
+    metric: str | None = None
+    unit: str | None = None
+    better: str | None = None
+    metrics: dict[str, Any] | None = None
+    evidence: dict[str, Any] | None = None
+    monitors: dict[str, Any] | None = None
+    provenance: dict[str, Any] | None = None
+    flag: str | None = None
+    error: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    target: str = "native"
+
+
+JSON_FIELDS = ("metrics", "evidence", "monitors", "provenance")
+
+
+class Store:
+    """A SQLite file. Every trial is committed on its own, before the next one starts."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        new = not self.path.exists()
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from exc
+        if new:
+            os.chmod(self.path, 0o600)
+        self.db.row_factory = sqlite3.Row
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a hugelab store: {exc}",
+                             hint="name another file with --store") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        self.db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")
+        done = {r[0] for r in self.db.execute("SELECT name FROM migrations")}
+        for name, sql in MIGRATIONS:
+            if name in done:
+                continue
+            with self.db:
+                for stmt in [s for s in sql.split(";") if s.strip()]:
+                    self.db.execute(stmt)
+                self.db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+
+    # --- runs ------------------------------------------------------------------
+    def get_or_create_run(self, key: str, name: str, experiment: dict[str, Any],
+                          host: dict[str, Any]) -> tuple[int, bool]:
+        row = self.db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
+        if row:
+            with self.db:
+                self.db.execute("UPDATE runs SET status = 'running' WHERE id = ?", (row["id"],))
+            return int(row["id"]), False
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO runs (key, name, experiment, host, created) VALUES (?, ?, ?, ?, ?)",
+                (key, name, json.dumps(experiment), json.dumps(host), time.time()))
+        return int(cur.lastrowid or 0), True
+
+    def set_run_status(self, run_id: int, status: str, skipped: dict[str, str] | None = None) -> None:
+        with self.db:
+            self.db.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ?",
+                            (status, time.time() if status == "finished" else None, run_id))
+            if skipped is not None:
+                self.db.execute("UPDATE runs SET skipped = ? WHERE id = ?",
+                                (json.dumps(skipped), run_id))
+
+    def runs(self) -> list[dict[str, Any]]:
+        rows = self.db.execute("""
+            SELECT r.*, COUNT(t.id) AS trials,
+                   SUM(t.status = 'flagged') AS flagged, SUM(t.status = 'failed') AS failed
+            FROM runs r LEFT JOIN trials t ON t.run_id = r.id GROUP BY r.id ORDER BY r.id""")
+        out = []
+        for r in rows:
+            d = dict(r)
+            for k in ("experiment", "host", "skipped"):
+                d[k] = json.loads(d[k])
+            d["flagged"] = d["flagged"] or 0
+            d["failed"] = d["failed"] or 0
+            out.append(d)
+        return out
+
+    def run(self, run_id: int | None = None) -> dict[str, Any]:
+        runs = self.runs()
+        if not runs:
+            raise StoreError(f"{self.path} has no runs", hint="start one with `hugelab run`")
+        if run_id is None:
+            return runs[-1]
+        for r in runs:
+            if r["id"] == run_id:
+                return r
+        raise StoreError(f"no run {run_id} in {self.path}",
+                         hint=f"runs: {', '.join(str(r['id']) for r in runs)}")
+
+    # --- trials ----------------------------------------------------------------
+    def done_keys(self, run_id: int) -> set[tuple[int, str, str]]:
+        rows = self.db.execute("SELECT block, arm, target FROM trials WHERE run_id = ?", (run_id,))
+        return {(r[0], r[1], r[2]) for r in rows}
+
+    def add_trial(self, t: Trial) -> None:
+        if t.status not in TRIAL_STATUSES:
+            raise StoreError(f"bad trial status {t.status!r}")
+        with self.db:
+            self.db.execute(
+                """INSERT INTO trials (run_id, block, position, arm, target, status, value, metric,
+                   unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
+                 t.unit, t.better, *(json.dumps(getattr(t, f) or {}) for f in JSON_FIELDS),
+                 t.flag, t.error, t.started, t.ended))
+
+    def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
+        for r in self.db.execute("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position",
+                                 (run_id,)):
+            d = dict(r)
+            for f in JSON_FIELDS:
+                d[f] = json.loads(d[f])
+            yield d
+
+    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
+        """(block, position, arm, target, status, value) — the fast path for statistics."""
+        return [tuple(r) for r in self.db.execute(  # type: ignore[misc]
+            "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
+            "ORDER BY block, position", (run_id,))]

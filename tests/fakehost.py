@@ -1,0 +1,88 @@
+"""Build fake /sys + /proc trees for hosts this machine is not (NUMA, no pdpe1gb)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hugelab.host.paths import HUGEPAGES_DIR, NODE_DIR, THP_DIR, HostPaths
+
+MEMINFO = """MemTotal:       {total} kB
+MemFree:        {free} kB
+MemAvailable:   {free} kB
+AnonHugePages:         0 kB
+HugePages_Total:       0
+HugePages_Free:        0
+HugePages_Rsvd:        0
+HugePages_Surp:        0
+Hugepagesize:       2048 kB
+Hugetlb:               0 kB
+"""
+
+
+def make_host(root: Path, *, nodes: int = 1, pdpe1gb: bool = True, thp: str = "madvise",
+              free_kb: int = 16 * 1048576, sizes: tuple[int, ...] | None = None) -> HostPaths:
+    sizes = sizes if sizes is not None else ((2048, 1048576) if pdpe1gb else (2048,))
+    thp_dir = root / THP_DIR
+    (thp_dir / "khugepaged").mkdir(parents=True)
+    modes = ["always", "madvise", "never"]
+    (thp_dir / "enabled").write_text(" ".join(f"[{m}]" if m == thp else m for m in modes) + "\n")
+    (thp_dir / "defrag").write_text("always defer defer+madvise [madvise] never\n")
+    (thp_dir / "khugepaged" / "defrag").write_text("1\n")
+    for size in sizes:
+        d = root / HUGEPAGES_DIR / f"hugepages-{size}kB"
+        d.mkdir(parents=True)
+        for f in ("nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages",
+                  "nr_overcommit_hugepages"):
+            (d / f).write_text("0\n")
+        for n in range(nodes):
+            nd = root / NODE_DIR / f"node{n}" / "hugepages" / f"hugepages-{size}kB"
+            nd.mkdir(parents=True)
+            for f in ("nr_hugepages", "free_hugepages", "surplus_hugepages"):
+                (nd / f).write_text("0\n")
+    proc = root / "proc"
+    (proc / "sys" / "vm").mkdir(parents=True)
+    (proc / "sys" / "kernel").mkdir(parents=True)
+    (proc / "sys" / "vm" / "compact_memory").write_text("")
+    (proc / "sys" / "kernel" / "osrelease").write_text("6.1.0-fake\n")
+    (proc / "meminfo").write_text(MEMINFO.format(total=free_kb + 1048576, free=free_kb))
+    (proc / "vmstat").write_text("thp_fault_alloc 0\nthp_fault_fallback 0\n")
+    (proc / "buddyinfo").write_text("Node 0, zone   Normal  1 1 1 1 1 1 1 1 1 1 100\n")
+    flags = "fpu pse msr" + (" pdpe1gb" if pdpe1gb else "")
+    (proc / "cpuinfo").write_text(f"processor : 0\nflags\t\t: {flags}\n")
+    (proc / "cmdline").write_text("console=ttyS0 quiet\n")
+    (proc / "mounts").write_text("proc /proc proc rw 0 0\n")
+    return HostPaths(root)
+
+
+class FakeKernel:
+    """A writer that behaves like the kernel's sysfs files: THP files keep their choices and
+    bracket the selected one; pools grow only up to `pool_cap` pages (fragmented memory),
+    growing one step further on each compaction."""
+
+    def __init__(self, pool_cap: dict[int, int] | None = None, grow_on_compact: int = 0) -> None:
+        self.pool_cap = pool_cap or {}
+        self.grow_on_compact = grow_on_compact
+        self.compactions = 0
+        self.writes: list[tuple[str, str]] = []
+
+    def __call__(self, path: Path, value: str) -> None:
+        self.writes.append((str(path), value))
+        if path.name in ("enabled", "defrag") and THP_DIR in str(path):
+            choices = [w.strip("[]") for w in path.read_text().split()]
+            if value not in choices:
+                from hugelab.errors import HostError
+                raise HostError(f"invalid argument {value}")
+            path.write_text(" ".join(f"[{c}]" if c == value else c for c in choices) + "\n")
+        elif path.name == "compact_memory":
+            self.compactions += 1
+            for size in self.pool_cap:
+                self.pool_cap[size] += self.grow_on_compact
+        elif path.name == "nr_hugepages":
+            size = int(path.parent.name.removeprefix("hugepages-").removesuffix("kB"))
+            pages = int(value)
+            if size in self.pool_cap:
+                pages = min(pages, self.pool_cap[size])
+            path.write_text(f"{pages}\n")
+            (path.parent / "free_hugepages").write_text(f"{pages}\n")
+        else:
+            path.write_text(value)
