@@ -1,0 +1,181 @@
+"""The matrix -> store -> summary path with a deterministic workload on a fake host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from hugelab.errors import WorkloadError
+from hugelab.experiment import Arm, Experiment, PoolSpec, schedule
+from hugelab.host.paths import parse_selected
+from hugelab.host.session import host_session
+from hugelab.runner import Runner, pool_plan
+from hugelab.store import Store
+from hugelab.summary import arm_summary
+from hugelab.workloads.base import WorkloadResult
+from tests.fakehost import FakeKernel, make_host
+
+PAGE = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576}
+SPEED = {"4k": 100.0, "thp": 80.0, "hugetlb-2M": 78.0, "hugetlb-1G": 70.0}
+
+
+class Recorder:
+    name = "native"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+
+@dataclass(frozen=True)
+class DeterministicWorkload:
+    """Latency by backing, with mapping evidence that can be told to lie for one backing."""
+
+    kind: str = "fake"
+    size_bytes: int = 3 * 1024**3
+    lie_for: str = ""
+    fail_for: str = ""
+    thp_seen: list[str] | None = None
+    paths: object = None
+
+    def run(self, target, backing):
+        target.calls.append(backing)
+        if self.thp_seen is not None:
+            self.thp_seen.append(parse_selected(self.paths.thp_enabled.read_text()))
+        if backing == self.fail_for:
+            raise WorkloadError("tool exited 1: boom")
+        page = 4 if backing == self.lie_for else PAGE[backing]
+        huge = 1000 if backing == "thp" else 0
+        return WorkloadResult({"ns_per_access": SPEED[backing]}, "ns_per_access", "ns", "lower",
+                              evidence={"KernelPageSize_kB": page, "Rss_kB": 1000,
+                                        "AnonHugePages_kB": huge})
+
+
+def experiment(blocks=3, **arm_overrides):
+    arms = tuple(Arm(b, b, **arm_overrides.get(b, {})) for b in PAGE)
+    return Experiment("t", arms, {"kind": "fake"}, seed=3, blocks=blocks, baseline="4k")
+
+
+@pytest.fixture
+def env(tmp_path):
+    host = make_host(tmp_path / "root", free_kb=64 * 1048576)
+    kernel = FakeKernel()
+    jpath = tmp_path / "state" / "journal.json"
+
+    def session():
+        cm = host_session(host, jpath, compact_deadline_s=0.3)
+
+        class Wrap:
+            def __enter__(self):
+                c = cm.__enter__()
+                c.writer = kernel
+                return c
+
+            def __exit__(self, *a):
+                return cm.__exit__(*a)
+        return Wrap()
+    store = Store(tmp_path / "h.db")
+    yield host, session, store, kernel
+    store.close()
+
+
+def run(env, exp, workload, target=None):
+    host, session, store, _ = env
+    target = target or Recorder()
+    return Runner(exp, store, workload, target=target, session=session, paths=host).run(), target
+
+
+def test_every_trial_committed_in_schedule_order_and_host_restored(env):
+    host, _, store, kernel = env
+    exp = experiment()
+    out, target = run(env, exp, DeterministicWorkload())
+    assert out.executed == 12 and not out.skipped
+    assert target.calls == [
+        next(a.backing for a in exp.arms if a.name == t.arm) for t in schedule(exp)]
+    rows = store.values(out.run_id)
+    assert len(rows) == 12 and all(r[4] == "ok" for r in rows)
+    # pools were reserved for the hugetlb arms (3 GiB -> 1536 x 2M, 3 x 1G), then released
+    written = {(p.split("/")[-2], v) for p, v in kernel.writes if p.endswith("nr_hugepages")}
+    assert ("hugepages-2048kB", "1536") in written and ("hugepages-1048576kB", "3") in written
+    assert host.pool_file(2048).read_text().strip() == "0"
+    assert host.pool_file(1048576).read_text().strip() == "0"
+
+
+def test_summary_against_baseline(env):
+    exp = experiment()
+    out, _ = run(env, exp, DeterministicWorkload())
+    rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
+    by = {r["arm"]: r for r in rows}
+    assert by["4k"]["baseline"] and by["4k"]["n"] == 3
+    assert by["hugetlb-1G"]["speedup"] == pytest.approx(100 / 70)
+
+
+def test_contradicting_evidence_is_flagged_and_not_counted(env):
+    exp = experiment()
+    out, _ = run(env, exp, DeterministicWorkload(lie_for="hugetlb-2M"))
+    trials = [t for t in env[2].trials(out.run_id) if t["arm"] == "hugetlb-2M"]
+    assert {t["status"] for t in trials} == {"flagged"}
+    assert "page size is 4 kB" in trials[0]["flag"]
+    rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
+    assert next(r for r in rows if r["arm"] == "hugetlb-2M")["n"] == 0
+
+
+def test_failed_trial_is_recorded_and_the_run_goes_on(env):
+    out, _ = run(env, experiment(), DeterministicWorkload(fail_for="thp"))
+    failed = [t for t in env[2].trials(out.run_id) if t["status"] == "failed"]
+    assert len(failed) == 3 and "boom" in failed[0]["error"]
+    assert out.executed == 12
+
+
+def test_resume_runs_only_what_is_missing(env):
+    exp = experiment(blocks=4)
+
+    class Dies(Recorder):
+        def __init__(self, after):
+            super().__init__()
+            self.after = after
+
+    class Crash(Exception):
+        pass
+
+    @dataclass(frozen=True)
+    class Flaky(DeterministicWorkload):
+        def run(self, target, backing):
+            if len(target.calls) == target.after:
+                raise Crash
+            return super().run(target, backing)
+
+    with pytest.raises(Crash):
+        run(env, exp, Flaky(), Dies(after=6))
+    assert len(env[2].values(1)) == 6
+    out, target = run(env, exp, DeterministicWorkload())
+    assert out.resumed and out.executed == 10 and len(target.calls) == 10
+    keys = [(r[0], r[2]) for r in env[2].values(out.run_id)]
+    assert len(keys) == len(set(keys)) == 16
+
+
+def test_arm_thp_mode_applied_per_trial_and_reset_for_arms_without_one(env):
+    host = env[0]
+    seen: list[str] = []
+    exp = experiment(blocks=2, thp={"thp": "always"})
+    run(env, exp, DeterministicWorkload(thp_seen=seen, paths=host))
+    calls = [next(a.backing for a in exp.arms if a.name == t.arm) for t in schedule(exp)]
+    for backing, mode in zip(calls, seen, strict=True):
+        assert mode == ("always" if backing == "thp" else "madvise")
+    assert parse_selected(host.thp_enabled.read_text()) == "madvise"
+
+
+def test_pool_that_cannot_be_reserved_skips_its_arms_only(env):
+    host, _, store, kernel = env
+    kernel.pool_cap[1048576] = 1
+    exp = Experiment(**{**experiment().__dict__})
+    out, target = run(env, exp, DeterministicWorkload())
+    assert "hugetlb-1G" in out.skipped and "achieved 1" in out.skipped["hugetlb-1G"]
+    assert "hugetlb-1G" not in target.calls and out.executed == 9
+
+
+def test_pool_plan_takes_explicit_pools_and_the_largest_need():
+    exp = Experiment("p", (Arm("a", "hugetlb-2M", pools=(PoolSpec("2M", 10),)),
+                           Arm("b", "hugetlb-2M"), Arm("c", "4k", pools=(PoolSpec("1G", 2, 0),))))
+    plan = pool_plan(exp, DeterministicWorkload(size_bytes=64 * 1024**2))
+    assert plan == {("2M", None): 32, ("1G", 0): 2}
