@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hugelab import proc
-from hugelab.errors import HostError, NotRootError, PoolError
+from hugelab.errors import HostError, HugelabError, NotRootError, PoolError
 from hugelab.host.journal import Journal
 from hugelab.host.paths import REAL, HostPaths, parse_choices, parse_kv_kb, parse_selected
 
@@ -167,6 +167,8 @@ class HostControl:
             return
         if is_mounted(self.paths, target):
             return
+        if target.exists() and not target.is_dir():
+            raise HostError(f"cannot mount hugetlbfs on {target}: it is not a directory")
         created = not target.exists()
         self.journal.record({"kind": "mount", "target": str(target), "created": created})
         target.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -224,7 +226,12 @@ def _undo(entry: dict[str, str], paths: HostPaths) -> str | None:
         target = Path(entry["target"])
         msg = None
         if is_mounted(paths, target):
-            proc.run(["umount", str(target)])
+            try:
+                proc.run(["umount", str(target)])
+            except HugelabError:
+                # Still in use (a guest or a file mapping): detach now, the kernel frees the
+                # pages when the last user goes, and the pool shrinks then.
+                proc.run(["umount", "--lazy", str(target)])
             msg = f"unmounted {target}"
         if entry.get("created") and target.is_dir():
             try:
