@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from tests.fakehost import FakeKernel, make_host
 
 from hugelab.errors import HostError, PoolError
 from hugelab.experiment import default_experiment
@@ -13,6 +12,7 @@ from hugelab.host.journal import Journal
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session, recover
 from hugelab.runner import unsupported_arms
+from tests.fakehost import FakeKernel, make_host
 
 
 @pytest.fixture
