@@ -1,0 +1,45 @@
+"""The CLI reference (docs/cli.md), generated from the parsers' own --help text."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+
+
+def _walk(parser: argparse.ArgumentParser, prefix: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, f"{prefix} {name}")
+
+
+def render() -> str:
+    from hugelab.cli import build_parser
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parts = ["# hugelab command reference",
+                 "",
+                 "Generated from `--help` by `python -m hugelab.clidoc > docs/cli.md`; a test "
+                 "fails when it is out of date.", ""]
+        for name, parser in _walk(build_parser(), "hugelab"):
+            parser.prog = name
+            parts += [f"## `{name}`", "", "```", parser.format_help().rstrip(), "```", ""]
+        return "\n".join(parts)
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def commands() -> list[str]:
+    from hugelab.cli import build_parser
+    return [name for name, _ in _walk(build_parser(), "hugelab")]
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,38 @@
+"""Docs that check themselves: the CLI reference is generated and every command is in it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hugelab import clidoc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_reference_is_up_to_date():
+    assert (ROOT / "docs" / "cli.md").read_text() == clidoc.render(), (
+        "docs/cli.md is stale: run `.venv/bin/python -m hugelab.clidoc > docs/cli.md`")
+
+
+def test_every_command_is_documented_in_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for name in clidoc.commands()[1:]:
+        assert f"`{name}" in readme, f"README does not mention `{name}`"
+
+
+def test_readme_starts_with_the_two_setup_commands():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```sh", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert [line.split("#")[0].strip() for line in block] == ["./bootstrap run", "./bootstrap test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "./bootstrap test" in ci
+
+
+def test_every_command_has_help_that_exits_zero():
+    for name in clidoc.commands():
+        args = name.split()[1:]
+        r = subprocess.run([sys.executable, "-m", "hugelab.cli", *args, "--help"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "usage:" in r.stdout, name
