@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.runner import RunEvent, Runner
+from hugelab.stopping import SequentialStopper
 from hugelab.store import Store
 from hugelab.summary import arm_summary
 from hugelab.targets import NativeTarget
@@ -32,6 +34,16 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(p)
     add_json(p)
     p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.add_argument("--until-verdict", action="store_true",
+                   help="stop early once every arm has a verdict, using group-sequential looks "
+                   "(Lan-DeMets O'Brien-Fleming spending) declared before the first trial")
+    p.add_argument("--max-blocks", type=int, metavar="N",
+                   help="with --until-verdict: the most blocks to run (default: the file's blocks)")
+    p.add_argument("--looks", type=int, default=5, help="with --until-verdict: planned looks (5)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="with --until-verdict: family-wise false-positive rate (0.05)")
+    p.add_argument("--margin", type=_fraction, default=0.01,
+                   help="with --until-verdict: equivalence margin, e.g. 1%% (default)")
     p.set_defaults(func=cmd_run)
 
     s = sub.add_parser("show", help="list the runs in a store, or one run's trials")
@@ -41,14 +53,33 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     s.set_defaults(func=cmd_show)
 
 
+def _fraction(text: str) -> float:
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fraction or percentage: {text!r}") from None
+
+
 def _load(args: argparse.Namespace) -> Experiment:
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
-    if args.blocks is not None:
-        from hugelab.errors import UsageError
-        if args.blocks < 1:
-            raise UsageError("--blocks must be at least 1")
-        exp = Experiment(**{**exp.__dict__, "blocks": args.blocks})
+    blocks = args.max_blocks if args.until_verdict and args.max_blocks else args.blocks
+    if args.max_blocks and not args.until_verdict:
+        raise UsageError("--max-blocks goes with --until-verdict")
+    if blocks is not None:
+        if blocks < 1:
+            raise UsageError("the number of blocks must be at least 1")
+        exp = Experiment(**{**exp.__dict__, "blocks": blocks})
     return exp
+
+
+def _stopper(args: argparse.Namespace, exp: Experiment, store: Store) -> SequentialStopper | None:
+    if not args.until_verdict:
+        return None
+    if exp.blocks < 6 * args.looks:
+        raise UsageError(f"--until-verdict with {args.looks} looks needs at least "
+                         f"{6 * args.looks} blocks (got {exp.blocks})",
+                         hint="raise --max-blocks or lower --looks")
+    return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
 def _build(exp: Experiment) -> Any:
@@ -79,10 +110,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                         last += f" {e.value:.4g}"
                     bar.update(task, completed=e.done, last=last)
 
-            outcome = Runner(exp, store, workload, target=NativeTarget(), progress=progress).run()
+                elif e.kind == "stop":
+                    bar.console.print(f"[green]{e.message}[/]")
+
+            stopper = _stopper(args, exp, store)
+            outcome = Runner(exp, store, workload, target=NativeTarget(), progress=progress,
+                             stopper=stopper).run()
+            if stopper is not None:
+                store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
                            exp.baseline_arm, _better(store, outcome.run_id))
-    result = {"run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
+    seq = stopper.describe() if stopper is not None else None
+    result = {"sequential": seq, "run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows}
     if args.json:
         from hugelab.cli import print_json
@@ -119,6 +158,13 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         t.add_row(r["arm"], str(r["n"]), str(r["flagged"]), str(r["failed"]), _fmt(r["median"]),
                   _fmt(r["min"]), _fmt(r["max"]), vs)
     con.print(t)
+    seq = result.get("sequential")
+    if seq:
+        at = seq["stopped_at_look"]
+        con.print(f"until-verdict: {'stopped at look ' + str(at) if at else 'ran every planned look'}"
+                  f" of {seq['plan']['looks']} (looks after blocks {seq['plan']['look_sizes']})")
+        for arm, d in seq["decided"].items():
+            con.print(f"  {arm}: {d['decision']} at look {d['look']}")
     for arm, why in result["skipped"].items():
         con.print(f"[yellow]skipped[/] {arm}: {why}")
     con.print("host settings restored. Paired verdicts with intervals: hugelab report")

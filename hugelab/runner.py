@@ -23,6 +23,8 @@ from hugelab.workloads.base import Target, Workload, WorkloadResult
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
 Progress = Callable[["RunEvent"], None]
+# Called after each completed block with (run_id, blocks completed, skipped arms); True stops.
+Stopper = Callable[[int, int, dict[str, str]], bool]
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ class Runner:
 
     def __init__(self, exp: Experiment, store: Store, workload: Workload, *,
                  target: Target, session: SessionFactory | None = None,
-                 paths: HostPaths = REAL, progress: Progress | None = None) -> None:
+                 paths: HostPaths = REAL, progress: Progress | None = None,
+                 stopper: Stopper | None = None) -> None:
         self.exp = exp
         self.store = store
         self.workload = workload
@@ -95,6 +98,7 @@ class Runner:
         self.paths = paths
         self.session = session or (lambda: host_session(paths))
         self.progress = progress or (lambda e: None)
+        self.stopper = stopper
 
     def run(self) -> RunOutcome:
         host = inspect_host(self.paths)
@@ -115,9 +119,20 @@ class Runner:
                     status, value = self._one(run_id, spec, control, thp_initial)
                     executed += 1
                     self.progress(RunEvent("trial", i + 1, len(todo), spec, status, value))
+                    if self._should_stop(run_id, spec, todo[i + 1:], skipped):
+                        self.progress(RunEvent("stop", executed, len(todo),
+                                               message=f"verdict reached after block {spec.block + 1}"))
+                        break
         self.store.set_run_status(run_id, "finished", skipped)
         self.progress(RunEvent("done", executed, executed))
         return RunOutcome(run_id, not created, executed, skipped)
+
+    def _should_stop(self, run_id: int, spec: TrialSpec, rest: list[TrialSpec],
+                     skipped: dict[str, str]) -> bool:
+        """At the end of a block (the next trial belongs to a later block), ask the stopper."""
+        if self.stopper is None or (rest and rest[0].block == spec.block):
+            return False
+        return self.stopper(run_id, spec.block + 1, skipped)
 
     def _remaining(self, run_id: int, skipped: dict[str, str]) -> list[TrialSpec]:
         done = self.store.done_keys(run_id)

@@ -50,6 +50,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX trials_run ON trials(run_id, arm);
     """),
+    ("0002_run_sequential", """
+        ALTER TABLE runs ADD COLUMN sequential TEXT NOT NULL DEFAULT '{}'
+    """),
 ]
 
 TRIAL_STATUSES = ("ok", "flagged", "failed")
@@ -143,6 +146,10 @@ class Store:
                 self.db.execute("UPDATE runs SET skipped = ? WHERE id = ?",
                                 (json.dumps(skipped), run_id))
 
+    def set_run_sequential(self, run_id: int, info: dict[str, Any]) -> None:
+        with self.db:
+            self.db.execute("UPDATE runs SET sequential = ? WHERE id = ?", (json.dumps(info), run_id))
+
     def runs(self) -> list[dict[str, Any]]:
         rows = self.db.execute("""
             SELECT r.*, COUNT(t.id) AS trials,
@@ -151,7 +158,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(r)
-            for k in ("experiment", "host", "skipped"):
+            for k in ("experiment", "host", "skipped", "sequential"):
                 d[k] = json.loads(d[k])
             d["flagged"] = d["flagged"] or 0
             d["failed"] = d["failed"] or 0

@@ -179,3 +179,48 @@ def test_pool_plan_takes_explicit_pools_and_the_largest_need():
                            Arm("b", "hugetlb-2M"), Arm("c", "4k", pools=(PoolSpec("1G", 2, 0),))))
     plan = pool_plan(exp, DeterministicWorkload(size_bytes=64 * 1024**2))
     assert plan == {("2M", None): 32, ("1G", 0): 2}
+
+
+def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
+    from hugelab.stopping import SequentialStopper
+    host, session, store, _ = env
+    exp = experiment(blocks=30)
+
+    @dataclass(frozen=True)
+    class Noisy(DeterministicWorkload):
+        def run(self, target, backing):
+            r = super().run(target, backing)
+            jitter = 1 + 0.01 * ((len(target.calls) * 7919) % 13 - 6) / 6
+            r.metrics["ns_per_access"] *= jitter
+            return r
+
+    stopper = SequentialStopper(exp, store, looks=5, alpha=0.05)
+    runner = Runner(exp, store, Noisy(), target=Recorder(), session=session, paths=host,
+                    stopper=stopper)
+    out = runner.run()
+    info = stopper.describe()
+    # O'Brien-Fleming bounds are strict early (no stop is possible with 6 pairs at alpha/3),
+    # so 20-30% effects stop at an intermediate look, well before the 30-block maximum.
+    assert 1 < info["stopped_at_look"] < 5
+    assert out.executed == info["plan"]["look_sizes"][info["stopped_at_look"] - 1] * 4
+    assert {d["decision"] for d in info["decided"].values()} == {"faster"}
+
+
+def test_until_verdict_identical_arms_never_claim_a_difference(env):
+    from hugelab.stopping import SequentialStopper
+    host, session, store, _ = env
+    arms = (Arm("a", "4k"), Arm("b", "4k"))
+    exp = Experiment("aa", arms, {"kind": "fake"}, seed=1, blocks=30, baseline="a")
+
+    @dataclass(frozen=True)
+    class Same(DeterministicWorkload):
+        def run(self, target, backing):
+            r = super().run(target, backing)
+            r.metrics["ns_per_access"] *= 1 + 0.02 * (((len(target.calls) * 48271) % 101) / 100 - 0.5)
+            return r
+
+    stopper = SequentialStopper(exp, store, looks=5, alpha=0.05)
+    Runner(exp, store, Same(), target=Recorder(), session=session, paths=host,
+           stopper=stopper).run()
+    decisions = {d["decision"] for d in stopper.decided.values()}
+    assert decisions <= {"inconclusive", "equivalent"}

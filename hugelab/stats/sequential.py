@@ -1,0 +1,243 @@
+"""Group-sequential looks with Lan-DeMets O'Brien-Fleming-type alpha spending.
+
+Spending function: each side spends alpha/2 with the Lan-DeMets O'Brien-Fleming form
+alpha_side(t) = 2 - 2 * Phi(z_{1-alpha/4} / sqrt(t)) at information fraction t = n_k / n_max
+(the convention of ldbounds / gsDesign; K=5, alpha=0.05 gives 4.877, 3.357, 2.680, 2.290, 2.031). Boundaries c_k on the z scale are found by the recursive numerical
+integration of Armitage, McPherson & Rowe (Jennison & Turnbull, ch. 19): the density of the
+score B(t_k) = Z_k sqrt(t_k) on the continuation region is carried from look to look on a
+fine grid (trapezoid rule), and c_k solves P(exit at look k) = alpha(t_k) - alpha(t_{k-1}) in
+log space, so 99.99% designs work too.
+
+At each look the statistic is the normal-approximation signed-rank z of the paired
+log-ratios so far (scipy, zeros dropped, tie-corrected). Stops:
+- efficacy: |z| >= c_k  -> "faster"/"slower";
+- equivalence: both one-sided signed-rank z against +/-log(1+margin) pass c_k -> "equivalent";
+- futility (non-binding, only with ``target_effect``): conditional power to reach the final
+  boundary under the target effect below ``futility_cp`` -> "inconclusive";
+- last look without a stop -> "inconclusive".
+Non-binding futility and equivalence stops never add a false "faster"/"slower" claim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import optimize, stats
+
+from hugelab.stats import signedrank
+from hugelab.stats._util import FloatArray, StatsInputError, as_1d, jsonable
+from hugelab.stats.plan import unit_sd
+
+GRID = 2001
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """A pre-declared group-sequential design."""
+
+    max_blocks: int
+    looks: int
+    alpha: float
+    margin: float
+    better: str
+    look_sizes: tuple[int, ...]
+    fractions: tuple[float, ...]
+    bounds: tuple[float, ...]
+    alpha_spent: tuple[float, ...]
+    target_effect: float | None
+    futility_cp: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        out: dict[str, Any] = jsonable(asdict(self))
+        return out
+
+
+@dataclass(frozen=True)
+class SequentialDecision:
+    """What to do after a look: "continue" or a verdict, and why."""
+
+    decision: str
+    look: int
+    n: int
+    z: float
+    bound: float
+    stopped: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict."""
+        out: dict[str, Any] = jsonable(asdict(self))
+        return out
+
+
+def obf_spending(t: FloatArray | float, alpha: float) -> FloatArray:
+    """Lan-DeMets O'Brien-Fleming-type cumulative alpha spent (both sides) at fraction t."""
+    t = np.asarray(t, dtype=float)
+    z = stats.norm.isf(alpha / 4.0)
+    with np.errstate(divide="ignore"):
+        return np.where(t > 0, 4.0 * stats.norm.sf(z / np.sqrt(np.where(t > 0, t, 1.0))), 0.0)
+
+
+def _exit_prob(x: FloatArray, f: FloatArray, b: float, sigma: float) -> float:
+    tail = stats.norm.sf((b - x) / sigma) + stats.norm.cdf((-b - x) / sigma)
+    return float(np.trapezoid(f * tail, x))
+
+
+def _log_gap(
+    c: float, x: FloatArray, f: FloatArray, sqrt_t: float, sigma: float, log_target: float
+) -> float:
+    return math.log(max(_exit_prob(x, f, c * sqrt_t, sigma), 1e-320)) - log_target
+
+
+def boundaries(fractions: ArrayLike, alpha: float) -> tuple[FloatArray, FloatArray]:
+    """Two-sided z boundaries and cumulative alpha spent for the given information fractions."""
+    t = as_1d(fractions, "fractions")
+    if np.any(np.diff(t) <= 0) or t[0] <= 0 or t[-1] > 1 + 1e-12:
+        raise StatsInputError("information fractions must increase within (0, 1]")
+    spent = obf_spending(t, alpha)
+    bounds = np.empty(t.size)
+    bounds[0] = stats.norm.isf(max(spent[0], 1e-300) / 2.0)
+    b1 = bounds[0] * math.sqrt(t[0])
+    x = np.linspace(-b1, b1, GRID)
+    f = stats.norm.pdf(x, scale=math.sqrt(t[0]))
+    for k in range(1, t.size):
+        sigma = math.sqrt(t[k] - t[k - 1])
+        inc = max(spent[k] - spent[k - 1], 1e-300)
+
+        bounds[k] = optimize.brentq(
+            _log_gap, 0.1, 40.0, args=(x, f, math.sqrt(t[k]), sigma, math.log(inc)), xtol=1e-10
+        )
+        bk = bounds[k] * math.sqrt(t[k])
+        y = np.linspace(-bk, bk, GRID)
+        kernel = stats.norm.pdf((y[:, None] - x[None, :]) / sigma) / sigma
+        f = np.trapezoid(kernel * f[None, :], x, axis=1)
+        x = y
+    return bounds, spent
+
+
+def sequential_plan(
+    max_blocks: int,
+    *,
+    looks: int = 5,
+    alpha: float = 0.05,
+    margin: float = 0.01,
+    better: str = "lower",
+    target_effect: float | None = None,
+    futility_cp: float = 0.05,
+) -> SequentialPlan:
+    """Equally spaced looks (by blocks) up to ``max_blocks`` with OBF-type spending."""
+    if looks < 1 or max_blocks < 6 * looks:
+        raise StatsInputError(
+            f"need looks >= 1 and at least 6 blocks per look, got {looks} looks, {max_blocks} blocks"
+        )
+    if not 0.0 < alpha < 0.5:
+        raise StatsInputError(f"alpha must lie in (0, 0.5), got {alpha}")
+    if better not in ("lower", "higher"):
+        raise StatsInputError(f"better must be 'lower' or 'higher', got {better!r}")
+    sizes = np.round(np.linspace(max_blocks / looks, max_blocks, looks)).astype(int)
+    fractions = sizes / max_blocks
+    bounds, spent = boundaries(fractions, alpha)
+    return SequentialPlan(
+        max_blocks=max_blocks,
+        looks=looks,
+        alpha=alpha,
+        margin=margin,
+        better=better,
+        look_sizes=tuple(int(s) for s in sizes),
+        fractions=tuple(float(f) for f in fractions),
+        bounds=tuple(float(b) for b in bounds),
+        alpha_spent=tuple(float(s) for s in spent),
+        target_effect=target_effect,
+        futility_cp=futility_cp,
+    )
+
+
+def _direction(z: float, better: str) -> str:
+    return "faster" if (z < 0) == (better == "lower") else "slower"
+
+
+def _conditional_power(d: FloatArray, z: float, look: int, plan: SequentialPlan) -> float:
+    """P(|Z_final| >= c_K | data so far) if the true shift is the target effect."""
+    assert plan.target_effect is not None
+    t = plan.fractions[look - 1]
+    if t >= 1.0 or d.size < 10:
+        return 1.0
+    theta = abs(math.log1p(plan.target_effect)) * math.sqrt(plan.max_blocks) / unit_sd(d)
+    theta *= 1.0 if z >= 0 else -1.0
+    b_now = z * math.sqrt(t)
+    c = plan.bounds[-1]
+    mean = b_now + theta * (1.0 - t)
+    sd = math.sqrt(1.0 - t)
+    return float(stats.norm.sf((c - mean) / sd) + stats.norm.cdf((-c - mean) / sd))
+
+
+def sequential_decision(d_so_far: ArrayLike, look: int, plan: SequentialPlan) -> SequentialDecision:
+    """Decide at look ``look`` (1-based) from all paired log-ratios gathered so far.
+
+    The design's alpha holds when each look comes at its planned size (plan.look_sizes);
+    NaNs are dropped.
+    """
+    if not 1 <= look <= plan.looks:
+        raise StatsInputError(f"look must lie in 1..{plan.looks}, got {look}")
+    d = as_1d(d_so_far, "d_so_far")
+    d = d[~np.isnan(d)]
+    if d.size == 0:
+        raise StatsInputError("no paired log-ratios yet")
+    c = plan.bounds[look - 1]
+    delta = math.log1p(plan.margin)
+    z = float(signedrank.z_statistic(d[None, :])[0])
+    z_low = float(signedrank.z_statistic(d[None, :] + delta)[0])
+    z_high = float(signedrank.z_statistic(d[None, :] - delta)[0])
+
+    def out(decision: str, stopped: bool, reason: str) -> SequentialDecision:
+        return SequentialDecision(decision, look, int(d.size), z, c, stopped, reason)
+
+    if abs(z) >= c:
+        return out(_direction(z, plan.better), True, f"|z| = {abs(z):.2f} crossed {c:.2f}")
+    if z_low >= c and z_high <= -c:
+        return out(
+            "equivalent", True, f"both one-sided tests within +/-{plan.margin:.1%} crossed {c:.2f}"
+        )
+    if look == plan.looks:
+        return out("inconclusive", True, "last look reached without crossing a boundary")
+    if plan.target_effect is not None:
+        cp = _conditional_power(d, z, look, plan)
+        if cp < plan.futility_cp:
+            return out("inconclusive", True, f"futile: conditional power {cp:.3f}")
+    return out("continue", False, f"|z| = {abs(z):.2f} below {c:.2f}")
+
+
+def run_sequential(d: ArrayLike, plan: SequentialPlan) -> tuple[np.ndarray, FloatArray]:
+    """Replay the plan on many experiments at once: rows of d hold max_blocks log-ratios.
+
+    Returns (decision per row, look at which each row stopped). Futility is not replayed.
+    """
+    d = np.atleast_2d(np.asarray(d, dtype=float))
+    if d.shape[1] < plan.max_blocks:
+        raise StatsInputError(f"rows need {plan.max_blocks} values, got {d.shape[1]}")
+    rows = d.shape[0]
+    decision = np.full(rows, "inconclusive", dtype=object)
+    stop = np.full(rows, plan.looks, dtype=float)
+    live = np.ones(rows, dtype=bool)
+    delta = math.log1p(plan.margin)
+    for k, (size, c) in enumerate(zip(plan.look_sizes, plan.bounds, strict=True), start=1):
+        part = d[:, :size]
+        z = signedrank.z_statistic(part)
+        eq = (signedrank.z_statistic(part + delta) >= c) & (
+            signedrank.z_statistic(part - delta) <= -c
+        )
+        good = (z < 0) if plan.better == "lower" else (z > 0)
+        hit = live & (np.abs(z) >= c)
+        decision[hit & good] = "faster"
+        decision[hit & ~good] = "slower"
+        equiv = live & ~hit & eq
+        decision[equiv] = "equivalent"
+        stopped = hit | equiv
+        stop[stopped] = k
+        live &= ~stopped
+    return decision, stop

@@ -1,0 +1,92 @@
+"""`--until-verdict`: group-sequential looks while a run is in progress.
+
+The design is declared before the first trial (max blocks, number of looks, alpha, margin) and
+stored with the run; at each planned look the paired log-ratios of every arm against the
+baseline are tested against the Lan-DeMets O'Brien-Fleming boundary (hugelab.stats.sequential).
+The run stops when every comparison has stopped. Alpha is split evenly across comparisons
+(Bonferroni), which keeps the family-wise error at alpha. No "stop when it looks stable".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from hugelab.experiment import Experiment
+from hugelab.stats.sequential import SequentialPlan, sequential_decision, sequential_plan
+from hugelab.store import Store
+
+
+def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], baseline: str,
+                      arm: str, upto_block: int) -> np.ndarray:
+    by: dict[int, dict[str, float]] = defaultdict(dict)
+    for block, _pos, name, _target, status, value in rows:
+        if block < upto_block and status == "ok" and value is not None and value > 0:
+            by[block][name] = value
+    pairs = [(v[baseline], v[arm]) for _, v in sorted(by.items()) if baseline in v and arm in v]
+    if not pairs:
+        return np.empty(0)
+    b, c = np.array(pairs).T
+    return np.log(c / b)
+
+
+@dataclass
+class SequentialStopper:
+    exp: Experiment
+    store: Store
+    looks: int = 5
+    alpha: float = 0.05
+    margin: float = 0.01
+    target_effect: float | None = None
+    better: str = "lower"
+    history: list[dict[str, Any]] = field(default_factory=list)
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        arms = [a.name for a in self.exp.arms if a.name != self.exp.baseline_arm]
+        self.comparisons = arms
+        per = self.alpha / max(1, len(arms))
+        self.plan: SequentialPlan = sequential_plan(
+            self.exp.blocks, looks=self.looks, alpha=per, margin=self.margin, better=self.better,
+            target_effect=self.target_effect)
+
+    def describe(self) -> dict[str, Any]:
+        return {"plan": self.plan.to_dict(), "family_alpha": self.alpha,
+                "comparisons": self.comparisons, "looks": self.history,
+                "decided": self.decided,
+                "stopped_at_look": self.history[-1]["look"] if self.history and self.done else None}
+
+    @property
+    def done(self) -> bool:
+        return all(a in self.decided for a in self.comparisons)
+
+    def __call__(self, run_id: int, blocks_done: int, skipped: dict[str, str]) -> bool:
+        """Called after each completed block; True means: stop the run now."""
+        if blocks_done not in self.plan.look_sizes:
+            return False
+        look = self.plan.look_sizes.index(blocks_done) + 1
+        rows = self.store.values(run_id)
+        if look == 1 or not self.history:  # direction comes from the workload's own metric
+            better = next((t["better"] for t in self.store.trials(run_id) if t["better"]), None)
+            if better in ("lower", "higher") and better != self.plan.better:
+                self.plan = replace(self.plan, better=better)
+        entry: dict[str, Any] = {"look": look, "blocks": blocks_done, "decisions": {}}
+        for arm in self.comparisons:
+            if arm in self.decided or arm in skipped:
+                continue
+            d = paired_log_ratios(rows, self.exp.baseline_arm, arm, blocks_done)
+            if d.size < 6:
+                continue
+            dec = sequential_decision(d, look, self.plan).to_dict()
+            dec["effect_pct"] = 100 * math.expm1(float(np.median(d)))
+            entry["decisions"][arm] = dec
+            if dec["stopped"]:
+                self.decided[arm] = {**dec, "look": look}
+        for arm in skipped:
+            self.decided.setdefault(arm, {"decision": "skipped", "look": look})
+        self.history.append(entry)
+        return self.done
