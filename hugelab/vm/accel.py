@@ -1,0 +1,71 @@
+"""Which accelerator guests get: KVM when a probe guest really boots under it, else TCG.
+
+`/dev/kvm` existing proves little (on some machines it opens but cannot run a distro kernel), so
+the probe boots a small guest under KVM and waits for the agent's answer. The answer is cached per
+kernel image for the life of the process; `probe_reason()` says why.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hugelab.errors import VMError
+
+PROBE_TIMEOUT_S = 30.0
+_CACHE: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _kvm_openable(dev: str = "/dev/kvm") -> str | None:
+    """None when /dev/kvm can be opened read-write, else the reason it cannot."""
+    try:
+        fd = os.open(dev, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{dev}: {exc.strerror}"
+    os.close(fd)
+    return None
+
+
+def _probe(kernel: Path, qemu: str, timeout: float) -> tuple[str, str]:
+    reason = _kvm_openable()
+    if reason is not None:
+        return "tcg", reason
+    from hugelab.vm.guest import Guest
+    from hugelab.vm.qemu_args import VmSpec
+
+    spec = VmSpec(mem_mib=256, vcpus=1, accel="kvm", kernel=str(kernel))
+    try:
+        with Guest(spec, name="kvm-probe", boot_timeout=timeout, qemu=qemu) as g:
+            r = g.target.exec(["/bin/true"], timeout=timeout)
+            if r.returncode != 0:
+                return "tcg", "probe guest booted under KVM but could not run /bin/true"
+    except VMError as exc:
+        first = exc.message.splitlines()
+        detail = next((ln for ln in first if "qemu-system" in ln), first[0] if first else "")
+        return "tcg", f"KVM probe failed: {detail.strip()}"
+    return "kvm", "probe guest booted under KVM"
+
+
+def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64",
+                timeout: float = PROBE_TIMEOUT_S) -> str:
+    """"kvm" if a guest with this kernel boots under KVM (agent answers), else "tcg"."""
+    from hugelab.vm.initramfs import default_kernel
+
+    k = Path(kernel) if kernel else default_kernel()
+    key = (str(k.resolve()), qemu)
+    if key not in _CACHE:
+        _CACHE[key] = _probe(k, qemu, timeout)
+    return _CACHE[key][0]
+
+
+def probe_reason(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64") -> str | None:
+    """Why the cached probe for `kernel` chose its accelerator (None if never probed)."""
+    from hugelab.vm.initramfs import default_kernel
+
+    k = Path(kernel) if kernel else default_kernel()
+    hit = _CACHE.get((str(k.resolve()), qemu))
+    return hit[1] if hit else None
+
+
+def clear_cache() -> None:
+    _CACHE.clear()

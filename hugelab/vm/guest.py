@@ -1,0 +1,569 @@
+"""Image-less QEMU guests: boot, talk to the in-guest agent, shut down, clean up.
+
+    with Guest(VmSpec(mem_mib=512, backing="file", hugetlbfs_path="/mnt/huge2M")) as g:
+        r = g.target.exec(["/bin/cat", "/proc/meminfo"])     # a Target, like NativeTarget
+        g.qmp.cmd("query-memdev")                             # QMP (qemu.qmp legacy sync client)
+        g.evidence()                                          # QEMU smaps of guest RAM
+
+Every QEMU started here is recorded in the state directory (`HUGELAB_STATE_DIR`, default
+/var/lib/hugelab) until it is gone, so `kill_leftover_qemus()` can end the ones a SIGKILLed
+hugelab left behind. Results travel over the agent's virtio-serial channel, never the console.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from hugelab.errors import CommandError, ToolMissingError, VMError
+from hugelab.proc import APT_PACKAGES, which
+from hugelab.vm.evidence import qemu_memory_evidence
+from hugelab.vm.initramfs import (
+    InitramfsSpec,
+    cached_initramfs,
+    default_kernel,
+    kernel_release,
+    modules_dir_for,
+)
+from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, validate
+from hugelab.workloads.base import ExecResult
+
+DEFAULT_STATE_DIR = "/var/lib/hugelab"
+BOOT_TIMEOUT_S = {"kvm": 60.0, "tcg": 180.0}
+EXEC_SLACK_S = {"kvm": 30.0, "tcg": 120.0}  # agent round trip on top of a command's own timeout
+SERIAL_TAIL_LINES = 25
+GUEST_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+# --- state directory: which QEMUs are ours ------------------------------------------------------
+
+
+def state_dir() -> Path:
+    """The state directory (created 0700)."""
+    d = Path(os.environ.get("HUGELAB_STATE_DIR", DEFAULT_STATE_DIR))
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(d, 0o700)
+    return d
+
+
+def _starttime(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks (field 22 of /proc/PID/stat), None if gone or zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def _is_qemu(pid: int) -> bool:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("qemu-system")
+    except OSError:
+        return False
+
+
+def _alive(pid: int, starttime: int | None) -> bool:
+    return starttime is not None and _starttime(pid) == starttime
+
+
+def _record_path(d: Path, pid: int) -> Path:
+    return d / f"qemu-{pid}.json"
+
+
+def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
+    """Record a QEMU we started (file 0600) so a later `recover` can end it."""
+    rec = {"pid": pid, "starttime": _starttime(pid), "owner_pid": os.getpid(),
+           "owner_starttime": _starttime(os.getpid()), "tmpdir": str(tmpdir),
+           "started": time.time()}
+    path = _record_path(d, pid)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(rec, f)
+    return path
+
+
+def _terminate(pid: int, grace_s: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`; for processes that are not our children."""
+    start = _starttime(pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _alive(pid, start):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _alive(pid, start):
+        time.sleep(0.05)
+
+
+def _remove_tmpdir(path: str | None) -> None:
+    if path and Path(path).name.startswith("hugelab-vm-"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners: bool = False) -> list[int]:
+    """End QEMUs recorded in the state directory whose hugelab process is gone.
+
+    Returns the pids that were killed. Records of QEMUs that already exited are removed.
+    A QEMU whose owning hugelab still runs is left alone unless `include_live_owners`.
+    """
+    d = Path(state) if state is not None else state_dir()
+    killed: list[int] = []
+    for path in sorted(d.glob("qemu-*.json")):
+        try:
+            rec = json.loads(path.read_text())
+            pid = int(rec["pid"])
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)
+            continue
+        owner_alive = _alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
+        if owner_alive and not include_live_owners:
+            continue
+        if _alive(pid, rec.get("starttime")) and _is_qemu(pid):
+            _terminate(pid)
+            killed.append(pid)
+        _remove_tmpdir(rec.get("tmpdir"))
+        path.unlink(missing_ok=True)
+    return killed
+
+
+# --- the agent channel ---------------------------------------------------------------------------
+
+
+class AgentChannel:
+    """JSON-lines requests to the in-guest agent over QEMU's chardev unix socket."""
+
+    def __init__(self, path: Path, alive: Callable[[], bool]) -> None:
+        self.path = path
+        self._alive = alive
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._next_id = 1
+        self._lock = threading.Lock()
+
+    def connect(self, deadline: float) -> None:
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(str(self.path))
+                self._sock = s
+                return
+            except OSError:
+                s.close()
+                if time.monotonic() > deadline or not self._alive():
+                    raise VMError(f"cannot connect to the agent socket {self.path}") from None
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
+
+    def _read_line(self, deadline: float | None) -> bytes:
+        assert self._sock is not None
+        while b"\n" not in self._buf:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
+            self._sock.settimeout(0.25)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except TimeoutError:
+                if not self._alive():
+                    raise VMError("QEMU exited while waiting for the guest agent") from None
+                continue
+            if not chunk:
+                raise VMError("the guest agent channel closed (guest powered off or crashed?)")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    def request(self, op: str, wait_s: float | None, **fields: Any) -> dict[str, Any]:
+        """Send one request, return its reply; VMError when the agent does not answer in time."""
+        if self._sock is None:
+            raise VMError("the guest agent is not connected")
+        with self._lock:
+            rid = self._next_id
+            self._next_id += 1
+            msg = json.dumps({"id": rid, "op": op, **fields}).encode() + b"\n"
+            try:
+                self._sock.sendall(msg)
+            except OSError as exc:
+                raise VMError(f"cannot send to the guest agent: {exc}") from exc
+            deadline = None if wait_s is None else time.monotonic() + wait_s
+            while True:
+                try:
+                    line = self._read_line(deadline)
+                except TimeoutError:
+                    raise VMError(f"the guest agent did not answer '{op}' within {wait_s:.0f}s",
+                                  hint="the guest may be hung; see its serial log") from None
+                reply = json.loads(line)
+                if reply.get("id") == rid:
+                    return reply
+
+
+class GuestTarget:
+    """The Target protocol inside a guest: argv runs via the agent, rusage from the guest."""
+
+    def __init__(self, channel: AgentChannel, name: str = "vm0", *, slack_s: float = 60.0,
+                 env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.channel = channel
+        self.slack_s = slack_s
+        self.env = env
+
+    def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
+        argv = [str(a) for a in argv]
+        wait = None if timeout is None else timeout + self.slack_s
+        reply = self.channel.request("exec", wait, argv=argv, timeout=timeout, env=self.env)
+        if not reply.get("ok"):
+            if reply.get("kind") == "enoent":
+                tool = Path(argv[0]).name
+                raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool))
+            raise VMError(f"guest could not run {argv[0]}: {reply.get('error')}")
+        if reply.get("timed_out"):
+            raise CommandError(argv, -1, f"timed out after {timeout}s (in guest {self.name})\n"
+                               f"{reply.get('stderr', '')}")
+        return ExecResult(argv, int(reply["returncode"]), reply["stdout"], reply["stderr"],
+                          float(reply["wall_s"]), {k: float(v) for k, v in reply["rusage"].items()})
+
+    def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
+        reply = self.channel.request("read", wait_s, path=path)
+        if not reply.get("ok"):
+            raise VMError(f"guest cannot read {path}: {reply.get('error')}")
+        return str(reply["data"])
+
+    def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
+        """Write a guest file (sysfs: THP mode, pools) with one write()."""
+        reply = self.channel.request("write", wait_s, path=path, data=data)
+        if not reply.get("ok"):
+            raise VMError(f"guest cannot write {data!r} to {path}: {reply.get('error')}")
+
+    def ping(self, wait_s: float | None = 30.0) -> dict[str, Any]:
+        return self.channel.request("ping", wait_s)
+
+
+# --- host-side checks ----------------------------------------------------------------------------
+
+
+def hugetlbfs_page_kb(path: str, mounts_text: str, default_kb: int = 2048) -> int | None:
+    """Page size (kB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
+    want = os.path.realpath(path)
+    found = None
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) < 4 or parts[1] != want:
+            continue
+        found = None  # the last mount on a path wins
+        if parts[2] != "hugetlbfs":
+            continue
+        found = default_kb
+        for opt in parts[3].split(","):
+            if opt.startswith("pagesize="):
+                found = _size_kb(opt.split("=", 1)[1])
+    return found
+
+
+def _size_kb(text: str) -> int:
+    units = {"K": 1, "M": 1024, "G": 1024 * 1024}
+    text = text.strip().upper().removesuffix("B")
+    if text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text) // 1024
+
+
+def _check_file_backing(spec: VmSpec) -> None:
+    assert spec.hugetlbfs_path is not None
+    mounts = Path("/proc/mounts").read_text()
+    page_kb = hugetlbfs_page_kb(spec.hugetlbfs_path, mounts)
+    if page_kb is None:
+        raise VMError(f"{spec.hugetlbfs_path} is not a hugetlbfs mount",
+                      hint="mount one: mount -t hugetlbfs -o pagesize=2M none DIR")
+    if spec.hugetlb_size_kb is not None and spec.hugetlb_size_kb != page_kb:
+        raise VMError(f"{spec.hugetlbfs_path} has {page_kb} kB pages, not the "
+                      f"{spec.hugetlb_size_kb} kB the arm asks for",
+                      hint="mount hugetlbfs with the matching pagesize= option")
+
+
+_HINTS = (
+    ("unable to map backing store", "the host hugetlb pool is too small for the guest's RAM: "
+     "reserve more pages (nr_hugepages) of that size, or use a smaller guest"),
+    ("cannot allocate memory", "the host could not allocate guest RAM: reserve more huge pages "
+     "or free host memory"),
+    ("failed to set msr", "KVM is present but cannot run this guest: use accel='tcg'"),
+    ("could not access kvm", "KVM is not usable here: use accel='tcg'"),
+    ("kvm", "KVM failed: use accel='tcg' (or accel='auto' to probe)"),
+    ("kernel panic", "the guest kernel panicked: see the serial log lines above"),
+    ("hugelab-init: fatal", "the guest init failed: see the serial log lines above"),
+)
+
+
+def failure_hint(text: str) -> str:
+    low = text.lower()
+    for needle, hint in _HINTS:
+        if needle in low:
+            return hint
+    return "see the QEMU and serial log lines above; try a larger boot timeout under TCG"
+
+
+def _tail(path: Path, n: int = SERIAL_TAIL_LINES) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+# --- the guest -----------------------------------------------------------------------------------
+
+
+class Guest:
+    """One QEMU guest as a context manager; any exit shuts QEMU down and removes its files."""
+
+    def __init__(self, spec: VmSpec, *, name: str = "vm0", boot_timeout: float | None = None,
+                 qemu: str = "qemu-system-x86_64", state: Path | str | None = None,
+                 python: str = "/usr/bin/python3") -> None:
+        validate(spec)
+        self.spec = spec
+        self.name = name
+        self.boot_timeout = boot_timeout
+        self.qemu = qemu
+        self._state = Path(state) if state is not None else None
+        self.python = python
+        self.accel: str | None = None
+        self.kernel: Path | None = None
+        self.argv: list[str] = []
+        self.boot_s: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tmpdir: Path | None = None
+        self._record: Path | None = None
+        self._qmp: QEMUMonitorProtocol | None = None
+        self._channel: AgentChannel | None = None
+        self._target: GuestTarget | None = None
+        self._closed = False
+
+    # -- public ---------------------------------------------------------------------------------
+    def __enter__(self) -> Guest:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def target(self) -> GuestTarget:
+        if self._target is None:
+            raise VMError("the guest is not running")
+        return self._target
+
+    @property
+    def qmp(self) -> QEMUMonitorProtocol:
+        if self._qmp is None:
+            raise VMError("the guest is not running")
+        return self._qmp
+
+    @property
+    def qemu_pid(self) -> int:
+        if self._proc is None:
+            raise VMError("the guest is not running")
+        return self._proc.pid
+
+    @property
+    def paths(self) -> QemuPaths:
+        assert self._tmpdir is not None
+        return QemuPaths(self._tmpdir / "serial.log", self._tmpdir / "qmp.sock",
+                         self._tmpdir / "agent.sock", self._tmpdir / "initrd")
+
+    def serial_log(self) -> str:
+        return self.paths.serial_log.read_text(errors="replace") if self._tmpdir else ""
+
+    def memdev(self) -> list[dict[str, Any]]:
+        """QMP query-memdev: QEMU's own account of the guest-RAM backend."""
+        return list(self.qmp.cmd("query-memdev"))  # type: ignore[call-overload]
+
+    def evidence(self) -> dict[str, Any]:
+        """QEMU smaps of guest RAM plus QMP's memdev view."""
+        ev = qemu_memory_evidence(self.qemu_pid, self.spec.mem_bytes)
+        ev["memdev"] = self.memdev()
+        ev["accel"] = self.accel
+        return ev
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # -- start ----------------------------------------------------------------------------------
+    def _resolve(self) -> tuple[Path, str, Path]:
+        kernel = Path(self.spec.kernel) if self.spec.kernel else default_kernel()
+        release = kernel_release(kernel)
+        accel = self.spec.accel
+        if accel == "auto":
+            from hugelab.vm.accel import probe_accel
+
+            accel = probe_accel(kernel, qemu=self.qemu)
+        if self.spec.backing == "file":
+            _check_file_backing(self.spec)
+        which(self.qemu)
+        state = self._state or state_dir()
+        initrd = cached_initramfs(InitramfsSpec(release, modules_dir_for(release),
+                                                python=self.python), state / "initramfs")
+        return kernel, accel, initrd
+
+    def start(self) -> None:
+        if self._proc is not None or self._closed:
+            raise VMError("a Guest can be started once")
+        kernel, accel, initrd = self._resolve()
+        self.kernel, self.accel = kernel, accel
+        self._tmpdir = Path(tempfile.mkdtemp(prefix="hugelab-vm-"))
+        try:
+            self._launch(kernel, accel, initrd)
+        except BaseException as exc:
+            detail = self._failure_detail()
+            exited = self._proc.poll() if self._proc is not None else None
+            self.close()
+            if not isinstance(exc, Exception):
+                raise
+            why = exc.message if isinstance(exc, VMError) else f"{type(exc).__name__}: {exc}"
+            if exited is not None:
+                why = f"QEMU exited with status {exited} ({why})"
+            hint = exc.hint if isinstance(exc, VMError) and exc.hint else failure_hint(detail)
+            raise VMError(f"guest {self.name} failed to boot: {why}\n{detail}", hint=hint) from exc
+
+    def _launch(self, kernel: Path, accel: str, initrd: Path) -> None:
+        assert self._tmpdir is not None
+        paths = self.paths
+        os.symlink(initrd, paths.initrd)
+        self.argv = qemu_argv(self.spec, paths, kernel=kernel, accel=accel, qemu=self.qemu,
+                              name=self.name)
+        log = open(self._tmpdir / "qemu.log", "wb")  # noqa: SIM115 - closed below
+        t0 = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        finally:
+            log.close()
+        self._record = register_qemu(self._state or state_dir(), self._proc.pid, self._tmpdir)
+        timeout = self.boot_timeout or BOOT_TIMEOUT_S[accel]
+        deadline = t0 + timeout
+        self._wait_for_socket(paths.qmp_socket, deadline)
+        self._qmp = QEMUMonitorProtocol(str(paths.qmp_socket))
+        self._qmp.connect()
+        self._qmp.settimeout(30.0)
+        self._channel = AgentChannel(paths.agent_socket, self.alive)
+        self._channel.connect(deadline)
+        self._target = GuestTarget(self._channel, self.name, slack_s=EXEC_SLACK_S[accel])
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            self._target.ping(remaining)
+        except VMError as exc:
+            if self.alive():
+                raise VMError(f"the guest agent did not answer within {timeout:.0f}s",
+                              hint="the guest is slow or hung (see the serial log); "
+                                   "raise boot_timeout under TCG") from exc
+            raise VMError("QEMU exited during boot") from exc
+        self.boot_s = time.monotonic() - t0
+        self._apply_guest_layer()
+
+    def _apply_guest_layer(self) -> None:
+        """Make the guest layer true: THP mode via sysfs, pools checked against the ask.
+
+        `transparent_hugepage=` on the command line is not enough: a kernel with less than
+        512 MiB of RAM turns THP off at boot whatever the command line says.
+        """
+        t = self.target
+        if self.spec.guest_thp is not None:
+            t.write_file(GUEST_THP_ENABLED, self.spec.guest_thp)
+        for size_kb, want in ((2048, self.spec.guest_hugepages_2m),
+                              (1048576, self.spec.guest_hugepages_1g)):
+            if not want:
+                continue
+            path = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
+            try:
+                got = int(t.read_file(path))
+            except VMError:
+                got = 0
+            if got < want:
+                raise VMError(f"the guest reserved {got} of the {want} huge pages of "
+                              f"{size_kb} kB it was asked for",
+                              hint="give the guest more memory, or (1G) a CPU with pdpe1gb")
+
+    def _wait_for_socket(self, path: Path, deadline: float) -> None:
+        while not path.exists():
+            if not self.alive():
+                raise VMError("QEMU exited during startup")
+            if time.monotonic() > deadline:
+                raise VMError(f"QEMU did not create {path.name} in time")
+            time.sleep(0.02)
+
+    def _failure_detail(self) -> str:
+        if self._tmpdir is None:
+            return ""
+        parts = []
+        qlog = _tail(self._tmpdir / "qemu.log", 10)
+        if qlog:
+            parts.append("QEMU says:\n" + qlog)
+        serial = _tail(self._tmpdir / "serial.log")
+        if serial:
+            parts.append("serial console (last lines):\n" + serial)
+        return "\n".join(parts)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """QMP quit, then SIGTERM, then SIGKILL; then remove sockets, logs and the state record."""
+        self._closed = True
+        try:
+            self._stop_qemu()
+        finally:
+            for closer in (self._channel.close if self._channel else None,
+                           self._qmp.close if self._qmp else None):
+                if closer is not None:
+                    with contextlib.suppress(Exception):
+                        closer()
+            self._channel = self._target = None
+            self._qmp = None
+            if self._tmpdir is not None:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+            if self._record is not None:
+                self._record.unlink(missing_ok=True)
+                self._record = None
+
+    def _stop_qemu(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            if proc.poll() is None and self._qmp is not None:
+                with contextlib.suppress(Exception):
+                    self._qmp.settimeout(3.0)
+                    self._qmp.cmd("quit")
+                self._wait(proc, 5.0)
+            if proc.poll() is None:
+                proc.terminate()
+                self._wait(proc, 5.0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    @staticmethod
+    def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(seconds)

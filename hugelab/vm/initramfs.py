@@ -1,0 +1,305 @@
+"""A tiny initramfs for image-less guests: busybox, the virtio/9p modules, an init and the agent.
+
+The guest boots a distro kernel whose virtio, 9p and virtio-console drivers are modules, so the
+initramfs carries exactly those modules (resolved through `modules.dep`), a static busybox and an
+`/init` script that mounts the host's root filesystem read-only over virtio-9p, puts tmpfs on the
+writable directories, creates `/dev/virtio-ports/<name>` links (there is no udev) and finally
+`switch_root`s into the host root running the hugelab agent as PID 1.
+
+Writing the cpio archive is pure Python (`newc` format, uncompressed: decompressing gzip under TCG
+costs more than reading a few extra megabytes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import lzma
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hugelab.errors import VMError
+
+# What the guest needs, by module name; dependencies come from modules.dep.
+GUEST_MODULES = (
+    "virtio_pci",
+    "virtio_console",
+    "9pnet_virtio",
+    "9p",
+    "overlay",
+)
+ROOT_TAG = "hostroot"
+AGENT_PORT = "hugelab.0"
+GUEST_AGENT_PATH = "/run/hugelab/agent.py"
+WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
+BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/lib/initramfs-tools/bin/busybox")
+
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+INIT_TEMPLATE = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+say() {{ echo "hugelab-init: $*" > /dev/console; }}
+fail() {{ say "FATAL: $*"; poweroff -f; }}
+say "loading modules"
+while read -r m; do
+  insmod "/lib/modules/$m" 2>/dev/null || say "insmod $m failed (maybe built in)"
+done < /modules.order
+mkdir -p /newroot
+mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=524288,cache={cache} {tag} /newroot \
+  || fail "cannot mount the host root over 9p (tag {tag})"
+for d in {writable}; do
+  mode=0755
+  case "$d" in tmp|var/tmp) mode=1777;; esac
+  [ -d "/newroot/$d" ] && mount -t tmpfs -o mode=$mode tmpfs "/newroot/$d"
+done
+mount -o move /proc /newroot/proc || fail "cannot move /proc"
+mount -o move /sys /newroot/sys || fail "cannot move /sys"
+mount -o move /dev /newroot/dev || fail "cannot move /dev"
+mkdir -p /newroot/dev/shm /newroot/dev/pts /newroot/dev/virtio-ports /newroot/run/hugelab
+mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
+mount -t devpts devpts /newroot/dev/pts
+for p in /newroot/sys/class/virtio-ports/*; do
+  [ -e "$p/name" ] || continue
+  ln -sf "../$(basename "$p")" "/newroot/dev/virtio-ports/$(cat "$p/name")"
+done
+cp /agent.py /newroot{agent_path} || fail "cannot install the agent"
+ip link set lo up 2>/dev/null
+hostname hugelab-guest
+say "starting agent"
+cd /newroot
+export HOME=/root LANG=C.UTF-8 TERM=dumb PATH={guest_path}
+exec switch_root /newroot {python} -I -S {agent_path} --port {port}
+"""
+
+
+@dataclass(frozen=True)
+class InitramfsSpec:
+    """What goes into one guest initramfs (hashable: it keys the build cache)."""
+
+    kernel_release: str
+    modules_dir: Path
+    python: str = "/usr/bin/python3"
+    busybox: Path | None = None
+    agent_source: Path = field(default_factory=lambda: Path(__file__).with_name("agent.py"))
+    cache_mode: str = "loose"
+
+
+# --- kernel image ------------------------------------------------------------------------------
+
+
+def kernel_release(kernel: Path) -> str:
+    """The release string (`uname -r`) baked into an x86 bzImage's setup header."""
+    try:
+        with open(kernel, "rb") as f:
+            head = f.read(0x10000)
+    except OSError as exc:
+        raise VMError(f"cannot read kernel image {kernel}: {exc.strerror}",
+                      hint="name an existing bzImage, e.g. /boot/vmlinuz-$(uname -r)") from exc
+    if len(head) < 0x210 or head[0x202:0x206] != b"HdrS":
+        raise VMError(f"{kernel} is not an x86 bzImage (no HdrS setup header)",
+                      hint="pass a bootable kernel image such as /boot/vmlinuz-<release>")
+    off = int.from_bytes(head[0x20E:0x210], "little") + 0x200
+    raw = head[off:off + 256].split(b"\0", 1)[0].decode("ascii", "replace")
+    release = raw.split(" ", 1)[0]
+    if not release:
+        raise VMError(f"cannot read the kernel release from {kernel}")
+    return release
+
+
+def default_kernel() -> Path:
+    """The host's own kernel if /boot has it, else the newest /boot/vmlinuz-*."""
+    own = Path(f"/boot/vmlinuz-{os.uname().release}")
+    if own.exists():
+        return own
+    found = sorted(Path("/boot").glob("vmlinuz-*"))
+    if not found:
+        raise VMError("no kernel image found in /boot",
+                      hint="install a distro kernel (apt-get install linux-image-amd64) or name one")
+    return found[-1]
+
+
+def modules_dir_for(release: str, root: Path = Path("/")) -> Path:
+    d = root / "lib/modules" / release
+    if not (d / "modules.dep").exists():
+        raise VMError(f"no modules for kernel {release} (missing {d}/modules.dep)",
+                      hint=f"install the matching modules package (linux-image-{release})")
+    return d
+
+
+# --- modules -----------------------------------------------------------------------------------
+
+
+def _modname(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    base = re.sub(r"\.ko(\.(xz|gz|zst))?$", "", base)
+    return base.replace("-", "_")
+
+
+def parse_modules_dep(text: str) -> dict[str, tuple[str, list[str]]]:
+    """name -> (relative path, [dependency paths]) from a modules.dep file."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        path, deps = line.split(":", 1)
+        out[_modname(path)] = (path.strip(), deps.split())
+    return out
+
+
+def resolve_modules(wanted: tuple[str, ...] | list[str], dep_text: str,
+                    builtin_text: str = "") -> list[str]:
+    """Module paths to insmod, dependencies first; built-in or unknown names are skipped."""
+    deps = parse_modules_dep(dep_text)
+    builtin = {_modname(line) for line in builtin_text.split()}
+    by_path = {path: name for name, (path, _) in deps.items()}
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        name = name.replace("-", "_")
+        if name in seen or name in builtin or name not in deps:
+            return
+        seen.add(name)
+        path, dep_paths = deps[name]
+        for dp in dep_paths:
+            visit(by_path.get(dp, _modname(dp)))
+        order.append(path)
+
+    for w in wanted:
+        visit(w)
+    return order
+
+
+def _module_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix == ".xz":
+        return lzma.decompress(data)
+    if path.suffix == ".gz":
+        return gzip.decompress(data)
+    if path.suffix == ".zst":
+        raise VMError(f"{path} is zstd-compressed, which hugelab cannot unpack",
+                      hint="use a kernel whose modules are uncompressed, xz or gzip")
+    return data
+
+
+# --- cpio (newc) -------------------------------------------------------------------------------
+
+
+class CpioWriter:
+    """Minimal `newc` cpio archive writer (what the kernel's initramfs unpacker reads)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._ino = 1
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
+               nlink: int = 1) -> None:
+        namez = name.encode() + b"\0"
+        fields = [self._ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdev[0], rdev[1],
+                  len(namez), 0]
+        self._ino += 1
+        self._buf += b"070701" + b"".join(b"%08X" % v for v in fields)
+        self._buf += namez
+        self._pad()
+        self._buf += data
+        self._pad()
+
+    def _pad(self) -> None:
+        self._buf += b"\0" * (-len(self._buf) % 4)
+
+    def dir(self, name: str, perm: int = 0o755) -> None:
+        self._entry(name, stat.S_IFDIR | perm, nlink=2)
+
+    def file(self, name: str, data: bytes, perm: int = 0o644) -> None:
+        self._entry(name, stat.S_IFREG | perm, data)
+
+    def symlink(self, name: str, target: str) -> None:
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def chardev(self, name: str, major: int, minor: int, perm: int = 0o600) -> None:
+        self._entry(name, stat.S_IFCHR | perm, rdev=(major, minor))
+
+    def finish(self) -> bytes:
+        self._entry("TRAILER!!!", 0, nlink=1)
+        self._buf += b"\0" * (-len(self._buf) % 512)
+        return bytes(self._buf)
+
+
+# --- build -------------------------------------------------------------------------------------
+
+
+def find_busybox() -> Path:
+    for c in BUSYBOX_CANDIDATES:
+        p = Path(c)
+        if p.exists():
+            return p
+    found = shutil.which("busybox")
+    if found:
+        return Path(found)
+    raise VMError("busybox is not installed (the guest initramfs needs a static busybox)",
+                  hint="install it with: apt-get install busybox-static")
+
+
+def init_script(spec: InitramfsSpec) -> str:
+    return INIT_TEMPLATE.format(
+        cache=spec.cache_mode, tag=ROOT_TAG, writable=" ".join(WRITABLE_DIRS),
+        agent_path=GUEST_AGENT_PATH, python=spec.python, port=AGENT_PORT, guest_path=GUEST_PATH,
+    )
+
+
+def build_initramfs(spec: InitramfsSpec) -> bytes:
+    """The whole initramfs archive for `spec`, as bytes."""
+    busybox = spec.busybox or find_busybox()
+    dep_text = (spec.modules_dir / "modules.dep").read_text()
+    builtin_file = spec.modules_dir / "modules.builtin"
+    builtin_text = builtin_file.read_text() if builtin_file.exists() else ""
+    mods = resolve_modules(GUEST_MODULES, dep_text, builtin_text)
+    w = CpioWriter()
+    for d in ("bin", "dev", "proc", "sys", "newroot", "lib", "lib/modules"):
+        w.dir(d)
+    w.chardev("dev/console", 5, 1)
+    w.chardev("dev/null", 1, 3, 0o666)
+    w.file("bin/busybox", busybox.read_bytes(), 0o755)
+    w.file("init", init_script(spec).encode(), 0o755)
+    w.file("agent.py", spec.agent_source.read_bytes(), 0o644)
+    names = []
+    for rel in mods:
+        name = _modname(rel) + ".ko"
+        w.file(f"lib/modules/{name}", _module_bytes(spec.modules_dir / rel))
+        names.append(name)
+    w.file("modules.order", ("\n".join(names) + "\n").encode())
+    return w.finish()
+
+
+def _cache_key(spec: InitramfsSpec, busybox: Path) -> str:
+    h = hashlib.sha256()
+    h.update(init_script(spec).encode())
+    h.update(spec.agent_source.read_bytes())
+    for p in (busybox, spec.modules_dir / "modules.dep"):
+        st = p.stat()
+        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
+def cached_initramfs(spec: InitramfsSpec, cache_dir: Path) -> Path:
+    """Build (once) and return the path of the initramfs for `spec` under `cache_dir`."""
+    busybox = spec.busybox or find_busybox()
+    cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    out = cache_dir / f"initramfs-{spec.kernel_release}-{_cache_key(spec, busybox)}.cpio"
+    if out.exists():
+        return out
+    data = build_initramfs(spec)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, out)
+    return out
