@@ -18,8 +18,13 @@ THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired",)
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
-            "description"}
-ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description"}
+            "description", "vm"}
+ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
+VM_BACKINGS = ("anon", "file", "memfd")
+VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
+           "cpu_pin", "kernel", "accel"}
+GUEST_KEYS = {"thp", "pools"}
+VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
 
 
@@ -31,6 +36,32 @@ class PoolSpec:
 
 
 @dataclass(frozen=True)
+class VmLayer:
+    """How QEMU backs guest RAM, and the guest shape; `vms` guests run the arm at once."""
+
+    backing: str = "anon"  # anon | file | memfd
+    page_size: str | None = None  # "2M" | "1G" for file (hugetlbfs) or memfd hugetlb
+    prealloc: bool = False
+    share: bool = False
+    mem_mib: int = 512
+    vcpus: int = 1
+    vms: int = 1
+    numa_node: int | None = None
+    cpu_pin: tuple[int, ...] | None = None
+    kernel: str | None = None
+    accel: str = "auto"
+
+
+@dataclass(frozen=True)
+class GuestLayer:
+    """The guest kernel's own huge pages: THP mode and hugetlb pools (None/0 = defaults)."""
+
+    thp: str | None = None
+    pools_2m: int | None = None
+    pools_1g: int | None = None
+
+
+@dataclass(frozen=True)
 class Arm:
     name: str
     backing: str
@@ -38,6 +69,15 @@ class Arm:
     thp_defrag: str | None = None
     pools: tuple[PoolSpec, ...] = ()
     description: str = ""
+    vm: VmLayer | None = None
+    guest: GuestLayer | None = None
+
+    @property
+    def layer(self) -> str:
+        return "guest" if self.vm else "native"
+
+    def targets(self) -> list[str]:
+        return [f"vm{i}" for i in range(self.vm.vms)] if self.vm else ["native"]
 
     @property
     def hugetlb_size(self) -> str | None:
@@ -65,7 +105,15 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Experiment:
-        arms = tuple(Arm(**{**a, "pools": tuple(PoolSpec(**p) for p in a["pools"])})
+        def vm(v: dict[str, Any] | None) -> VmLayer | None:
+            if v is None:
+                return None
+            pin = v.get("cpu_pin")
+            return VmLayer(**{**v, "cpu_pin": tuple(pin) if pin is not None else None})
+
+        arms = tuple(Arm(**{**a, "pools": tuple(PoolSpec(**p) for p in a["pools"]),
+                            "vm": vm(a.get("vm")),
+                            "guest": GuestLayer(**a["guest"]) if a.get("guest") else None})
                      for a in d["arms"])
         return cls(**{**d, "arms": arms})
 
@@ -128,13 +176,16 @@ class _Locator:
                 current = ("arms", arm_count)
                 continue
             m = re.match(r"\[\s*([A-Za-z0-9_.\-]+)\s*\]", line)
-            if m:
-                current = (m.group(1), -1)
+            if m:  # [arms.vm] / [arms.guest] belong to the latest [[arms]]
+                sub = m.group(1).startswith("arms.")
+                current = (m.group(1), arm_count) if sub else (m.group(1), -1)
                 continue
             if not re.match(rf"{re.escape(key)}\s*=", line):
                 continue
-            if arm_index is not None and current == ("arms", arm_index):
-                return no
+            if arm_index is not None:
+                if current == ("arms" if table is None else f"arms.{table}", arm_index):
+                    return no
+                continue
             if table is not None and current[0] == table:
                 return no
             if arm_index is None and table is None and current[0] == "":
@@ -149,7 +200,8 @@ def _err(loc: _Locator | None, msg: str, key: str, *, arm: int | None = None,
     return ExperimentError(f"{where}{msg}", hint=hint)
 
 
-def parse_pools(value: Any, loc: _Locator | None, idx: int) -> tuple[PoolSpec, ...]:
+def parse_pools(value: Any, loc: _Locator | None, idx: int,
+                table: str | None = None) -> tuple[PoolSpec, ...]:
     """pools = { "2M" = 600, "1G" = 2 }  or  pools = ["2M=600", "1G=2@0"] (page count @ node)."""
     items: list[tuple[str, Any]]
     if isinstance(value, dict):
@@ -157,12 +209,12 @@ def parse_pools(value: Any, loc: _Locator | None, idx: int) -> tuple[PoolSpec, .
     elif isinstance(value, list):
         items = [tuple(str(v).split("=", 1)) if "=" in str(v) else (str(v), None) for v in value]  # type: ignore[misc]
     else:
-        raise _err(loc, "pools must be a table like { \"2M\" = 512 }", "pools", arm=idx)
+        raise _err(loc, "pools must be a table like { \"2M\" = 512 }", "pools", arm=idx, table=table)
     out = []
     for size, count in items:
         m = re.fullmatch(r"(\d+)(?:@(\d+))?", str(count))
         if size not in ("2M", "1G") or not m:
-            raise _err(loc, f"bad pool '{size}={count}'", "pools", arm=idx,
+            raise _err(loc, f"bad pool '{size}={count}'", "pools", arm=idx, table=table,
                        hint="sizes are 2M or 1G; counts are page numbers, optionally @NODE")
         out.append(PoolSpec(size, int(m.group(1)), int(m.group(2)) if m.group(2) else None))
     return tuple(out)
@@ -177,13 +229,16 @@ def _check_keys(d: dict[str, Any], allowed: set[str], loc: _Locator | None, what
 
 
 def _choice(value: Any, allowed: tuple[str, ...], key: str, loc: _Locator | None,
-            arm: int | None = None, what: str = "") -> str:
+            arm: int | None = None, what: str = "", table: str | None = None) -> str:
     if value not in allowed:
-        raise _err(loc, f"{what}{key} = {value!r} is not one of: {', '.join(allowed)}", key, arm=arm)
+        raise _err(loc, f"{what}{key} = {value!r} is not one of: {', '.join(allowed)}", key,
+                   arm=arm, table=table)
     return str(value)
 
 
-def parse_arm(d: Any, idx: int, loc: _Locator | None) -> Arm:
+def parse_arm(d: Any, idx: int, loc: _Locator | None,
+              defaults: dict[str, Any] | None = None) -> Arm:
+    defaults = defaults or {}
     if not isinstance(d, dict):
         raise _err(loc, "each [[arms]] entry must be a table", "arms")
     _check_keys(d, ARM_KEYS, loc, f"arm #{idx + 1}", arm=idx)
@@ -197,7 +252,62 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None) -> Arm:
     defrag = (_choice(d["thp_defrag"], THP_DEFRAG, "thp_defrag", loc, idx, what)
               if "thp_defrag" in d else None)
     pools = parse_pools(d["pools"], loc, idx) if "pools" in d else ()
-    return Arm(name, backing, thp, defrag, pools, str(d.get("description", "")))
+    vm = parse_vm(d["vm"], defaults, loc, idx, what) if "vm" in d else None
+    guest = parse_guest(d["guest"], loc, idx, what) if "guest" in d else None
+    if guest is not None and vm is None:
+        raise _err(loc, f"{what}a [arms.guest] layer needs an [arms.vm] layer", "guest", arm=idx)
+    return Arm(name, backing, thp, defrag, pools, str(d.get("description", "")), vm, guest)
+
+
+def parse_mib(value: Any, key: str, loc: _Locator | None, idx: int | None,
+              table: str | None = None) -> int:
+    m = re.fullmatch(r"(\d+)\s*([MG])i?B?", str(value).strip(), re.IGNORECASE)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not m:
+        raise _err(loc, f"{key} = {value!r}: write a size like \"512M\" or \"2G\"", key, arm=idx,
+                   table=table)
+    return int(m.group(1)) * (1024 if m.group(2).upper() == "G" else 1)
+
+
+def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
+             what: str) -> VmLayer:
+    if not isinstance(d, dict):
+        raise _err(loc, f"{what}vm must be a table", "vm", arm=idx, table="vm")
+    _check_keys(d, VM_KEYS, loc, f"{what}[arms.vm]", arm=idx, table="vm")
+    d = {**defaults, **d}
+    backing = _choice(d.get("backing", "anon"), VM_BACKINGS, "backing", loc, idx, f"{what}vm ", "vm")
+    page = d.get("page_size")
+    if page is not None and page not in ("2M", "1G"):
+        raise _err(loc, f"{what}vm page_size = {page!r} is not 2M or 1G", "page_size", arm=idx, table="vm")
+    if backing == "file" and page is None:
+        raise _err(loc, f"{what}vm backing 'file' (hugetlbfs) needs page_size", "backing",
+                   arm=idx, table="vm", hint="page_size = \"2M\" or \"1G\"")
+    if backing == "anon" and page is not None:
+        raise _err(loc, f"{what}vm backing 'anon' takes no page_size (THP follows the host mode)",
+                   "page_size", arm=idx, table="vm", hint="use backing = \"file\" or \"memfd\" for hugetlb")
+    ints = {k: d[k] for k in ("vcpus", "vms", "numa_node") if k in d}
+    for k, v in ints.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "numa_node" else 1):
+            raise _err(loc, f"{what}vm {k} must be a positive integer (got {v!r})", k, arm=idx, table="vm")
+    pin = d.get("cpu_pin")
+    if pin is not None and not (isinstance(pin, list) and all(isinstance(c, int) for c in pin)):
+        raise _err(loc, f"{what}vm cpu_pin must be a list of host CPU numbers", "cpu_pin", arm=idx, table="vm")
+    return VmLayer(backing, page, bool(d.get("prealloc", False)), bool(d.get("share", False)),
+                   parse_mib(d.get("mem", 512), "mem", loc, idx, "vm"), ints.get("vcpus", 1),
+                   ints.get("vms", 1), ints.get("numa_node"), tuple(pin) if pin else None,
+                   d.get("kernel"), _choice(d.get("accel", "auto"), ("auto", "kvm", "tcg"),
+                                            "accel", loc, idx, f"{what}vm ", "vm"))
+
+
+def parse_guest(d: Any, loc: _Locator | None, idx: int, what: str) -> GuestLayer:
+    if not isinstance(d, dict):
+        raise _err(loc, f"{what}guest must be a table", "guest", arm=idx)
+    _check_keys(d, GUEST_KEYS, loc, f"{what}[arms.guest]", arm=idx, table="guest")
+    thp = (_choice(d["thp"], THP_MODES, "thp", loc, idx, f"{what}guest ", "guest")
+           if "thp" in d else None)
+    pools = {p.size: p.pages for p in parse_pools(d["pools"], loc, idx, "guest")} if "pools" in d else {}
+    return GuestLayer(thp, pools.get("2M"), pools.get("1G"))
 
 
 def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | None) -> int:
@@ -214,7 +324,11 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
     if not isinstance(arms_raw, list) or not arms_raw:
         raise ExperimentError("the experiment has no arms",
                               hint="add at least two [[arms]] tables, each with name and backing")
-    arms = tuple(parse_arm(a, i, loc) for i, a in enumerate(arms_raw))
+    vm_defaults = d.get("vm", {})
+    if not isinstance(vm_defaults, dict):
+        raise _err(loc, "[vm] must be a table of guest defaults", "vm")
+    _check_keys(vm_defaults, VM_DEFAULT_KEYS, loc, "[vm]", table="vm")
+    arms = tuple(parse_arm(a, i, loc, vm_defaults) for i, a in enumerate(arms_raw))
     names = [a.name for a in arms]
     dup = {n for n in names if names.count(n) > 1}
     if dup:

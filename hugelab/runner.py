@@ -16,9 +16,17 @@ from hugelab.evidence import check_backing
 from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
+from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.host.session import host_session
 from hugelab.store import Store, Trial
+from hugelab.vm.trial import (
+    GuestOutcome,
+    check_vm_backing,
+    host_pool_need,
+    run_guest_trial,
+    vm_spec,
+)
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
@@ -57,7 +65,10 @@ def pool_plan(exp: Experiment, workload: Workload) -> dict[tuple[str, int | None
     nbytes = _workload_bytes(workload)
     for arm in exp.arms:
         asked = {(p.size, p.node): p.pages for p in arm.pools}
-        size = arm.hugetlb_size
+        size = arm.hugetlb_size if arm.vm is None else None
+        vm_need = host_pool_need(arm)
+        if vm_need and not any(k[0] == vm_need[0] for k in asked):
+            asked[(vm_need[0], arm.vm.numa_node if arm.vm else None)] = vm_need[1]
         if size and not any(k[0] == size for k in asked) and nbytes:
             page_bytes = size_kb_from_name(size) * 1024
             asked[(size, None)] = math.ceil(nbytes / page_bytes)
@@ -71,14 +82,14 @@ def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
     sizes = {p["size"] for p in host["pools"]}
     out = {}
     for arm in exp.arms:
-        size = arm.hugetlb_size
+        size = arm.hugetlb_size if arm.vm is None else arm.vm.page_size
         if size == "1G" and (not host["cpu"]["pdpe1gb"] or "1G" not in sizes):
             out[arm.name] = "1 GiB pages unsupported: the CPU lacks pdpe1gb"
         elif size and size not in sizes:
             out[arm.name] = f"{size} huge pages unsupported by this kernel"
         elif (arm.backing == "thp" or arm.thp) and not host["thp"].get("supported"):
             out[arm.name] = "this kernel has no transparent huge pages"
-        elif arm.backing == "thp" and (arm.thp or host["thp"].get("enabled")) == "never":
+        elif arm.backing == "thp" and arm.vm is None and (arm.thp or host["thp"].get("enabled")) == "never":
             out[arm.name] = "THP is 'never' on this host and the arm does not set thp"
     return out
 
@@ -103,6 +114,9 @@ class Runner:
     def run(self) -> RunOutcome:
         host = inspect_host(self.paths)
         skipped = unsupported_arms(self.exp, host)
+        self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
+        self.specs = {a.name: vm_spec(a, _workload_bytes(self.workload), self.hugetlbfs)
+                      for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
         run_id, created = self.store.get_or_create_run(
             self.exp.key(), self.exp.name, self.exp.to_dict(), host)
         todo = self._remaining(run_id, skipped)
@@ -110,6 +124,7 @@ class Runner:
         if todo:
             with self.session() as control:
                 skipped.update(self._reserve_pools(control, skipped))
+                self._mount_hugetlbfs(control, skipped)
                 todo = [t for t in todo if t.arm not in skipped]
                 for reason in sorted(set(skipped.items())):
                     self.progress(RunEvent("skip", message=f"{reason[0]}: {reason[1]}"))
@@ -136,8 +151,15 @@ class Runner:
 
     def _remaining(self, run_id: int, skipped: dict[str, str]) -> list[TrialSpec]:
         done = self.store.done_keys(run_id)
-        return [t for t in schedule(self.exp)
-                if t.arm not in skipped and (t.block, t.arm, self.target.name) not in done]
+        targets = {a.name: a.targets() if a.vm else [self.target.name] for a in self.exp.arms}
+        return [t for t in schedule(self.exp) if t.arm not in skipped and
+                any((t.block, t.arm, name) not in done for name in targets[t.arm])]
+
+    def _mount_hugetlbfs(self, control: HostControl, skipped: dict[str, str]) -> None:
+        sizes = {a.vm.page_size for a in self.exp.arms
+                 if a.vm and a.vm.backing == "file" and a.vm.page_size and a.name not in skipped}
+        for size in sorted(s for s in sizes if s):
+            control.mount_hugetlbfs(size_kb_from_name(size), self.hugetlbfs[size])
 
     def _reserve_pools(self, control: HostControl, skipped: dict[str, str]) -> dict[str, str]:
         """Reserve every pool the arms need, once, before the first trial."""
@@ -167,6 +189,8 @@ class Runner:
              thp_initial: tuple[str | None, str | None]) -> tuple[str, float | None]:
         arm = next(a for a in self.exp.arms if a.name == spec.arm)
         self._apply_arm(control, arm, thp_initial)
+        if arm.vm is not None:
+            return self._one_guest(run_id, spec, arm)
         before = monitors.snapshot(self.paths)
         started = time.time()
         result: WorkloadResult | None = None
@@ -181,22 +205,41 @@ class Runner:
         self.store.add_trial(trial)
         return trial.status, trial.value
 
+    def _one_guest(self, run_id: int, spec: TrialSpec, arm: Arm) -> tuple[str, float | None]:
+        before = monitors.snapshot(self.paths)
+        started = time.time()
+        outcomes = run_guest_trial(arm, self.workload, self.specs[arm.name])
+        ended = time.time()
+        mon = monitors.delta(before, monitors.snapshot(self.paths))
+        trials = [self._trial(run_id, spec, arm, o.result, o.error, {**mon, **o.monitors},
+                              started, ended, o) for o in outcomes]
+        self.store.add_trials(trials)
+        worst = next((t for t in trials if t.status != "ok"), trials[0])
+        return worst.status, worst.value
+
     def _trial(self, run_id: int, spec: TrialSpec, arm: Arm, result: WorkloadResult | None,
-               error: str | None, mon: dict[str, Any], started: float, ended: float) -> Trial:
+               error: str | None, mon: dict[str, Any], started: float, ended: float,
+               guest: GuestOutcome | None = None) -> Trial:
+        target = guest.target if guest else self.target.name
         prov = {"hugelab": __version__, "kernel": platform.release(), "accel": "native",
-                "target": self.target.name, "backing": arm.backing,
-                "thp": arm.thp, "thp_defrag": arm.thp_defrag}
+                "layer": arm.layer, "target": target, "backing": arm.backing,
+                "thp": arm.thp, "thp_defrag": arm.thp_defrag, **(guest.provenance if guest else {})}
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,
-                         ended=ended, target=self.target.name)
+                         ended=ended, target=target)
         check = check_backing(arm.backing, result.evidence, self.exp.thp_min_fraction)
         status = "flagged" if check.status == "contradicts" else "ok"
-        evidence = {**result.evidence, "check": check.status, "reason": check.reason}
+        reason = check.reason
+        extra = guest.evidence if guest else {}
+        vm_reason = check_vm_backing(arm, extra.get("qemu", {}))
+        if vm_reason:
+            status, reason = "flagged", "; ".join(r for r in (reason, vm_reason) if r)
+        evidence = {**result.evidence, **extra, "check": "contradicts" if status == "flagged"
+                    else check.status, "reason": reason}
         return Trial(run_id, spec.block, spec.position, spec.arm, status, result.value,
                      result.primary, result.unit, result.better, result.metrics, evidence, mon,
-                     {**prov, **result.info}, check.reason or None, None, started, ended,
-                     self.target.name)
+                     {**prov, **result.info}, reason or None, None, started, ended, target)
 
 
 def iter_arm_values(store: Store, run_id: int) -> Iterator[tuple[str, int, float]]:

@@ -183,16 +183,25 @@ class Store:
         return {(r[0], r[1], r[2]) for r in rows}
 
     def add_trial(self, t: Trial) -> None:
-        if t.status not in TRIAL_STATUSES:
-            raise StoreError(f"bad trial status {t.status!r}")
+        self.add_trials([t])
+
+    def add_trials(self, trials: list[Trial]) -> None:
+        """Commit trials together: the guests of one multi-VM trial land all or none."""
+        for t in trials:
+            if t.status not in TRIAL_STATUSES:
+                raise StoreError(f"bad trial status {t.status!r}")
         with self.db:
-            self.db.execute(
-                """INSERT INTO trials (run_id, block, position, arm, target, status, value, metric,
-                   unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
-                 t.unit, t.better, *(json.dumps(getattr(t, f) or {}) for f in JSON_FIELDS),
-                 t.flag, t.error, t.started, t.ended))
+            for t in trials:
+                self._insert(t)
+
+    def _insert(self, t: Trial) -> None:
+        self.db.execute(
+            """INSERT INTO trials (run_id, block, position, arm, target, status, value, metric,
+               unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
+             t.unit, t.better, *(json.dumps(getattr(t, f) or {}) for f in JSON_FIELDS),
+             t.flag, t.error, t.started, t.ended))
 
     def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
         for r in self.db.execute("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position",

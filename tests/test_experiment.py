@@ -94,3 +94,52 @@ def test_schedule_positions_are_balanced_over_many_blocks():
     exp = Experiment(**{**default_experiment().__dict__, "blocks": 4000})
     first = Counter(t.arm for t in schedule(exp) if t.position == 0)
     assert all(900 < c < 1100 for c in first.values())
+
+
+VM = """\
+name = "vm"
+blocks = 2
+
+[vm]
+mem = "384M"
+accel = "tcg"
+
+[[arms]]
+name = "native"
+backing = "4k"
+
+[[arms]]
+name = "guest-2M"
+backing = "hugetlb-2M"
+[arms.vm]
+backing = "file"
+page_size = "2M"
+prealloc = true
+vms = 2
+[arms.guest]
+thp = "never"
+pools = { "2M" = 64 }
+"""
+
+
+def test_vm_and_guest_layers(tmp_path):
+    exp = load_experiment(write(tmp_path, VM))
+    native, guest = exp.arms
+    assert native.vm is None and native.targets() == ["native"]
+    assert guest.vm.backing == "file" and guest.vm.page_size == "2M" and guest.vm.prealloc
+    assert guest.vm.mem_mib == 384 and guest.vm.accel == "tcg" and guest.vm.vms == 2
+    assert guest.guest.thp == "never" and guest.guest.pools_2m == 64
+    assert guest.targets() == ["vm0", "vm1"]
+    assert Experiment.from_dict(json.loads(json.dumps(exp.to_dict()))) == exp
+
+
+@pytest.mark.parametrize("old,new,line,words", [
+    ('page_size = "2M"\nprealloc', 'prealloc', 16, "needs page_size"),
+    ('vms = 2', 'vms = 0', 19, "vms must be a positive"),
+    ('thp = "never"', 'thp = "sometimes"', 21, "guest thp"),
+    ('prealloc = true', 'prealloc = true\nhuge = 1', 19, "unknown key 'huge'"),
+])
+def test_vm_layer_errors(tmp_path, old, new, line, words):
+    with pytest.raises(ExperimentError) as exc:
+        load_experiment(write(tmp_path, VM.replace(old, new)))
+    assert f"line {line}:" in exc.value.message and words in exc.value.message

@@ -1,0 +1,131 @@
+"""One trial of a guest arm: boot the arm's guests, run the workload in all of them at once,
+collect host-side (QEMU smaps) and guest-side (vmstat) evidence, shut everything down."""
+
+from __future__ import annotations
+
+import math
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hugelab.errors import HugelabError
+from hugelab.experiment import Arm
+from hugelab.host.control import size_kb_from_name
+from hugelab.host.paths import parse_vmstat
+from hugelab.vm.guest import Guest
+from hugelab.vm.qemu_args import VmSpec, validate
+from hugelab.workloads.base import Workload, WorkloadResult
+
+GUEST_VMSTAT_PREFIXES = ("thp_", "compact_", "pgfault", "htlb_")
+
+
+@dataclass
+class GuestOutcome:
+    target: str
+    result: WorkloadResult | None
+    error: str | None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    monitors: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def guest_pool_pages(arm: Arm, workload_bytes: int | None) -> tuple[int, int]:
+    """Guest hugetlb pools (2M, 1G): as the arm says, or what the in-guest workload needs."""
+    g = arm.guest
+    two = g.pools_2m if g and g.pools_2m is not None else 0
+    one = g.pools_1g if g and g.pools_1g is not None else 0
+    if workload_bytes and arm.backing == "hugetlb-2M" and not (g and g.pools_2m is not None):
+        two = math.ceil(workload_bytes / (2 << 20))
+    if workload_bytes and arm.backing == "hugetlb-1G" and not (g and g.pools_1g is not None):
+        one = math.ceil(workload_bytes / (1 << 30))
+    return two, one
+
+
+def host_pool_need(arm: Arm) -> tuple[str, int] | None:
+    """(size, pages) of the host pool one trial of this arm takes: all its guests' RAM."""
+    vm = arm.vm
+    if vm is None or vm.page_size is None:
+        return None
+    page_mib = size_kb_from_name(vm.page_size) // 1024
+    return vm.page_size, vm.vms * math.ceil(vm.mem_mib / page_mib)
+
+
+def vm_spec(arm: Arm, workload_bytes: int | None, hugetlbfs: dict[str, Path]) -> VmSpec:
+    vm = arm.vm
+    assert vm is not None
+    two, one = guest_pool_pages(arm, workload_bytes)
+    size_kb = size_kb_from_name(vm.page_size) if vm.page_size else None
+    spec = VmSpec(
+        mem_mib=vm.mem_mib, vcpus=vm.vcpus, backing=vm.backing, prealloc=vm.prealloc, share=vm.share,
+        hugetlbfs_path=str(hugetlbfs[vm.page_size]) if vm.backing == "file" and vm.page_size else None,
+        hugetlb_size_kb=size_kb, numa_node=vm.numa_node, cpu_pin=vm.cpu_pin, kernel=vm.kernel,
+        accel=vm.accel, guest_thp=arm.guest.thp if arm.guest else None,
+        guest_hugepages_2m=two, guest_hugepages_1g=one)
+    try:
+        validate(spec)
+    except HugelabError as exc:
+        raise HugelabError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from exc
+    return spec
+
+
+def _guest_vmstat(guest: Guest) -> dict[str, int]:
+    try:
+        text = guest.target.read_file("/proc/vmstat")
+    except HugelabError:
+        return {}
+    return {k: v for k, v in parse_vmstat(text).items() if k.startswith(GUEST_VMSTAT_PREFIXES)}
+
+
+def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec) -> list[GuestOutcome]:
+    """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest."""
+    assert arm.vm is not None
+    names = arm.targets()
+    with ExitStack() as stack:
+        try:
+            guests = [stack.enter_context(Guest(spec, name=n)) for n in names]
+        except HugelabError as exc:
+            return [GuestOutcome(n, None, f"guest boot failed: {exc.message}") for n in names]
+        before = [_guest_vmstat(g) for g in guests]
+        outcomes: list[GuestOutcome | None] = [None] * len(guests)
+
+        def work(i: int) -> None:
+            g = guests[i]
+            try:
+                outcomes[i] = GuestOutcome(g.target.name, workload.run(g.target, arm.backing), None)
+            except HugelabError as exc:
+                outcomes[i] = GuestOutcome(g.target.name, None, exc.message)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(guests))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        final: list[GuestOutcome] = []
+        for g, b, o in zip(guests, before, outcomes, strict=True):
+            assert o is not None
+            after = _guest_vmstat(g)
+            o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in b.items()
+                                           if k in after and after[k] != v}}
+            try:
+                o.evidence = {"qemu": g.evidence()}
+            except (HugelabError, OSError) as exc:
+                o.evidence = {"qemu": {"error": str(exc)}}
+            o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
+                            "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
+                            "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib}
+            final.append(o)
+        return final
+
+
+def check_vm_backing(arm: Arm, qemu_ev: dict[str, Any]) -> str | None:
+    """A reason when QEMU's guest RAM is not in the pages the vm layer asked for."""
+    vm = arm.vm
+    if vm is None or vm.page_size is None or "kernel_page_size_kb" not in qemu_ev:
+        return None
+    want = size_kb_from_name(vm.page_size)
+    got = qemu_ev.get("kernel_page_size_kb")
+    if got != want:
+        return f"guest RAM asked for {vm.page_size} pages, QEMU's mapping has {got} kB pages"
+    return None
