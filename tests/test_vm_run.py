@@ -1,0 +1,84 @@
+"""Native and guest arms in one run, for real: QEMU under TCG, hugetlbfs-backed guest RAM."""
+
+from __future__ import annotations
+
+import pytest
+
+from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
+from hugelab.host.session import host_session
+from hugelab.runner import Runner
+from hugelab.store import Store
+from hugelab.targets import NativeTarget
+from hugelab.workloads.hugelab_mem import HugelabMem
+from tests.hostguard import host_state
+
+pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    before = host_state()
+    store = Store(tmp_path / "s.db")
+    yield tmp_path, store
+    store.close()
+    assert host_state() == before
+
+
+def qemus() -> list[int]:
+    import os
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.readlink(f"/proc/{pid}/exe").endswith("qemu-system-x86_64"):
+                    out.append(int(pid))
+            except OSError:
+                pass
+    return out
+
+
+def test_native_and_two_hugetlbfs_guests_in_one_run(env):
+    tmp, store = env
+    arms = (
+        Arm("native-2M", "hugetlb-2M"),
+        Arm("vm-file-2M", "hugetlb-2M",
+            vm=VmLayer(backing="file", page_size="2M", prealloc=True, mem_mib=320, vms=2,
+                       accel="tcg"),
+            guest=GuestLayer(thp="never")),
+        Arm("vm-anon-4k", "4k", vm=VmLayer(backing="anon", mem_mib=256, accel="tcg")),
+    )
+    exp = Experiment("vm", arms, {"kind": "hugelab-mem"}, seed=2, blocks=1, baseline="native-2M")
+    wl = HugelabMem(workload="chase", size_bytes=16 << 20, duration_s=0.2)
+    qemu_before = set(qemus())
+    out = Runner(exp, store, wl, target=NativeTarget(),
+                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    assert out.executed == 3 and not out.skipped
+    trials = {(t["arm"], t["target"]): t for t in store.trials(out.run_id)}
+    assert set(trials) == {("native-2M", "native"), ("vm-file-2M", "vm0"), ("vm-file-2M", "vm1"),
+                           ("vm-anon-4k", "vm0")}
+    for key, t in trials.items():
+        assert t["status"] == "ok", (key, t["error"], t["flag"])
+        assert t["value"] > 0
+    g = trials[("vm-file-2M", "vm1")]
+    assert g["evidence"]["qemu"]["kernel_page_size_kb"] == 2048       # host side: QEMU's RAM
+    assert g["evidence"]["KernelPageSize_kB"] == 2048                  # guest side: workload
+    assert g["provenance"]["accel"] == "tcg" and g["provenance"]["layer"] == "guest"
+    a = trials[("vm-anon-4k", "vm0")]
+    assert a["evidence"]["AnonHugePages_kB"] == 0 and a["evidence"]["KernelPageSize_kB"] == 4
+    assert set(qemus()) == qemu_before  # every guest is gone
+
+
+def test_guest_that_cannot_boot_fails_its_trial_and_leaves_nothing(env):
+    tmp, store = env
+    arms = (Arm("native", "4k"),
+            Arm("badkernel", "4k", vm=VmLayer(mem_mib=256, accel="tcg", kernel="/nonexistent")))
+    exp = Experiment("bad", arms, {"kind": "hugelab-mem"}, blocks=1)
+    wl = HugelabMem(workload="chase", size_bytes=8 << 20, duration_s=0.1)
+    qemu_before = set(qemus())
+    out = Runner(exp, store, wl, target=NativeTarget(),
+                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    bad = [t for t in store.trials(out.run_id) if t["arm"] == "badkernel"]
+    assert bad[0]["status"] == "failed" and "boot failed" in bad[0]["error"]
+    assert "/nonexistent" in bad[0]["error"]
+    assert set(qemus()) == qemu_before
