@@ -1,0 +1,61 @@
+"""`hugelab vm qemu-args ARM`: the QEMU options of an arm, for users who start guests themselves."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from hugelab.errors import UsageError
+from hugelab.experiment import default_experiment, load_experiment
+from hugelab.host.journal import state_dir
+from hugelab.vm.initramfs import default_kernel
+from hugelab.vm.qemu_args import QemuPaths, qemu_argv
+from hugelab.vm.trial import vm_spec
+
+AddOpt = Callable[[argparse.ArgumentParser], None]
+
+
+def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
+    vm = sub.add_parser("vm", help="guest tools: print the QEMU options of an arm")
+    vsub = vm.add_subparsers(dest="vm_command", metavar="ACTION", required=True)
+    q = vsub.add_parser(
+        "qemu-args", help="print the QEMU command line hugelab uses for an arm's guest",
+        description="Prints the full qemu-system-x86_64 argv for ARM of EXPERIMENT: the guest "
+        "RAM backend (memory-backend-ram/file/memfd, prealloc, share, hugetlbsize), the guest "
+        "kernel command line (transparent_hugepage=, hugepagesz=/hugepages=), and the image-less "
+        "root (host / over virtio-9p, read-only). Paths of sockets and logs are placeholders.")
+    q.add_argument("arm", help="arm name")
+    q.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
+    q.add_argument("--accel", choices=("kvm", "tcg"), default=None,
+                   help="accelerator to print for accel = auto (default: kvm)")
+    add_json(q)
+    q.set_defaults(func=cmd_qemu_args)
+
+
+def cmd_qemu_args(args: argparse.Namespace) -> int:
+    exp = load_experiment(args.experiment) if args.experiment else default_experiment()
+    arm = next((a for a in exp.arms if a.name == args.arm), None)
+    if arm is None:
+        raise UsageError(f"no arm '{args.arm}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
+    if arm.vm is None:
+        raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
+    size = None
+    from hugelab.workloads.hugelab_mem import parse_size
+    if "size" in exp.workload:
+        size = parse_size(str(exp.workload["size"]))
+    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
+    spec = vm_spec(arm, size, hugetlbfs)
+    run_dir = Path("/run/hugelab") / arm.name
+    paths = QemuPaths(run_dir / "serial.log", run_dir / "qmp.sock", run_dir / "agent.sock",
+                      run_dir / "initrd.cpio")
+    kernel = spec.kernel or str(default_kernel())
+    accel = args.accel or (spec.accel if spec.accel != "auto" else "kvm")
+    argv = qemu_argv(spec, paths, kernel=kernel, accel=accel, name=arm.name)
+    if args.json:
+        from hugelab.cli import print_json
+        print_json({"arm": arm.name, "argv": argv})
+    else:
+        print(shlex.join(argv))
+    return 0
