@@ -38,7 +38,7 @@ def _add_store(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab import cli_host, cli_run, cli_vm
+    from hugelab import cli_host, cli_import, cli_run, cli_vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_host.register(sub, _add_json)
     cli_run.register(sub, _add_json, _add_store)
     cli_vm.register(sub, _add_json)
+    cli_import.register(sub, _add_json, _add_store)
     return parser
 
 
