@@ -38,7 +38,7 @@ def _add_store(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab import cli_host, cli_import, cli_run, cli_vm
+    from hugelab import cli_host, cli_import, cli_report, cli_run, cli_vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_host.register(sub, _add_json)
     cli_run.register(sub, _add_json, _add_store)
+    cli_report.register(sub, _add_json, _add_store)
     cli_vm.register(sub, _add_json)
     cli_import.register(sub, _add_json, _add_store)
     return parser

@@ -1,0 +1,105 @@
+"""`hugelab report`: paired verdicts, classic table, tails, evidence; terminal, JSON, Markdown, HTML."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from hugelab.errors import StoreError, UsageError
+
+AddOpt = Callable[[argparse.ArgumentParser], None]
+
+
+def fraction(text: str) -> float:
+    """'1%' -> 0.01, '0.01' -> 0.01."""
+    try:
+        return float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fraction or percentage: {text!r}") from None
+
+
+def pair(text: str) -> tuple[str, str]:
+    base, sep, cand = text.partition(":")
+    if not sep or not base or not cand:
+        raise argparse.ArgumentTypeError(f"--pair wants BASELINE:CANDIDATE, got {text!r}")
+    return base, cand
+
+
+def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOpt) -> None:
+    p = sub.add_parser(
+        "report", help="paired verdicts with intervals, classic table, tails, evidence",
+        description="Analyses one run (default: the latest): each arm against the baseline arm, "
+        "paired by block (ok trials only), Hodges-Lehmann effect with its signed-rank interval, "
+        "Wilcoxon and TOST p-values Holm-adjusted across the report; the classic mean/stddev "
+        "table; p95/p99 and outlier rates; flagged and failed trials; THP evidence.")
+    p.add_argument("run", nargs="?", type=int, help="run id (default: the latest run)")
+    add_store(p)
+    add_json(p)
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write a self-contained HTML report with figures")
+    p.add_argument("--md", type=Path, metavar="FILE", help="also write the report as Markdown")
+    p.add_argument("--alpha", type=fraction, default=0.05,
+                   help="family-wise false-positive rate across the report (default 0.05)")
+    p.add_argument("--margin", type=fraction, default=0.01,
+                   help="equivalence margin, e.g. 1%% (default)")
+    p.add_argument("--confidence", type=fraction, default=0.9999,
+                   help="confidence of the classic table's t margin (default 99.99%%)")
+    p.add_argument("--pair", type=pair, action="append", default=[],
+                   metavar="BASELINE:CANDIDATE",
+                   help="compare CANDIDATE against BASELINE instead of every arm against the "
+                   "baseline arm; repeat for several (names as in the report: arm@target "
+                   "when the run has several targets)")
+    p.set_defaults(func=cmd_report)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not 0 < args.alpha < 0.5:
+        raise UsageError(f"--alpha must lie between 0 and 0.5, got {args.alpha:g}")
+    if not 0 < args.margin < 1:
+        raise UsageError(f"--margin must lie between 0 and 100%, got {100 * args.margin:g}%")
+    if not 0 < args.confidence < 1:
+        raise UsageError(f"--confidence must lie between 0 and 100%, got "
+                         f"{100 * args.confidence:g}%")
+    if not args.store.exists():
+        raise StoreError(f"no store at {args.store}", hint="run an experiment first, or pass --store")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _check(args)
+    from hugelab.report.analysis import Options, analyse
+    from hugelab.report.load import load_run
+    from hugelab.store import Store
+
+    with Store(args.store) as store:
+        data = load_run(store, args.run)
+    report = analyse(data, Options(alpha=args.alpha, margin=args.margin,
+                                   confidence=args.confidence, pairs=tuple(args.pair)))
+    result = report.result
+    result["store"] = str(args.store)
+    if args.md:
+        from hugelab.report import markdown
+        _write(args.md, markdown.render(result))
+    if args.html:
+        from hugelab.report import html, plots
+        _write(args.html, html.render(result, plots.all_figures(report)))
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    from rich.console import Console
+
+    from hugelab.report import text
+    text.render(result)
+    con = Console(stderr=True)
+    for what, path in (("Markdown", args.md), ("HTML", args.html)):
+        if path:
+            con.print(f"wrote {what} report to {path}", markup=False, highlight=False)
+    return 0

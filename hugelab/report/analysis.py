@@ -1,0 +1,423 @@
+"""The report's analysis: pure over a loaded run (arrays in, one JSON-serialisable dict out).
+
+Pairs are formed by block from trials with status "ok" only (flagged and failed trials never
+count); a block missing either arm of a comparison is dropped from that comparison and
+counted. Every comparison is `hugelab.stats.paired.compare` on the primary values, and the
+report's comparisons are Holm-adjusted together (`hugelab.stats.multiple.adjust`).
+
+Scale: above `GROUP_ABOVE` pairs, consecutive blocks are grouped into `GROUPS` groups that
+`compare` reduces to their Hodges-Lehmann shifts (its `blocks=` argument): the exact
+signed-rank selection over 250,000 pairs takes ~6 s per comparison, the grouped analysis
+under 1 s, and the groups double as a drift check (variance components between them).
+Tails use a seeded random subsample of at most `TAIL_MAX_PAIRS` pairs for their bootstrap
+intervals; point estimates over all pairs are reported next to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hugelab.errors import UsageError
+from hugelab.report.load import RunData
+from hugelab.stats import classic, grid, multiple, paired, tails
+from hugelab.stats._util import StatsInputError
+from hugelab.stats.blocks import variance_components
+
+GROUP_ABOVE = 20_000
+GROUPS = 1_000
+TAIL_MAX_PAIRS = 5_000
+TAIL_BOOT_BUDGET = 2_000_000
+VC_BUDGET = 100_000_000
+VMSTAT_KEYS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
+               "thp_split_page", "compact_stall", "compact_fail", "compact_success",
+               "pgfault", "pgmajfault", "htlb_buddy_alloc_success", "htlb_buddy_alloc_fail")
+TCG_WARNING = ("TCG (software emulation) ran some guest trials: TCG results do NOT represent "
+               "hardware virtualization (KVM); do not read their numbers as guest performance")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked of the report."""
+
+    alpha: float = 0.05
+    margin: float = 0.01
+    confidence: float = 0.9999
+    pairs: tuple[tuple[str, str], ...] = ()  # (baseline, candidate) series names
+
+
+@dataclass
+class Paired:
+    """One comparison's complete pairs, in block order."""
+
+    name: str
+    baseline: str
+    candidate: str
+    blocks: NDArray[np.int64]
+    b: NDArray[np.float64]
+    c: NDArray[np.float64]
+    better: str
+    dropped: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def log_ratio(self) -> NDArray[np.float64]:
+        out: NDArray[np.float64] = np.log(self.c) - np.log(self.b)
+        return out
+
+
+@dataclass
+class Report:
+    """The analysis dict plus the arrays the plots need."""
+
+    data: RunData
+    result: dict[str, Any]
+    paired: list[Paired]
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+def clean(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [clean(v) for v in obj.tolist()]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def baseline_arm(run: dict[str, Any]) -> str | None:
+    exp = run.get("experiment") or {}
+    if exp.get("baseline"):
+        return str(exp["baseline"])
+    arms = exp.get("arms") or []
+    return str(arms[0]["name"]) if arms else None
+
+
+class Matrix:
+    """ok values as a (blocks x series) matrix; NaN where a block has no usable value."""
+
+    def __init__(self, data: RunData) -> None:
+        self.blocks, inv = np.unique(data.block, return_inverse=True)
+        shape = (self.blocks.size, len(data.series))
+        self.values = np.full(shape, np.nan)
+        self.present = np.zeros(shape, dtype=bool)
+        self.present[inv, data.code] = True
+        ok = (data.status == 0) & np.isfinite(data.value)
+        self.values[inv[ok], data.code[ok]] = data.value[ok]
+        self.nonpositive = np.sum(self.values <= 0, axis=0)
+        self.values[self.values <= 0] = np.nan
+
+
+def default_pairs(data: RunData) -> list[tuple[str, str]]:
+    """Each arm against the experiment's baseline arm on the same target."""
+    base = baseline_arm(data.run)
+    if base is None and data.series_arm:
+        base = data.series_arm[0]
+    out = []
+    for target in dict.fromkeys(data.series_target):
+        idx = [i for i, t in enumerate(data.series_target) if t == target]
+        b = next((i for i in idx if data.series_arm[i] == base), None)
+        if b is None:
+            continue
+        out += [(data.series[b], data.series[i]) for i in idx if i != b]
+    return out
+
+
+def check_pairs(data: RunData, pairs: Sequence[tuple[str, str]]) -> None:
+    known = set(data.series)
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in known:
+                raise UsageError(f"--pair names '{name}', which is not an arm of this run",
+                                 hint=f"arms: {', '.join(data.series)}")
+        if a == b:
+            raise UsageError(f"--pair {a}:{b} compares an arm with itself")
+
+
+def _better(data: RunData, i: int, j: int, notes: list[str]) -> str:
+    bi, bj = data.details[i].better, data.details[j].better
+    chosen = bi or bj
+    if bi and bj and bi != bj:
+        notes.append(f"the arms disagree on which direction is better ({bi} vs {bj}); "
+                     f"using the baseline's ({bi})")
+    if chosen not in ("lower", "higher"):
+        notes.append("no trial says whether lower or higher is better: assuming lower (a time)")
+        return "lower"
+    return chosen
+
+
+def make_paired(data: RunData, m: Matrix, base: str, cand: str) -> Paired:
+    i, j = data.index(base), data.index(cand)
+    b, c = m.values[:, i], m.values[:, j]
+    both = np.isfinite(b) & np.isfinite(c)
+    seen = m.present[:, i] | m.present[:, j]
+    dropped = int(np.sum(seen & ~both))
+    notes: list[str] = []
+    if dropped:
+        notes.append(f"{dropped} block(s) dropped: they lack an ok value of {base} or {cand} "
+                     "(flagged, failed, missing or non-positive)")
+    better = _better(data, i, j, notes)
+    return Paired(f"{cand} vs {base}", base, cand, m.blocks[both], b[both], c[both], better,
+                  dropped, notes)
+
+
+# --- comparisons ------------------------------------------------------------------------------
+
+def _compare(p: Paired, opts: Options) -> paired.Comparison:
+    n = p.b.size
+    labels: NDArray[Any] = p.blocks
+    if n > GROUP_ABOVE:
+        labels = np.arange(n) * GROUPS // n
+        p.notes.append(f"{n:,} pairs: consecutive blocks grouped into {GROUPS:,} groups for "
+                       "speed (exact signed-rank selection over every pair is too slow)")
+    return paired.compare(p.b, p.c, better=p.better,  # type: ignore[arg-type]
+                          alpha=opts.alpha, margin=opts.margin, blocks=labels)
+
+
+def _tails(p: Paired) -> dict[str, Any] | None:
+    n = p.b.size
+    if n < 10:
+        return None
+    b, c, note = p.b, p.c, None
+    if n > TAIL_MAX_PAIRS:
+        keep = np.sort(np.random.default_rng(0).choice(n, TAIL_MAX_PAIRS, replace=False))
+        b, c = b[keep], c[keep]
+        note = (f"bootstrap intervals from a random subsample of {TAIL_MAX_PAIRS:,} of "
+                f"{n:,} pairs; 'all_pairs' holds the estimates over every pair")
+    n_boot = int(np.clip(TAIL_BOOT_BUDGET / b.size, 200, 2000))
+    t = tails.compare_tails(b, c, better=p.better, n_boot=n_boot).to_dict()
+    t["n_boot"] = n_boot
+    t["pairs_used"] = int(b.size)
+    if note:
+        t["notes"] = [*t["notes"], note]
+        t["all_pairs"] = _tail_points(p.b, p.c)
+    return t
+
+
+def _tail_points(b: NDArray[np.float64], c: NDArray[np.float64]) -> dict[str, Any]:
+    qb = np.quantile(b, [0.95, 0.99])
+    qc = np.quantile(c, [0.95, 0.99])
+    ob = float(np.mean(np.abs(tails.robust_z(b)) > tails.OUTLIER_Z))
+    oc = float(np.mean(np.abs(tails.robust_z(c)) > tails.OUTLIER_Z))
+    return {"p95_ratio": float(qc[0] / qb[0]), "p99_ratio": float(qc[1] / qb[1]),
+            "baseline_outlier_rate": ob, "candidate_outlier_rate": oc,
+            "outlier_rate_difference": oc - ob}
+
+
+def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], list[dict[str, Any]]]:
+    pairs = list(opts.pairs) or default_pairs(data)
+    check_pairs(data, pairs)
+    ps = [make_paired(data, m, a, b) for a, b in pairs]
+    raw = {p.name: _compare(p, opts) for p in ps}
+    adjusted = multiple.adjust(raw) if raw else {}
+    out = []
+    for p in ps:
+        c = adjusted[p.name]
+        d = c.to_dict()
+        d["notes"] = [*p.notes, *d["notes"]]
+        if c.n_units < paired.MIN_UNITS:
+            d["notes"].insert(0, f"inconclusive: too few pairs ({c.n_units} < {paired.MIN_UNITS})")
+        out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
+                    "blocks_dropped": p.dropped, **d, "tails": _tails(p)})
+    return ps, out
+
+
+# --- per series -------------------------------------------------------------------------------
+
+def _classic(values: NDArray[np.float64], confidence: float) -> dict[str, Any] | None:
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return None
+    return classic.classic_table(v, confidence=confidence).to_dict()
+
+
+def _monitors(mons: list[dict[str, Any]]) -> dict[str, Any]:
+    vms = [m.get("vmstat") or {} for m in mons]
+    med = {k: median(float(v.get(k, 0)) for v in vms)
+           for k in VMSTAT_KEYS if any(k in v for v in vms)}
+    alloc = sum(float(v.get("thp_fault_alloc", 0)) for v in vms)
+    fallback = sum(float(v.get("thp_fault_fallback", 0)) for v in vms)
+    share = alloc / (alloc + fallback) if alloc + fallback else None
+    reading = ("no THP page faults recorded" if share is None else
+               f"{share:.0%} of THP faults served by huge pages "
+               f"(median {med.get('thp_fault_alloc', 0):.0f} allocated, "
+               f"{med.get('thp_fault_fallback', 0):.0f} fell back per trial)")
+    return {"trials": len(vms), "vmstat_median": med, "thp_fault_share": share,
+            "reading": reading if vms else "no monitor data"}
+
+
+def _evidence(evs: list[dict[str, Any]]) -> dict[str, Any]:
+    pages = Counter(str(e["KernelPageSize_kB"]) for e in evs if "KernelPageSize_kB" in e)
+    shares = [float(e.get("AnonHugePages_kB") or 0) / float(e["Rss_kB"])
+              for e in evs if e.get("Rss_kB")]
+    checks = Counter(str(e.get("check")) for e in evs if e.get("check"))
+    share = median(shares) if shares else None
+    parts = []
+    if pages:
+        top, cnt = pages.most_common(1)[0]
+        parts.append(f"page size {top} kB in {cnt / sum(pages.values()):.0%} of sampled trials")
+    if share is not None:
+        parts.append(f"median {share:.0%} of RSS in transparent huge pages")
+    return {"trials": len(evs), "kernel_page_size_kB": dict(pages), "anon_huge_share_median":
+            share, "checks": dict(checks), "reading": "; ".join(parts) or "no mapping evidence"}
+
+
+def _reasons(c: Counter[str]) -> list[dict[str, Any]]:
+    return [{"reason": r, "count": n} for r, n in c.most_common()]
+
+
+def series_rows(data: RunData, m: Matrix, opts: Options) -> list[dict[str, Any]]:
+    counts = np.zeros((len(data.series), 3), dtype=np.int64)
+    np.add.at(counts, (data.code, data.status), 1)
+    rows = []
+    for i, name in enumerate(data.series):
+        d = data.details[i]
+        ok_vals = data.value[(data.code == i) & (data.status == 0)]
+        rows.append({
+            "name": name, "arm": data.series_arm[i], "target": data.series_target[i],
+            "better": d.better, "metric": d.metric, "unit": d.unit,
+            "counts": {s: int(counts[i, k]) for k, s in enumerate(("ok", "flagged", "failed"))},
+            "non_positive": int(m.nonpositive[i]),
+            "flag_reasons": _reasons(d.flag_reasons), "error_reasons": _reasons(d.error_reasons),
+            "classic": _classic(ok_vals, opts.confidence),
+            "median": float(np.median(ok_vals)) if ok_vals.size else None,
+            "monitors": _monitors(d.monitors), "evidence": _evidence(d.evidence),
+            "details_sampled": d.sampled,
+        })
+    return rows
+
+
+# --- run level ----------------------------------------------------------------------------------
+
+def block_components(data: RunData) -> dict[str, Any] | None:
+    """Variance of log values between blocks after removing each series' mean."""
+    ok = (data.status == 0) & (data.value > 0)
+    if not np.any(ok):
+        return None
+    x = np.log(data.value[ok])
+    code = data.code[ok]
+    means = np.bincount(code, weights=x) / np.maximum(np.bincount(code), 1)
+    resid = x - means[code]
+    uniq, inv = np.unique(data.block[ok], return_inverse=True)
+    groups = max(50, int(VC_BUDGET // max(x.size, 1)))
+    labels, note = inv, None
+    if uniq.size > groups:
+        labels = inv * groups // uniq.size
+        note = (f"{uniq.size:,} blocks grouped into {groups} segments of consecutive blocks: "
+                "differences between segments show drift over the run")
+    try:
+        vc = variance_components(resid, labels).to_dict()
+    except StatsInputError as exc:
+        return {"error": exc.message}
+    vc["note"] = note
+    vc["reading_paired"] = ("blocks differ, and the paired analysis (pairs within a block) "
+                            "removes that difference from every comparison"
+                            if vc["pooling_warning"] else None)
+    return vc
+
+
+def _cell(data: RunData, i: int) -> tuple[str, str]:
+    prov = data.details[i].provenance[0] if data.details[i].provenance else {}
+    arms = {a.get("name"): a for a in (data.run.get("experiment") or {}).get("arms", [])}
+    arm = arms.get(data.series_arm[i], {})
+    host = (prov.get("host_backing") or arm.get("host_backing") or arm.get("backing")
+            or prov.get("backing") or data.series_arm[i])
+    target = data.series_target[i]
+    guest = "native" if target == "native" else (
+        prov.get("guest_backing") or arm.get("guest_backing") or target)
+    return str(host), str(guest)
+
+
+def grid_view(data: RunData, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Host x guest medians and guests as % of native, when the run has guest targets."""
+    if all(t == "native" for t in data.series_target):
+        return None
+    cells_of = [_cell(data, i) for i in range(len(data.series))]
+    if len(set(cells_of)) < len(cells_of):  # two series in one cell: rows are arms instead
+        cells_of = [(data.series_arm[i], g) for i, (_, g) in enumerate(cells_of)]
+    cells = {c: r["median"] for c, r in zip(cells_of, rows, strict=True) if r["median"]}
+    if not cells:
+        return None
+    g = grid.make_grid(cells)
+    better = next((r["better"] for r in rows if r["better"] in ("lower", "higher")), "lower")
+    out: dict[str, Any] = {"medians": g.to_dict(), "better": better, "percent_of_native": None}
+    if grid.NATIVE in g.guests:
+        out["percent_of_native"] = grid.percent_of_native(g, better=better).to_dict()
+    return out
+
+
+def provenance(data: RunData) -> dict[str, Any]:
+    kernels: Counter[str] = Counter()
+    versions: Counter[str] = Counter()
+    for d in data.details:
+        for p in d.provenance:
+            kernels[str(p.get("kernel"))] += 1
+            versions[str(p.get("hugelab"))] += 1
+    return {"accel_by_target": data.accel, "kernels": dict(kernels),
+            "hugelab_versions": dict(versions)}
+
+
+def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | None
+              ) -> list[str]:
+    out = [] if data.n_trials else ["the run has no trials yet"]
+    if any("tcg" in a for a in data.accel.values()):
+        out.append(TCG_WARNING)
+    for c in comps:
+        if c["n_units"] < paired.MIN_UNITS:
+            out.append(f"{c['name']}: inconclusive: too few pairs ({c['n']} pairs, "
+                       f"{paired.MIN_UNITS} needed for any verdict)")
+        if c["blocks_dropped"] > 0.1 * (c["n"] + c["blocks_dropped"]):
+            out.append(f"{c['name']}: {c['blocks_dropped']} block(s) dropped, more than 10% "
+                       "(an arm had no ok trial there)")
+        if c["pooling_warning"]:
+            out.append(f"{c['name']}: groups of consecutive blocks differ (design effect "
+                       f"{c['design_effect']:.2f}): the result drifted over the run")
+    if vc and vc.get("pooling_warning"):
+        out.append("blocks differ from one another: only the paired (within-block) comparisons "
+                   "are trustworthy; do not pool trials across blocks")
+    if len(kernels := {str(p.get("kernel")) for d in data.details for p in d.provenance}) > 1:
+        out.append(f"trials ran on {len(kernels)} different kernels: {', '.join(sorted(kernels))}")
+    return out
+
+
+def _run_info(data: RunData) -> dict[str, Any]:
+    r = data.run
+    exp = r.get("experiment") or {}
+    return {"id": r.get("id"), "name": r.get("name"), "key": r.get("key"),
+            "status": r.get("status"), "created": r.get("created"), "finished": r.get("finished"),
+            "baseline": baseline_arm(r), "description": exp.get("description"),
+            "workload": exp.get("workload"), "blocks_planned": exp.get("blocks"),
+            "seed": exp.get("seed"), "skipped": r.get("skipped") or {},
+            "sequential": r.get("sequential") or None}
+
+
+def analyse(data: RunData, opts: Options = Options()) -> Report:
+    """Everything the report shows, as one JSON-serialisable dict (plus arrays for plots)."""
+    m = Matrix(data)
+    ps, comps = comparisons(data, m, opts)
+    rows = series_rows(data, m, opts)
+    vc = block_components(data)
+    result = {
+        "run": _run_info(data),
+        "options": {"alpha": opts.alpha, "margin": opts.margin, "confidence": opts.confidence,
+                    "holm_family": len(comps)},
+        "trials": data.n_trials, "blocks": int(m.blocks.size),
+        "series": rows, "comparisons": comps, "block_variance": vc,
+        "grid": grid_view(data, rows), "provenance": provenance(data),
+        "warnings": _warnings(data, comps, vc),
+    }
+    return Report(data=data, result=clean(result), paired=ps)

@@ -1,0 +1,86 @@
+"""The report as one self-contained HTML file: inline CSS, figures as base64 PNG data URIs,
+no scripts and no external resources. Every string goes through `html.escape`."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from typing import Any
+
+from hugelab.report import tables
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; vertical-align: top; }
+th { background: #f0f0f0; } td.r { text-align: right; font-variant-numeric: tabular-nums; }
+.warn { background: #fff3cd; border: 1px solid #e0b000; padding: .5em 1em; margin: .4em 0; }
+.tcg { background: #c62828; color: #fff; font-weight: bold; font-size: 1.1em;
+       border: 3px solid #7f0000; padding: .8em 1em; margin: .6em 0; }
+.faster { color: #1b5e20; font-weight: bold; } .slower { color: #b71c1c; font-weight: bold; }
+.equivalent { color: #006064; font-weight: bold; } .inconclusive { color: #8d6e00; font-weight: bold; }
+ul.notes { color: #555; font-size: .85em; margin-top: .2em; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { color: #555; font-size: .85em; } pre { font-size: .75em; overflow-x: auto; }
+"""
+
+
+def esc(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _table(t: tables.Table) -> str:
+    out = [f'<h2 id="{esc(t.key)}">{esc(t.title)}</h2>']
+    if t.rows:
+        out += _rows(t)
+    if t.notes:
+        out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes)
+                   + "</ul>")
+    return "\n".join(out)
+
+
+def _rows(t: tables.Table) -> list[str]:
+    out = ["<table>", "<tr>"]
+    out += [f"<th>{esc(h)}</th>" for h in t.headers]
+    out.append("</tr>")
+    for row in t.rows:
+        cells = []
+        for i, c in enumerate(row):
+            cls = ' class="r"' if i in t.right else ""
+            if t.key == "verdicts" and i == 1:
+                cls = f' class="{esc(c.split(" ")[0])}"'
+            cells.append(f"<td{cls}>{esc(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return out
+
+
+def _figure(caption: str, png: bytes) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(caption)}">'
+            f"<figcaption>{esc(caption)}</figcaption></figure>")
+
+
+def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = None) -> str:
+    """The whole report; `figures` are (caption, PNG bytes) pairs from `plots.all_figures`."""
+    name = result["run"]["name"]
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>hugelab report: {esc(name)}</title>", f"<style>{CSS}</style></head><body>",
+           f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(tables.header(result))}</p>"]
+    for w in result["warnings"]:
+        cls = "tcg" if w.startswith("TCG") else "warn"
+        out.append(f'<div class="{cls}">WARNING: {esc(w)}</div>')
+    out += [_table(t) for t in tables.all_tables(result)]
+    lines = tables.context_lines(result)
+    if lines:
+        out.append("<h2>Context</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines)
+                   + "</ul>")
+    if figures:
+        out.append("<h2>Figures</h2>")
+        out += [_figure(c, png) for c, png in figures]
+    out.append("<h2>All numbers</h2><details><summary>the report as JSON</summary><pre>"
+               + esc(json.dumps(result, indent=1, default=str)) + "</pre></details>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,162 @@
+"""Read one run from a store into numpy arrays plus a small sample of per-trial JSON details.
+
+The only part of the report that touches SQLite. Values come from `Store.values()` (one
+SELECT); the per-trial JSON (monitors, evidence, provenance) is read for an evenly spaced
+sample of blocks only, so a run of a million trials loads in seconds. Counts of flag and
+error reasons, and the accelerators seen per target, are read over all trials.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hugelab.store import Store
+
+STATUSES = ("ok", "flagged", "failed")
+DETAIL_SAMPLE_BLOCKS = 400
+
+
+def series_label(arm: str, target: str, multi_target: bool) -> str:
+    """Name of an (arm, target) series: the arm alone when the run has one target."""
+    return f"{arm}@{target}" if multi_target else arm
+
+
+@dataclass
+class SeriesDetails:
+    """What the sampled trials of one series say beyond their values."""
+
+    better: str | None = None
+    metric: str | None = None
+    unit: str | None = None
+    flag_reasons: Counter[str] = field(default_factory=Counter)
+    error_reasons: Counter[str] = field(default_factory=Counter)
+    monitors: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    sampled: int = 0
+
+
+@dataclass
+class RunData:
+    """One run: trial arrays in trial order (rows sorted by block, position) and details."""
+
+    run: dict[str, Any]
+    series: list[str]
+    series_arm: list[str]
+    series_target: list[str]
+    block: NDArray[np.int64]
+    code: NDArray[np.int32]  # index into `series` per trial
+    status: NDArray[np.int8]  # index into STATUSES per trial
+    value: NDArray[np.float64]  # NaN where the trial has no value
+    details: list[SeriesDetails]
+    accel: dict[str, list[str]] = field(default_factory=dict)  # target -> accelerators seen
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.block.size)
+
+    def index(self, name: str) -> int:
+        return self.series.index(name)
+
+
+def from_rows(run: dict[str, Any], rows: list[tuple[int, int, str, str, str, float | None]]
+              ) -> RunData:
+    """Arrays from `Store.values()` rows; details are left empty (see `load_run`)."""
+    n = len(rows)
+    keys: dict[tuple[str, str], int] = {}
+    code = np.fromiter((keys.setdefault((r[2], r[3]), len(keys)) for r in rows),
+                       dtype=np.int32, count=n)
+    smap = {s: i for i, s in enumerate(STATUSES)}
+    status = np.fromiter((smap.get(r[4], 2) for r in rows), dtype=np.int8, count=n)
+    block = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+    value = np.fromiter((np.nan if r[5] is None else r[5] for r in rows), dtype=float, count=n)
+    arm_order = [a.get("name") for a in run.get("experiment", {}).get("arms", [])]
+    pairs = sorted(keys, key=lambda k: (k[1] != "native", k[1],
+                                        arm_order.index(k[0]) if k[0] in arm_order else 1 << 30,
+                                        k[0]))
+    remap = np.empty(max(len(keys), 1), dtype=np.int32)
+    for new, k in enumerate(pairs):
+        remap[keys[k]] = new
+    code = remap[code] if n else code
+    multi = len({t for _, t in pairs}) > 1
+    return RunData(run=run, series=[series_label(a, t, multi) for a, t in pairs],
+                   series_arm=[a for a, _ in pairs], series_target=[t for _, t in pairs],
+                   block=block, code=code, status=status, value=value,
+                   details=[SeriesDetails() for _ in pairs])
+
+
+def _sample_blocks(data: RunData, per_series: int) -> list[int]:
+    chosen: set[int] = set()
+    for s in range(len(data.series)):
+        blocks = data.block[(data.code == s) & (data.status == 0)]
+        if blocks.size == 0:
+            blocks = data.block[data.code == s]
+        if blocks.size > per_series:
+            blocks = blocks[np.linspace(0, blocks.size - 1, per_series).astype(np.int64)]
+        chosen.update(int(b) for b in blocks)
+    return sorted(chosen)
+
+
+def _read_details(store: Store, data: RunData, run_id: int) -> None:
+    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
+                                                      strict=True))}
+    cur = store.db.cursor()
+    cur.row_factory = None
+    for arm, target, status, flag, error in cur.execute(
+            "SELECT arm, target, status, flag, error FROM trials "
+            "WHERE run_id = ? AND status != 'ok'", (run_id,)):
+        d = data.details[where[(arm, target)]]
+        if status == "flagged":
+            d.flag_reasons[flag or "(no reason recorded)"] += 1
+        else:
+            d.error_reasons[error or "(no error recorded)"] += 1
+    blocks = _sample_blocks(data, max(50, DETAIL_SAMPLE_BLOCKS // max(len(data.series), 1)))
+    better: dict[int, Counter[tuple[str | None, str | None, str | None]]] = {}
+    for start in range(0, len(blocks), 500):
+        chunk = blocks[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        for arm, target, status, bet, metric, unit, mon, ev, prov in cur.execute(
+                "SELECT arm, target, status, better, metric, unit, monitors, evidence, provenance "
+                f"FROM trials WHERE run_id = ? AND block IN ({marks})",  # noqa: S608 - placeholders
+                (run_id, *chunk)):
+            i = where[(arm, target)]
+            d = data.details[i]
+            if bet or metric:
+                better.setdefault(i, Counter())[(bet, metric, unit)] += 1
+            if status != "ok":
+                continue
+            d.sampled += 1
+            d.monitors.append(json.loads(mon or "{}"))
+            d.evidence.append(json.loads(ev or "{}"))
+            d.provenance.append(json.loads(prov or "{}"))
+    for i, c in better.items():
+        d = data.details[i]
+        d.better, d.metric, d.unit = c.most_common(1)[0][0]
+
+
+def _read_accel(store: Store, data: RunData, run_id: int) -> None:
+    cur = store.db.cursor()
+    cur.row_factory = None
+    out: dict[str, set[str]] = {}
+    for target, accel in cur.execute(
+            "SELECT DISTINCT target, json_extract(provenance, '$.accel') FROM trials "
+            "WHERE run_id = ?", (run_id,)):
+        if accel is not None:
+            out.setdefault(str(target), set()).add(str(accel))
+    data.accel = {t: sorted(a) for t, a in sorted(out.items())}
+
+
+def load_run(store: Store, run_id: int | None = None) -> RunData:
+    """The run (latest when `run_id` is None) with arrays and sampled details."""
+    run = store.run(run_id)
+    data = from_rows(run, store.values(run["id"]))
+    if data.n_trials:
+        _read_details(store, data, run["id"])
+        _read_accel(store, data, run["id"])
+    return data

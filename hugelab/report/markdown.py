@@ -1,0 +1,44 @@
+"""The report as Markdown. Every store string is HTML-escaped (Markdown passes HTML through)
+and has its pipes and backticks escaped, so a name like `<script>` stays text."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from hugelab.report import tables
+
+
+def esc(s: object) -> str:
+    """Safe inside a Markdown paragraph or table cell."""
+    text = re.sub(r"([\\`*_\[\]|#])", r"\\\1", str(s))
+    return html.escape(text, quote=False).replace("\n", " ")
+
+
+def _table(t: tables.Table) -> list[str]:
+    out = [f"### {esc(t.title)}", ""]
+    if not t.rows:
+        return [*out, *(f"- {esc(n)}" for n in t.notes), ""]
+    out.append("| " + " | ".join(esc(h) for h in t.headers) + " |")
+    out.append("|" + "|".join("---:" if i in t.right else "---" for i in range(len(t.headers)))
+               + "|")
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in t.rows]
+    if t.notes:
+        out.append("")
+        out += [f"- {esc(n)}" for n in t.notes]
+    out.append("")
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """The whole report as one Markdown document."""
+    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
+    for w in result["warnings"]:
+        out += [f"> **WARNING:** {esc(w)}", ""]
+    for t in tables.all_tables(result):
+        out += _table(t)
+    lines = tables.context_lines(result)
+    if lines:
+        out += ["### Context", ""] + [f"- {esc(x)}" for x in lines] + [""]
+    return "\n".join(out)

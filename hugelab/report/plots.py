@@ -1,0 +1,240 @@
+"""Figures for the HTML report (matplotlib, Agg, no pyplot): each function returns PNG bytes.
+
+Every figure is bounded in size whatever the number of trials: histograms are counts, ECDFs
+are drawn through at most `ECDF_POINTS` quantiles, the drift plot bins pairs into at most
+`DRIFT_BINS` medians, and the forest plot groups blocks into at most `FOREST_ROWS` rows.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from numpy.typing import NDArray  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from hugelab.report.analysis import Paired, Report  # noqa: E402
+
+ECDF_POINTS = 1000
+DRIFT_BINS = 400
+RUNNING_LOOKS = 60
+FOREST_ROWS = 40
+OUTLIER_MARKS = 500
+DPI = 90
+
+
+def label(s: object) -> str:
+    """A store string safe for matplotlib (no mathtext)."""
+    return str(s).replace("$", r"\$")
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()
+
+
+def _values(report: Report, i: int) -> NDArray[np.float64]:
+    d = report.data
+    v = d.value[(d.code == i) & (d.status == 0)]
+    out: NDArray[np.float64] = v[np.isfinite(v)]
+    return out
+
+
+def _unit(report: Report) -> str:
+    units = {s["unit"] for s in report.result["series"] if s["unit"]}
+    return label(units.pop()) if len(units) == 1 else "value"
+
+
+def means(report: Report) -> bytes:
+    """Bar chart of each arm's mean with its t-based margin of error."""
+    rows = [s for s in report.result["series"] if s["classic"]]
+    fig = Figure(figsize=(8, 4), layout="constrained")
+    ax = fig.add_subplot()
+    x = np.arange(len(rows))
+    m = [s["classic"]["mean"] for s in rows]
+    err = [s["classic"]["margin_of_error"] or 0.0 for s in rows]
+    ax.bar(x, m, yerr=err, capsize=6, color="#4c72b0")
+    ax.set_xticks(x, [label(s["name"]) for s in rows], rotation=20, ha="right")
+    conf = 100 * report.result["options"]["confidence"]
+    ax.set_ylabel(f"mean {_unit(report)}")
+    ax.set_title(f"Means with t-based margin of error ({conf:g}% confidence)")
+    if m:
+        lo = min(a - e for a, e in zip(m, err, strict=True))
+        hi = max(a + e for a, e in zip(m, err, strict=True))
+        pad = max(hi - lo, abs(hi) * 1e-3, 1e-12)
+        bottom = max(0.0, lo - 2 * pad)
+        ax.set_ylim(bottom, hi + pad)
+        if bottom > 0:
+            ax.set_title(ax.get_title() + "\n(the y axis does not start at 0)", fontsize=10)
+    return _png(fig)
+
+
+def _hist_one(ax: Axes, v: NDArray[np.float64], name: str) -> None:
+    mean, sd = float(np.mean(v)), float(np.std(v, ddof=1)) if v.size > 1 else 0.0
+    med = float(np.median(v))
+    spread = 1.4826 * float(np.median(np.abs(v - med))) or sd
+    lo, hi = float(v.min()), float(v.max())
+    if spread > 0:  # robust range: a few huge stalls must not squash the shape
+        lo, hi = max(lo, med - 8 * spread), min(hi, med + 8 * spread)
+    if hi <= lo:
+        hi = lo + max(abs(lo) * 1e-6, 1e-9)
+    bins = int(np.clip(np.sqrt(v.size), 10, 60))
+    counts, edges = np.histogram(v, bins=bins, range=(lo, hi))
+    ax.stairs(counts, edges, fill=True, color="#4c72b0", alpha=0.8)
+    out = v[np.abs(v - mean) > 3 * sd] if sd > 0 else v[:0]
+    if out.size:
+        marks = np.unique(np.clip(out, lo, hi))
+        if marks.size > OUTLIER_MARKS:
+            marks = marks[np.linspace(0, marks.size - 1, OUTLIER_MARKS).astype(int)]
+        ax.plot(marks, np.zeros_like(marks), "|", color="#c44e52", markersize=14,
+                markeredgewidth=1.5)
+    beyond = int(np.sum((v < lo) | (v > hi)))
+    ax.set_title(f"{label(name)}: n={v.size:,}, {out.size:,} beyond ±3σ"
+                 + (f" ({beyond:,} off-scale, drawn at the edge)" if beyond else ""), fontsize=9)
+    for k in (-3, 3):
+        if sd > 0 and lo <= mean + k * sd <= hi:
+            ax.axvline(mean + k * sd, color="#c44e52", linestyle=":", linewidth=1)
+
+
+def histograms(report: Report) -> bytes:
+    """One histogram per arm; values beyond ±3σ marked in red below the axis."""
+    n = len(report.data.series)
+    cols = 2 if n > 1 else 1
+    rows = max(1, math.ceil(n / cols))
+    fig = Figure(figsize=(10, 2.8 * rows), layout="constrained")
+    for i, name in enumerate(report.data.series):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        v = _values(report, i)
+        if v.size:
+            _hist_one(ax, v, name)
+        else:
+            ax.set_title(f"{label(name)}: no ok trials", fontsize=9)
+        ax.set_xlabel(_unit(report))
+    fig.suptitle("Distribution per arm (dotted: ±3σ; red ticks: values beyond ±3σ)")
+    return _png(fig)
+
+
+def ecdfs(report: Report) -> bytes:
+    """Empirical CDFs of every arm on a log x axis."""
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    q = np.linspace(0.0, 1.0, ECDF_POINTS)
+    for i, name in enumerate(report.data.series):
+        v = _values(report, i)
+        v = v[v > 0]
+        if v.size:
+            ax.step(np.quantile(v, q), q, where="post", label=label(name))
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{_unit(report)} (log scale)")
+    ax.set_ylabel("fraction of trials ≤ x")
+    ax.set_title("Empirical CDF per arm")
+    if ax.lines:
+        ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def median_ci(x: NDArray[np.float64], alpha: float) -> tuple[float, float, float]:
+    """Median and its distribution-free (binomial order-statistic) 1-alpha interval."""
+    n = x.size
+    j = int(stats.binom.ppf(alpha / 2, n, 0.5))  # 0-based lower rank
+    mid = [(n - 1) // 2, n // 2]
+    if j < 1 or n - j - 1 <= j:
+        part = np.partition(x, sorted(set(mid)))
+        return float(0.5 * (part[mid[0]] + part[mid[1]])), math.nan, math.nan
+    ranks = sorted({j - 1, n - j, *mid})
+    part = np.partition(x, ranks)
+    return float(0.5 * (part[mid[0]] + part[mid[1]])), float(part[j - 1]), float(part[n - j])
+
+
+def _pct(x: NDArray[np.float64] | float) -> NDArray[np.float64]:
+    return np.asarray(100.0 * np.expm1(x))
+
+
+def drift(report: Report, p: Paired) -> bytes:
+    """Paired log-ratio (as %) against block order, binned, with the running interval."""
+    d, blocks = p.log_ratio, p.blocks
+    alpha = report.result["options"]["alpha"]
+    margin = report.result["options"]["margin"]
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax = fig.add_subplot()
+    n = d.size
+    if n:
+        if n > DRIFT_BINS:
+            per = n // DRIFT_BINS
+            cut = per * DRIFT_BINS
+            ys = np.median(d[:cut].reshape(DRIFT_BINS, per), axis=1)
+            xs = np.median(blocks[:cut].reshape(DRIFT_BINS, per), axis=1)
+            ax.plot(xs, _pct(ys), ".", markersize=3, color="#4c72b0",
+                    label=f"median of each {per:,} consecutive pairs")
+        else:
+            ax.plot(blocks, _pct(d), ".", color="#4c72b0", label="pair")
+        looks = np.unique(np.geomspace(min(6, n), n, min(RUNNING_LOOKS, n)).astype(int))
+        run = np.array([median_ci(d[:k], alpha) for k in looks])
+        xb = blocks[looks - 1]
+        ax.plot(xb, _pct(run[:, 0]), color="black", linewidth=1.2, label="running median")
+        ax.fill_between(xb, _pct(run[:, 1]), _pct(run[:, 2]), color="grey", alpha=0.35,
+                        label=f"running {100 * (1 - alpha):g}% interval")
+    for s in (-1, 1):
+        ax.axhline(100 * s * margin, color="#c44e52", linestyle=":", linewidth=1)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set_xlabel("block (trial order)")
+    ax.set_ylabel("candidate vs baseline, %")
+    ax.set_title(f"Drift: {label(p.name)} (dotted: ±{100 * margin:g}% equivalence margin)")
+    ax.legend(fontsize=8, loc="best")
+    return _png(fig)
+
+
+def forest(report: Report, p: Paired, comparison: dict[str, object]) -> bytes:
+    """Per block (or group of consecutive blocks) effect with interval, and the overall one."""
+    d, blocks = p.log_ratio, p.blocks
+    alpha = report.result["options"]["alpha"]
+    groups = np.array_split(np.arange(d.size), min(FOREST_ROWS, d.size)) if d.size else []
+    labels, est, lo, hi = [], [], [], []
+    for g in groups:
+        m, a, b = median_ci(d[g], alpha)
+        first, last = int(blocks[g[0]]), int(blocks[g[-1]])
+        labels.append(f"block {first}" if first == last else f"blocks {first}-{last}")
+        est.append(m)
+        lo.append(a)
+        hi.append(b)
+    fig = Figure(figsize=(8, 1.2 + 0.22 * (len(groups) + 2)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(groups))[::-1] + 2
+    e = _pct(np.array(est, dtype=float))
+    ax.errorbar(e, y, xerr=[e - _pct(np.array(lo, dtype=float)),
+                            _pct(np.array(hi, dtype=float)) - e],
+                fmt="s", color="#4c72b0", markersize=4, capsize=2)
+    overall = comparison.get("effect_pct")
+    if isinstance(overall, float):
+        clo, chi = comparison.get("ci_low_pct"), comparison.get("ci_high_pct")
+        if isinstance(clo, float) and isinstance(chi, float):
+            ax.errorbar([overall], [0.5], xerr=[[overall - clo], [chi - overall]], fmt="D",
+                        color="black", capsize=4)
+        ax.axvline(overall, color="black", linestyle=":", linewidth=1)
+    ax.axvline(0, color="grey", linewidth=0.5)
+    ax.set_yticks([*y, 0.5], [*labels, "overall (HL)"], fontsize=7)
+    ax.set_xlabel("candidate vs baseline, % (median with distribution-free interval)")
+    ax.set_title(f"Per-block effects: {label(p.name)}")
+    return _png(fig)
+
+
+def all_figures(report: Report) -> list[tuple[str, bytes]]:
+    """(caption, PNG) for every figure of the report."""
+    out = [("Means with t-based margin of error", means(report)),
+           ("Distribution per arm, outliers beyond ±3σ marked", histograms(report)),
+           ("Empirical CDFs (log x)", ecdfs(report))]
+    comps = {c["name"]: c for c in report.result["comparisons"]}
+    for p in report.paired:
+        out.append((f"Drift over the run: {p.name}", drift(report, p)))
+        out.append((f"Per-block forest plot: {p.name}", forest(report, p, comps[p.name])))
+    return out

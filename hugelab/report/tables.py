@@ -1,0 +1,187 @@
+"""The report's tables as plain strings: one layout, rendered by text, Markdown and HTML.
+
+Nothing here escapes: every renderer escapes every cell for its own format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Table:
+    """A titled table of strings with notes underneath."""
+
+    key: str
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    right: set[int] = field(default_factory=set)  # right-aligned column indexes
+
+
+def num(v: float | None, spec: str = ".4g") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def pct(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:+.{digits}f}%"
+
+
+def pval(p: float | None) -> str:
+    if p is None:
+        return "-"
+    if p == 0:
+        return "<1e-300"
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
+
+
+def ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def verdict_text(c: dict[str, Any]) -> str:
+    v = str(c["verdict"])
+    if v in ("faster", "slower") and c.get("within_margin"):
+        v += f" (within ±{100 * c['margin']:g}%)"
+    return v
+
+
+def header(result: dict[str, Any]) -> str:
+    run = result["run"]
+    return (f"run {run['id']} '{run['name']}' ({run['status']}): {result['trials']:,} trials in "
+            f"{result['blocks']:,} blocks; baseline '{run['baseline']}'")
+
+
+def verdicts(result: dict[str, Any]) -> Table:
+    o = result["options"]
+    conf = 100 * (1 - o["alpha"])
+    t = Table("verdicts", f"Paired verdicts (by block; Holm across {o['holm_family']} "
+              f"comparison(s), alpha {o['alpha']:g}, equivalence margin ±{100 * o['margin']:g}%)",
+              ["comparison", "verdict", "effect", f"{conf:g}% interval", "p (Holm)",
+               "TOST p (Holm)", "units", "dropped"], [], right={2, 3, 4, 5, 6, 7})
+    for c in result["comparisons"]:
+        t.rows.append([c["name"], verdict_text(c), pct(c["effect_pct"]),
+                       f"[{pct(c['ci_low_pct'])}, {pct(c['ci_high_pct'])}]",
+                       pval(c["p_adjusted"]), pval(c["tost_p_adjusted"]),
+                       f"{c['n_units']:,} {c['unit']}s", str(c["blocks_dropped"])])
+        t.notes += [f"{c['name']}: {n}" for n in c["notes"]]
+    if not result["comparisons"]:
+        t.notes.append("no comparisons: the run has a single arm or no baseline arm")
+    t.notes.append("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs "
+                   "baseline (negative = smaller values)")
+    return t
+
+
+def classic(result: dict[str, Any]) -> Table:
+    conf = 100 * result["options"]["confidence"]
+    t = Table("classic", f"Classic table (t-based margin at {conf:g}% confidence; for reference)",
+              ["arm", "mean", "N", "stddev", "min", "max", "± margin", "beyond 3σ (hi/lo)",
+               "beyond 6σ (hi/lo)", "max σ", "normality p"], [], right=set(range(1, 11)))
+    for s in result["series"]:
+        c = s["classic"]
+        if c is None:
+            t.rows.append([s["name"], *(["-"] * 10)])
+            continue
+        t.rows.append([s["name"], num(c["mean"]), f"{c['n']:,}", num(c["stddev"]),
+                       num(c["min"]), num(c["max"]), num(c["margin_of_error"]),
+                       f"{c['beyond_3sigma_high']}/{c['beyond_3sigma_low']}",
+                       f"{c['beyond_6sigma_high']}/{c['beyond_6sigma_low']}",
+                       num(c["max_sigma"], ".1f"), pval(c["normality"]["p_value"])])
+        t.notes.append(f"{s['name']}: {c['normality']['reading']} "
+                       f"(expected beyond 3σ if normal: {c['expected_beyond_3sigma']:.1f})")
+    return t
+
+
+def tails(result: dict[str, Any]) -> Table:
+    t = Table("tails", "Tails (candidate / baseline; bootstrap intervals)",
+              ["comparison", "p95 ratio", "p99 ratio", "outliers baseline",
+               "outliers candidate", "difference"], [], right={1, 2, 3, 4, 5})
+    for c in result["comparisons"]:
+        tl = c.get("tails")
+        if not tl:
+            t.rows.append([c["name"], "-", "-", "-", "-", "-"])
+            t.notes.append(f"{c['name']}: fewer than 10 pairs, no tail estimates")
+            continue
+        qs = {round(q["q"], 4): q for q in tl["quantiles"]}
+        cells = [f"{ratio(q['ratio'])} [{ratio(q['low'])}, {ratio(q['high'])}]"
+                 if (q := qs.get(k)) else "-" for k in (0.95, 0.99)]
+        o = tl["outliers"]
+        t.rows.append([c["name"], *cells, f"{100 * o['baseline_rate']:.2f}%",
+                       f"{100 * o['candidate_rate']:.2f}%",
+                       f"{pct(100 * o['difference'])} [{pct(100 * o['low'])}, "
+                       f"{pct(100 * o['high'])}]"])
+        t.notes += [f"{c['name']}: {n}" for n in tl["notes"]]
+    return t
+
+
+def trials(result: dict[str, Any]) -> Table:
+    t = Table("trials", "Trials per arm (only ok trials count)",
+              ["arm", "ok", "flagged", "failed", "why flagged / failed"], [], right={1, 2, 3})
+    for s in result["series"]:
+        why = [f"{r['count']}x {r['reason']}" for r in s["flag_reasons"][:3]]
+        why += [f"{r['count']}x failed: {r['reason']}" for r in s["error_reasons"][:3]]
+        k = s["counts"]
+        t.rows.append([s["name"], f"{k['ok']:,}", f"{k['flagged']:,}", f"{k['failed']:,}",
+                       "; ".join(why) or "-"])
+    return t
+
+
+def evidence(result: dict[str, Any]) -> Table:
+    t = Table("evidence", "Evidence and monitors (sampled ok trials)",
+              ["arm", "mapping evidence", "THP faults / counters", "sampled"], [], right={3})
+    for s in result["series"]:
+        t.rows.append([s["name"], s["evidence"]["reading"], s["monitors"]["reading"],
+                       str(s["details_sampled"])])
+    return t
+
+
+def grid_tables(result: dict[str, Any]) -> list[Table]:
+    g = result.get("grid")
+    if not g:
+        return []
+    out = []
+    for key, title, spec in (("medians", "Host x guest medians", "{:.4g}"),
+                             ("percent_of_native", "Guest as % of native (100 = as fast)",
+                              "{:.1f}%")):
+        if not g.get(key):
+            continue
+        gr = g[key]
+        rows = [["host \\ guest", *gr["guests"]]]
+        for host, vals in zip(gr["hosts"], gr["values"], strict=True):
+            rows.append([host, *("-" if v is None else spec.format(v) for v in vals)])
+        out.append(Table(f"grid_{key}", title, rows[0], rows[1:],
+                         right=set(range(1, len(rows[0])))))
+    return out
+
+
+def context_lines(result: dict[str, Any]) -> list[str]:
+    """Block variance, sequential stop, skipped arms and provenance as sentences."""
+    out = []
+    vc = result.get("block_variance")
+    if vc and "reading" in vc:
+        out.append(f"blocks: {vc['reading']}")
+        if vc.get("note"):
+            out.append(f"blocks: {vc['note']}")
+    seq = result["run"].get("sequential")
+    if seq:
+        at = seq.get("stopped_at_look")
+        looks = (seq.get("plan") or {}).get("looks")
+        out.append("sequential: " + (f"stopped at look {at} of {looks}" if at
+                                     else f"ran every planned look ({looks})"))
+    for arm, why in (result["run"].get("skipped") or {}).items():
+        out.append(f"skipped arm {arm}: {why}")
+    acc = result["provenance"]["accel_by_target"]
+    if acc:
+        out.append("accelerator per target: " + ", ".join(f"{t}={'/'.join(a)}"
+                                                          for t, a in acc.items()))
+    kern = result["provenance"]["kernels"]
+    if kern:
+        out.append("kernels: " + ", ".join(sorted(kern)))
+    return out
+
+
+def all_tables(result: dict[str, Any]) -> list[Table]:
+    return [verdicts(result), tails(result), classic(result), trials(result), evidence(result),
+            *grid_tables(result)]

@@ -1,0 +1,204 @@
+"""Report analysis on stores built here with known injected effects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hugelab.errors import UsageError
+from hugelab.report.analysis import GROUP_ABOVE, TAIL_MAX_PAIRS, Options, analyse
+from hugelab.report.load import from_rows, load_run
+from hugelab.store import Store, Trial
+
+PAGE_KB = {"4k": 4, "thp": 4}
+
+
+def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = None,
+               seed: int = 3, name: str = "exp", baseline: str = "4k",
+               flagged: dict[str, set[int]] | None = None,
+               missing: dict[str, set[int]] | None = None,
+               failed: dict[str, set[int]] | None = None,
+               flag_reason: str = "asked for thp, but only 2% of the mapping is in huge pages",
+               target: str = "native", accel: str = "native", thp_share: float = 0.97,
+               store: Store | None = None, noise: float = 0.01) -> int:
+    """One run: `arms` maps arm name -> factor on a ~100 ns base (lower is better)."""
+    arms = arms or {"4k": 1.0, "thp": 0.95}
+    flagged, missing, failed = flagged or {}, missing or {}, failed or {}
+    rng = np.random.default_rng(seed)
+    own = store is None
+    st = store or Store(path)
+    exp = {"name": name, "baseline": baseline, "blocks": blocks,
+           "arms": [{"name": a, "backing": "thp" if "thp" in a else "4k"} for a in arms]}
+    run_id, _ = st.get_or_create_run(f"key-{name}-{seed}", name, exp, {})
+    for b in range(blocks):
+        block_effect = float(np.exp(rng.normal(0, 0.03)))
+        order = list(arms)
+        rng.shuffle(order)
+        for pos, arm in enumerate(order):
+            if b in missing.get(arm, set()):
+                continue
+            value = 100.0 * arms[arm] * block_effect * float(np.exp(rng.normal(0, noise)))
+            status, flag, error = "ok", None, None
+            if b in flagged.get(arm, set()):
+                status, flag, value = "flagged", flag_reason, value * 1000
+            if b in failed.get(arm, set()):
+                status, error, value = "failed", "workload exited 1", None  # type: ignore[assignment]
+            alloc = int(round(100 * thp_share)) if "thp" in arm else 0
+            st.add_trial(Trial(
+                run_id, b, pos, arm, status, value, "ns_per_load", "ns", "lower",
+                metrics={}, evidence={"KernelPageSize_kB": 4, "Rss_kB": 1000,
+                                      "AnonHugePages_kB": 980 if "thp" in arm else 0},
+                monitors={"vmstat": {"thp_fault_alloc": alloc,
+                                     "thp_fault_fallback": (100 - alloc) if alloc else 0}},
+                provenance={"accel": accel, "kernel": "6.1.0", "hugelab": "0.1.0",
+                            "target": target},
+                flag=flag, error=error, target=target))
+    if own:
+        st.close()
+    return run_id
+
+
+def report_for(path: Path, **opts: Any) -> dict[str, Any]:
+    with Store(path) as st:
+        data = load_run(st)
+    return analyse(data, Options(**opts)).result
+
+
+def comp(result: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in result["comparisons"] if c["name"] == name)
+
+
+def test_five_percent_faster_arm_is_faster_and_identical_arm_is_not(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, arms={"4k": 1.0, "thp": 0.95, "4k-again": 1.0})
+    r = report_for(db)
+    thp = comp(r, "thp vs 4k")
+    assert thp["verdict"] == "faster"
+    assert -6.0 < thp["effect_pct"] < -4.0
+    assert thp["ci_low_pct"] < thp["effect_pct"] < thp["ci_high_pct"]
+    same = comp(r, "4k-again vs 4k")
+    assert same["verdict"] not in ("faster", "slower")
+    assert abs(same["effect_pct"]) < 1.0
+    assert r["options"]["holm_family"] == 2
+    for c in r["comparisons"]:
+        assert c["p_adjusted"] >= c["p_value"]
+    json.dumps(r, allow_nan=False)
+
+
+def test_higher_is_better_reads_the_other_way(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, arms={"4k": 1.0, "thp": 1.05})
+    with Store(db) as st:
+        st.db.execute("UPDATE trials SET better = 'higher'")
+        st.db.commit()
+    assert comp(report_for(db), "thp vs 4k")["verdict"] == "faster"
+
+
+def test_flagged_trials_are_excluded_and_their_reasons_listed(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, flagged={"thp": {1, 4, 7, 9}})
+    r = report_for(db)
+    thp = next(s for s in r["series"] if s["name"] == "thp")
+    assert thp["counts"] == {"ok": 26, "flagged": 4, "failed": 0}
+    assert thp["classic"]["n"] == 26
+    assert thp["classic"]["max"] < 200  # the 1000x flagged values never count
+    assert thp["flag_reasons"] == [{"reason": "asked for thp, but only 2% of the mapping is "
+                                    "in huge pages", "count": 4}]
+    c = comp(r, "thp vs 4k")
+    assert c["n"] == 26 and c["blocks_dropped"] == 4
+    assert c["verdict"] == "faster"
+
+
+def test_blocks_missing_an_arm_are_dropped_and_counted(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, missing={"thp": {0, 5}}, failed={"4k": {2}})
+    r = report_for(db)
+    c = comp(r, "thp vs 4k")
+    assert c["n"] == 27
+    assert c["blocks_dropped"] == 3
+    assert any("3 block(s) dropped" in n for n in c["notes"])
+    k = next(s for s in r["series"] if s["name"] == "4k")
+    assert k["counts"]["failed"] == 1
+    assert k["error_reasons"][0]["reason"] == "workload exited 1"
+
+
+def test_too_few_blocks_is_inconclusive_not_an_error(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, blocks=4)
+    r = report_for(db)
+    c = comp(r, "thp vs 4k")
+    assert c["verdict"] == "inconclusive"
+    assert c["notes"][0].startswith("inconclusive: too few pairs")
+    assert c["tails"] is None
+    assert any("too few pairs" in w for w in r["warnings"])
+
+
+def test_pairs_option_and_unknown_names(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, arms={"4k": 1.0, "thp": 0.95, "other": 0.97})
+    r = report_for(db, pairs=(("thp", "other"),))
+    assert [c["name"] for c in r["comparisons"]] == ["other vs thp"]
+    assert r["comparisons"][0]["verdict"] == "slower"
+    with pytest.raises(UsageError, match="nope"):
+        report_for(db, pairs=(("4k", "nope"),))
+
+
+def test_monitor_and_evidence_summary(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, thp_share=0.97)
+    r = report_for(db)
+    thp = next(s for s in r["series"] if s["name"] == "thp")
+    assert thp["monitors"]["reading"].startswith("97% of THP faults served by huge pages")
+    assert thp["evidence"]["anon_huge_share_median"] == pytest.approx(0.98)
+    assert "page size 4 kB" in thp["evidence"]["reading"]
+
+
+def test_tcg_guest_trials_give_a_loud_warning_and_a_grid(tmp_path):
+    db = tmp_path / "s.db"
+    with Store(db) as st:
+        make_store(db, store=st, name="g", seed=1)
+        run_id = st.runs()[-1]["id"]
+        rng = np.random.default_rng(2)
+        for b in range(30):
+            for pos, (arm, f) in enumerate((("4k", 1.25), ("thp", 1.1))):
+                st.add_trial(Trial(run_id, b, pos + 2, arm, "ok",
+                                   100 * f * float(np.exp(rng.normal(0, 0.01))),
+                                   better="lower", provenance={"accel": "tcg"}, target="vm0"))
+    r = report_for(db)
+    assert r["warnings"][0].startswith("TCG")
+    assert "do NOT represent hardware virtualization" in r["warnings"][0]
+    names = [c["name"] for c in r["comparisons"]]
+    assert names == ["thp@native vs 4k@native", "thp@vm0 vs 4k@vm0"]
+    g = r["grid"]
+    assert g["medians"]["guests"] == ["native", "vm0"]
+    pct = dict(zip(g["percent_of_native"]["hosts"], g["percent_of_native"]["values"],
+                   strict=True))
+    assert pct["4k"][0] == pytest.approx(100.0)
+    assert 75 < pct["4k"][1] < 85  # guest 25% slower: 80% of native
+
+
+def test_large_runs_use_grouped_units_and_stay_correct():
+    rng = np.random.default_rng(5)
+    n = GROUP_ABOVE + 5000
+    base = 100 * np.exp(rng.normal(0, 0.02, n))
+    rows: list[tuple[int, int, str, str, str, float | None]] = []
+    for b in range(n):
+        rows.append((b, 0, "4k", "native", "ok", float(base[b])))
+        rows.append((b, 1, "thp", "native", "ok",
+                     float(base[b] * 0.99 * np.exp(rng.normal(0, 0.01)))))
+    run = {"id": 1, "name": "big", "experiment": {"baseline": "4k",
+                                                  "arms": [{"name": "4k"}, {"name": "thp"}]}}
+    data = from_rows(run, rows)
+    for d in data.details:
+        d.better = "lower"
+    r = analyse(data).result
+    c = r["comparisons"][0]
+    assert c["unit"] == "block" and c["n_units"] == 1000 and c["n"] == n
+    assert c["verdict"] == "faster"
+    assert -1.1 < c["effect_pct"] < -0.9
+    assert c["tails"]["pairs_used"] == TAIL_MAX_PAIRS and "all_pairs" in c["tails"]
+    assert any("grouped" in note for note in c["notes"])
