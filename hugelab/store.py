@@ -150,11 +150,13 @@ class Store:
         with self.db:
             self.db.execute("UPDATE runs SET sequential = ? WHERE id = ?", (json.dumps(info), run_id))
 
-    def runs(self) -> list[dict[str, Any]]:
-        rows = self.db.execute("""
+    def runs(self, run_id: int | None = None) -> list[dict[str, Any]]:
+        where = "WHERE r.id = ?" if run_id is not None else ""
+        rows = self.db.execute(f"""
             SELECT r.*, COUNT(t.id) AS trials,
                    SUM(t.status = 'flagged') AS flagged, SUM(t.status = 'failed') AS failed
-            FROM runs r LEFT JOIN trials t ON t.run_id = r.id GROUP BY r.id ORDER BY r.id""")
+            FROM runs r LEFT JOIN trials t ON t.run_id = r.id {where}
+            GROUP BY r.id ORDER BY r.id""", () if run_id is None else (run_id,))
         out = []
         for r in rows:
             d = dict(r)
@@ -166,16 +168,17 @@ class Store:
         return out
 
     def run(self, run_id: int | None = None) -> dict[str, Any]:
-        runs = self.runs()
-        if not runs:
-            raise StoreError(f"{self.path} has no runs", hint="start one with `hugelab run`")
         if run_id is None:
-            return runs[-1]
-        for r in runs:
-            if r["id"] == run_id:
-                return r
+            last = self.db.execute("SELECT MAX(id) FROM runs").fetchone()[0]
+            if last is None:
+                raise StoreError(f"{self.path} has no runs", hint="start one with `hugelab run`")
+            run_id = int(last)
+        found = self.runs(run_id)
+        if found:
+            return found[0]
+        ids = [str(r[0]) for r in self.db.execute("SELECT id FROM runs ORDER BY id")]
         raise StoreError(f"no run {run_id} in {self.path}",
-                         hint=f"runs: {', '.join(str(r['id']) for r in runs)}")
+                         hint=f"runs: {', '.join(ids)}" if ids else "the store has no runs")
 
     # --- trials ----------------------------------------------------------------
     def done_keys(self, run_id: int) -> set[tuple[int, str, str]]:
@@ -213,6 +216,8 @@ class Store:
 
     def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
         """(block, position, arm, target, status, value) — the fast path for statistics."""
-        return [tuple(r) for r in self.db.execute(  # type: ignore[misc]
+        cur = self.db.cursor()
+        cur.row_factory = None  # plain tuples: no Row objects for a million trials
+        return cur.execute(
             "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
-            "ORDER BY block, position", (run_id,))]
+            "ORDER BY block, position", (run_id,)).fetchall()
