@@ -1,0 +1,131 @@
+"""iperf3 over loopback (127.0.0.1 only): a one-off server and a JSON-reporting client.
+
+Server: `iperf3 -s -1 -p PORT -B 127.0.0.1` (exits after one test). Client:
+`iperf3 -c 127.0.0.1 -p PORT -J -t T [-R] [-P N]`; `-R` makes the server send (reverse).
+The client runs in the Target; the server runs wherever the `server` side puts it:
+natively a `LocalServer` (a subprocess of hugelab, stopped in `finally`); for a guest the VM
+code passes a ServerSide that starts it in the guest and returns the host end of a port
+forward (see hugelab.workloads.command.ServerSide). Primary: receiver Gbit/s (higher).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.command import (
+    LOOPBACK,
+    THP_ONLY_NOTE,
+    LocalServer,
+    ServerSide,
+    check_backing,
+    check_exit,
+    default_server,
+    tail,
+)
+
+
+def parse_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """Metrics and run facts from `iperf3 -J` client output (pure).
+
+    iperf3 3.12 exits 0 even when it cannot connect; its JSON then has an "error" key."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"iperf3 printed no valid JSON ({exc})\n  {tail(text, 5)}") from exc
+    if not isinstance(doc, dict):
+        raise WorkloadError("iperf3 JSON is not an object")
+    if doc.get("error"):
+        raise WorkloadError(f"iperf3 failed: {doc['error']}")
+    end = doc.get("end") or {}
+    sent, received = end.get("sum_sent"), end.get("sum_received")
+    if not isinstance(sent, dict) or not isinstance(received, dict):
+        raise WorkloadError("iperf3 JSON lacks end.sum_sent/end.sum_received (a UDP test?)")
+    metrics = {
+        "sender_bps": float(sent["bits_per_second"]),
+        "receiver_bps": float(received["bits_per_second"]),
+        "sender_gbps": float(sent["bits_per_second"]) / 1e9,
+        "receiver_gbps": float(received["bits_per_second"]) / 1e9,
+        "bytes_sent": float(sent.get("bytes", 0)),
+        "bytes_received": float(received.get("bytes", 0)),
+        "duration_s": float(received.get("seconds", 0.0)),
+    }
+    if "retransmits" in sent:
+        metrics["retransmits"] = float(sent["retransmits"])
+    cpu = end.get("cpu_utilization_percent") or {}
+    for key in ("host_total", "remote_total"):
+        if key in cpu:
+            metrics[f"cpu_{key}_pct"] = float(cpu[key])
+    start = doc.get("start") or {}
+    test = start.get("test_start") or {}
+    facts = {"version": str(start.get("version", "")).removeprefix("iperf ") or None,
+             "reverse": bool(test.get("reverse", 0)), "streams": test.get("num_streams"),
+             "protocol": test.get("protocol")}
+    return metrics, facts
+
+
+@dataclass(frozen=True)
+class IPerf3:
+    """One TCP iperf3 test over 127.0.0.1; `reverse=True` adds -R (server sends)."""
+
+    duration_s: int = 5
+    reverse: bool = False
+    parallel: int = 1
+    port: int | None = None  # None: a free port (LocalServer); a guest server side may differ
+    binary: str = "iperf3"
+    server_binary: str | None = None  # default: the same as `binary`
+    server: ServerSide | None = field(default=None, compare=False, repr=False)
+    kind: str = field(default="iperf3", init=False)
+
+    def __post_init__(self) -> None:
+        if self.duration_s < 1 or self.parallel < 1:
+            raise ExperimentError("iperf3: duration_s and parallel must be at least 1")
+        if self.port is not None and not 0 < self.port < 65536:
+            raise ExperimentError(f"iperf3: port {self.port} is out of range")
+
+    def server_argv(self, port: int) -> list[str]:
+        """One-off server bound to loopback only (pure)."""
+        return [self.server_binary or self.binary, "-s", "-1", "-p", str(port), "-B", LOOPBACK]
+
+    def client_argv(self, port: int) -> list[str]:
+        """JSON-reporting client to 127.0.0.1:port (pure)."""
+        argv = [self.binary, "-c", LOOPBACK, "-p", str(port), "-J", "-t", str(self.duration_s)]
+        if self.reverse:
+            argv.append("-R")
+        if self.parallel > 1:
+            argv += ["-P", str(self.parallel)]
+        return argv
+
+    def parse(self, res: ExecResult) -> WorkloadResult:
+        """Metrics of one finished client run (pure); WorkloadError when it failed."""
+        if res.returncode != 0 and res.stdout.lstrip().startswith("{"):
+            parse_json(res.stdout)  # raises with iperf3's own "error" text when it has one
+        check_exit(res, "iperf3")
+        metrics, facts = parse_json(res.stdout)
+        info: dict[str, Any] = {"tool": "iperf3", **facts,
+                                "direction": "reverse (server sends)" if self.reverse
+                                else "forward (client sends)", "warnings": []}
+        return WorkloadResult(metrics=metrics, primary="receiver_gbps", unit="Gbit/s",
+                              better="higher", info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        check_backing(backing)
+        side = self.server
+        if side is None and self.port is not None and getattr(target, "name", "") == "native":
+            side = LocalServer(port=self.port)
+        side = default_server(side, target, "iperf3")
+        handle = side.start(self.server_argv, "iperf3")
+        server_out = ""
+        try:
+            res = target.exec(self.client_argv(handle.client_port),
+                              timeout=self.duration_s + 60.0)
+        finally:
+            server_out = handle.stop()
+        result = self.parse(res)
+        result.evidence["server_output_tail"] = server_out
+        result.info["backing"] = backing
+        result.info["backing_note"] = THP_ONLY_NOTE
+        return result

@@ -1,0 +1,168 @@
+"""redis-server as an in-memory database, loaded by redis-benchmark over 127.0.0.1.
+
+Server: `redis-server --port P --bind 127.0.0.1 --save "" --appendonly no --daemonize no
+--disable-thp no` (no persistence, loopback only). Redis >= 6.2 defaults to `disable-thp yes`,
+which makes the server switch THP off for itself with prctl(PR_SET_THP_DISABLE); hugelab passes
+`--disable-thp no` so the server follows the host/guest THP mode of the arm instead.
+Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,get --csv`; its
+CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
+requests/s (higher). The server side is pluggable like iperf3's (see command.ServerSide).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.command import (
+    LOOPBACK,
+    THP_ONLY_NOTE,
+    LocalServer,
+    ServerSide,
+    check_backing,
+    check_exit,
+    default_server,
+    first_version,
+    tail,
+)
+
+TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
+         "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",
+         "lrange_500", "lrange_600", "mset", "xadd")
+_COLUMNS = {"rps": "rps", "avg_latency_ms": "avg_ms", "min_latency_ms": "min_ms",
+            "p50_latency_ms": "p50_ms", "p95_latency_ms": "p95_ms", "p99_latency_ms": "p99_ms",
+            "max_latency_ms": "max_ms"}
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def parse_csv(text: str) -> dict[str, dict[str, float]]:
+    """Per test ('set', 'get', 'lrange_100_first_100_elements', ...) its rps and latencies.
+
+    Redis 7 prints a header row; redis 6 and older print "test","rps" rows without one."""
+    rows = [r for r in csv.reader(io.StringIO(text.strip())) if r]
+    if not rows:
+        raise WorkloadError("redis-benchmark printed no CSV")
+    header = ["test", "rps"]
+    if rows[0] and rows[0][0] == "test":
+        header, rows = rows[0], rows[1:]
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        if len(row) != len(header):
+            continue
+        values: dict[str, float] = {}
+        for col, cell in zip(header[1:], row[1:], strict=True):
+            try:
+                values[_COLUMNS.get(col, _slug(col))] = float(cell)
+            except ValueError:
+                continue
+        if "rps" in values:
+            out[_slug(row[0])] = values
+    if not out:
+        raise WorkloadError(f"redis-benchmark CSV has no test rows\n  {tail(text, 5)}")
+    return out
+
+
+@dataclass(frozen=True)
+class RedisBenchmark:
+    """redis-server loaded with redis-benchmark; metrics `<test>_rps`, `<test>_p99_ms`, ..."""
+
+    requests: int = 100_000
+    clients: int = 50
+    tests: tuple[str, ...] = ("set", "get")
+    data_size: int = 3
+    pipeline: int = 1
+    keyspace: int | None = None  # -r: random keys from this many; None = one key
+    threads: int | None = None   # redis-benchmark --threads
+    port: int | None = None
+    server_binary: str = "redis-server"
+    benchmark_binary: str = "redis-benchmark"
+    timeout_s: float | None = None
+    server: ServerSide | None = field(default=None, compare=False, repr=False)
+    kind: str = field(default="redis", init=False)
+
+    def __post_init__(self) -> None:
+        tests = tuple(self.tests) if isinstance(self.tests, list | tuple) else (self.tests,)
+        object.__setattr__(self, "tests", tests)
+        bad = [t for t in tests if t not in TESTS]
+        if bad or not tests:
+            raise ExperimentError(f"redis: unknown test(s) {', '.join(bad) or '(none given)'}; "
+                                  f"known: {', '.join(TESTS)}")
+        for name in ("requests", "clients", "data_size", "pipeline"):
+            if getattr(self, name) < 1:
+                raise ExperimentError(f"redis: {name} must be at least 1")
+
+    @property
+    def primary(self) -> str:
+        return "get_rps" if "get" in self.tests else f"{self.tests[0]}_rps"
+
+    def server_argv(self, port: int) -> list[str]:
+        """redis-server on loopback, no persistence, THP left to the system mode (pure)."""
+        return [self.server_binary, "--port", str(port), "--bind", LOOPBACK,
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--disable-thp", "no", "--protected-mode", "yes"]
+
+    def benchmark_argv(self, port: int) -> list[str]:
+        """redis-benchmark against 127.0.0.1:port with CSV output (pure)."""
+        argv = [self.benchmark_binary, "-h", LOOPBACK, "-p", str(port), "-q",
+                "-n", str(self.requests), "-c", str(self.clients), "-d", str(self.data_size),
+                "-P", str(self.pipeline), "-t", ",".join(self.tests), "--csv"]
+        if self.keyspace is not None:
+            argv += ["-r", str(self.keyspace)]
+        if self.threads is not None:
+            argv += ["--threads", str(self.threads)]
+        return argv
+
+    def exec_timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return 60.0 + self.requests * len(self.tests) / 2000.0
+
+    def parse(self, res: ExecResult, server_output: str = "") -> WorkloadResult:
+        """Metrics of one finished redis-benchmark run (pure); WorkloadError when it failed."""
+        check_exit(res, "redis-benchmark")
+        per_test = parse_csv(res.stdout)
+        metrics = {f"{test}_{k}": v for test, vals in per_test.items() for k, v in vals.items()}
+        if self.primary not in metrics:
+            raise WorkloadError(f"redis-benchmark CSV lacks {self.primary}; "
+                                f"tests seen: {', '.join(per_test)}")
+        metrics["wall_s"] = res.wall_s
+        info: dict[str, Any] = {
+            "tool": "redis-benchmark",
+            "version": first_version(server_output, r"(?:Redis version|v)=(\d+\.\d+\.\d+)"),
+            "tests": list(self.tests),
+            "warnings": [ln.strip() for ln in res.stderr.splitlines() if ln.strip()],
+        }
+        return WorkloadResult(metrics=metrics, primary=self.primary, unit="requests/s",
+                              better="higher", info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        check_backing(backing)
+        side = self.server
+        if side is None and self.port is not None and getattr(target, "name", "") == "native":
+            side = LocalServer(port=self.port)
+        side = default_server(side, target, "redis-server")
+        handle = side.start(self.server_argv, "redis-server")
+        server_out = ""
+        try:
+            res = target.exec(self.benchmark_argv(handle.client_port),
+                              timeout=self.exec_timeout())
+        finally:
+            server_out = handle.stop()
+        result = self.parse(res, server_out)
+        result.evidence["server_output_tail"] = server_out
+        ver = target.exec([self.benchmark_binary, "--version"])
+        result.info["benchmark_version"] = first_version(ver.stdout, r"redis-benchmark (\S+)")
+        if result.info["version"] is None:
+            result.info["version"] = result.info["benchmark_version"]
+        result.info["backing"] = backing
+        result.info["backing_note"] = (THP_ONLY_NOTE + "; the server runs with --disable-thp no "
+                                       "so it does not opt itself out of THP")
+        return result

@@ -1,0 +1,108 @@
+"""command: any argv (no shell), metric from wall time, a JSON key path, or a regex."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
+from hugelab.targets import NativeTarget
+from hugelab.workloads.base import ExecResult
+from hugelab.workloads.command import (
+    CommandWorkload,
+    error_summary,
+    format_size,
+    json_lookup,
+    parse_size,
+)
+
+PY = sys.executable
+
+
+def test_wall_time_default():
+    w = CommandWorkload(argv=(PY, "-c", "import time; time.sleep(0.2)"))
+    res = w.run(NativeTarget(), "4k")
+    assert res.primary == "wall_s" and res.unit == "s" and res.better == "lower"
+    assert 0.2 <= res.value < 5
+    assert "user_s" in res.metrics and "minflt" in res.metrics
+    assert "THP mode" in res.info["backing_note"]
+
+
+def test_json_key_path():
+    code = "import json; print(json.dumps({'results': [{'ops': 12.5}], 'ok': True}))"
+    w = CommandWorkload(argv=(PY, "-c", code), metric="json", json_path="results.0.ops",
+                        better="higher", unit="ops/s", name="ops")
+    res = w.run(NativeTarget(), "thp")
+    assert res.primary == "ops" and res.value == 12.5 and res.better == "higher"
+    assert res.unit == "ops/s" and res.metrics["wall_s"] > 0
+    bad = CommandWorkload(argv=(PY, "-c", code), metric="json", json_path="results.0.nope")
+    with pytest.raises(WorkloadError, match="not found"):
+        bad.run(NativeTarget(), "4k")
+    notnum = CommandWorkload(argv=(PY, "-c", code), metric="json", json_path="ok")
+    with pytest.raises(WorkloadError, match="not a number"):
+        notnum.run(NativeTarget(), "4k")
+
+
+def test_regex_over_output_streams():
+    code = "import sys; print('rate: 41.5 MB/s'); print('lat 3 ms', file=sys.stderr)"
+    hi = CommandWorkload(argv=(PY, "-c", code), metric="regex", regex=r"rate: ([\d.]+)",
+                         better="higher", unit="MB/s")
+    assert hi.run(NativeTarget(), "4k").value == 41.5
+    lat = CommandWorkload(argv=(PY, "-c", code), metric="regex", regex=r"lat (\d+) ms",
+                          stream="stderr", unit="ms")
+    assert lat.run(NativeTarget(), "4k").value == 3.0
+    miss = CommandWorkload(argv=(PY, "-c", code), metric="regex", regex=r"lat (\d+) ms",
+                           stream="stdout")
+    with pytest.raises(WorkloadError, match="matched nothing"):
+        miss.run(NativeTarget(), "4k")
+
+
+def test_no_shell_metacharacters_are_literal():
+    w = CommandWorkload(argv=("echo", "$(id)", ";", "x"), metric="regex", regex=r"(\d+)$",
+                        stream="stdout")
+    with pytest.raises(WorkloadError, match="matched nothing"):
+        w.run(NativeTarget(), "4k")  # prints "$(id) ; x" verbatim
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"argv": ()}, "non-empty list"),
+    ({"argv": "ls -l"}, "non-empty list"),
+    ({"argv": ("x",), "metric": "json"}, "json_path"),
+    ({"argv": ("x",), "metric": "regex", "regex": r"(\d+) (\d+)"}, "exactly one group"),
+    ({"argv": ("x",), "metric": "regex", "regex": "("}, "bad regex"),
+    ({"argv": ("x",), "better": "more"}, "better"),
+    ({"argv": ("x",), "metric": "cpu"}, "metric"),
+])
+def test_bad_config(kwargs, match):
+    with pytest.raises(ExperimentError, match=match):
+        CommandWorkload(**kwargs)
+
+
+def test_nonzero_exit_keeps_stderr():
+    w = CommandWorkload(argv=(PY, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)"))
+    with pytest.raises(WorkloadError) as ei:
+        w.run(NativeTarget(), "4k")
+    assert "exited with 3" in ei.value.message and "boom" in ei.value.message
+    assert ei.value.stderr == "boom\n"  # type: ignore[attr-defined]
+
+
+def test_missing_tool():
+    with pytest.raises(ToolMissingError) as ei:
+        CommandWorkload(argv=("/nonexistent/sysbench",)).run(NativeTarget(), "4k")
+    assert ei.value.package == "sysbench"
+
+
+def test_helpers():
+    assert parse_size("2M") == 2 << 20 and parse_size(4096) == 4096
+    assert parse_size("1GiB") == 1 << 30
+    with pytest.raises(ValueError):
+        parse_size("2 X")
+    assert format_size(2 << 20) == "2M" and format_size(1000) == "1000"
+    assert json_lookup({"a": [{"b": 1}]}, "a.0.b") == 1
+    out = "Invalid option \"-z\"\n" + "\n".join(f"usage line {i}" for i in range(40))
+    summary = error_summary(out)
+    assert summary.startswith("Invalid option") and "usage line 39" in summary
+    res = ExecResult(["t"], 0, "7\n", "", 0.5, {"utime_s": 0.1})
+    parsed = CommandWorkload(argv=("t",), metric="regex", regex=r"(\d+)").parse(res)
+    assert parsed.metrics == {"wall_s": 0.5, "user_s": 0.1, "value": 7.0}

@@ -1,0 +1,125 @@
+"""build: `make clean` + timed `make -jN` of a copied C tree, with real cc compiles.
+
+The tree is generated here: ~50 translation units, a shared header and a real Makefile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
+from hugelab.targets import NativeTarget
+from hugelab.workloads.make_build import MakeBuild
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
+                              reason="needs cc and make (apt-get install gcc make)")
+
+MAKEFILE = """\
+CC ?= cc
+CFLAGS ?= -O2 -Wall -Werror
+SRCS := $(sort $(wildcard src/*.c))
+OBJS := $(SRCS:.c=.o)
+
+app: $(OBJS)
+\t$(CC) $(CFLAGS) -o $@ $(OBJS)
+
+src/%.o: src/%.c include/common.h
+\t$(CC) $(CFLAGS) -Iinclude -c -o $@ $<
+
+clean:
+\trm -f app $(OBJS)
+
+.PHONY: clean
+"""
+
+UNIT = """\
+#include "common.h"
+
+static unsigned long table_{i}[64];
+
+unsigned long unit_{i}(unsigned long x)
+{{
+    for (int k = 0; k < 64; k++)
+        table_{i}[k] = x * (k + {i}) ^ (x >> (k % 13));
+    unsigned long acc = 0;
+    for (int k = 0; k < 64; k++)
+        acc += mix(table_{i}[k], (unsigned long)k);
+    return acc;
+}}
+"""
+
+
+def make_tree(root: Path, units: int = 50, broken: bool = False) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "Makefile").write_text(MAKEFILE)
+    decls = "\n".join(f"unsigned long unit_{i}(unsigned long x);" for i in range(units))
+    (root / "include" / "common.h").write_text(
+        "#pragma once\nstatic inline unsigned long mix(unsigned long a, unsigned long b)\n"
+        "{ return (a * 2654435761UL) ^ (b + 0x9e3779b9UL + (a << 6) + (a >> 2)); }\n"
+        + decls + "\n")
+    for i in range(units):
+        (root / "src" / f"unit{i:02d}.c").write_text(UNIT.format(i=i))
+    calls = "\n".join(f"    acc += unit_{i}(acc + {i});" for i in range(units))
+    main = ("#include <stdio.h>\n#include \"common.h\"\nint main(void)\n{\n"
+            f"    unsigned long acc = 1;\n{calls}\n    printf(\"%lu\\n\", acc);\n    return 0;\n}}\n")
+    if broken:
+        main = main.replace("return 0;", "return 0 +;")
+    (root / "src" / "main.c").write_text(main)
+    return root
+
+
+def test_argv_and_validation():
+    w = MakeBuild(source_dir="/src/tree/", jobs=4, make_target="app")
+    assert w.copy_argv("/dev/shm/x") == ["cp", "-a", "--", "/src/tree/.", "/dev/shm/x"]
+    assert w.clean_argv("/d") == ["make", "-C", "/d", "clean"]
+    assert w.build_argv("/d") == ["make", "-C", "/d", "-j4", "app"]
+    assert MakeBuild(source_dir="/s").build_argv("/d") == ["make", "-C", "/d", "-j2"]
+    with pytest.raises(ExperimentError, match="source_dir"):
+        MakeBuild()
+    with pytest.raises(ExperimentError, match="looks like an option"):
+        MakeBuild(source_dir="/s", make_target="-f/etc/passwd")
+
+
+@needs_cc
+def test_builds_a_copy_of_a_generated_c_tree(tmp_path):
+    src = make_tree(tmp_path / "tree")
+    # a stale object in the source tree: `make clean` in the copy must remove it
+    (src / "src" / "unit00.o").write_text("not an object file")
+    scratch = "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path)
+    w = MakeBuild(source_dir=str(src), jobs=2, scratch_dir=scratch)
+    res = w.run(NativeTarget(), "4k")
+    assert res.primary == "wall_s" and res.better == "lower" and res.unit == "s"
+    assert res.value > 0
+    # make's rusage covers its cc children: 50 real compiles take CPU time and fault pages
+    assert res.metrics["user_s"] + res.metrics["sys_s"] > 0.2
+    assert res.metrics["minflt"] > 10_000
+    assert res.info["version"] and res.info["cc"]
+    if scratch == "/dev/shm":
+        assert res.info["scratch_fs"] == "tmpfs"
+    assert not (src / "app").exists(), "the source tree itself is not built in"
+    assert (src / "src" / "unit00.o").read_text() == "not an object file"
+    assert not list(Path(scratch).glob("hugelab-build.*")), "scratch copy removed"
+
+
+@needs_cc
+def test_compile_error_is_workload_error_with_compiler_output(tmp_path):
+    src = make_tree(tmp_path / "tree", units=3, broken=True)
+    with pytest.raises(WorkloadError) as ei:
+        MakeBuild(source_dir=str(src), scratch_dir=str(tmp_path)).run(NativeTarget(), "4k")
+    assert "main.c" in ei.value.message and "error" in ei.value.message
+    assert "expected expression" in ei.value.stderr  # type: ignore[attr-defined]
+
+
+def test_missing_make_names_the_package(tmp_path):
+    src = tmp_path / "tree"
+    src.mkdir()
+    (src / "Makefile").write_text("all:\n\ttrue\n")
+    with pytest.raises(ToolMissingError) as ei:
+        MakeBuild(source_dir=str(src), scratch_dir=str(tmp_path),
+                  make_binary="/nonexistent/make").run(NativeTarget(), "4k")
+    assert ei.value.package == "make"
+    assert not list(tmp_path.glob("hugelab-build.*")), "scratch copy removed"

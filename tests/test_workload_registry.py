@@ -1,0 +1,119 @@
+"""registry: experiment-file tables -> workload dataclasses, and the errors users see."""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from hugelab.errors import ExperimentError
+from hugelab.workloads.command import CommandWorkload
+from hugelab.workloads.iperf3 import IPerf3
+from hugelab.workloads.make_build import MakeBuild
+from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.registry import build_workload, known_kinds
+from hugelab.workloads.stressng import StressNg
+from hugelab.workloads.sysbench import SysbenchMemory
+
+
+def test_every_kind_builds():
+    assert isinstance(build_workload("sysbench", {"block_size": "256M", "access_mode": "rnd",
+                                                  "hugetlb": True, "threads": 2}), SysbenchMemory)
+    sb = build_workload("sysbench", {"block_size": "256M"})
+    assert isinstance(sb, SysbenchMemory) and sb.block_size == 256 << 20
+    assert build_workload("stress-ng", {"stressor": "mlock", "workers": 4}) == StressNg("mlock", 4)
+    assert build_workload("iperf3", {"reverse": True, "duration_s": 2}) == IPerf3(2, True)
+    r = build_workload("redis", {"tests": ["set", "get", "incr"], "requests": 5000})
+    assert isinstance(r, RedisBenchmark) and r.tests == ("set", "get", "incr")
+    assert isinstance(build_workload("build", {"source_dir": "/src", "jobs": 4}), MakeBuild)
+    c = build_workload("command", {"argv": ["true"], "better": "higher", "timeout_s": 5})
+    assert isinstance(c, CommandWorkload) and c.argv == ("true",) and c.timeout_s == 5.0
+    for kind in known_kinds():
+        assert build_workload(kind, {"source_dir": "/s"} if kind == "build" else
+                              {"argv": ["true"]} if kind == "command" else {}).kind == kind
+
+
+def test_unknown_kind():
+    with pytest.raises(ExperimentError) as ei:
+        build_workload("sysbnch", {})
+    assert "unknown workload kind 'sysbnch'; known kinds: build, command" in ei.value.message
+    assert ei.value.hint == "did you mean 'sysbench'?"
+
+
+def test_unknown_key_lists_known_keys():
+    with pytest.raises(ExperimentError) as ei:
+        build_workload("sysbench", {"blok_size": "1M"})
+    assert ei.value.message.startswith(
+        "workload 'sysbench': unknown key 'blok_size'; known keys: access_mode, binary, "
+        "block_size,")
+    assert ei.value.hint == "did you mean 'block_size'?"
+    with pytest.raises(ExperimentError, match="unknown key 'server'"):
+        build_workload("iperf3", {"server": "x"})
+    with pytest.raises(ExperimentError, match="unknown key 'kind'"):
+        build_workload("iperf3", {"kind": "iperf3"})
+
+
+@pytest.mark.parametrize("kind,params,match", [
+    ("sysbench", {"threads": "4"}, "key 'threads' must be an integer, got str '4'"),
+    ("sysbench", {"threads": True}, "key 'threads' must be an integer, got bool True"),
+    ("sysbench", {"scope": "globl"}, "key 'scope' must be one of 'global', 'local'"),
+    ("sysbench", {"hugetlb": "on"}, "key 'hugetlb' must be true or false"),
+    ("sysbench", {"block_size": 1.5}, "key 'block_size' must be an integer or a string"),
+    ("redis", {"tests": "get"}, "key 'tests' must be a list of strings"),
+    ("redis", {"tests": ["get", 3]}, "key 'tests' must be a list of strings"),
+    ("command", {"argv": "ls -l"}, "key 'argv' must be a list of strings"),
+])
+def test_bad_types(kind, params, match):
+    with pytest.raises(ExperimentError, match=match):
+        build_workload(kind, params)
+
+
+@pytest.mark.parametrize("kind,params,match", [
+    ("sysbench", {"block_size": "2X"}, "^workload 'sysbench': block_size: invalid size"),
+    ("stress-ng", {"stressor": "cpu"}, "^workload 'stress-ng': unknown stressor 'cpu'"),
+    ("build", {}, "^workload 'build': source_dir is required"),
+    ("command", {"argv": ["x"], "metric": "json"}, "^workload 'command': metric 'json' needs"),
+])
+def test_constructor_checks_carry_the_workload_name(kind, params, match):
+    with pytest.raises(ExperimentError, match=match):
+        build_workload(kind, params)
+
+
+def test_hugelab_mem_with_size_string(monkeypatch):
+    @dataclass(frozen=True)
+    class FakeMem:
+        kind: str = field(default="hugelab-mem", init=False)
+        workload: str = "chase"
+        size_bytes: int = 1 << 30
+        threads: int = 1
+        duration_s: float = 1.0
+        seed: int = 1
+
+    mod = types.ModuleType("hugelab.workloads.hugelab_mem")
+    mod.HugelabMem = FakeMem  # type: ignore[attr-defined]
+    mod.parse_size = lambda s: {"2G": 2 << 30}[s]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "hugelab.workloads.hugelab_mem", mod)
+    w = build_workload("hugelab-mem", {"workload": "random", "size": "2G", "threads": 2,
+                                       "duration_s": 3, "seed": 7})
+    assert w == FakeMem(workload="random", size_bytes=2 << 30, threads=2, duration_s=3.0, seed=7)
+    assert isinstance(getattr(w, "duration_s"), float)  # noqa: B009
+    with pytest.raises(ExperimentError, match="size or size_bytes, not both"):
+        build_workload("hugelab-mem", {"size": "2G", "size_bytes": 5})
+    with pytest.raises(ExperimentError, match="known keys: size, duration_s"):
+        build_workload("hugelab-mem", {"sise": "2G"})
+
+
+def test_hugelab_mem_real_module_if_present():
+    mem = pytest.importorskip("hugelab.workloads.hugelab_mem")
+    w = build_workload("hugelab-mem", {"size": "64M", "workload": "chase"})
+    assert isinstance(w, mem.HugelabMem) and w.size_bytes == 64 << 20
+    with pytest.raises(ExperimentError, match="workload 'hugelab-mem': key 'size': invalid size"):
+        build_workload("hugelab-mem", {"size": "lots"})
+
+
+def test_hugelab_mem_missing_module(monkeypatch):
+    monkeypatch.setitem(sys.modules, "hugelab.workloads.hugelab_mem", None)
+    with pytest.raises(ExperimentError, match="workload 'hugelab-mem' is not available"):
+        build_workload("hugelab-mem", {})
