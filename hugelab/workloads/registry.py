@@ -107,8 +107,12 @@ def _fields(cls: type) -> dict[str, Any]:
 
 
 def _hugelab_mem_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    """`size = "2G"` -> size_bytes, through hugelab_mem.parse_size."""
+    """`size = "2G"` -> size_bytes, through hugelab_mem.parse_size; `duration` -> duration_s."""
     params = dict(params)
+    if "duration" in params:
+        if "duration_s" in params:
+            raise ExperimentError(f"workload '{kind}': give duration or duration_s, not both")
+        params["duration_s"] = params.pop("duration")
     if "size" in params:
         if "size_bytes" in params:
             raise ExperimentError(f"workload '{kind}': give size or size_bytes, not both")
@@ -141,7 +145,7 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
     for key, value in params.items():
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
-            extra = "size, " if kind == "hugelab-mem" else ""
+            extra = "duration, size, " if kind == "hugelab-mem" else ""
             raise ExperimentError(
                 f"workload '{kind}': unknown key '{key}'; known keys: {extra}"
                 f"{', '.join(sorted(fields))}",

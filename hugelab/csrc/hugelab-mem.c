@@ -1,0 +1,867 @@
+/*
+ * hugelab-mem: a small memory micro-benchmark whose results are sensitive to the
+ * page size backing its buffer.  It maps one buffer with a chosen backing (4k,
+ * THP, hugetlb 2 MiB / 1 GiB), proves the backing through /proc/self/smaps, runs
+ * one workload for a fixed duration, and prints ONE JSON object on stdout.
+ *
+ * Build: cc -O2 -Wall -Wextra -Werror -static -pthread hugelab-mem.c -o hugelab-mem
+ * Static so the same binary runs on the host and inside guests.
+ *
+ * Exit codes: 0 ok, 1 runtime failure, 2 bad arguments, 3 hugetlb mapping failed
+ * (pool too small), 130 interrupted by SIGINT during setup.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGETLB
+#define MAP_HUGETLB 0x40000
+#endif
+
+#define TOOL_VERSION 1
+#define BASE_PAGE 4096UL
+#define PMD_SIZE (2UL << 20)
+#define CHUNK_LOADS 4096UL          /* loads between stop-flag checks (chase/random) */
+#define SEQ_CHUNK (256UL << 10)     /* bytes between stop-flag checks (seq) */
+
+enum workload { W_CHASE, W_RANDOM, W_SEQ_READ, W_SEQ_WRITE, W_POPULATE };
+enum backing { B_4K, B_THP, B_HUGE2M, B_HUGE1G };
+
+static const char *const workload_names[] = {"chase", "random", "seq-read", "seq-write",
+                                             "populate"};
+static const char *const backing_names[] = {"4k", "thp", "hugetlb-2M", "hugetlb-1G"};
+
+struct config {
+    enum workload workload;
+    enum backing backing;
+    size_t size;
+    unsigned threads;
+    double duration;
+    uint64_t seed;
+    size_t stride;
+    int stride_given;
+};
+
+/* Set by the SIGINT handler; workers poll it together with g_stop. */
+static volatile sig_atomic_t g_sigint;
+static int g_stop; /* accessed with __atomic builtins */
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_sigint = 1;
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+}
+
+static void on_sigbus(int sig)
+{
+    static const char msg[] =
+        "hugelab-mem: SIGBUS while touching the buffer: the hugetlb pool ran out of pages\n";
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) {
+        /* nothing more we can do in a signal handler */
+    }
+    _exit(3);
+}
+
+static int should_stop(void)
+{
+    return __atomic_load_n(&g_stop, __ATOMIC_RELAXED);
+}
+
+__attribute__((noreturn, format(printf, 2, 3)))
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("hugelab-mem: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+/* Setup loops call this so a Ctrl-C during a long cycle build exits promptly. */
+static void check_setup_interrupt(void)
+{
+    if (g_sigint)
+        die(130, "interrupted during setup");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Random numbers: splitmix64 seeds, xorshift64* streams.                     */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t xorshift64s(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Uniform in [0, bound) without a division (Lemire's multiply-high). */
+static inline uint64_t bounded(uint64_t r, uint64_t bound)
+{
+    return (uint64_t)(((unsigned __int128)r * bound) >> 64);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Argument parsing                                                            */
+
+static void usage(FILE *out)
+{
+    fputs("usage: hugelab-mem --workload chase|random|seq-read|seq-write|populate\n"
+          "                   --backing 4k|thp|hugetlb-2M|hugetlb-1G\n"
+          "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
+          "                   [--seed N] [--stride BYTES]\n"
+          "\n"
+          "  chase      dependent loads over a random cyclic permutation of --stride-byte\n"
+          "             slots (default 64); TLB-sensitive latency (ns_per_access)\n"
+          "  random     independent random 8-byte loads (ns_per_access, accesses_per_s)\n"
+          "  seq-read   sequential read bandwidth (mib_per_s)\n"
+          "  seq-write  sequential write bandwidth (mib_per_s)\n"
+          "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB)\n"
+          "\n"
+          "Prints one JSON object on stdout.  Exit 2: bad arguments; exit 3: a hugetlb\n"
+          "mapping failed (pool too small).  --stride applies to chase only.\n",
+          out);
+}
+
+static int lookup(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* "64M", "2GiB", "4096" -> bytes; 0 on junk or overflow. */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return 0;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: return 0;
+    }
+    if (shift && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+        end += strlen(end);
+    if (*end != '\0')
+        return 0;
+    if (shift && v > (SIZE_MAX >> shift))
+        return 0;
+    return (size_t)(v << shift);
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end != '\0' || *s == '-')
+        die(2, "bad %s '%s': expected a non-negative integer", what, s);
+    return v;
+}
+
+static void parse_args(int argc, char **argv, struct config *cfg)
+{
+    static const struct option opts[] = {
+        {"workload", required_argument, 0, 'w'}, {"backing", required_argument, 0, 'b'},
+        {"size", required_argument, 0, 's'},     {"threads", required_argument, 0, 't'},
+        {"duration", required_argument, 0, 'd'}, {"seed", required_argument, 0, 'r'},
+        {"stride", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int have_w = 0, have_b = 0, have_s = 0, c, idx;
+    char *end;
+
+    memset(cfg, 0, sizeof *cfg);
+    cfg->threads = 1;
+    cfg->duration = 1.0;
+    cfg->seed = 1;
+    cfg->stride = 64;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        switch (c) {
+        case 'w':
+            if ((idx = lookup(optarg, workload_names, 5)) < 0)
+                die(2, "unknown workload '%s' (chase|random|seq-read|seq-write|populate)",
+                    optarg);
+            cfg->workload = (enum workload)idx;
+            have_w = 1;
+            break;
+        case 'b':
+            if ((idx = lookup(optarg, backing_names, 4)) < 0)
+                die(2, "unknown backing '%s' (4k|thp|hugetlb-2M|hugetlb-1G)", optarg);
+            cfg->backing = (enum backing)idx;
+            have_b = 1;
+            break;
+        case 's':
+            if ((cfg->size = parse_size(optarg)) == 0)
+                die(2, "bad size '%s': expected BYTES with optional K/M/G/T suffix", optarg);
+            have_s = 1;
+            break;
+        case 't': {
+            uint64_t t = parse_u64(optarg, "thread count");
+            if (t < 1 || t > 1024)
+                die(2, "bad thread count '%s': expected 1..1024", optarg);
+            cfg->threads = (unsigned)t;
+            break;
+        }
+        case 'd':
+            errno = 0;
+            cfg->duration = strtod(optarg, &end);
+            if (errno || end == optarg || *end != '\0' || !isfinite(cfg->duration) ||
+                cfg->duration <= 0 || cfg->duration > 1e6)
+                die(2, "bad duration '%s': expected seconds > 0", optarg);
+            break;
+        case 'r':
+            cfg->seed = parse_u64(optarg, "seed");
+            break;
+        case 'S':
+            if ((cfg->stride = parse_size(optarg)) == 0 || cfg->stride % 8 != 0)
+                die(2, "bad stride '%s': expected a positive multiple of 8 bytes", optarg);
+            cfg->stride_given = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case ':':
+            for (idx = 0; opts[idx].name; idx++)
+                if (opts[idx].val == optopt)
+                    die(2, "option --%s needs a value (see --help)", opts[idx].name);
+            die(2, "option '%s' needs a value (see --help)", argv[optind - 1]);
+        default:
+            die(2, "unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!have_w || !have_b || !have_s)
+        die(2, "--workload, --backing and --size are required (see --help)");
+    if (cfg->stride_given && cfg->workload != W_CHASE)
+        die(2, "--stride applies to the chase workload only");
+    if (cfg->size < BASE_PAGE)
+        die(2, "size %zu is too small: at least 4096 bytes", cfg->size);
+    if (cfg->workload == W_CHASE && cfg->size / cfg->stride < 2 * (size_t)cfg->threads)
+        die(2, "size %zu holds too few %zu-byte slots for %u thread(s)", cfg->size,
+            cfg->stride, cfg->threads);
+    if ((cfg->workload == W_SEQ_READ || cfg->workload == W_SEQ_WRITE) &&
+        cfg->size / cfg->threads < 64)
+        die(2, "size %zu is too small for %u thread(s)", cfg->size, cfg->threads);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Mapping a buffer with a backing                                             */
+
+struct mapping {
+    char *base;     /* what the workload uses */
+    size_t len;     /* mapped length starting at base (rounded to the page size) */
+    char *resv;     /* the whole PROT_NONE reservation around it (guards, alignment) */
+    size_t resv_len;
+};
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+static size_t backing_page_size(enum backing b)
+{
+    switch (b) {
+    case B_HUGE2M: return 2UL << 20;
+    case B_HUGE1G: return 1UL << 30;
+    default: return BASE_PAGE;
+    }
+}
+
+/*
+ * Maps `len` bytes aligned to `align` inside a PROT_NONE reservation that leaves
+ * at least one guard page on each side.  The guards keep the buffer in a VMA of
+ * its own (thread stacks and scratch arrays would otherwise merge with it), so
+ * the /proc/self/smaps evidence describes exactly this buffer.
+ */
+static int map_guarded(size_t len, size_t align, int extra_flags, struct mapping *m)
+{
+    size_t resv_len = len + align + 2 * BASE_PAGE;
+    char *resv = mmap(NULL, resv_len, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (resv == MAP_FAILED)
+        return -1;
+    char *base = (char *)round_up((uintptr_t)resv + BASE_PAGE, align);
+    void *p = mmap(base, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | extra_flags, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        munmap(resv, resv_len);
+        errno = e;
+        return -1;
+    }
+    m->base = base;
+    m->len = len;
+    m->resv = resv;
+    m->resv_len = resv_len;
+    return 0;
+}
+
+static int map_hugetlb(enum backing b, size_t size, struct mapping *m)
+{
+    int shift = b == B_HUGE1G ? 30 : 21;
+    size_t page = backing_page_size(b);
+    return map_guarded(round_up(size, page), page, MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), m);
+}
+
+/* THP can only back 2 MiB-aligned, 2 MiB-sized extents of the range. */
+static int map_thp(size_t size, struct mapping *m)
+{
+    if (map_guarded(round_up(size, PMD_SIZE), PMD_SIZE, 0, m) != 0)
+        return -1;
+    if (madvise(m->base, m->len, MADV_HUGEPAGE) != 0)
+        fprintf(stderr, "hugelab-mem: warning: madvise(MADV_HUGEPAGE) failed: %s\n",
+                strerror(errno));
+    return 0;
+}
+
+static int map_4k(size_t size, struct mapping *m)
+{
+    if (map_guarded(round_up(size, BASE_PAGE), BASE_PAGE, 0, m) != 0)
+        return -1;
+    /* EINVAL means a kernel without THP: the mapping is 4 KiB-backed anyway. */
+    madvise(m->base, m->len, MADV_NOHUGEPAGE);
+    return 0;
+}
+
+/* Maps `size` bytes with the backing or exits with a message (3 for hugetlb pools). */
+static void map_buffer(enum backing b, size_t size, struct mapping *m)
+{
+    int rc;
+    if (b == B_HUGE2M || b == B_HUGE1G) {
+        rc = map_hugetlb(b, size, m);
+        if (rc != 0) {
+            int e = errno;
+            die(3, "%s mapping of %zu bytes failed: %s -- is the %s pool large enough? "
+                   "see /sys/kernel/mm/hugepages",
+                backing_names[b], round_up(size, backing_page_size(b)), strerror(e),
+                b == B_HUGE1G ? "1 GiB" : "2 MiB");
+        }
+        return;
+    }
+    rc = b == B_THP ? map_thp(size, m) : map_4k(size, m);
+    if (rc != 0)
+        die(1, "%s mapping of %zu bytes failed: %s", backing_names[b], size, strerror(errno));
+}
+
+static void unmap_buffer(struct mapping *m)
+{
+    munmap(m->resv, m->resv_len);
+}
+
+/* First touch of every base page: a write, so the kernel allocates a real page. */
+static void populate(char *base, size_t len)
+{
+    for (size_t off = 0; off < len; off += BASE_PAGE)
+        base[off] = (char)1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Evidence from /proc/self/smaps                                              */
+
+#define N_EVIDENCE 8
+static const char *const evidence_keys[N_EVIDENCE] = {
+    "Size", "Rss", "AnonHugePages", "KernelPageSize", "MMUPageSize",
+    "Private_Hugetlb", "Shared_Hugetlb", "THPeligible"};
+
+struct evidence {
+    long long v[N_EVIDENCE]; /* -1: field absent */
+    int found;
+};
+
+static void read_evidence(const void *addr, struct evidence *ev)
+{
+    char line[512];
+    int in_vma = 0;
+    uintptr_t a = (uintptr_t)addr;
+    FILE *f = fopen("/proc/self/smaps", "r");
+
+    for (int i = 0; i < N_EVIDENCE; i++)
+        ev->v[i] = -1;
+    ev->found = 0;
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long s, e;
+        if (sscanf(line, "%lx-%lx ", &s, &e) == 2) {
+            if (in_vma)
+                break; /* the next VMA starts: done */
+            in_vma = a >= s && a < e;
+            ev->found |= in_vma;
+            continue;
+        }
+        if (!in_vma)
+            continue;
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        for (int i = 0; i < N_EVIDENCE; i++)
+            if (strcmp(line, evidence_keys[i]) == 0)
+                ev->v[i] = strtoll(colon + 1, NULL, 10);
+    }
+    fclose(f);
+}
+
+static void print_evidence_fields(const struct evidence *ev)
+{
+    for (int i = 0; i < N_EVIDENCE; i++) {
+        int last = i == N_EVIDENCE - 1;
+        const char *suffix = last ? "" : "_kB"; /* THPeligible is a flag, not a size */
+        if (ev->v[i] < 0)
+            printf("\"%s%s\":null%s", evidence_keys[i], suffix, last ? "" : ",");
+        else
+            printf("\"%s%s\":%lld%s", evidence_keys[i], suffix, ev->v[i], last ? "" : ",");
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Threads: a start barrier, a main thread that sleeps for the duration.        */
+
+struct worker {
+    pthread_t tid;
+    unsigned index;
+    const struct config *cfg;
+    char *base;          /* buffer (or slice for seq) */
+    size_t len;          /* bytes this worker covers */
+    size_t nslots;       /* chase/random: number of slots/words in the whole buffer */
+    size_t start;        /* chase: starting slot */
+    pthread_barrier_t *barrier;
+    /* results */
+    double elapsed;      /* seconds this worker spent measuring */
+    uint64_t ops;        /* loads (chase/random), bytes (seq), pages (populate) */
+    uint64_t checksum;
+};
+
+static double thread_begin(struct worker *w)
+{
+    pthread_barrier_wait(w->barrier);
+    return now_s();
+}
+
+static void *chase_worker(void *arg)
+{
+    struct worker *w = arg;
+    size_t stride = w->cfg->stride;
+    void **p = (void **)(w->base + w->start * stride);
+    uint64_t n = 0;
+    double t0 = thread_begin(w);
+    do {
+        for (size_t k = 0; k < CHUNK_LOADS; k += 8) {
+            p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
+            p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
+        }
+        n += CHUNK_LOADS;
+    } while (!should_stop());
+    w->elapsed = now_s() - t0;
+    w->ops = n;
+    w->checksum = (uint64_t)((char *)p - w->base);
+    return NULL;
+}
+
+static void *random_worker(void *arg)
+{
+    struct worker *w = arg;
+    const uint64_t *words = (const uint64_t *)w->base;
+    uint64_t nwords = w->nslots, sum = 0, n = 0;
+    uint64_t seed_state = w->cfg->seed ^ (0x5851F42D4C957F2DULL * (w->index + 1));
+    uint64_t rng = splitmix64(&seed_state) | 1;
+    double t0 = thread_begin(w);
+    do {
+        for (size_t k = 0; k < CHUNK_LOADS; k += 4) {
+            sum += words[bounded(xorshift64s(&rng), nwords)];
+            sum += words[bounded(xorshift64s(&rng), nwords)];
+            sum += words[bounded(xorshift64s(&rng), nwords)];
+            sum += words[bounded(xorshift64s(&rng), nwords)];
+        }
+        n += CHUNK_LOADS;
+    } while (!should_stop());
+    w->elapsed = now_s() - t0;
+    w->ops = n;
+    w->checksum = sum;
+    return NULL;
+}
+
+/* Eight independent accumulators keep many loads in flight without SIMD code;
+ * a software prefetch 4 KiB ahead keeps streaming across 4 KiB page boundaries,
+ * where hardware prefetchers stop (prefetches never fault past the end). */
+#define PREFETCH_WORDS 512
+static uint64_t sum_words(const uint64_t *q, size_t nwords)
+{
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (size_t i = 0; i + 8 <= nwords; i += 8) {
+        __builtin_prefetch(q + i + PREFETCH_WORDS);
+        a0 += q[i]; a1 += q[i + 1]; a2 += q[i + 2]; a3 += q[i + 3];
+        a4 += q[i + 4]; a5 += q[i + 5]; a6 += q[i + 6]; a7 += q[i + 7];
+    }
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+static void fill_words(uint64_t *q, size_t nwords, uint64_t v)
+{
+    for (size_t i = 0; i + 8 <= nwords; i += 8) {
+        q[i] = v; q[i + 1] = v; q[i + 2] = v; q[i + 3] = v;
+        q[i + 4] = v; q[i + 5] = v; q[i + 6] = v; q[i + 7] = v;
+    }
+}
+
+static void *seq_worker(void *arg)
+{
+    struct worker *w = arg;
+    int write = w->cfg->workload == W_SEQ_WRITE;
+    uint64_t bytes = 0, sum = 0, pass = 0;
+    size_t len = w->len / 64 * 64;
+    double t0 = thread_begin(w);
+    do {
+        pass++;
+        for (size_t off = 0; off < len && !should_stop(); off += SEQ_CHUNK) {
+            size_t n = len - off < SEQ_CHUNK ? len - off : SEQ_CHUNK;
+            uint64_t *q = (uint64_t *)(w->base + off);
+            if (write)
+                fill_words(q, n / 8, pass);
+            else
+                sum += sum_words(q, n / 8);
+            bytes += n;
+        }
+    } while (!should_stop());
+    w->elapsed = now_s() - t0;
+    w->ops = bytes;
+    w->checksum = write ? ((uint64_t *)w->base)[0] + pass : sum;
+    return NULL;
+}
+
+static void *populate_worker(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t pages = 0, sum = 0;
+    double t0 = thread_begin(w);
+    do {
+        struct mapping m;
+        map_buffer(w->cfg->backing, w->len, &m);
+        populate(m.base, w->len);
+        sum += (unsigned char)m.base[w->len - 1];
+        unmap_buffer(&m);
+        pages += (w->len + BASE_PAGE - 1) / BASE_PAGE;
+    } while (!should_stop());
+    w->elapsed = now_s() - t0;
+    w->ops = pages;
+    w->checksum = sum;
+    return NULL;
+}
+
+/* Sleeps until `deadline` (CLOCK_MONOTONIC seconds) or a SIGINT. */
+static void sleep_until(double deadline)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)deadline;
+    ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
+    while (!g_sigint) {
+        int rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        if (rc != EINTR)
+            break;
+    }
+}
+
+/* Starts the workers, lets them run for the duration, stops and joins them.
+ * Workers block SIGINT so that it always reaches the sleeping main thread. */
+static double run_workers(struct worker *ws, unsigned n, void *(*fn)(void *), double duration)
+{
+    pthread_barrier_t barrier;
+    sigset_t block, old;
+    pthread_barrier_init(&barrier, NULL, n + 1);
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    for (unsigned i = 0; i < n; i++) {
+        ws[i].barrier = &barrier;
+        int rc = pthread_create(&ws[i].tid, NULL, fn, &ws[i]);
+        if (rc != 0)
+            die(1, "pthread_create failed: %s", strerror(rc));
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_barrier_wait(&barrier);
+    double t0 = now_s();
+    sleep_until(t0 + duration);
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(ws[i].tid, NULL);
+    double wall = now_s() - t0;
+    pthread_barrier_destroy(&barrier);
+    return wall;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Chase setup: Sattolo's algorithm gives a single random cycle.               */
+
+/* A huge-page-backed scratch array speeds up the random swaps; it is freed
+ * before measuring and never merges with the measured buffer's VMA. */
+static uint32_t *alloc_perm(size_t n, size_t *len_out)
+{
+    size_t len = round_up(n * sizeof(uint32_t), PMD_SIZE);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die(1, "cannot allocate %zu bytes for the chase permutation: %s", len, strerror(errno));
+    madvise(p, len, MADV_HUGEPAGE);
+    *len_out = len;
+    return p;
+}
+
+/* Sattolo's shuffle of 0..n-1 into a cyclic permutation.  The random index of
+ * the swap PF iterations ahead is prefetched, so many cache misses overlap. */
+#define PF 16
+static void sattolo(uint32_t *a, size_t n, uint64_t seed)
+{
+    uint64_t st = seed, rng = splitmix64(&st) | 1;
+    size_t ring[PF];
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint32_t)i;
+    /* iteration for index i (n-1 down to 1) swaps a[i] with a[j], j in [0, i) */
+    for (size_t k = 0; k < PF; k++) {
+        ring[k] = k + 1 < n ? bounded(xorshift64s(&rng), n - 1 - k) : 0;
+    }
+    for (size_t i = n - 1, k = 0; i >= 1; i--, k++) {
+        size_t slot = k % PF, j = ring[slot];
+        if (i > PF) {
+            size_t ahead = i - PF;
+            ring[slot] = bounded(xorshift64s(&rng), ahead);
+            __builtin_prefetch(&a[ring[slot]], 1, 0);
+        }
+        uint32_t t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+        if ((k & 0xFFFFF) == 0)
+            check_setup_interrupt();
+    }
+}
+
+/* Slot i points at slot perm[i]: a sequential pass over the buffer. */
+static void link_slots(char *base, size_t stride, const uint32_t *perm, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        *(void **)(base + i * stride) = base + (size_t)perm[i] * stride;
+}
+
+static void build_chase(char *base, size_t nslots, size_t stride, uint64_t seed)
+{
+    size_t plen;
+    if (nslots > UINT32_MAX)
+        die(2, "chase over %zu slots is too large (max %u)", nslots, UINT32_MAX);
+    uint32_t *perm = alloc_perm(nslots, &plen);
+    sattolo(perm, nslots, seed);
+    check_setup_interrupt();
+    link_slots(base, stride, perm, nslots);
+    munmap(perm, plen);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Output                                                                      */
+
+struct outcome {
+    double wall, setup, thread_time;
+    uint64_t ops, checksum;
+    struct evidence ev_setup, ev_end;
+};
+
+static void print_metrics(const struct config *cfg, const struct outcome *o)
+{
+    double bytes_mib = (double)o->ops / (1024.0 * 1024.0);
+    switch (cfg->workload) {
+    case W_CHASE:
+    case W_RANDOM:
+        printf("\"ns_per_access\":%.4f,\"accesses\":%llu,\"accesses_per_s\":%.1f",
+               o->thread_time * 1e9 / (double)o->ops, (unsigned long long)o->ops,
+               (double)o->ops / o->wall);
+        break;
+    case W_SEQ_READ:
+    case W_SEQ_WRITE:
+        printf("\"mib_per_s\":%.2f,\"bytes\":%llu,\"passes\":%.3f", bytes_mib / o->wall,
+               (unsigned long long)o->ops, (double)o->ops / (double)cfg->size);
+        break;
+    case W_POPULATE:
+        printf("\"ns_per_page\":%.3f,\"gib_per_s\":%.4f,\"pages\":%llu",
+               o->thread_time * 1e9 / (double)o->ops,
+               (double)o->ops * BASE_PAGE / (1024.0 * 1024.0 * 1024.0) / o->wall,
+               (unsigned long long)o->ops);
+        break;
+    }
+}
+
+static void print_primary(enum workload w)
+{
+    const char *name = "ns_per_access", *unit = "ns", *better = "lower";
+    if (w == W_SEQ_READ || w == W_SEQ_WRITE) {
+        name = "mib_per_s";
+        unit = "MiB/s";
+        better = "higher";
+    } else if (w == W_POPULATE) {
+        name = "ns_per_page";
+    }
+    printf("\"primary\":{\"name\":\"%s\",\"unit\":\"%s\",\"better\":\"%s\"}", name, unit, better);
+}
+
+static void print_json(const struct config *cfg, const struct outcome *o)
+{
+    printf("{\"tool\":\"hugelab-mem\",\"version\":%d,\"workload\":\"%s\",\"backing\":\"%s\","
+           "\"size_bytes\":%zu,\"threads\":%u,\"seed\":%llu,",
+           TOOL_VERSION, workload_names[cfg->workload], backing_names[cfg->backing], cfg->size,
+           cfg->threads, (unsigned long long)cfg->seed);
+    if (cfg->workload == W_CHASE)
+        printf("\"stride_bytes\":%zu,", cfg->stride);
+    printf("\"duration_s\":%.6f,\"setup_s\":%.6f,\"interrupted\":%s,\"checksum\":%llu,",
+           o->wall, o->setup, g_sigint ? "true" : "false", (unsigned long long)o->checksum);
+    printf("\"metrics\":{");
+    print_metrics(cfg, o);
+    printf("},");
+    print_primary(cfg->workload);
+    printf(",\"evidence\":{");
+    print_evidence_fields(&o->ev_end);
+    printf(",\"after_populate\":{");
+    print_evidence_fields(&o->ev_setup);
+    printf("}}}\n");
+    fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Splits the buffer among the workers according to the workload. */
+static void plan_workers(const struct config *cfg, struct worker *ws, char *base)
+{
+    size_t nslots = cfg->workload == W_CHASE ? cfg->size / cfg->stride : cfg->size / 8;
+    size_t share = cfg->size / cfg->threads / 64 * 64;
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        struct worker *w = &ws[i];
+        memset(w, 0, sizeof *w);
+        w->index = i;
+        w->cfg = cfg;
+        w->nslots = nslots;
+        w->start = nslots / cfg->threads * i;
+        w->base = base;
+        w->len = cfg->size;
+        if (cfg->workload == W_SEQ_READ || cfg->workload == W_SEQ_WRITE) {
+            w->base = base + share * i;
+            w->len = share;
+        } else if (cfg->workload == W_POPULATE) {
+            w->len = round_up(cfg->size / cfg->threads, BASE_PAGE);
+        }
+    }
+}
+
+static void *(*worker_fn(enum workload w))(void *)
+{
+    switch (w) {
+    case W_CHASE: return chase_worker;
+    case W_RANDOM: return random_worker;
+    case W_SEQ_READ:
+    case W_SEQ_WRITE: return seq_worker;
+    default: return populate_worker;
+    }
+}
+
+static void collect(struct worker *ws, unsigned n, struct outcome *o)
+{
+    for (unsigned i = 0; i < n; i++) {
+        o->ops += ws[i].ops;
+        o->thread_time += ws[i].elapsed;
+        o->checksum ^= ws[i].checksum + 0x9E3779B97F4A7C15ULL * i;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    struct outcome o;
+    struct mapping m = {0};
+    memset(&o, 0, sizeof o);
+    parse_args(argc, argv, &cfg);
+    install_signals();
+
+    struct worker *ws = calloc(cfg.threads, sizeof *ws);
+    if (!ws)
+        die(1, "out of memory");
+    double t_setup = now_s();
+    if (cfg.workload == W_POPULATE) {
+        /* One untimed map+touch proves the backing; the timed loop maps its own. */
+        map_buffer(cfg.backing, round_up(cfg.size / cfg.threads, BASE_PAGE), &m);
+        populate(m.base, round_up(cfg.size / cfg.threads, BASE_PAGE));
+        read_evidence(m.base, &o.ev_setup);
+        unmap_buffer(&m);
+        m.base = NULL;
+    } else {
+        map_buffer(cfg.backing, cfg.size, &m);
+        populate(m.base, m.len);
+        if (cfg.workload == W_CHASE)
+            build_chase(m.base, cfg.size / cfg.stride, cfg.stride, cfg.seed);
+        read_evidence(m.base, &o.ev_setup);
+    }
+    o.setup = now_s() - t_setup;
+    check_setup_interrupt();
+
+    plan_workers(&cfg, ws, m.base);
+    o.wall = run_workers(ws, cfg.threads, worker_fn(cfg.workload), cfg.duration);
+    collect(ws, cfg.threads, &o);
+
+    if (m.base)
+        read_evidence(m.base, &o.ev_end);
+    else
+        o.ev_end = o.ev_setup;
+    if ((m.base && !o.ev_end.found) || !o.ev_setup.found)
+        fprintf(stderr, "hugelab-mem: warning: buffer not found in /proc/self/smaps\n");
+    print_json(&cfg, &o);
+    if (m.base)
+        unmap_buffer(&m);
+    free(ws);
+    return g_sigint ? 130 : 0;
+}

@@ -1,0 +1,118 @@
+"""Builds the `hugelab-mem` micro-benchmark from its C source, once per source version.
+
+The binary is static so the same file runs on the host and inside guests. It is cached
+next to the package (`hugelab/_bin/`, gitignored) or, when the package directory is
+read-only (a system install), under `$XDG_CACHE_HOME/hugelab/`. A stamp file beside the
+binary records the sha256 of the source and the flags, so later calls cost one hash.
+
+Run `python -m hugelab.workloads.build` to build and print the binary's path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from hugelab.errors import HugelabError
+from hugelab.proc import run, which
+
+BINARY_NAME = "hugelab-mem"
+ENV_OVERRIDE = "HUGELAB_MEM_BIN"
+CFLAGS: tuple[str, ...] = ("-O2", "-Wall", "-Wextra", "-Werror", "-static", "-pthread")
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+SOURCE = PACKAGE_DIR / "csrc" / "hugelab-mem.c"
+
+
+def stamp_text(source: Path, cflags: Sequence[str] = CFLAGS) -> str:
+    """What the stamp must contain for a binary built from `source` with `cflags`."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    return f"{digest} {' '.join(cflags)}\n"
+
+
+def candidate_dirs() -> list[Path]:
+    """Where the binary may live, best first: beside the package, then the user cache."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    cache = Path(xdg) if xdg else Path.home() / ".cache"
+    return [PACKAGE_DIR / "_bin", cache / "hugelab"]
+
+
+def first_writable(dirs: Iterable[Path]) -> Path:
+    """The first directory that exists (or can be created) and accepts new files."""
+    tried = []
+    for d in dirs:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            tried.append(str(d))
+            continue
+        if os.access(d, os.W_OK | os.X_OK):
+            return d
+        tried.append(str(d))
+    raise HugelabError(
+        f"no writable directory for {BINARY_NAME} (tried {', '.join(tried)})",
+        hint=f"set {ENV_OVERRIDE} to a prebuilt binary or XDG_CACHE_HOME to a writable dir",
+    )
+
+
+def compile_binary(source: Path, dest: Path, cflags: Sequence[str] = CFLAGS) -> str:
+    """Compile `source` to `dest` atomically (temp name, then rename); return cc's stderr.
+
+    cc's stderr is returned so callers (and the tests) can insist on a warning-free build.
+    """
+    cc = which("cc")  # ToolMissingError("cc", "gcc") when absent
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        cp = run([cc, *cflags, source, "-o", tmp], timeout=300)
+        tmp.chmod(0o755)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return cp.stderr
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def build(source: Path, out_dir: Path, cflags: Sequence[str] = CFLAGS) -> Path:
+    """Binary for `source` in `out_dir`, compiled only if the stamp does not match."""
+    binary = out_dir / BINARY_NAME
+    stamp = out_dir / f"{BINARY_NAME}.stamp"
+    want = stamp_text(source, cflags)
+    if binary.is_file() and stamp.is_file() and stamp.read_text() == want:
+        return binary
+    compile_binary(source, binary, cflags)
+    _write_atomic(stamp, want)
+    return binary
+
+
+def ensure_hugelab_mem() -> Path:
+    """Path of a ready `hugelab-mem`: $HUGELAB_MEM_BIN if set, else a cached build."""
+    override = os.environ.get(ENV_OVERRIDE)
+    if override:
+        path = Path(override)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise HugelabError(f"{ENV_OVERRIDE}={override} is not an executable file")
+        return path
+    return build(SOURCE, first_writable(candidate_dirs()))
+
+
+def main() -> int:
+    """Entry point for the install script: build, print the path."""
+    try:
+        print(ensure_hugelab_mem())
+    except HugelabError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

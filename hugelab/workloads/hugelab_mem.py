@@ -1,0 +1,152 @@
+"""The `hugelab-mem` workload: hugelab's own page-size-sensitive memory micro-benchmark.
+
+`argv` and `parse` are pure so they can be tested without running anything; `run` glues
+them to a Target. The C program reports /proc/self/smaps fields for its buffer
+("evidence"), which is how a caller proves the requested backing was really used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
+from hugelab.workloads.build import ensure_hugelab_mem
+
+WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
+BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
+EXIT_BAD_ARGS = 2
+EXIT_HUGETLB = 3
+
+_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*(?:([KMGT])(?:iB|B)?)?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'2G', '64MiB', '4096' -> bytes (binary units). ValueError on anything else."""
+    m = _SIZE_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"invalid size {text!r}: expected bytes with an optional "
+                         "K/M/G/T or KiB/MiB/GiB/TiB suffix, e.g. 4096, 64M, 2GiB")
+    value = int(m.group(1)) << _UNITS[(m.group(2) or "").upper()]
+    if value <= 0:
+        raise ValueError(f"invalid size {text!r}: must be greater than zero")
+    return value
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def backing_problem(backing: str, evidence: dict[str, Any]) -> str | None:
+    """Why the smaps evidence contradicts `backing`, or None when it agrees."""
+    kps = evidence.get("KernelPageSize_kB")
+    anon_huge = evidence.get("AnonHugePages_kB") or 0
+    rss = evidence.get("Rss_kB") or 0
+    if backing == "4k" and (kps != 4 or anon_huge):
+        return f"4k backing but KernelPageSize_kB={kps}, AnonHugePages_kB={anon_huge}"
+    if backing == "thp" and anon_huge * 2 <= rss:
+        return f"thp backing but only {anon_huge} of {rss} kB resident are huge pages"
+    want = {"hugetlb-2M": 2048, "hugetlb-1G": 1048576}.get(backing)
+    if want is not None and kps != want:
+        return f"{backing} backing but KernelPageSize_kB={kps}"
+    return None
+
+
+@dataclass(frozen=True)
+class HugelabMem:
+    """One configuration of hugelab-mem; `run` executes one trial of it in a Target."""
+
+    kind: str = "hugelab-mem"
+    workload: str = "chase"
+    size_bytes: int = 1 << 30
+    threads: int = 1
+    duration_s: float = 1.0
+    seed: int = 1
+    stride_bytes: int | None = None  # chase slot size; None = the tool's default (64)
+
+    def __post_init__(self) -> None:
+        if self.workload not in WORKLOADS:
+            raise ExperimentError(f"unknown hugelab-mem workload {self.workload!r}",
+                                  hint=f"one of: {', '.join(WORKLOADS)}")
+        if self.size_bytes < 4096 or self.threads < 1 or self.duration_s <= 0:
+            raise ExperimentError("hugelab-mem needs size_bytes >= 4096, threads >= 1 "
+                                  "and duration_s > 0")
+        if self.stride_bytes is not None and self.workload != "chase":
+            raise ExperimentError("stride_bytes applies to the chase workload only")
+
+    def argv(self, backing: str, binary: Path) -> list[str]:
+        """The command line for one trial with `backing` (pure)."""
+        if backing not in BACKINGS:
+            raise ExperimentError(f"unknown backing {backing!r}",
+                                  hint=f"one of: {', '.join(BACKINGS)}")
+        argv = [str(binary), "--workload", self.workload, "--backing", backing,
+                "--size", str(self.size_bytes), "--threads", str(self.threads),
+                "--duration", f"{self.duration_s:g}", "--seed", str(self.seed)]
+        if self.stride_bytes is not None:
+            argv += ["--stride", str(self.stride_bytes)]
+        return argv
+
+    def timeout_s(self) -> float:
+        """Generous: first-touch of a large buffer in a fresh guest can take seconds/GiB."""
+        return 60.0 + 2.0 * self.duration_s + 30.0 * self.size_bytes / (1 << 30)
+
+    def parse(self, result: ExecResult) -> WorkloadResult:
+        """Turn one finished run into metrics (pure); WorkloadError if it failed."""
+        data = _decode(result)
+        metrics = {k: float(v) for k, v in data["metrics"].items()}
+        metrics["setup_s"] = float(data.get("setup_s", 0.0))
+        metrics["duration_s"] = float(data.get("duration_s", 0.0))
+        metrics["wall_s"] = result.wall_s
+        metrics.update(result.rusage)  # minflt, majflt, utime_s, ... of the child itself
+        primary = data["primary"]
+        better: Better = "higher" if primary.get("better") == "higher" else "lower"
+        evidence = dict(data.get("evidence") or {})
+        info: dict[str, Any] = {k: data.get(k) for k in (
+            "tool", "version", "workload", "backing", "size_bytes", "threads", "seed",
+            "checksum", "interrupted")}
+        warnings = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        problem = backing_problem(str(data.get("backing")), evidence)
+        if problem:
+            warnings.append(problem)
+        info["warnings"] = warnings
+        return WorkloadResult(metrics=metrics, primary=primary["name"],
+                              unit=str(primary.get("unit", "")), better=better,
+                              evidence=evidence, info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        """One trial: build (cached) -> argv -> target.exec -> parse."""
+        argv = self.argv(backing, ensure_hugelab_mem())
+        return self.parse(target.exec(argv, timeout=self.timeout_s()))
+
+
+def _decode(result: ExecResult) -> dict[str, Any]:
+    """The JSON object hugelab-mem printed, checked for the fields parse relies on."""
+    cmd = " ".join(result.argv)
+    if result.returncode != 0:
+        hint = None
+        if result.returncode == EXIT_HUGETLB:
+            hint = ("reserve the pool first: write a page count to "
+                    "/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages")
+        raise WorkloadError(f"hugelab-mem exited with {result.returncode}: {cmd}\n"
+                            f"  {_tail(result.stderr) or '(no stderr)'}", hint=hint)
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"hugelab-mem printed no valid JSON ({exc}): {cmd}\n"
+                            f"  stdout: {result.stdout[:200]!r}\n"
+                            f"  stderr: {_tail(result.stderr) or '(none)'}") from exc
+    if not isinstance(data, dict) or data.get("tool") != "hugelab-mem":
+        raise WorkloadError(f"output is not a hugelab-mem result: {result.stdout[:200]!r}")
+    metrics, primary = data.get("metrics"), data.get("primary")
+    if not isinstance(metrics, dict) or not isinstance(primary, dict):
+        raise WorkloadError(f"hugelab-mem result lacks metrics/primary: {result.stdout[:200]!r}")
+    if primary.get("name") not in metrics:
+        raise WorkloadError(f"primary metric {primary.get('name')!r} missing from {metrics}")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in metrics.values()):
+        raise WorkloadError(f"hugelab-mem metrics are not all numbers: {metrics}")
+    return data
