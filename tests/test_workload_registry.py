@@ -101,7 +101,7 @@ def test_hugelab_mem_with_size_string(monkeypatch):
     assert isinstance(getattr(w, "duration_s"), float)  # noqa: B009
     with pytest.raises(ExperimentError, match="size or size_bytes, not both"):
         build_workload("hugelab-mem", {"size": "2G", "size_bytes": 5})
-    with pytest.raises(ExperimentError, match="known keys: size, duration_s"):
+    with pytest.raises(ExperimentError, match="known keys: duration, size, duration_s"):
         build_workload("hugelab-mem", {"sise": "2G"})
 
 
