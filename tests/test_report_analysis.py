@@ -152,7 +152,7 @@ def test_monitor_and_evidence_summary(tmp_path):
     make_store(db, thp_share=0.97)
     r = report_for(db)
     thp = next(s for s in r["series"] if s["name"] == "thp")
-    assert thp["monitors"]["reading"].startswith("97% of THP faults served by huge pages")
+    assert thp["monitors"]["reading"].startswith("host-wide: 97% of THP faults served by huge pages")
     assert thp["evidence"]["anon_huge_share_median"] == pytest.approx(0.98)
     assert "page size 4 kB" in thp["evidence"]["reading"]
 

@@ -130,7 +130,7 @@ def trials(result: dict[str, Any]) -> Table:
 
 def evidence(result: dict[str, Any]) -> Table:
     t = Table("evidence", "Evidence and monitors (sampled ok trials)",
-              ["arm", "mapping evidence", "THP faults / counters", "sampled"], [], right={3})
+              ["arm", "mapping evidence", "THP faults (host-wide vmstat)", "sampled"], [], right={3})
     for s in result["series"]:
         t.rows.append([s["name"], s["evidence"]["reading"], s["monitors"]["reading"],
                        str(s["details_sampled"])])
