@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -120,22 +121,37 @@ def cmd_run(args: argparse.Namespace) -> int:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
                            exp.baseline_arm, _better(store, outcome.run_id))
+        verdicts = _verdicts(store, outcome.run_id)
+        unit = _first(store, outcome.run_id, "unit")
     seq = stopper.describe() if stopper is not None else None
     result = {"sequential": seq, "run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
-              "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows}
+              "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
+              "comparisons": verdicts.get("comparisons", []), "unit": unit}
     if args.json:
         from hugelab.cli import print_json
         print_json(result)
     else:
         _print_summary(exp, result)
+        Console().print("host settings restored. Full report with tails, the classic table, "
+                        f"evidence and plots: hugelab report --store {args.store} --html report.html")
     return 0
 
 
+def _verdicts(store: Store, run_id: int) -> dict[str, Any]:
+    """The paired analysis `hugelab report` does, for the run summary."""
+    from hugelab.report.analysis import Options, analyse
+    from hugelab.report.load import load_run
+    return analyse(load_run(store, run_id), Options()).result
+
+
 def _better(store: Store, run_id: int) -> str | None:
-    for t in store.trials(run_id):
-        if t["better"]:
-            return str(t["better"])
-    return None
+    return _first(store, run_id, "better")
+
+
+def _first(store: Store, run_id: int, column: str) -> str | None:
+    row = store.db.execute(f"SELECT {column} FROM trials WHERE run_id = ? AND {column} IS NOT NULL "
+                           "LIMIT 1", (run_id,)).fetchone()
+    return str(row[0]) if row else None
 
 
 def _fmt(v: float | None, spec: str = ".4g") -> str:
@@ -147,16 +163,25 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
     verb = "resumed" if result["resumed"] else "ran"
     con.print(f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
               f"{result['executed']} trial(s) this time")
-    t = Table(title=f"{exp.name}: median per arm against baseline '{exp.baseline_arm}'")
-    for col in ("arm", "n", "flagged", "failed", "median", "min", "max", "vs baseline"):
-        t.add_column(col, justify="left" if col == "arm" else "right")
+    comps = {c["name"].split(" vs ")[0]: c for c in result.get("comparisons", [])}
+    unit = result.get("unit") or ""
+    t = Table(title=f"{exp.name}: each arm against '{exp.baseline_arm}' (paired by block)",
+              box=box.SIMPLE_HEAD)
+    for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
+        t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
+                     no_wrap=col.startswith("effect"))
     for r in result["arms"]:
-        vs = "baseline" if r["baseline"] else (f"{r['speedup']:.3f}x faster" if r.get("speedup")
-                                               and r["speedup"] >= 1 else
-                                               f"{1 / r['speedup']:.3f}x slower" if r.get("speedup")
-                                               else "-")
-        t.add_row(r["arm"], str(r["n"]), str(r["flagged"]), str(r["failed"]), _fmt(r["median"]),
-                  _fmt(r["min"]), _fmt(r["max"]), vs)
+        c = comps.get(r["arm"])
+        if r["baseline"]:
+            effect, verdict = "", "baseline"
+        elif c is None:
+            effect, verdict = "-", "-"
+        else:
+            effect = (f"{c['effect_pct']:+.1f}% [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]"
+                      if c.get("effect_pct") is not None else "-")
+            verdict = str(c["verdict"])
+        t.add_row(r["arm"], str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
+                  effect, verdict)
     con.print(t)
     seq = result.get("sequential")
     if seq:
@@ -167,7 +192,8 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
             con.print(f"  {arm}: {d['decision']} at look {d['look']}")
     for arm, why in result["skipped"].items():
         con.print(f"[yellow]skipped[/] {arm}: {why}")
-    con.print("host settings restored. Paired verdicts with intervals: hugelab report")
+    con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
+              "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
