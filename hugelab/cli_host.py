@@ -98,6 +98,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
               f"{mem.get('MemAvailable', 0) / gib:.1f} GiB, AnonHugePages "
               f"{mem.get('AnonHugePages', 0) / 1024:.0f} MiB, Hugetlb {mem.get('Hugetlb', 0) / 1024:.0f} MiB; "
               f"{info['fragmentation']['free_in_2M_blocks_pct']}% of free memory in 2 MiB+ blocks")
+    hw = info["hardware_counters"]
+    con.print("[bold]hardware counters[/] " + (f"available ({hw['pmu']} PMU, perf stat)"
+                                                if hw["available"] else hw["reason"]))
     for w in info["warnings"]:
         con.print(f"[yellow]warning:[/] {w}")
     return 0

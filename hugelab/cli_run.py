@@ -15,11 +15,13 @@ from rich.table import Table
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
+from hugelab.monitors import hardware_counters
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import Store
 from hugelab.summary import arm_summary
 from hugelab.targets import NativeTarget
+from hugelab.workloads.base import Target
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -115,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     bar.console.print(f"[green]{e.message}[/]")
 
             stopper = _stopper(args, exp, store)
-            outcome = Runner(exp, store, workload, target=NativeTarget(), progress=progress,
+            outcome = Runner(exp, store, workload, target=_target(), progress=progress,
                              stopper=stopper).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
@@ -135,6 +137,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         Console().print("host settings restored. Full report with tails, the classic table, "
                         f"evidence and plots: hugelab report --store {args.store} --html report.html")
     return 0
+
+
+def _target() -> Target:
+    """Native, under `perf stat` when this host exposes a CPU PMU (hardware counters)."""
+    if hardware_counters()["available"]:
+        from hugelab.perfstat import PerfTarget
+        return PerfTarget(NativeTarget())
+    return NativeTarget()
 
 
 def _verdicts(store: Store, run_id: int) -> dict[str, Any]:

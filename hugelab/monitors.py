@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from typing import Any
 
-from hugelab.host.paths import REAL, HostPaths, parse_kv_kb, parse_vmstat, read_text
+from hugelab.host.paths import NODE_DIR, REAL, HostPaths, parse_kv_kb, parse_vmstat, read_text
 
 VMSTAT_PREFIXES = ("thp_", "compact_", "numa_", "pswp", "pgfault", "pgmajfault", "htlb_")
 MEMINFO_KEYS = ("MemFree", "AnonHugePages", "HugePages_Total", "HugePages_Free",
@@ -16,20 +17,51 @@ MEMINFO_KEYS = ("MemFree", "AnonHugePages", "HugePages_Total", "HugePages_Free",
 class Snapshot:
     vmstat: dict[str, int]
     meminfo: dict[str, int]
+    numastat: dict[int, dict[str, int]] = field(default_factory=dict)
+
+
+def numastat(paths: HostPaths = REAL) -> dict[int, dict[str, int]]:
+    """Per-node numa_hit/miss/foreign/local_node/other_node (what `numastat` prints)."""
+    out = {}
+    for node in paths.numa_nodes():
+        text = read_text(paths.p(f"{NODE_DIR}/node{node}/numastat"))
+        if text is not None:
+            out[node] = parse_vmstat(text)
+    return out
 
 
 def snapshot(paths: HostPaths = REAL) -> Snapshot:
     vm = parse_vmstat(read_text(paths.vmstat, "") or "")
     mi = parse_kv_kb(read_text(paths.meminfo, "") or "")
     return Snapshot({k: v for k, v in vm.items() if k.startswith(VMSTAT_PREFIXES)},
-                    {k: mi[k] for k in MEMINFO_KEYS if k in mi})
+                    {k: mi[k] for k in MEMINFO_KEYS if k in mi}, numastat(paths))
+
+
+def _moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - v for k, v in before.items() if k in after and after[k] != v}
 
 
 def delta(before: Snapshot, after: Snapshot) -> dict[str, Any]:
-    """vmstat counter deltas (only those that moved), meminfo before/after and min seen."""
-    vm = {k: after.vmstat[k] - v for k, v in before.vmstat.items()
-          if k in after.vmstat and after.vmstat[k] != v}
-    return {"vmstat": vm, "meminfo_before": before.meminfo, "meminfo_after": after.meminfo}
+    """vmstat counter deltas (only those that moved), meminfo before/after, numastat per node."""
+    numa = {str(n): _moved(v, after.numastat.get(n, {})) for n, v in before.numastat.items()}
+    return {"vmstat": _moved(before.vmstat, after.vmstat), "meminfo_before": before.meminfo,
+            "meminfo_after": after.meminfo, "numastat": numa}
+
+
+PMU_DIRS = ("cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0")
+
+
+def hardware_counters(paths: HostPaths = REAL) -> dict[str, Any]:
+    """Whether dTLB-miss and page-walk counters can be read; the reason when not."""
+    base = paths.p("sys/bus/event_source/devices")
+    pmu = next((d for d in PMU_DIRS if (base / d).is_dir()), None)
+    if pmu is None:
+        return {"available": False,
+                "reason": "no CPU PMU is exposed (common inside VMs): dTLB misses and page-walk "
+                          "cycles are not available on this host"}
+    if shutil.which("perf") is None:
+        return {"available": False, "reason": "perf is not installed (apt-get install linux-perf)"}
+    return {"available": True, "pmu": pmu}
 
 
 def thp_fault_share(vmstat_delta: dict[str, int]) -> float | None:

@@ -201,6 +201,8 @@ class Runner:
             error = exc.message
         ended = time.time()
         mon = monitors.delta(before, monitors.snapshot(self.paths))
+        take = getattr(self.target, "take_counters", None)
+        mon["perf"] = take() if take else "not available"
         trial = self._trial(run_id, spec, arm, result, error, mon, started, ended)
         self.store.add_trial(trial)
         return trial.status, trial.value

@@ -15,6 +15,7 @@ from hugelab.host.paths import (
     parse_selected,
     read_text,
 )
+from hugelab.monitors import hardware_counters
 
 POOL_FIELDS = ("nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages",
                "nr_overcommit_hugepages")
@@ -121,6 +122,7 @@ def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
         "hugetlbfs_mounts": hugetlbfs_mounts(paths),
         "meminfo_kb": {k: meminfo[k] for k in MEMINFO_KEYS if k in meminfo},
         "fragmentation": fragmentation(paths),
+        "hardware_counters": hardware_counters(paths),
     }
     info["warnings"] = warnings(info)
     return info

@@ -176,6 +176,11 @@ def context_lines(result: dict[str, Any]) -> list[str]:
     if acc:
         out.append("accelerator per target: " + ", ".join(f"{t}={'/'.join(a)}"
                                                           for t, a in acc.items()))
+    hw = result["run"].get("hardware_counters")
+    if hw:
+        out.append("hardware counters (dTLB misses, page walks): " +
+                   ("recorded per trial with perf stat" if hw.get("available")
+                    else f"not available: {hw.get('reason')}"))
     kern = result["provenance"]["kernels"]
     if kern:
         out.append("kernels: " + ", ".join(sorted(kern)))
