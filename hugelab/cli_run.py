@@ -179,7 +179,7 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
               box=box.SIMPLE_HEAD)
     for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
         t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
-                     no_wrap=col.startswith("effect"))
+                     no_wrap=col.startswith("effect") or col == "verdict")
     for r in result["arms"]:
         c = comps.get(r["arm"])
         if r["baseline"]:
