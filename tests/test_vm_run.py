@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
@@ -9,6 +11,7 @@ from hugelab.host.session import host_session
 from hugelab.runner import Runner
 from hugelab.store import Store
 from hugelab.targets import NativeTarget
+from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem
 from tests.hostguard import host_state
 
@@ -18,6 +21,12 @@ pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    # The binary lives under /tmp, like a checkout in /tmp: guests must still see it (the
+    # guest's /tmp is an overlay over the host's, not an empty tmpfs).
+    binary = tmp_path / "bin" / "hugelab-mem"
+    binary.parent.mkdir()
+    shutil.copy2(ensure_hugelab_mem(), binary)
+    monkeypatch.setenv("HUGELAB_MEM_BIN", str(binary))
     before = host_state()
     store = Store(tmp_path / "s.db")
     yield tmp_path, store

@@ -55,10 +55,20 @@ done < /modules.order
 mkdir -p /newroot
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=524288,cache={cache} {tag} /newroot \
   || fail "cannot mount the host root over 9p (tag {tag})"
+# Writable directories: an overlay whose lower layer is the host's directory (read-only over
+# 9p) and whose upper layer is guest tmpfs, so host files stay visible (a checkout under /tmp,
+# a venv under /root) and guest writes stay in the guest. /run is plain tmpfs and holds the
+# upper layers; where overlayfs fails, the directory falls back to an empty tmpfs.
+mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "cannot mount tmpfs on /run"
 for d in {writable}; do
+  [ "$d" = run ] && continue
   mode=0755
   case "$d" in tmp|var/tmp) mode=1777;; esac
-  [ -d "/newroot/$d" ] && mount -t tmpfs -o mode=$mode tmpfs "/newroot/$d"
+  [ -d "/newroot/$d" ] || continue
+  o="/newroot/run/.hugelab-overlay/$d"
+  mkdir -p "$o/upper" "$o/work" && chmod $mode "$o/upper"
+  mount -t overlay -o "lowerdir=/newroot/$d,upperdir=$o/upper,workdir=$o/work" overlay "/newroot/$d" \
+    || mount -t tmpfs -o mode=$mode tmpfs "/newroot/$d"
 done
 mount -o move /proc /newroot/proc || fail "cannot move /proc"
 mount -o move /sys /newroot/sys || fail "cannot move /sys"
