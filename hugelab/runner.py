@@ -17,7 +17,7 @@ from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
-from hugelab.host.paths import REAL, HostPaths
+from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.host.session import host_session
 from hugelab.store import Store, Trial
 from hugelab.vm.trial import (
@@ -207,6 +207,17 @@ class Runner:
         self.store.add_trial(trial)
         return trial.status, trial.value
 
+    def _cell(self, arm: Arm) -> tuple[str, str]:
+        """(host backing, guest backing) of an arm, for the report's host x guest grid."""
+        if arm.vm is None:
+            return arm.backing, "native"
+        if arm.vm.page_size:
+            return f"hugetlb-{arm.vm.page_size}", arm.backing
+        if arm.vm.backing == "memfd":
+            return "shmem", arm.backing
+        thp = parse_selected(read_text(self.paths.thp_enabled, "never") or "never")
+        return ("4k" if thp == "never" else "thp"), arm.backing
+
     def _one_guest(self, run_id: int, spec: TrialSpec, arm: Arm) -> tuple[str, float | None]:
         before = monitors.snapshot(self.paths)
         started = time.time()
@@ -223,8 +234,10 @@ class Runner:
                error: str | None, mon: dict[str, Any], started: float, ended: float,
                guest: GuestOutcome | None = None) -> Trial:
         target = guest.target if guest else self.target.name
+        host_backing, guest_backing = self._cell(arm)
         prov = {"hugelab": __version__, "kernel": platform.release(), "accel": "native",
                 "layer": arm.layer, "target": target, "backing": arm.backing,
+                "host_backing": host_backing, "guest_backing": guest_backing,
                 "thp": arm.thp, "thp_defrag": arm.thp_defrag, **(guest.provenance if guest else {})}
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,

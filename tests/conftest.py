@@ -10,3 +10,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "host" in item.keywords or "vm" in item.keywords:
             item.add_marker(skip)
+
+
+HOST_LOCK = "/run/lock/hugelab-tests-host.lock"
+
+
+@pytest.fixture(autouse=True)
+def _host_lock(request):
+    """Tests that change the real host (pools, THP, mounts, guests) run one at a time across
+    pytest processes, so two developers' suites on one machine cannot shrink each other's
+    pools or see each other's changes in their before/after checks."""
+    if "host" not in request.keywords and "vm" not in request.keywords:
+        yield
+        return
+    import fcntl
+
+    os.makedirs(os.path.dirname(HOST_LOCK), exist_ok=True)
+    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -6,7 +6,6 @@ back at the value they had when the test started.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
@@ -106,8 +105,7 @@ def no_leftovers(state_dir):
 @pytest.fixture
 def hugetlbfs_2m(tmp_path):
     """Reserve `n` extra 2M pages and mount a 2M hugetlbfs; always undone."""
-    lock = os.open("/run/lock/hugelab-tests-host.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # other host-changing tests may take it too
+    # conftest's host lock is held for the whole test (it is marked vm)
     start = POOL_2M.read_text().strip()
     mnt = tmp_path / "huge2M"
     mnt.mkdir()
@@ -129,7 +127,6 @@ def hugetlbfs_2m(tmp_path):
         if mounted:
             subprocess.run(["umount", str(mnt)], check=False)
         POOL_2M.write_text(start)
-        os.close(lock)
 
 
 # --- one shared guest -------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""Every example experiment parses, builds its workload, and its guest arms have QEMU argv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hugelab.experiment import load_experiment, schedule
+from hugelab.vm.qemu_args import QemuPaths, qemu_argv
+from hugelab.vm.trial import vm_spec
+from hugelab.workloads.registry import build_workload
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example(path, tmp_path):
+    exp = load_experiment(path)
+    assert len(schedule(exp)) == exp.blocks * len(exp.arms)
+    params = {k: v for k, v in exp.workload.items() if k != "kind"}
+    workload = build_workload(exp.workload["kind"], params)
+    size = getattr(workload, "size_bytes", None)
+    paths = QemuPaths(tmp_path / "s.log", tmp_path / "q.sock", tmp_path / "a.sock", tmp_path / "i")
+    for arm in exp.arms:
+        if arm.vm is not None:
+            spec = vm_spec(arm, size, {"2M": tmp_path / "h2", "1G": tmp_path / "h1"})
+            argv = qemu_argv(spec, paths, kernel="/boot/vmlinuz", accel="tcg")
+            assert "-object" in argv
+
+
+def test_there_are_examples_for_every_reference_study():
+    names = {p.name[:3] for p in EXAMPLES}
+    assert {"001", "002", "003", "004"} <= names
