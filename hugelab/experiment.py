@@ -16,7 +16,7 @@ from hugelab.errors import ExperimentError
 BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
-DESIGNS = ("paired",)
+DESIGNS = ("paired", "duet")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
@@ -337,6 +337,11 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
     if baseline not in names:
         raise _err(loc, f"baseline '{baseline}' is not an arm", "baseline",
                    hint=f"arms: {', '.join(names)}")
+    design = _choice(d.get("design", "paired"), DESIGNS, "design", loc)
+    if design == "duet" and len({(a.thp, a.thp_defrag) for a in arms}) > 1:
+        raise _err(loc, "design 'duet' runs all arms at the same time, so they must share the "
+                   "host THP modes (thp, thp_defrag)", "design",
+                   hint="use design = \"paired\" to compare host THP modes")
     workload = d.get("workload", {"kind": "hugelab-mem"})
     if not isinstance(workload, dict) or "kind" not in workload:
         raise _err(loc, "[workload] needs a kind", "workload",
@@ -350,7 +355,7 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         workload=dict(workload),
         seed=_int(d, "seed", 1, 0, loc),
         blocks=_int(d, "blocks", 10, 1, loc),
-        design=_choice(d.get("design", "paired"), DESIGNS, "design", loc),
+        design=design,
         baseline=baseline,
         thp_min_fraction=float(evidence.get("thp_min_fraction", 0.5)),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -130,22 +131,24 @@ class Runner:
                     self.progress(RunEvent("skip", message=f"{reason[0]}: {reason[1]}"))
                 self.progress(RunEvent("start", total=len(todo)))
                 thp_initial = host["thp"].get("enabled"), host["thp"].get("defrag")
-                for i, spec in enumerate(todo):
-                    status, value = self._one(run_id, spec, control, thp_initial)
-                    executed += 1
-                    self.progress(RunEvent("trial", i + 1, len(todo), spec, status, value))
-                    if self._should_stop(run_id, spec, todo[i + 1:], skipped):
-                        self.progress(RunEvent("stop", executed, len(todo),
-                                               message=f"verdict reached after block {spec.block + 1}"))
+                units = _units(todo, self.exp.design)
+                for u, unit in enumerate(units):
+                    for spec, status, value in self._run_unit(run_id, unit, control, thp_initial):
+                        executed += 1
+                        self.progress(RunEvent("trial", executed, len(todo), spec, status, value))
+                    nxt = units[u + 1][0] if u + 1 < len(units) else None
+                    if self._should_stop(run_id, unit[-1], nxt, skipped):
+                        self.progress(RunEvent("stop", executed, len(todo), message=(
+                            f"verdict reached after block {unit[-1].block + 1}")))
                         break
         self.store.set_run_status(run_id, "finished", skipped)
         self.progress(RunEvent("done", executed, executed))
         return RunOutcome(run_id, not created, executed, skipped)
 
-    def _should_stop(self, run_id: int, spec: TrialSpec, rest: list[TrialSpec],
+    def _should_stop(self, run_id: int, spec: TrialSpec, nxt: TrialSpec | None,
                      skipped: dict[str, str]) -> bool:
         """At the end of a block (the next trial belongs to a later block), ask the stopper."""
-        if self.stopper is None or (rest and rest[0].block == spec.block):
+        if self.stopper is None or (nxt is not None and nxt.block == spec.block):
             return False
         return self.stopper(run_id, spec.block + 1, skipped)
 
@@ -185,27 +188,57 @@ class Runner:
         if enabled or defrag:
             control.set_thp(enabled, defrag)
 
-    def _one(self, run_id: int, spec: TrialSpec, control: HostControl,
-             thp_initial: tuple[str | None, str | None]) -> tuple[str, float | None]:
-        arm = next(a for a in self.exp.arms if a.name == spec.arm)
-        self._apply_arm(control, arm, thp_initial)
-        if arm.vm is not None:
-            return self._one_guest(run_id, spec, arm)
+    def _arm(self, name: str) -> Arm:
+        return next(a for a in self.exp.arms if a.name == name)
+
+    def _run_unit(self, run_id: int, unit: list[TrialSpec], control: HostControl,
+                  thp_initial: tuple[str | None, str | None]
+                  ) -> list[tuple[TrialSpec, str, float | None]]:
+        """Run one trial (paired) or every arm of a block at the same time (duet), then commit
+        the unit's trials together."""
+        self._apply_arm(control, self._arm(unit[0].arm), thp_initial)  # duet: arms share THP
         before = monitors.snapshot(self.paths)
         started = time.time()
-        result: WorkloadResult | None = None
-        error = None
-        try:
-            result = self.workload.run(self.target, arm.backing)
-        except HugelabError as exc:
-            error = exc.message
+        if len(unit) == 1:
+            results = [self._execute(self._arm(unit[0].arm))]
+        else:
+            results = [[] for _ in unit]
+
+            def work(i: int) -> None:
+                results[i] = self._execute(self._arm(unit[i].arm), duet=True)
+
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(len(unit))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         ended = time.time()
         mon = monitors.delta(before, monitors.snapshot(self.paths))
+        trials = [self._trial(run_id, spec, self._arm(spec.arm), o.result, o.error,
+                              {**mon, **o.monitors}, started, ended, o)
+                  for spec, outs in zip(unit, results, strict=True) for o in outs]
+        self.store.add_trials(trials)
+        out = []
+        for spec in unit:
+            mine = [t for t in trials if t.arm == spec.arm]
+            worst = next((t for t in mine if t.status != "ok"), mine[0])
+            out.append((spec, worst.status, worst.value))
+        return out
+
+    def _execute(self, arm: Arm, duet: bool = False) -> list[GuestOutcome]:
+        """Run the workload for one arm: natively, or in the arm's guests."""
+        if arm.vm is not None:
+            return run_guest_trial(arm, self.workload, self.specs[arm.name])
+        try:
+            outcome = GuestOutcome(self.target.name, self.workload.run(self.target, arm.backing), None)
+        except HugelabError as exc:
+            outcome = GuestOutcome(self.target.name, None, exc.message)
         take = getattr(self.target, "take_counters", None)
-        mon["perf"] = take() if take else "not available"
-        trial = self._trial(run_id, spec, arm, result, error, mon, started, ended)
-        self.store.add_trial(trial)
-        return trial.status, trial.value
+        if duet:  # one perf-wrapped target serves every arm of the block: counts would mix
+            outcome.monitors["perf"] = "not separable in a duet block"
+        else:
+            outcome.monitors["perf"] = take() if take else "not available"
+        return [outcome]
 
     def _cell(self, arm: Arm) -> tuple[str, str]:
         """(host backing, guest backing) of an arm, for the report's host x guest grid."""
@@ -218,27 +251,16 @@ class Runner:
         thp = parse_selected(read_text(self.paths.thp_enabled, "never") or "never")
         return ("4k" if thp == "never" else "thp"), arm.backing
 
-    def _one_guest(self, run_id: int, spec: TrialSpec, arm: Arm) -> tuple[str, float | None]:
-        before = monitors.snapshot(self.paths)
-        started = time.time()
-        outcomes = run_guest_trial(arm, self.workload, self.specs[arm.name])
-        ended = time.time()
-        mon = monitors.delta(before, monitors.snapshot(self.paths))
-        trials = [self._trial(run_id, spec, arm, o.result, o.error, {**mon, **o.monitors},
-                              started, ended, o) for o in outcomes]
-        self.store.add_trials(trials)
-        worst = next((t for t in trials if t.status != "ok"), trials[0])
-        return worst.status, worst.value
-
     def _trial(self, run_id: int, spec: TrialSpec, arm: Arm, result: WorkloadResult | None,
                error: str | None, mon: dict[str, Any], started: float, ended: float,
-               guest: GuestOutcome | None = None) -> Trial:
-        target = guest.target if guest else self.target.name
+               guest: GuestOutcome) -> Trial:
+        target = guest.target
         host_backing, guest_backing = self._cell(arm)
         prov = {"hugelab": __version__, "kernel": platform.release(), "accel": "native",
                 "layer": arm.layer, "target": target, "backing": arm.backing,
                 "host_backing": host_backing, "guest_backing": guest_backing,
-                "thp": arm.thp, "thp_defrag": arm.thp_defrag, **(guest.provenance if guest else {})}
+                "thp": arm.thp, "thp_defrag": arm.thp_defrag, "design": self.exp.design,
+                **guest.provenance}
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,
@@ -246,7 +268,7 @@ class Runner:
         check = check_backing(arm.backing, result.evidence, self.exp.thp_min_fraction)
         status = "flagged" if check.status == "contradicts" else "ok"
         reason = check.reason
-        extra = guest.evidence if guest else {}
+        extra = guest.evidence
         vm_reason = check_vm_backing(arm, extra.get("qemu", {}))
         if vm_reason:
             status, reason = "flagged", "; ".join(r for r in (reason, vm_reason) if r)
@@ -255,6 +277,19 @@ class Runner:
         return Trial(run_id, spec.block, spec.position, spec.arm, status, result.value,
                      result.primary, result.unit, result.better, result.metrics, evidence, mon,
                      {**prov, **result.info}, reason or None, None, started, ended, target)
+
+
+def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:
+    """paired: each trial alone, in schedule order; duet: each block's trials together."""
+    if design != "duet":
+        return [[t] for t in todo]
+    out: list[list[TrialSpec]] = []
+    for t in todo:
+        if out and out[-1][0].block == t.block:
+            out[-1].append(t)
+        else:
+            out.append([t])
+    return out
 
 
 def iter_arm_values(store: Store, run_id: int) -> Iterator[tuple[str, int, float]]:

@@ -224,3 +224,34 @@ def test_until_verdict_identical_arms_never_claim_a_difference(env):
            stopper=stopper).run()
     decisions = {d["decision"] for d in stopper.decided.values()}
     assert decisions <= {"inconclusive", "equivalent"}
+
+
+def test_duet_runs_every_arm_of_a_block_at_the_same_time(env):
+    import threading
+    exp = Experiment(**{**experiment(blocks=3).__dict__, "design": "duet"})
+    barrier = threading.Barrier(len(exp.arms), timeout=5)
+
+    @dataclass(frozen=True)
+    class Together(DeterministicWorkload):
+        def run(self, target, backing):
+            barrier.wait()  # raises BrokenBarrierError unless all arms run concurrently
+            return super().run(target, backing)
+
+    out, target = run(env, exp, Together())
+    assert out.executed == 12
+    trials = list(env[2].trials(out.run_id))
+    assert all(t["status"] == "ok" for t in trials)
+    for b in range(3):
+        spans = {(t["started"], t["ended"]) for t in trials if t["block"] == b}
+        assert len(spans) == 1  # one unit: started and ended together, committed together
+    assert {t["provenance"]["design"] for t in trials} == {"duet"}
+
+
+def test_duet_needs_shared_thp_modes(tmp_path):
+    from hugelab.errors import ExperimentError
+    from hugelab.experiment import load_experiment
+    f = tmp_path / "d.toml"
+    f.write_text('design = "duet"\n[[arms]]\nname = "a"\nbacking = "4k"\nthp = "never"\n'
+                 '[[arms]]\nname = "b"\nbacking = "thp"\nthp = "always"\n')
+    with pytest.raises(ExperimentError, match="line 1: design 'duet'"):
+        load_experiment(f)
