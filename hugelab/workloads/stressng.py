@@ -166,13 +166,17 @@ class StressNg:
             except ValueError as exc:
                 raise ExperimentError(f"stress-ng: bytes_per_worker: {exc}") from exc
 
-    def argv(self, yaml_path: str | None = None) -> list[str]:
-        """The stress-ng command line (pure)."""
+    def argv(self, yaml_path: str | None = None, temp_path: str | None = None) -> list[str]:
+        """The stress-ng command line (pure). `temp_path`: a writable directory for stress-ng's
+        own temporary files (by default it uses the working directory, which is read-only `/`
+        for commands run by the guest agent: "temp-path '.' must be readable and writeable")."""
         argv = [self.binary, f"--{self.stressor}", str(self.workers),
                 "--timeout", f"{self.timeout_s}s", "--metrics-brief"]
         opt = BYTES_OPTION[self.stressor]
         if opt and isinstance(self.bytes_per_worker, int):
             argv += [opt, format_size(self.bytes_per_worker)]
+        if temp_path:
+            argv += ["--temp-path", temp_path]
         if yaml_path:
             argv += ["--yaml", yaml_path]
         return argv
@@ -215,7 +219,7 @@ class StressNg:
         tmpdir = tmp.stdout.strip()
         try:
             yaml_path = f"{tmpdir}/metrics.yaml"
-            res = target.exec(self.argv(yaml_path), timeout=self.timeout_s + 60.0)
+            res = target.exec(self.argv(yaml_path, tmpdir), timeout=self.timeout_s + 60.0)
             cat = target.exec(["cat", yaml_path]) if res.returncode == 0 else None
             yaml_text = cat.stdout if cat is not None and cat.returncode == 0 else None
             result = self.parse(res, yaml_text)
