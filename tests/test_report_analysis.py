@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from hugelab.errors import UsageError
-from hugelab.report.analysis import GROUP_ABOVE, TAIL_MAX_PAIRS, Options, analyse
+from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import from_rows, load_run
+from hugelab.stats import signedrank
+from hugelab.stats.tails import BOOT_MAX_VALUES
 from hugelab.store import Store, Trial
 
 PAGE_KB = {"4k": 4, "thp": 4}
@@ -181,15 +183,15 @@ def test_tcg_guest_trials_give_a_loud_warning_and_a_grid(tmp_path):
     assert 75 < pct["4k"][1] < 85  # guest 25% slower: 80% of native
 
 
-def test_large_runs_use_grouped_units_and_stay_correct():
+def test_large_runs_use_every_pair_and_stay_correct():
     rng = np.random.default_rng(5)
-    n = GROUP_ABOVE + 5000
+    n = BOOT_MAX_VALUES + 5000  # above the bootstrap limit for tails
     base = 100 * np.exp(rng.normal(0, 0.02, n))
+    cand = base * 0.99 * np.exp(rng.normal(0, 0.01, n))
     rows: list[tuple[int, int, str, str, str, float | None]] = []
     for b in range(n):
         rows.append((b, 0, "4k", "native", "ok", float(base[b])))
-        rows.append((b, 1, "thp", "native", "ok",
-                     float(base[b] * 0.99 * np.exp(rng.normal(0, 0.01)))))
+        rows.append((b, 1, "thp", "native", "ok", float(cand[b])))
     run = {"id": 1, "name": "big", "experiment": {"baseline": "4k",
                                                   "arms": [{"name": "4k"}, {"name": "thp"}]}}
     data = from_rows(run, rows)
@@ -197,8 +199,14 @@ def test_large_runs_use_grouped_units_and_stay_correct():
         d.better = "lower"
     r = analyse(data).result
     c = r["comparisons"][0]
-    assert c["unit"] == "block" and c["n_units"] == 1000 and c["n"] == n
+    assert c["unit"] == "pair" and c["n_units"] == n and c["n"] == n
     assert c["verdict"] == "faster"
     assert -1.1 < c["effect_pct"] < -0.9
-    assert c["tails"]["pairs_used"] == TAIL_MAX_PAIRS and "all_pairs" in c["tails"]
-    assert any("grouped" in note for note in c["notes"])
+    # exact: the same as the signed-rank core on the same log-ratios
+    hl, ((lo, hi),), _ = signedrank.hl_and_intervals((np.log(cand) - np.log(base))[None, :], (0.05,))
+    assert c["hl_log"] == hl[0]
+    assert c["ci_low_pct"] == pytest.approx(100 * np.expm1(lo[0]), rel=1e-12)
+    assert c["ci_high_pct"] == pytest.approx(100 * np.expm1(hi[0]), rel=1e-12)
+    assert c["tails"]["pairs_used"] == n and c["tails"]["n_boot"] is None
+    assert any("order-statistic" in note for note in c["tails"]["notes"])
+    assert not any("grouped" in note for note in c["notes"])

@@ -19,6 +19,8 @@ from hugelab.stats import (
     percent_of_native,
     variance_components,
 )
+from hugelab.stats.blocks import kruskal_p
+from hugelab.stats.tails import BOOT_MAX_VALUES, order_stat_interval
 
 
 def test_classic_margin_matches_scipy_t_interval_and_statsmodels() -> None:
@@ -123,3 +125,46 @@ def test_grid_and_percent_of_native() -> None:
     assert rates.get("4k", "thp") == pytest.approx(125.0)
     assert g.to_rows()[1][0] == "4k"
     json.dumps(pct.to_dict(), allow_nan=False)
+
+
+def test_kruskal_p_matches_scipy() -> None:
+    rng = np.random.default_rng(8)
+    for trial in range(20):
+        n = int(rng.integers(20, 300))
+        labels = rng.integers(0, int(rng.integers(2, 25)), n)
+        x = rng.normal(size=n) + 0.3 * (labels % 3)
+        if trial % 2:
+            x = np.round(x, 1)  # ties
+        uniq, inv = np.unique(labels, return_inverse=True)
+        ref = stats.kruskal(*[x[inv == g] for g in range(uniq.size)]).pvalue
+        sizes = np.bincount(inv).astype(float)
+        assert kruskal_p(x, inv, sizes) == pytest.approx(ref, rel=1e-9, abs=1e-300)
+        assert variance_components(x, labels).kruskal_p == pytest.approx(ref, rel=1e-9, abs=1e-300)
+    assert kruskal_p(np.ones(10), np.arange(10) % 2, np.array([5.0, 5.0])) == 1.0
+
+
+def test_order_statistic_interval_covers_the_quantile() -> None:
+    rng = np.random.default_rng(9)
+    q, n, conf = 0.95, 400, 0.9
+    truth = float(stats.expon.ppf(q))
+    hits = 0
+    for _ in range(2000):
+        lo, hi = order_stat_interval(np.sort(rng.exponential(size=n)), q, conf)
+        hits += lo <= truth <= hi
+    assert hits / 2000 >= conf - 0.015  # guaranteed >= conf; allow Monte Carlo error only
+    lo, hi = order_stat_interval(np.arange(1.0, 11.0), 0.99, 0.9)
+    assert hi == np.inf and lo <= 10
+
+
+def test_tails_of_long_runs_use_order_statistic_intervals() -> None:
+    rng = np.random.default_rng(10)
+    n = BOOT_MAX_VALUES + 5000
+    base = rng.normal(100, 3, n)
+    cand = rng.normal(100, 3, n)
+    cand[rng.random(n) < 0.03] += 60
+    t = compare_tails(base, cand)
+    p95, p99 = t.quantiles
+    assert p99.ratio > 1.3 and p99.low > 1.0 and p99.low <= p99.ratio <= p99.high
+    assert p95.low <= p95.ratio <= p95.high
+    assert any("order-statistic" in note for note in t.notes)
+    json.dumps(t.to_dict(), allow_nan=False)

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from hugelab.stats import StatsInputError, compare, signedrank
-from hugelab.stats.paired import verdicts
+from hugelab.stats.paired import block_shifts, verdicts
 
 
 def _walsh_brute(x: np.ndarray) -> np.ndarray:
@@ -166,3 +166,60 @@ def test_blocks_become_units_when_labels_repeat() -> None:
     assert r.unit == "block" and r.n_units == 8 and r.n == 40
     assert r.design_effect is not None and r.design_effect > 1.5
     assert r.pooling_warning
+
+
+def _data(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "continuous":
+        return rng.standard_t(3, size=n) * 0.03
+    if kind == "rounded":  # many ties among values and among Walsh averages
+        return np.round(rng.normal(0.01, 0.03, n), 2)
+    return rng.integers(-3, 4, size=n) * 0.01  # seven distinct values only
+
+
+@pytest.mark.parametrize("n", [500, 1111, 2000])
+@pytest.mark.parametrize("kind", ["continuous", "rounded", "coarse"])
+@pytest.mark.parametrize("tiny", [False, True])
+def test_fast_selection_equals_brute_force_exactly(
+    n: int, kind: str, tiny: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sample-and-bracket selection (used above MATERIALISE_MAX) against every Walsh average."""
+    if tiny:  # force many rounds of sampling and bracketing before anything is materialised
+        monkeypatch.setattr(signedrank, "SELECT_MATERIALISE", 40)
+        monkeypatch.setattr(signedrank, "SAMPLE_SIZE", 64)
+    rng = np.random.default_rng(n + len(kind))
+    x = _data(kind, n, rng)
+    w = _walsh_brute(x)
+    m = w.size
+    ks = [signedrank.interval_rank(n, a)[0] for a in (0.05, 0.10)]
+    ranks = np.array([1, 2, m, m // 2, m // 2 + 1, (m + 1) // 2, *ks, *(m + 1 - k for k in ks),
+                      *rng.integers(1, m + 1, 10)])
+    got = signedrank.select_walsh(np.sort(x), ranks, seed=int(rng.integers(1000)))
+    np.testing.assert_array_equal(got, w[ranks - 1])
+
+
+@pytest.mark.parametrize("kind", ["continuous", "rounded", "coarse"])
+def test_fast_hl_and_intervals_equal_brute_force(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    n = 700
+    x = _data(kind, n, rng)
+    w = _walsh_brute(x)
+    monkeypatch.setattr(signedrank, "MATERIALISE_MAX", 0)  # the large-n path, at a testable n
+    hl, ((lo, hi), (tlo, thi)), method = signedrank.hl_and_intervals(x[None, :], (0.05, 0.10))
+    assert method == "normal"
+    assert hl[0] == np.median(w)
+    k, _ = signedrank.interval_rank(n, 0.05)
+    k2, _ = signedrank.interval_rank(n, 0.10)
+    assert (lo[0], hi[0]) == (w[k - 1], w[w.size - k])
+    assert (tlo[0], thi[0]) == (w[k2 - 1], w[w.size - k2])
+    one = signedrank.hl_and_interval(x[None, :], 0.10)
+    assert (one[0][0], one[1][0], one[2][0]) == (hl[0], tlo[0], thi[0])
+
+
+def test_block_shifts_match_per_block_estimates() -> None:
+    rng = np.random.default_rng(12)
+    labels = rng.integers(0, 40, 600)
+    d = np.round(rng.normal(0, 0.02, 600), 3)
+    uniq, inverse = np.unique(labels, return_inverse=True)
+    fast = block_shifts(d, inverse, uniq.size)
+    slow = [signedrank.hodges_lehmann(d[inverse == g][None, :])[0] for g in range(uniq.size)]
+    np.testing.assert_array_equal(fast, slow)

@@ -95,7 +95,7 @@ def classic(result: dict[str, Any]) -> Table:
 
 
 def tails(result: dict[str, Any]) -> Table:
-    t = Table("tails", "Tails (candidate / baseline; bootstrap intervals)",
+    t = Table("tails", "Tails (candidate / baseline; intervals: bootstrap, or order statistics above 20,000 values)",
               ["comparison", "p95 ratio", "p99 ratio", "outliers baseline",
                "outliers candidate", "difference"], [], right={1, 2, 3, 4, 5})
     for c in result["comparisons"]:
