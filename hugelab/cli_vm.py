@@ -11,8 +11,9 @@ from hugelab.errors import UsageError
 from hugelab.experiment import default_experiment, load_experiment
 from hugelab.host.journal import state_dir
 from hugelab.vm.initramfs import default_kernel
+from hugelab.vm.netserver import GUEST_PORTS
 from hugelab.vm.qemu_args import QemuPaths, qemu_argv
-from hugelab.vm.trial import vm_spec
+from hugelab.vm.trial import net_specs, vm_spec
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -25,7 +26,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         description="Prints the full qemu-system-x86_64 argv for ARM of EXPERIMENT: the guest "
         "RAM backend (memory-backend-ram/file/memfd, prealloc, share, hugetlbsize), the guest "
         "kernel command line (transparent_hugepage=, hugepagesz=/hugepages=), and the image-less "
-        "root (host / over virtio-9p, read-only). Paths of sockets and logs are placeholders.")
+        "root (host / over virtio-9p, read-only). For iperf3 and redis the guest also gets a NIC on "
+        "user networking (restrict=on) with a 127.0.0.1 port forward to its server; the host "
+        "port shown is an example (each trial picks a free one). Paths of sockets and logs are "
+        "placeholders.")
     q.add_argument("arm", help="arm name")
     q.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
     q.add_argument("--accel", choices=("kvm", "tcg"), default=None,
@@ -47,6 +51,9 @@ def cmd_qemu_args(args: argparse.Namespace) -> int:
         size = parse_size(str(exp.workload["size"]))
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     spec = vm_spec(arm, size, hugetlbfs)
+    kind = str(exp.workload.get("kind", ""))
+    if kind in GUEST_PORTS:  # server in the guest: a NIC and a 127.0.0.1 forward (port: example)
+        spec = net_specs(spec, 1, int(exp.workload.get("port") or GUEST_PORTS[kind]))[0]
     run_dir = Path("/run/hugelab") / arm.name
     paths = QemuPaths(run_dir / "serial.log", run_dir / "qmp.sock", run_dir / "agent.sock",
                       run_dir / "initrd.cpio")

@@ -304,6 +304,8 @@ def _check_file_backing(spec: VmSpec) -> None:
 
 
 _HINTS = (
+    ("could not set up host forwarding", "a forwarded 127.0.0.1 port was taken between choosing "
+     "it and starting QEMU: run the trial again"),
     ("unable to map backing store", "the host hugetlb pool is too small for the guest's RAM: "
      "reserve more pages (nr_hugepages) of that size, or use a smaller guest"),
     ("cannot allocate memory", "the host could not allocate guest RAM: reserve more huge pages "

@@ -31,8 +31,10 @@ GUEST_MODULES = (
     "9pnet_virtio",
     "9p",
     "overlay",
+    "virtio_net",  # only used when the guest has a NIC (port forwards)
 )
 ROOT_TAG = "hostroot"
+GUEST_NET_ADDR = "10.0.2.15"  # slirp's default guest address (hostfwd delivers here)
 AGENT_PORT = "hugelab.0"
 GUEST_AGENT_PATH = "/run/hugelab/agent.py"
 WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
@@ -82,6 +84,12 @@ for p in /newroot/sys/class/virtio-ports/*; do
 done
 cp /agent.py /newroot{agent_path} || fail "cannot install the agent"
 ip link set lo up 2>/dev/null
+case " $(cat /newroot/proc/cmdline) " in *" hugelab.net=1 "*)
+  # user networking (restrict=on): slirp's default guest address, no default route
+  n=0
+  while [ ! -e /newroot/sys/class/net/eth0 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+  ip addr add {net_addr}/24 dev eth0 && ip link set eth0 up || say "cannot configure eth0";;
+esac
 hostname hugelab-guest
 say "starting agent"
 cd /newroot
@@ -262,6 +270,7 @@ def init_script(spec: InitramfsSpec) -> str:
     return INIT_TEMPLATE.format(
         cache=spec.cache_mode, tag=ROOT_TAG, writable=" ".join(WRITABLE_DIRS),
         agent_path=GUEST_AGENT_PATH, python=spec.python, port=AGENT_PORT, guest_path=GUEST_PATH,
+        net_addr=GUEST_NET_ADDR,
     )
 
 

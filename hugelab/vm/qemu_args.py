@@ -12,6 +12,11 @@ Guest RAM is always one explicit memory backend (`-machine ...,memory-backend=me
 
 The guest kernel command line carries the guest layer: `transparent_hugepage=` and the guest's
 hugetlb pools (`hugepagesz=2M hugepages=N`, `hugepagesz=1G hugepages=N`).
+
+Networking is off unless `port_forwards` names some: then the guest gets one virtio NIC on QEMU
+user networking with `restrict=on` (the guest can reach nothing outside, the host included) and
+one `hostfwd` per (host port, guest port) pair, always bound to 127.0.0.1 on the host. The
+guest's /init gives the NIC slirp's default address (initramfs.GUEST_NET_ADDR).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ BACKINGS = ("anon", "file", "memfd")
 ACCELS = ("auto", "kvm", "tcg")
 THP_MODES = ("always", "madvise", "never")
 HUGETLB_SIZES_KB = (2048, 1048576)
+HOST_FWD_ADDR = "127.0.0.1"  # the only host address a guest port forward ever binds
 GUEST_HEADROOM_MIB = 160  # what the guest kernel + agent need besides its hugetlb pools
 
 
@@ -48,6 +54,8 @@ class VmSpec:
     guest_thp: str | None = None  # always | madvise | never; None = guest kernel default
     guest_hugepages_2m: int = 0
     guest_hugepages_1g: int = 0
+    # (host port, guest port) TCP forwards: 127.0.0.1:host on the host -> 10.0.2.15:guest
+    port_forwards: tuple[tuple[int, int], ...] = ()
 
     @property
     def mem_bytes(self) -> int:
@@ -126,11 +134,38 @@ def _validate_guest(spec: VmSpec) -> None:
                       hint="give the guest more memory or reserve fewer guest huge pages")
 
 
+def _validate_net(spec: VmSpec) -> None:
+    hosts: set[int] = set()
+    for fwd in spec.port_forwards:
+        if (not isinstance(fwd, tuple) or len(fwd) != 2
+                or not all(isinstance(p, int) and not isinstance(p, bool) for p in fwd)):
+            raise VMError(f"port forward {fwd!r} must be a (host port, guest port) pair")
+        if not all(0 < p < 65536 for p in fwd):
+            raise VMError(f"port forward {fwd!r} has a port outside 1-65535")
+        if fwd[0] in hosts:
+            raise VMError(f"host port {fwd[0]} is forwarded twice")
+        hosts.add(fwd[0])
+
+
 def validate(spec: VmSpec) -> None:
     """Raise VMError (with a hint) for a combination QEMU or the guest cannot honour."""
     _validate_shape(spec)
     _validate_backing(spec)
     _validate_guest(spec)
+    _validate_net(spec)
+
+
+def netdev(spec: VmSpec) -> list[str]:
+    """`-netdev`/`-device` options for the guest NIC; none without port forwards.
+
+    User networking with restrict=on: the guest reaches nothing outside; only the listed
+    forwards, bound to 127.0.0.1 on the host, reach the guest."""
+    if not spec.port_forwards:
+        return []
+    fwds = ",".join(f"hostfwd=tcp:{HOST_FWD_ADDR}:{host}-:{guest}"
+                    for host, guest in spec.port_forwards)
+    return ["-netdev", f"user,id=net0,restrict=on,{fwds}",
+            "-device", "virtio-net-pci,netdev=net0"]
 
 
 def memory_backend(spec: VmSpec) -> str:
@@ -161,6 +196,8 @@ def guest_cmdline(spec: VmSpec) -> str:
         args += ["hugepagesz=1G", f"hugepages={spec.guest_hugepages_1g}"]
     if spec.guest_hugepages_2m:
         args += ["hugepagesz=2M", f"hugepages={spec.guest_hugepages_2m}"]
+    if spec.port_forwards:
+        args.append("hugelab.net=1")  # /init brings up eth0
     args += list(spec.guest_cmdline_extra)
     return " ".join(args)
 
@@ -199,6 +236,7 @@ def qemu_argv(spec: VmSpec, paths: QemuPaths, *, kernel: str | Path, accel: str 
         "-device", "virtio-serial-pci,id=vser0",
         "-chardev", f"socket,id=agent0,path={paths.agent_socket},server=on,wait=off",
         "-device", f"virtserialport,bus=vser0.0,chardev=agent0,name={AGENT_PORT}",
+        *netdev(spec),
         "-kernel", str(kernel),
         "-initrd", str(paths.initrd),
         "-append", guest_cmdline(spec),

@@ -1,8 +1,14 @@
 """One trial of a guest arm: boot the arm's guests, run the workload in all of them at once,
-collect host-side (QEMU smaps) and guest-side (vmstat) evidence, shut everything down."""
+collect host-side (QEMU smaps) and guest-side (vmstat) evidence, shut everything down.
+
+Client/server workloads (iperf3, redis) run host<->guest: the server in each guest, the client
+on the host against 127.0.0.1:P, where P is a free host port forwarded (QEMU user networking,
+restrict=on) to the server's port in that guest (hugelab.vm.netserver). iperf3's `reverse`
+picks the direction: forward = host sends to the guest, reverse = the guest sends to the host."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from contextlib import ExitStack
@@ -14,9 +20,12 @@ from hugelab.errors import HugelabError
 from hugelab.experiment import Arm
 from hugelab.host.control import size_kb_from_name
 from hugelab.host.paths import parse_vmstat
+from hugelab.targets import NativeTarget
 from hugelab.vm.guest import Guest
+from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.qemu_args import VmSpec, validate
-from hugelab.workloads.base import Workload, WorkloadResult
+from hugelab.workloads.base import Target, Workload, WorkloadResult
+from hugelab.workloads.command import LOOPBACK, free_port
 
 GUEST_VMSTAT_PREFIXES = ("thp_", "compact_", "pgfault", "htlb_")
 
@@ -78,13 +87,72 @@ def _guest_vmstat(guest: Guest) -> dict[str, int]:
     return {k: v for k, v in parse_vmstat(text).items() if k.startswith(GUEST_VMSTAT_PREFIXES)}
 
 
-def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec) -> list[GuestOutcome]:
-    """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest."""
+def server_guest_port(workload: object) -> int | None:
+    """The port a client/server workload's server listens on in the guest; None for others."""
+    kind = str(getattr(workload, "kind", ""))
+    if kind not in GUEST_PORTS:
+        return None
+    port = getattr(workload, "port", None)
+    return int(port) if port else GUEST_PORTS[kind]
+
+
+def server_budget_s(workload: object, ready_s: float) -> float:
+    """How long a guest server may live: readiness, the client's own bound, and slack."""
+    exec_timeout = getattr(workload, "exec_timeout", None)
+    if callable(exec_timeout):
+        client = float(exec_timeout())
+    else:
+        client = float(getattr(workload, "duration_s", 60)) + 60.0
+    return ready_s + client + 60.0
+
+
+def net_specs(spec: VmSpec, n: int, guest_port: int | None) -> list[VmSpec]:
+    """One spec per guest; with a server port, each forwards its own free 127.0.0.1 port."""
+    if guest_port is None:
+        return [spec] * n
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p not in ports and p not in {h for h, _ in spec.port_forwards}:
+            ports.append(p)
+    return [dataclasses.replace(spec, port_forwards=(*spec.port_forwards, (p, guest_port)))
+            for p in ports]
+
+
+def _run_one(g: Guest, workload: Workload, backing: str, guest_port: int | None,
+             client: Target) -> WorkloadResult:
+    """The workload in guest `g`; a client/server one with its server there, client on host."""
+    if guest_port is None:
+        return workload.run(g.target, backing)
+    host_port = next(h for h, gp in g.spec.port_forwards if gp == guest_port)
+    ready_s = 120.0 if g.accel == "tcg" else 30.0
+    side = GuestServer(g.target, host_port, guest_port, ready_timeout_s=ready_s,
+                       max_run_s=server_budget_s(workload, ready_s))
+    try:
+        result = dataclasses.replace(workload, server=side).run(client, backing)  # type: ignore[type-var]
+    finally:
+        if side.stuck():
+            g.close()  # the agent is still busy with a server it cannot stop: end the guest
+    result.info["placement"] = {"server": f"guest {g.name}", "client": "host",
+                                "host_port": host_port, "guest_port": guest_port,
+                                "host_address": LOOPBACK}
+    return result
+
+
+def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
+                    client: Target | None = None) -> list[GuestOutcome]:
+    """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest.
+
+    iperf3 and redis run their server in each guest and their client on the host (`client`,
+    default a NativeTarget) through that guest's 127.0.0.1 port forward."""
     assert arm.vm is not None
     names = arm.targets()
+    guest_port = server_guest_port(workload)
+    client = client or NativeTarget()
     with ExitStack() as stack:
         try:
-            guests = [stack.enter_context(Guest(spec, name=n)) for n in names]
+            guests = [stack.enter_context(Guest(s, name=n))
+                      for s, n in zip(net_specs(spec, len(names), guest_port), names, strict=True)]
         except HugelabError as exc:
             return [GuestOutcome(n, None, f"guest boot failed: {exc.message}") for n in names]
         before = [_guest_vmstat(g) for g in guests]
@@ -93,7 +161,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec) -> list[GuestOut
         def work(i: int) -> None:
             g = guests[i]
             try:
-                outcomes[i] = GuestOutcome(g.target.name, workload.run(g.target, arm.backing), None)
+                outcomes[i] = GuestOutcome(
+                    g.target.name, _run_one(g, workload, arm.backing, guest_port, client), None)
             except HugelabError as exc:
                 outcomes[i] = GuestOutcome(g.target.name, None, exc.message)
 
@@ -115,6 +184,10 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec) -> list[GuestOut
             o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
                             "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
                             "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib}
+            if guest_port is not None:
+                o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
+                                           "port_forwards": [list(f) for f in
+                                                             g.spec.port_forwards]}
             final.append(o)
         return final
 

@@ -6,11 +6,15 @@ The client runs in the Target; the server runs wherever the `server` side puts i
 natively a `LocalServer` (a subprocess of hugelab, stopped in `finally`); for a guest the VM
 code passes a ServerSide that starts it in the guest and returns the host end of a port
 forward (see hugelab.workloads.command.ServerSide). Primary: receiver Gbit/s (higher).
+Such a handle may carry `retry_until` (time.monotonic()): a one-off server cannot be probed for
+readiness without using up its test, so the client is retried while its JSON says it never got
+a connection to a server (hugelab.vm.netserver).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +24,15 @@ from hugelab.workloads.command import (
     LOOPBACK,
     THP_ONLY_NOTE,
     LocalServer,
+    ServerHandle,
     ServerSide,
     check_backing,
     check_exit,
     default_server,
     tail,
 )
+
+RETRY_PAUSE_S = 0.5
 
 
 def parse_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
@@ -65,6 +72,16 @@ def parse_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
              "reverse": bool(test.get("reverse", 0)), "streams": test.get("num_streams"),
              "protocol": test.get("protocol")}
     return metrics, facts
+
+
+def never_connected(stdout: str) -> bool:
+    """Whether `iperf3 -J` client output says it failed before any measurement (pure):
+    an "error" and no intervals, as when the port answers but no server is behind it yet."""
+    try:
+        doc = json.loads(stdout)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and bool(doc.get("error")) and not doc.get("intervals")
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,22 @@ class IPerf3:
         return WorkloadResult(metrics=metrics, primary="receiver_gbps", unit="Gbit/s",
                               better="higher", info=info)
 
+    def _client(self, target: Target, handle: ServerHandle) -> tuple[ExecResult, int]:
+        """Run the client; retry while it never reached a server and the handle allows it.
+
+        A server side that cannot tell when a one-off server listens (one in a guest behind a
+        port forward: probing would use up its one test) sets `retry_until` on its handle.
+        Returns the last run and how many runs it took."""
+        argv = self.client_argv(handle.client_port)
+        attempts = 0
+        while True:
+            res = target.exec(argv, timeout=self.duration_s + 60.0)
+            attempts += 1
+            retry_until = float(getattr(handle, "retry_until", 0.0))
+            if not never_connected(res.stdout) or time.monotonic() + RETRY_PAUSE_S > retry_until:
+                return res, attempts
+            time.sleep(RETRY_PAUSE_S)
+
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
         side = self.server
@@ -120,12 +153,12 @@ class IPerf3:
         handle = side.start(self.server_argv, "iperf3")
         server_out = ""
         try:
-            res = target.exec(self.client_argv(handle.client_port),
-                              timeout=self.duration_s + 60.0)
+            res, attempts = self._client(target, handle)
         finally:
             server_out = handle.stop()
         result = self.parse(res)
         result.evidence["server_output_tail"] = server_out
+        result.evidence["client_attempts"] = attempts
         result.info["backing"] = backing
         result.info["backing_note"] = THP_ONLY_NOTE
         return result
