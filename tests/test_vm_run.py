@@ -8,6 +8,8 @@ import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.host.session import host_session
+from hugelab.report.analysis import Options, analyse
+from hugelab.report.load import load_run
 from hugelab.runner import Runner
 from hugelab.store import Store
 from hugelab.targets import NativeTarget
@@ -76,6 +78,13 @@ def test_native_and_two_hugetlbfs_guests_in_one_run(env):
     a = trials[("vm-anon-4k", "vm0")]
     assert a["evidence"]["AnonHugePages_kB"] == 0 and a["evidence"]["KernelPageSize_kB"] == 4
     assert set(qemus()) == qemu_before  # every guest is gone
+    assert g["provenance"]["host_backing"] == "hugetlb-2M"
+    assert g["provenance"]["guest_backing"] == "hugetlb-2M"
+    assert a["provenance"]["host_backing"] in ("thp", "4k") and a["provenance"]["guest_backing"] == "4k"
+    # the report arranges host x guest backings and states guests as % of native (003's table)
+    result = analyse(load_run(store, out.run_id), Options()).result
+    assert result["grid"]["percent_of_native"] is not None
+    assert any("TCG" in w for w in result["warnings"])
 
 
 def test_guest_that_cannot_boot_fails_its_trial_and_leaves_nothing(env):
