@@ -104,3 +104,30 @@ def test_failure_hints():
     assert "pool" in g.failure_hint("qemu: unable to map backing store for guest RAM: Cannot")
     assert "tcg" in g.failure_hint("error: failed to set MSR 0x10a")
     assert g.failure_hint("???")
+
+
+def test_qemu_killed_before_its_pid_was_recorded_is_found_by_its_tmpdir(tmp_path):
+    """SIGKILL between Popen and register_qemu: only the pending record exists; recover finds
+    the QEMU through the private tmpdir its command line names (sockets, logs live there)."""
+    exe = tmp_path / "qemu-system-fake"
+    shutil.copy("/bin/sleep", exe)
+    vmdir = tmp_path / "hugelab-vm-pending"
+    vmdir.mkdir()
+    (vmdir / "qemu-system-x86_64").symlink_to(exe)  # argv[0] names the tmpdir, as QEMU's args do
+    p = subprocess.Popen([str(vmdir / "qemu-system-x86_64"), "300"], start_new_session=True)
+    other = subprocess.Popen([str(exe), "300"], start_new_session=True)  # not ours: must live
+    try:
+        rec = g.register_pending(tmp_path, vmdir)
+        assert rec.name.startswith("pending-qemu-") and (rec.stat().st_mode & 0o777) == 0o600
+        data = json.loads(rec.read_text())
+        data["owner_pid"], data["owner_starttime"] = 999999999, 1  # the owner died
+        rec.write_text(json.dumps(data))
+        assert g._qemus_using(str(vmdir)) == [p.pid]
+        assert g.kill_leftover_qemus(tmp_path) == [p.pid]
+        assert p.wait(5) is not None and other.poll() is None
+        assert not rec.exists() and not vmdir.exists()
+    finally:
+        for q in (p, other):
+            if q.poll() is None:
+                q.kill()
+            q.wait()

@@ -88,7 +88,7 @@ def op_exec(req: dict) -> dict:
         t0 = time.perf_counter()
         try:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                 env=_child_env(req.get("env")), cwd=req.get("cwd") or "/",
+                                 env=_child_env(req.get("env")), cwd=req.get("cwd") or "/tmp",
                                  start_new_session=True)
         except FileNotFoundError as exc:
             return {"ok": False, "kind": "enoent", "error": str(exc)}

@@ -29,6 +29,7 @@ from typing import Any
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
+from hugelab.host.journal import write_private
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.vm.evidence import qemu_memory_evidence
 from hugelab.vm.initramfs import (
@@ -85,16 +86,39 @@ def _record_path(d: Path, pid: int) -> Path:
     return d / f"qemu-{pid}.json"
 
 
+def _owner() -> dict[str, Any]:
+    return {"owner_pid": os.getpid(), "owner_starttime": _starttime(os.getpid())}
+
+
 def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
-    """Record a QEMU we started (file 0600) so a later `recover` can end it."""
-    rec = {"pid": pid, "starttime": _starttime(pid), "owner_pid": os.getpid(),
-           "owner_starttime": _starttime(os.getpid()), "tmpdir": str(tmpdir),
+    """Record a QEMU we started (file 0600, written atomically) so a later `recover` can end it."""
+    rec = {"pid": pid, "starttime": _starttime(pid), **_owner(), "tmpdir": str(tmpdir),
            "started": time.time()}
     path = _record_path(d, pid)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(rec, f)
+    write_private(path, json.dumps(rec))
     return path
+
+
+def register_pending(d: Path, tmpdir: Path) -> Path:
+    """Record a QEMU about to start, before its pid exists: a SIGKILL between Popen and
+    register_qemu then still leaves a trace, and recover finds the QEMU by its tmpdir."""
+    path = d / f"pending-qemu-{tmpdir.name}.json"
+    write_private(path, json.dumps({"pid": None, **_owner(), "tmpdir": str(tmpdir)}))
+    return path
+
+
+def _qemus_using(tmpdir: str) -> list[int]:
+    """QEMU processes whose command line names `tmpdir` (their sockets and logs live there)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not _is_qemu(int(entry.name)):
+            continue
+        try:
+            if tmpdir.encode() in (entry / "cmdline").read_bytes():
+                out.append(int(entry.name))
+        except OSError:
+            continue
+    return out
 
 
 def _terminate(pid: int, grace_s: float = 3.0) -> None:
@@ -127,17 +151,21 @@ def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners:
     """
     d = Path(state) if state is not None else state_dir()
     killed: list[int] = []
-    for path in sorted(d.glob("qemu-*.json")):
+    for path in sorted([*d.glob("qemu-*.json"), *d.glob("pending-qemu-*.json")]):
         try:
             rec = json.loads(path.read_text())
-            pid = int(rec["pid"])
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
         owner_alive = _alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
         if owner_alive and not include_live_owners:
             continue
-        if _alive(pid, rec.get("starttime")) and _is_qemu(pid):
+        if rec.get("pid") is None:  # killed between Popen and register_qemu: find it by tmpdir
+            pids = _qemus_using(str(rec.get("tmpdir"))) if rec.get("tmpdir") else []
+        else:
+            pid = int(rec["pid"])
+            pids = [pid] if _alive(pid, rec.get("starttime")) and _is_qemu(pid) else []
+        for pid in pids:
             _terminate(pid)
             killed.append(pid)
         _remove_tmpdir(rec.get("tmpdir"))
@@ -455,14 +483,19 @@ class Guest:
         self.argv = qemu_argv(self.spec, paths, kernel=kernel, accel=accel, qemu=self.qemu,
                               name=self.name)
         log = open(self._tmpdir / "qemu.log", "wb")  # noqa: SIM115 - closed below
+        pending = register_pending(self._state or state_dir(), self._tmpdir)
         t0 = time.monotonic()
         try:
             self._proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
+        except BaseException:
+            pending.unlink(missing_ok=True)
+            raise
         finally:
             log.close()
         self._record = register_qemu(self._state or state_dir(), self._proc.pid, self._tmpdir)
+        pending.unlink(missing_ok=True)
         timeout = self.boot_timeout or BOOT_TIMEOUT_S[accel]
         deadline = t0 + timeout
         self._wait_for_socket(paths.qmp_socket, deadline)
