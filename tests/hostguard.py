@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hugelab.host.paths import REAL, parse_selected
@@ -16,3 +17,20 @@ def host_state() -> dict[str, str]:
               if " hugetlbfs " in line]
     state["hugetlbfs"] = ",".join(sorted(mounts))
     return state
+
+
+def qemu_children() -> list[int]:
+    """QEMU processes whose parent is this test process."""
+    out = []
+    me = str(os.getpid())
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            exe = os.readlink(d / "exe")
+            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            continue
+        if Path(exe).name.startswith("qemu-system") and ppid == me:
+            out.append(int(d.name))
+    return out

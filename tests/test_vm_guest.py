@@ -20,6 +20,7 @@ from hugelab.vm.accel import probe_accel, probe_reason
 from hugelab.vm.guest import Guest, kill_leftover_qemus
 from hugelab.vm.initramfs import default_kernel
 from hugelab.vm.qemu_args import VmSpec
+from tests.hostguard import qemu_children
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -36,21 +37,6 @@ def spec(**kw) -> VmSpec:
     return VmSpec(kernel=KERNEL, accel="tcg", **kw)
 
 
-def qemu_children() -> list[int]:
-    """QEMU processes whose parent is this test process."""
-    out = []
-    me = str(os.getpid())
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            exe = os.readlink(d / "exe")
-            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
-        except OSError:
-            continue
-        if Path(exe).name.startswith("qemu-system") and ppid == me:
-            out.append(int(d.name))
-    return out
 
 
 def gone(pid: int) -> bool:

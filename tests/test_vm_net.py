@@ -7,7 +7,6 @@ the rest boot small TCG guests and check that no QEMU is left behind after each 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_s
 from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.iperf3 import IPerf3, never_connected
 from hugelab.workloads.redis import RedisBenchmark
+from tests.hostguard import qemu_children
 
 PATHS = QemuPaths(Path("/r/serial.log"), Path("/r/qmp.sock"), Path("/r/agent.sock"),
                   Path("/r/initrd"))
@@ -162,21 +162,6 @@ def test_iperf3_without_retry_fails_at_once():
 # --- real guests --------------------------------------------------------------------------------
 
 
-def qemu_children() -> list[int]:
-    """QEMU processes whose parent is this test process."""
-    out = []
-    me = str(os.getpid())
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            exe = os.readlink(d / "exe")
-            ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[1]
-        except OSError:
-            continue
-        if Path(exe).name.startswith("qemu-system") and ppid == me:
-            out.append(int(d.name))
-    return out
 
 
 @pytest.fixture
