@@ -222,8 +222,10 @@ class LocalServer:
         return handle
 
 
-def default_server(server: ServerSide | None, target: Target, tool: str) -> ServerSide:
-    """The server side to use: the given one, or a LocalServer when the client runs natively."""
+def default_server(server: ServerSide | None, target: Target, tool: str,
+                   port: int | None = None) -> ServerSide:
+    """The server side to use: the given one, or a LocalServer (on `port` if the workload
+    names one) when the client runs natively."""
     if server is not None:
         return server
     if getattr(target, "name", "") != "native":
@@ -231,7 +233,7 @@ def default_server(server: ServerSide | None, target: Target, tool: str) -> Serv
             f"{tool}: the client runs in target {getattr(target, 'name', '?')!r} but no server "
             "side was given; pass server=... (a ServerSide reachable from that target on "
             f"{LOOPBACK})")
-    return LocalServer()
+    return LocalServer(port=port)
 
 
 # --- the command workload ---------------------------------------------------------------

@@ -23,7 +23,6 @@ from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
     THP_ONLY_NOTE,
-    LocalServer,
     ServerHandle,
     ServerSide,
     check_backing,
@@ -146,10 +145,7 @@ class IPerf3:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
-        side = self.server
-        if side is None and self.port is not None and getattr(target, "name", "") == "native":
-            side = LocalServer(port=self.port)
-        side = default_server(side, target, "iperf3")
+        side = default_server(self.server, target, "iperf3", self.port)
         handle = side.start(self.server_argv, "iperf3")
         server_out = ""
         try:

@@ -22,7 +22,6 @@ from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
     THP_ONLY_NOTE,
-    LocalServer,
     ServerSide,
     check_backing,
     check_exit,
@@ -145,10 +144,7 @@ class RedisBenchmark:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
-        side = self.server
-        if side is None and self.port is not None and getattr(target, "name", "") == "native":
-            side = LocalServer(port=self.port)
-        side = default_server(side, target, "redis-server")
+        side = default_server(self.server, target, "redis-server", self.port)
         handle = side.start(self.server_argv, "redis-server")
         server_out = ""
         try:
