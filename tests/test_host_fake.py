@@ -132,3 +132,29 @@ def test_thp_never_skips_thp_arm(tmp_path):
     host = make_host(tmp_path / "r", thp="never")
     skipped = unsupported_arms(default_experiment(), inspect_host(host))
     assert "thp" in skipped
+
+
+def test_a_signal_during_restore_waits_until_the_restore_is_done(host, tmp_path):
+    import os
+    import signal
+
+    jpath = tmp_path / "state" / "journal.json"
+    kernel = FakeKernel()
+    seen = []
+
+    class InterruptingKernel(FakeKernel):
+        def __call__(self, path, value):
+            if value == "madvise" and not seen:  # the restore's first write: Ctrl-C arrives
+                seen.append(path)
+                os.kill(os.getpid(), signal.SIGINT)
+            kernel(path, value)
+
+    with pytest.raises(KeyboardInterrupt):
+        with host_session(host, jpath) as c:
+            c.writer = kernel
+            c.set_thp("always", "never")
+            c.writer = InterruptingKernel()
+    assert seen  # the signal was sent mid-restore ...
+    assert thp(host) == "madvise"  # ... yet both settings were put back before it landed
+    assert parse_selected(host.thp_defrag.read_text()) == "madvise"
+    assert not jpath.exists()

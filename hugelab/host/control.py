@@ -177,7 +177,7 @@ class HostControl:
     # --- restore -------------------------------------------------------------
     def restore(self) -> list[str]:
         """Put back everything in the journal, newest first; return what was done."""
-        return restore_journal(self.journal, self.paths)
+        return restore_journal(self.journal, self.paths, self.writer)
 
 
 def _write_sysfs(path: Path, value: str) -> None:
@@ -193,13 +193,14 @@ def is_mounted(paths: HostPaths, target: Path) -> bool:
     return any(line.split()[1] == str(target) for line in text.splitlines() if line.strip())
 
 
-def restore_journal(journal: Journal, paths: HostPaths = REAL) -> list[str]:
+def restore_journal(journal: Journal, paths: HostPaths = REAL,
+                    writer: Callable[[Path, str], None] | None = None) -> list[str]:
     """Replay `journal` in reverse; collect errors and raise them only after trying everything."""
     done: list[str] = []
     errors: list[str] = []
     for entry in reversed(journal.entries):
         try:
-            msg = _undo(entry, paths)
+            msg = _undo(entry, paths, writer or _write_sysfs)
         except Exception as exc:  # noqa: BLE001 - keep restoring the rest
             errors.append(f"{entry}: {exc}")
             continue
@@ -212,7 +213,8 @@ def restore_journal(journal: Journal, paths: HostPaths = REAL) -> list[str]:
     return done
 
 
-def _undo(entry: dict[str, str], paths: HostPaths) -> str | None:
+def _undo(entry: dict[str, str], paths: HostPaths,
+          writer: Callable[[Path, str], None]) -> str | None:
     if entry["kind"] == "write":
         path = Path(entry["path"])
         current = path.read_text().strip()
@@ -220,7 +222,7 @@ def _undo(entry: dict[str, str], paths: HostPaths) -> str | None:
             current = parse_selected(current)
         if current == entry["old"]:
             return None
-        _write_sysfs(path, entry["old"])
+        writer(path, entry["old"])
         return f"{path} = {entry['old']}"
     if entry["kind"] == "mount":
         target = Path(entry["target"])

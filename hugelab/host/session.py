@@ -39,6 +39,17 @@ def _kill_leftover_guests() -> list[str]:
     return [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends; they are delivered afterwards."""
+    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signal.Signals(signum).name)
 
@@ -60,7 +71,8 @@ def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
             try:
                 yield control
             finally:
-                restore_journal(control.journal, paths)
+                with signals_held():  # a second Ctrl-C must not cut a restore in half
+                    restore_journal(control.journal, paths, control.writer)
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)
