@@ -81,6 +81,7 @@ def test_five_percent_faster_arm_is_faster_and_identical_arm_is_not(tmp_path):
     thp = comp(r, "thp vs 4k")
     assert thp["verdict"] == "faster"
     assert -6.0 < thp["effect_pct"] < -4.0
+    assert thp["drift"]["checked"] and not thp["drift"]["drifting"]
     assert thp["ci_low_pct"] < thp["effect_pct"] < thp["ci_high_pct"]
     same = comp(r, "4k-again vs 4k")
     assert same["verdict"] not in ("faster", "slower")
@@ -137,6 +138,8 @@ def test_too_few_blocks_is_inconclusive_not_an_error(tmp_path):
     assert c["notes"][0].startswith("inconclusive: too few pairs")
     assert c["tails"] is None
     assert any("too few pairs" in w for w in r["warnings"])
+    assert c["drift"]["checked"] is False
+    assert c["drift"]["reading"].startswith("not enough pairs to check drift")
 
 
 def test_pairs_option_and_unknown_names(tmp_path):
@@ -210,3 +213,50 @@ def test_large_runs_use_every_pair_and_stay_correct():
     assert c["tails"]["pairs_used"] == n and c["tails"]["n_boot"] is None
     assert any("order-statistic" in note for note in c["tails"]["notes"])
     assert not any("grouped" in note for note in c["notes"])
+    assert c["drift"]["n"] == n and c["drift"]["checked"] and not c["drift"]["drifting"]
+
+
+def _run_with_effect(effects: np.ndarray, seed: int = 8) -> dict[str, Any]:
+    """One native 4k/thp pair per block; `effects` is the thp factor in each block (in order).
+    The machine also slows down by 20% over the run for both arms (cancels in the pairs)."""
+    rng = np.random.default_rng(seed)
+    n = effects.size
+    common = 100 * np.exp(np.linspace(0, 0.2, n) + rng.normal(0, 0.02, n))
+    base = common * np.exp(rng.normal(0, 0.01, n))
+    cand = common * effects * np.exp(rng.normal(0, 0.01, n))
+    rows: list[tuple[int, int, str, str, str, float | None]] = []
+    for b in range(n):
+        rows.append((b, 0, "4k", "native", "ok", float(base[b])))
+        rows.append((b, 1, "thp", "native", "ok", float(cand[b])))
+    run = {"id": 1, "name": "drift", "experiment": {"baseline": "4k",
+                                                    "arms": [{"name": "4k"}, {"name": "thp"}]}}
+    data = from_rows(run, rows)
+    for d in data.details:
+        d.better = "lower"
+    return analyse(data).result
+
+
+def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
+    from hugelab.report import markdown, tables
+
+    fading = _run_with_effect(np.r_[np.full(40, 0.92), np.full(20, 0.95), np.full(40, 0.98)])
+    c = fading["comparisons"][0]
+    assert c["verdict"] == "faster"  # the verdict stands; the warning qualifies it
+    dr = c["drift"]
+    assert dr["checked"] and dr["drifting"] and dr["n"] == 100
+    assert dr["first_pct"] == pytest.approx(-8.0, abs=1.0)
+    assert dr["last_pct"] == pytest.approx(-2.0, abs=1.0)
+    assert any(w.startswith("thp vs 4k: the effect changed during the run") and
+               "rerun, or report the segments" in w for w in fading["warnings"])
+    t = next(t for t in tables.all_tables(fading) if t.key == "drift")
+    assert t.headers[:3] == ["comparison", "first third", "last third"]
+    assert t.rows[0][0] == "thp vs 4k" and t.rows[0][-1] == "CHANGED"
+    assert "Drift of the effect over the run" in markdown.render(fading)
+    json.dumps(fading, allow_nan=False)
+
+    steady = _run_with_effect(np.full(100, 0.95))  # same machine slowdown, constant effect
+    s = steady["comparisons"][0]["drift"]
+    assert s["checked"] and not s["drifting"]
+    assert not any("changed during the run" in w for w in steady["warnings"])
+    t = next(t for t in tables.all_tables(steady) if t.key == "drift")
+    assert t.rows[0][-1] == "none detected"

@@ -11,6 +11,11 @@ materialising them, ~0.4 s at 250,000 pairs), and block variance components are 
 every block. Tails also use every pair: bootstrap intervals (at most `TAIL_BOOT_BUDGET`
 resampled values, 200-2,000 resamples) up to `tails.BOOT_MAX_VALUES` pairs, distribution-free
 order-statistic intervals above that (`hugelab.stats.tails`; the tails' notes say which).
+
+Drift: every comparison also checks whether the effect itself changed over the run
+(`hugelab.stats.drift.effect_drift` on the paired log-ratios in block order, at `DRIFT_ALPHA`):
+pairing cancels drift common to both arms, not a fading or jumping effect. Its result is the
+comparison's ``drift`` entry, and a drifting effect adds a warning.
 """
 
 from __future__ import annotations
@@ -27,11 +32,12 @@ from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
 from hugelab.report.load import RunData
-from hugelab.stats import classic, grid, multiple, paired, tails
+from hugelab.stats import classic, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
 
 TAIL_BOOT_BUDGET = 2_000_000
+DRIFT_ALPHA = 0.01  # a warning, so conservative; Bonferroni over its two tests inside
 VMSTAT_KEYS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
                "thp_split_page", "compact_stall", "compact_fail", "compact_success",
                "pgfault", "pgmajfault", "htlb_buddy_alloc_success", "htlb_buddy_alloc_fail")
@@ -191,6 +197,11 @@ def _tails(p: Paired) -> dict[str, Any] | None:
     return t
 
 
+def _drift(p: Paired) -> dict[str, Any]:
+    # blocks run one after another, so block order is run order
+    return drift.effect_drift(p.log_ratio, p.blocks, alpha=DRIFT_ALPHA).to_dict()
+
+
 def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], list[dict[str, Any]]]:
     pairs = list(opts.pairs) or default_pairs(data)
     check_pairs(data, pairs)
@@ -205,7 +216,7 @@ def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], 
         if c.n_units < paired.MIN_UNITS:
             d["notes"].insert(0, f"inconclusive: too few pairs ({c.n_units} < {paired.MIN_UNITS})")
         out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
-                    "blocks_dropped": p.dropped, **d, "tails": _tails(p)})
+                    "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p)})
     return ps, out
 
 
@@ -354,6 +365,8 @@ def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | N
         if c["pooling_warning"]:
             out.append(f"{c['name']}: groups of consecutive blocks differ (design effect "
                        f"{c['design_effect']:.2f}): the result drifted over the run")
+        if (c.get("drift") or {}).get("drifting"):
+            out.append(f"{c['name']}: {c['drift']['reading']}")
     if vc and vc.get("pooling_warning"):
         out.append("blocks differ from one another: only the paired (within-block) comparisons "
                    "are trustworthy; do not pool trials across blocks")

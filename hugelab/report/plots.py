@@ -22,6 +22,7 @@ from numpy.typing import NDArray  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from hugelab.report.analysis import Paired, Report  # noqa: E402
+from hugelab.stats.drift import part_name, segment_bounds  # noqa: E402
 
 ECDF_POINTS = 1000
 DRIFT_BINS = 400
@@ -160,6 +161,21 @@ def _pct(x: NDArray[np.float64] | float) -> NDArray[np.float64]:
     return np.asarray(100.0 * np.expm1(x))
 
 
+def _segments(ax: Axes, report: Report, p: Paired) -> None:
+    """The drift check's effect per segment (Hodges-Lehmann) as horizontal steps."""
+    c = next((c for c in report.result["comparisons"] if c["name"] == p.name), None)
+    dr = (c or {}).get("drift") or {}
+    if not dr.get("checked") or dr.get("n") != p.blocks.size:
+        return
+    cut = segment_bounds(p.blocks.size, dr["segments"])
+    colour = "#c44e52" if dr["drifting"] else "#55a868"
+    label = (f"effect per {part_name(dr['segments'])} (HL): "
+             + ("changed" if dr["drifting"] else "no change detected"))
+    for k, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
+        ax.hlines(dr["segment_pct"][k], p.blocks[a], p.blocks[b - 1], colors=colour,
+                  linewidth=2.5, label=label if k == 0 else "_nolegend_")
+
+
 def drift(report: Report, p: Paired) -> bytes:
     """Paired log-ratio (as %) against block order, binned, with the running interval."""
     d, blocks = p.log_ratio, p.blocks
@@ -184,6 +200,7 @@ def drift(report: Report, p: Paired) -> bytes:
         ax.plot(xb, _pct(run[:, 0]), color="black", linewidth=1.2, label="running median")
         ax.fill_between(xb, _pct(run[:, 1]), _pct(run[:, 2]), color="grey", alpha=0.35,
                         label=f"running {100 * (1 - alpha):g}% interval")
+        _segments(ax, report, p)
     for s in (-1, 1):
         ax.axhline(100 * s * margin, color="#c44e52", linestyle=":", linewidth=1)
     ax.axhline(0, color="black", linewidth=0.5)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hugelab.stats.drift import part_name
+
 
 @dataclass
 class Table:
@@ -71,6 +73,34 @@ def verdicts(result: dict[str, Any]) -> Table:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
     t.notes.append("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs "
                    "baseline (negative = smaller values)")
+    return t
+
+
+def _drift_cell(dr: dict[str, Any]) -> str:
+    if not dr["checked"]:
+        return "not checked"
+    return "CHANGED" if dr["drifting"] else "none detected"
+
+
+def drift(result: dict[str, Any]) -> Table:
+    """The effect in the first and last segment of the run, and whether it changed."""
+    comps = [c for c in result["comparisons"] if c.get("drift")]
+    first: dict[str, Any] = comps[0]["drift"] if comps else {"segments": 3, "alpha": 0.01}
+    part, alpha = part_name(first["segments"]), first["alpha"]
+    t = Table("drift", f"Drift of the effect over the run (alpha {alpha:g})",
+              ["comparison", f"first {part}", f"last {part}", "trend ρ", "p", "change"], [],
+              right={1, 2, 3, 4})
+    for c in comps:
+        dr = c["drift"]
+        t.rows.append([c["name"], pct(dr["first_pct"], 1), pct(dr["last_pct"], 1),
+                       num(dr["rho"], "+.2f"), pval(dr["p_value"]), _drift_cell(dr)])
+        if dr["drifting"] or not dr["checked"]:
+            t.notes.append(f"{c['name']}: {dr['reading']}")
+    if comps:
+        t.notes.append(f"segments: Hodges-Lehmann effect of the first and last {part} of the pairs "
+                       "in block order; p: Spearman trend with block order and Mann-Whitney "
+                       "first vs last, Bonferroni over the two. Pairing cancels drift common to "
+                       "both arms; this checks drift of the effect itself")
     return t
 
 
@@ -188,5 +218,6 @@ def context_lines(result: dict[str, Any]) -> list[str]:
 
 
 def all_tables(result: dict[str, Any]) -> list[Table]:
-    return [verdicts(result), tails(result), classic(result), trials(result), evidence(result),
-            *grid_tables(result)]
+    drifts = [drift(result)] if result["comparisons"] else []
+    return [verdicts(result), *drifts, tails(result), classic(result), trials(result),
+            evidence(result), *grid_tables(result)]

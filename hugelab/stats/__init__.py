@@ -6,6 +6,7 @@ Pure numpy/scipy, no I/O. See /work/shared/STATISTICS.md for the design.
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import VarianceComponents, pooling_warning, variance_components
 from hugelab.stats.classic import ClassicTable, Normality, classic_table, margin_of_error, normality
+from hugelab.stats.drift import Drift, effect_drift
 from hugelab.stats.grid import Grid, make_grid, percent_of_native
 from hugelab.stats.multiple import adjust, compare_many, holm
 from hugelab.stats.paired import Comparison, compare, log_ratios, verdicts
@@ -23,6 +24,7 @@ __all__ = [
     "ClassicTable",
     "Comparison",
     "Detectable",
+    "Drift",
     "Grid",
     "Normality",
     "Plan",
@@ -37,6 +39,7 @@ __all__ = [
     "compare_many",
     "compare_tails",
     "detectable_effect",
+    "effect_drift",
     "holm",
     "log_ratios",
     "make_grid",
