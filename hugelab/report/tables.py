@@ -61,14 +61,18 @@ def verdicts(result: dict[str, Any]) -> Table:
     conf = 100 * (1 - o["alpha"])
     t = Table("verdicts", f"Paired verdicts (by block; Holm across {o['holm_family']} "
               f"comparison(s), alpha {o['alpha']:g}, equivalence margin ±{100 * o['margin']:g}%)",
-              ["comparison", "verdict", "effect", f"{conf:g}% interval", "p (Holm)",
-               "TOST p (Holm)", "units", "dropped"], [], right={2, 3, 4, 5, 6, 7})
+              ["comparison", "verdict", f"effect [{conf:g}% CI]", "p", "TOST p", "n"], [],
+              right={2, 3, 4, 5})
     for c in result["comparisons"]:
-        t.rows.append([c["name"], verdict_text(c), pct(c["effect_pct"]),
-                       f"[{pct(c['ci_low_pct'])}, {pct(c['ci_high_pct'])}]",
+        t.rows.append([c["name"], verdict_text(c),
+                       f"{pct(c['effect_pct'], 1)} [{pct(c['ci_low_pct'], 1)}, "
+                       f"{pct(c['ci_high_pct'], 1)}]",
                        pval(c["p_adjusted"]), pval(c["tost_p_adjusted"]),
-                       f"{c['n_units']:,} {c['unit']}s", str(c["blocks_dropped"])])
+                       f"{c['n_units']:,} {c['unit']}s"])
+        if c["blocks_dropped"]:
+            t.notes.append(f"{c['name']}: {c['blocks_dropped']} block(s) dropped (an arm missing)")
         t.notes += [f"{c['name']}: {n}" for n in c["notes"]]
+    t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report")
     if not result["comparisons"]:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
     t.notes.append("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -15,10 +16,11 @@ VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "equivalent": "bo
 
 
 def _rich(t: tables.Table) -> RichTable:
-    rt = RichTable(title=Text(t.title, style="bold"), title_justify="left")
+    rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+                   pad_edge=False)
     for i, h in enumerate(t.headers):
         rt.add_column(Text(h), justify="right" if i in t.right else "left",
-                      overflow="fold")
+                      overflow="fold", no_wrap=i == 0 or t.key == "verdicts")
     for row in t.rows:
         cells = [Text(c) for c in row]
         if t.key == "verdicts":
