@@ -137,7 +137,12 @@ def test_thp_never_skips_thp_arm(tmp_path):
 def test_a_signal_during_restore_waits_until_the_restore_is_done(host, tmp_path):
     import os
     import signal
+    import threading
+    import time
 
+    # Another live thread, as in a real run (output readers, progress bar): the kernel may
+    # hand the signal to it, so a per-thread signal mask would not defer it.
+    threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
     jpath = tmp_path / "state" / "journal.json"
     kernel = FakeKernel()
     seen = []

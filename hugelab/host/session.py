@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,13 +42,24 @@ def _kill_leftover_guests() -> list[str]:
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP until the block ends; they are delivered afterwards."""
-    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    """Defer SIGINT/SIGTERM/SIGHUP until the block ends, then deliver them.
+
+    Python runs signal handlers in the main thread whichever thread the kernel picked, so
+    swapping the handlers (not the thread's signal mask) defers them in threaded programs too.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in sigs}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
