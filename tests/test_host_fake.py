@@ -154,11 +154,17 @@ def test_a_signal_during_restore_waits_until_the_restore_is_done(host, tmp_path)
                 os.kill(os.getpid(), signal.SIGINT)
             kernel(path, value)
 
-    with pytest.raises(KeyboardInterrupt):
-        with host_session(host, jpath) as c:
-            c.writer = kernel
-            c.set_thp("always", "never")
-            c.writer = InterruptingKernel()
+    # A job started in the background by a non-interactive shell inherits SIGINT as ignored,
+    # and then Python raises no KeyboardInterrupt: give this test the interactive default.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with host_session(host, jpath) as c:
+                c.writer = kernel
+                c.set_thp("always", "never")
+                c.writer = InterruptingKernel()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert seen  # the signal was sent mid-restore ...
     assert thp(host) == "madvise"  # ... yet both settings were put back before it landed
     assert parse_selected(host.thp_defrag.read_text()) == "madvise"
