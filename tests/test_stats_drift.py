@@ -16,21 +16,17 @@ from scipy import stats
 
 from hugelab.stats import Drift, StatsInputError, effect_drift, signedrank
 from hugelab.stats.drift import MIN_PAIRS, drift_pvalues, min_pairs
+from tests import simnoise
 
 N_SIM = 4000
-SIGMA = 0.033  # 3.3%, the Red Hat sysbench per-trial noise used across the validation suite
 
 
 def mc_tol(p: float, n: int = N_SIM) -> float:
-    return 3.0 * math.sqrt(p * (1 - p) / n)
+    return simnoise.mc_tol(p, n)
 
 
-def _noise(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
-    if kind == "normal":
-        return rng.normal(0, SIGMA, shape)
-    if kind == "t3":
-        return rng.standard_t(3, shape) * SIGMA / math.sqrt(3)  # SD = SIGMA
-    raise ValueError(kind)
+_noise = simnoise.noise
+SIGMA = simnoise.SIGMA
 
 
 def _moving(n: int) -> np.ndarray:

@@ -14,24 +14,17 @@ import pytest
 
 from hugelab.stats import compare, signedrank
 from hugelab.stats.paired import analyse, verdict_codes, verdicts
+from tests import simnoise
 
 N_SIM = 2000
-SIGMA = 0.033  # per-trial noise, 3.3% of the mean as in the Red Hat sysbench table
 
 
 def mc_tol(p: float, n: int = N_SIM) -> float:
-    return 3.0 * math.sqrt(p * (1 - p) / n)
+    return simnoise.mc_tol(p, n)
 
 
-def _noise(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
-    if kind == "normal":
-        return rng.normal(0, SIGMA, shape)
-    if kind == "t3":
-        return rng.standard_t(3, shape) * SIGMA / math.sqrt(3)  # SD = SIGMA
-    if kind == "outliers":  # normal with 1% of trials 20 sigma slow (compaction stalls)
-        x = rng.normal(0, SIGMA, shape)
-        return x + (rng.random(shape) < 0.01) * 20 * SIGMA
-    raise ValueError(kind)
+_noise = simnoise.noise
+SIGMA = simnoise.SIGMA
 
 
 def simulate_aa(kind: str, n_blocks: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
