@@ -19,7 +19,7 @@ from hugelab.monitors import hardware_counters
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import Store
-from hugelab.summary import arm_summary
+from hugelab.summary import arm_problems, arm_summary, retried
 from hugelab.targets import NativeTarget
 from hugelab.workloads.base import Target
 
@@ -37,6 +37,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(p)
     add_json(p)
     p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="on resume, run again the trials that failed because the workload itself "
+                   "failed (trials that failed for outside reasons - a killed run, a pool not "
+                   "free, a guest that did not boot - are always retried)")
     p.add_argument("--until-verdict", action="store_true",
                    help="stop early once every arm has a verdict, using group-sequential looks "
                    "(Lan-DeMets O'Brien-Fleming spending) declared before the first trial")
@@ -118,17 +122,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             stopper = _stopper(args, exp, store)
             outcome = Runner(exp, store, workload, target=_target(), progress=progress,
-                             stopper=stopper).run()
+                             stopper=stopper, retry_failed=args.retry_failed).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
                            exp.baseline_arm, _better(store, outcome.run_id))
         verdicts = _verdicts(store, outcome.run_id)
         unit = _first(store, outcome.run_id, "unit")
+        trials = list(store.trials(outcome.run_id))
+    problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in outcome.skipped])
     seq = stopper.describe() if stopper is not None else None
     result = {"sequential": seq, "run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
-              "comparisons": verdicts.get("comparisons", []), "unit": unit}
+              "comparisons": verdicts.get("comparisons", []), "unit": unit,
+              "problems": problems, "retried": retried(trials)}
     if args.json:
         from hugelab.cli import print_json
         print_json(result)
@@ -136,6 +143,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_summary(exp, result)
         Console().print("host settings restored. Full report with tails, the classic table, "
                         f"evidence and plots: hugelab report --store {args.store} --html report.html")
+    empty = [p["arm"] for p in problems if p["no_ok_trial"]]
+    if empty:
+        Console(stderr=True).print(f"[red]error:[/] no ok trial for arm(s) {', '.join(empty)}: "
+                                   "nothing to compare them with (see the reasons above)")
+        return 1
     return 0
 
 
@@ -168,18 +180,30 @@ def _fmt(v: float | None, spec: str = ".4g") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _effect(c: dict[str, Any]) -> str:
+    """'+1.2% [-0.3, +2.5]', or '-' when there is no estimate (too few pairs)."""
+    keys = ("effect_pct", "ci_low_pct", "ci_high_pct")
+    if any(c.get(k) is None for k in keys):
+        return "-" if c.get("effect_pct") is None else f"{c['effect_pct']:+.1f}%"
+    return f"{c['effect_pct']:+.1f}% [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]"
+
+
 def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
     con = Console()
     verb = "resumed" if result["resumed"] else "ran"
     con.print(f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
               f"{result['executed']} trial(s) this time")
-    comps = {c["name"].split(" vs ")[0]: c for c in result.get("comparisons", [])}
+    comps: dict[str, dict[str, Any]] = {}
+    for c in result.get("comparisons", []):  # one row per arm: its first target's comparison
+        comps.setdefault(str(c["candidate"]).split("@")[0], c)
     unit = result.get("unit") or ""
     t = Table(title=f"{exp.name}: each arm against '{exp.baseline_arm}' (paired by block)",
               box=box.SIMPLE_HEAD)
+    longest = max((len(r["arm"]) for r in result["arms"]), default=3)
     for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
         t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
-                     no_wrap=col.startswith("effect") or col == "verdict")
+                     no_wrap=col.startswith("effect") or col in ("verdict", "arm"),
+                     min_width=longest if col == "arm" else None)
     for r in result["arms"]:
         c = comps.get(r["arm"])
         if r["baseline"]:
@@ -187,8 +211,7 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         elif c is None:
             effect, verdict = "-", "-"
         else:
-            effect = (f"{c['effect_pct']:+.1f}% [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]"
-                      if c.get("effect_pct") is not None else "-")
+            effect = _effect(c)
             verdict = str(c["verdict"])
         t.add_row(r["arm"], str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
                   effect, verdict)
@@ -202,8 +225,34 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
             con.print(f"  {arm}: {d['decision']} at look {d['look']}")
     for arm, why in result["skipped"].items():
         con.print(f"[yellow]skipped[/] {arm}: {why}")
+    for p in result.get("problems", []):
+        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {p['text']}",
+                  markup=True, highlight=False)
+    if result.get("retried"):
+        con.print(f"retried: {len(result['retried'])} trial(s) that failed for outside reasons "
+                  "ran again (hugelab show RUN lists them)")
+    notes = {n for c in result.get("comparisons", []) if c.get("effect_pct") is None
+             for n in c.get("notes", [])[:1]}
+    for note in sorted(notes):
+        con.print(f"note: {note}")
     con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
               "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
+
+
+def _tries(tr: dict[str, Any]) -> str:
+    return str(tr.get("attempts") or 1)
+
+
+def _note(tr: dict[str, Any]) -> str:
+    """The trial's error, or its evidence verdict with the reason of each layer."""
+    ev = tr["evidence"] or {}
+    text = tr["error"] or tr["flag"] or (f"{ev.get('check', '')}: {ev['reason']}"
+                                         if ev.get("reason") else str(ev.get("check", "")))
+    earlier = (tr["provenance"] or {}).get("earlier_attempts") or []
+    if earlier:
+        first = (earlier[-1].get("error") or "").strip().splitlines()
+        text += f" [retried; before: {first[0] if first else 'no error recorded'}]"
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -230,12 +279,14 @@ def cmd_show(args: argparse.Namespace) -> int:
                       str(r["failed"]), ", ".join(r["skipped"]) or "-")
         con.print(t)
         return 0
-    t = Table(title=f"run {args.run}: {data['run']['name']}")
-    for col in ("block", "pos", "arm", "status", "value", "unit", "evidence / error"):
-        t.add_column(col)
+    unit = next((tr["unit"] for tr in data["trials"] if tr["unit"]), "")
+    t = Table(title=f"run {args.run}: {data['run']['name']} (values in {unit or '-'})",
+              box=box.SIMPLE_HEAD)
+    for col in ("block", "arm", "target", "status", "tries", "value"):
+        t.add_column(col, no_wrap=True, justify="right" if col in ("block", "value") else "left")
+    t.add_column("evidence / error", overflow="fold", ratio=1)
     for tr in data["trials"]:
-        note = tr["error"] or tr["flag"] or tr["evidence"].get("check", "")
-        t.add_row(str(tr["block"]), str(tr["position"]), tr["arm"], tr["status"],
-                  _fmt(tr["value"]), tr["unit"] or "", str(note))
+        t.add_row(str(tr["block"]), tr["arm"], tr["target"], tr["status"], _tries(tr),
+                  _fmt(tr["value"]), _note(tr))
     con.print(t)
     return 0

@@ -7,6 +7,10 @@ class HugelabError(Exception):
     """Base of every error hugelab reports to a user: a message and an optional hint."""
 
     exit_code = 1
+    # Why a trial failed, for resume: "environment" (a killed run, a pool not free, a guest
+    # that did not boot: retried on resume) or "workload" (the workload itself failed: kept
+    # as failed unless the user asks for --retry-failed).
+    cause = "environment"
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -45,6 +49,8 @@ class PoolError(HostError):
 class CommandError(HugelabError):
     """An external command failed; carries argv, exit code and stderr."""
 
+    cause = "workload"
+
     def __init__(self, argv: list[str], returncode: int, stderr: str, hint: str | None = None):
         tail = stderr.strip().splitlines()[-5:]
         msg = f"command failed (exit {returncode}): {' '.join(argv)}"
@@ -66,7 +72,16 @@ class ToolMissingError(HugelabError):
 
 
 class WorkloadError(HugelabError):
-    """A workload produced output hugelab could not understand."""
+    """A workload failed or produced output hugelab could not understand."""
+
+    cause = "workload"
+
+
+class PoolBusyError(WorkloadError):
+    """The workload could not get the huge pages its pool was reserved with (another process
+    holds them): a fault of the environment, retried on resume."""
+
+    cause = "environment"
 
 
 class StoreError(HugelabError):

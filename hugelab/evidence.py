@@ -1,36 +1,178 @@
-"""Does a trial's measured evidence match the backing its arm asked for? Pure."""
+"""Does a trial's measured evidence match the backing its arm asked for? Pure.
+
+Every rule lives here, one function per layer; each returns a Check that is `verified`,
+`contradicted` or `not applicable` (with the reason a user reads). A contradicted trial is
+flagged and never counted as its arm.
+
+workload layer (where the workload runs: the host, or inside a guest)
+  - own mapping (hugelab-mem reports its buffer's /proc/self/smaps entry):
+      4k          KernelPageSize 4 kB and no AnonHugePages
+      thp         AnonHugePages >= thp_min_fraction of the mapping's Rss
+      hugetlb-2M  KernelPageSize 2048 kB;  hugetlb-1G  KernelPageSize 1048576 kB
+  - process tree (every other workload: the peak of the whole tree's smaps_rollup, sampled
+    while it runs; hugetlb pages by page size from smaps):
+      4k          no AnonHugePages, no ShmemPmdMapped, no hugetlb pages in any process
+      thp         AnonHugePages > 0; not applicable when the tree's anonymous memory never
+                  reached 4 MiB (two huge pages): too little to expect one
+      hugetlb-*   hugetlb pages of that size mapped by the tree
+vm layer (how QEMU backs guest RAM: QEMU's own smaps of the guest-RAM mapping)
+      page_size   KernelPageSize of the guest-RAM mapping is that page size
+      anon        host THP 'never': no AnonHugePages; otherwise AnonHugePages > 0 (not applicable
+                  while less than 4 MiB of guest RAM is resident)
+      memfd       without page_size: not applicable (shmem THP follows shmem_enabled)
+Host-wide counters (/proc/vmstat thp_*, pool free counts) explain results; they never prove.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+VERIFIED, CONTRADICTED, NOT_APPLICABLE = "verified", "contradicted", "not applicable"
 PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576}
+HUGE_KB = {"2M": 2048, "1G": 1048576}
+MIN_ANON_FOR_THP_KB = 4096  # two 2 MiB pages: below this a THP-less tree proves nothing
+
+
+def human_kb(kb: float) -> str:
+    """1239040 -> '1.2 GiB', 6144 -> '6.0 MiB', 340 -> '340 kB'."""
+    if kb >= 1 << 20:
+        return f"{kb / (1 << 20):.1f} GiB"
+    if kb >= 1 << 10:
+        return f"{kb / (1 << 10):.1f} MiB"
+    return f"{kb:.0f} kB"
 
 
 @dataclass(frozen=True)
 class Check:
-    status: str  # "ok" | "contradicts" | "unverified"
+    status: str  # VERIFIED | CONTRADICTED | NOT_APPLICABLE
     reason: str = ""
+    layer: str = "workload"
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
 
 
-def check_backing(backing: str, ev: dict[str, Any], thp_min_fraction: float = 0.5) -> Check:
-    """Compare smaps evidence of the workload's own mapping with the arm's backing."""
+def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float = 0.5,
+                      layer: str = "workload") -> Check:
+    """hugelab-mem's evidence of its own buffer (smaps of exactly that mapping)."""
     page = ev.get("KernelPageSize_kB")
-    if page is None:
-        return Check("unverified", "the workload reports no mapping evidence")
     want = PAGE_KB.get(backing)
-    if want is None:
-        return Check("unverified", f"no evidence rule for backing {backing!r}")
+    if page is None or want is None:
+        return Check(NOT_APPLICABLE, f"no mapping rule for backing {backing!r}", layer)
     if page != want:
-        return Check("contradicts", f"asked for {backing}, but the mapping's page size is {page} kB")
+        return Check(CONTRADICTED, f"asked for {backing}, but the mapping's page size is {page} kB",
+                     layer)
     rss = ev.get("Rss_kB") or 0
     anon_huge = ev.get("AnonHugePages_kB") or 0
     if backing == "4k" and anon_huge > 0:
-        return Check("contradicts", f"asked for 4k, but {anon_huge} kB are in transparent huge pages")
+        return Check(CONTRADICTED, f"asked for 4k, but {anon_huge} kB are in transparent huge "
+                                   "pages", layer)
     if backing == "thp":
         share = anon_huge / rss if rss else 0.0
         if share < thp_min_fraction:
-            return Check("contradicts", f"asked for thp, but only {share:.0%} of the mapping is in "
-                                        f"huge pages (threshold {thp_min_fraction:.0%})")
-    return Check("ok")
+            return Check(CONTRADICTED, f"asked for thp, but only {share:.0%} of the mapping is in "
+                                       f"huge pages (threshold {thp_min_fraction:.0%})", layer)
+        return Check(VERIFIED, f"{share:.0%} of the buffer in transparent huge pages", layer)
+    if backing.startswith("hugetlb-"):
+        return Check(VERIFIED, f"buffer in {page} kB hugetlb pages", layer)
+    return Check(VERIFIED, "buffer in 4 kB pages, no transparent huge pages", layer)
+
+
+def _hugetlb_sizes(tree: dict[str, Any]) -> dict[int, int]:
+    return {int(k): int(v) for k, v in (tree.get("hugetlb_by_page_kb") or {}).items() if v}
+
+
+def check_tree(backing: str, tree: dict[str, Any], where: str = "host",
+               layer: str = "workload") -> Check:
+    """The peak smaps_rollup of the workload's whole process tree (see module docstring)."""
+    if not tree or not tree.get("samples"):
+        return Check(NOT_APPLICABLE, f"the workload's processes on {where} ended before the "
+                                     "first sample", layer)
+    n = tree.get("processes", 0)
+    anon = int(tree.get("anon_kb", 0))
+    anon_huge = int(tree.get("anon_huge_kb", 0))
+    shmem_pmd = int(tree.get("shmem_pmd_kb", 0))
+    sizes = _hugetlb_sizes(tree)
+    hugetlb = sum(sizes.values())
+    who = f"{n} process{'es' if n != 1 else ''} on {where}"
+    if backing == "4k":
+        if anon_huge or shmem_pmd or hugetlb:
+            return Check(CONTRADICTED, f"asked for 4k, but {who} had {human_kb(anon_huge)} in "
+                                       f"THP, {human_kb(shmem_pmd)} shmem PMD-mapped, "
+                                       f"{human_kb(hugetlb)} hugetlb", layer)
+        return Check(VERIFIED, f"no huge pages in {who} ({human_kb(anon)} anon at peak)", layer)
+    if backing == "thp":
+        if anon_huge:
+            share = anon_huge / anon if anon else 1.0
+            return Check(VERIFIED, f"{human_kb(anon_huge)} of {human_kb(anon)} anon in THP "
+                                   f"({share:.0%}), {who}", layer)
+        if anon < MIN_ANON_FOR_THP_KB:
+            return Check(NOT_APPLICABLE, f"{who} had only {human_kb(anon)} of anonymous memory:"
+                                         " too little to expect a 2 MiB huge page", layer)
+        return Check(CONTRADICTED, f"asked for thp, but none of the {human_kb(anon)} anon of "
+                                   f"{who} was in huge pages (THP 'never', or memory that is "
+                                   "not THP-eligible)", layer)
+    want = PAGE_KB.get(backing)
+    if want is None:
+        return Check(NOT_APPLICABLE, f"no evidence rule for backing {backing!r}", layer)
+    if sizes.get(want):
+        return Check(VERIFIED, f"{human_kb(sizes[want])} in {backing.removeprefix('hugetlb-')} "
+                               f"hugetlb pages, {who}", layer)
+    if sizes:
+        other = ", ".join(f"{human_kb(kb)} of {size} kB pages" for size, kb in sorted(sizes.items()))
+        return Check(CONTRADICTED, f"asked for {backing}, but {who} mapped {other}", layer)
+    return Check(CONTRADICTED, f"asked for {backing}, but {who} mapped no hugetlb pages", layer)
+
+
+def check_workload(backing: str, evidence: dict[str, Any], thp_min_fraction: float = 0.5,
+                   where: str = "host") -> Check:
+    """The workload layer: the workload's own mapping when it reports one, else its tree."""
+    if "KernelPageSize_kB" in evidence:
+        return check_own_mapping(backing, evidence, thp_min_fraction)
+    return check_tree(backing, evidence.get("tree") or {}, where)
+
+
+def check_vm(vm_backing: str, page_size: str | None, qemu: dict[str, Any],
+             host_thp: str | None) -> Check:
+    """The vm layer: QEMU's guest-RAM mapping against the arm's [arms.vm] backing."""
+    if not qemu or "kernel_page_size_kb" not in qemu:
+        why = qemu.get("error") if qemu else None
+        return Check(NOT_APPLICABLE, f"QEMU's smaps were not read{': ' + str(why) if why else ''}",
+                     "vm")
+    kps = int(qemu["kernel_page_size_kb"])
+    if page_size:
+        want = HUGE_KB[page_size]
+        if kps != want:
+            return Check(CONTRADICTED, f"guest RAM asked for {page_size} pages, QEMU's mapping has "
+                                       f"{kps} kB pages", "vm")
+        return Check(VERIFIED, f"guest RAM in {page_size} hugetlb pages "
+                               f"({human_kb(qemu.get('hugetlb_kb', 0))} of "
+                               f"{human_kb(qemu.get('size_kb', 0))} mapped)", "vm")
+    if vm_backing == "memfd":
+        return Check(NOT_APPLICABLE, "memfd guest RAM without page_size is shmem: its THP follows "
+                                     "/sys/kernel/mm/transparent_hugepage/shmem_enabled", "vm")
+    huge, rss = int(qemu.get("anon_huge_kb", 0)), int(qemu.get("rss_kb", 0))
+    if host_thp == "never":
+        if huge:
+            return Check(CONTRADICTED, f"host THP is 'never', yet {huge} kB of guest RAM are in "
+                                       "THP", "vm")
+        return Check(VERIFIED, f"guest RAM in 4 kB pages ({human_kb(rss)} resident, host THP "
+                               "never)", "vm")
+    if huge:
+        return Check(VERIFIED, f"{human_kb(huge)} of {human_kb(rss)} resident guest RAM in THP",
+                     "vm")
+    if rss < MIN_ANON_FOR_THP_KB:
+        return Check(NOT_APPLICABLE, f"only {human_kb(rss)} of guest RAM resident", "vm")
+    return Check(CONTRADICTED, f"host THP is on, but none of the {human_kb(rss)} resident guest "
+                               "RAM is in huge pages", "vm")
+
+
+def combine(checks: list[Check]) -> tuple[str, str]:
+    """One verdict for a trial: contradicted if any layer is, verified if one layer is and
+    none contradicts, else not applicable; with every layer's reason."""
+    statuses = {c.status for c in checks}
+    status = (CONTRADICTED if CONTRADICTED in statuses else
+              VERIFIED if VERIFIED in statuses else NOT_APPLICABLE)
+    first = [c for c in checks if c.status == status] + [c for c in checks if c.status != status]
+    return status, "; ".join(f"{c.layer}: {c.reason}" for c in first if c.reason)

@@ -6,6 +6,7 @@ import math
 import platform
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from typing import Any
 
 from hugelab import __version__, monitors
 from hugelab.errors import HugelabError, PoolError
-from hugelab.evidence import check_backing
+from hugelab.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
 from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
@@ -21,9 +22,9 @@ from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.host.session import host_session
 from hugelab.store import Store, Trial
+from hugelab.trial.contain import TrialScope
 from hugelab.vm.trial import (
     GuestOutcome,
-    check_vm_backing,
     host_pool_need,
     run_guest_trial,
     vm_spec,
@@ -60,21 +61,32 @@ def _workload_bytes(workload: Workload) -> int | None:
     return int(size) if isinstance(size, int) else None
 
 
-def pool_plan(exp: Experiment, workload: Workload) -> dict[tuple[str, int | None], int]:
-    """Pages each (size, node) pool needs: the largest any arm asks for (or implies)."""
-    need: dict[tuple[str, int | None], int] = {}
+PoolKey = tuple[str, int | None]
+
+
+def arm_pool_need(arm: Arm, nbytes: int | None) -> dict[PoolKey, int]:
+    """Host pages one trial of `arm` takes per (size, node): the arm's own `pools`, else what
+    its guests' RAM (vm layer, prealloc or not) or its native hugetlb buffer needs."""
+    asked = {(p.size, p.node): p.pages for p in arm.pools}
+    vm_need = host_pool_need(arm)
+    if vm_need and not any(k[0] == vm_need[0] for k in asked):
+        asked[(vm_need[0], arm.vm.numa_node if arm.vm else None)] = vm_need[1]
+    size = arm.hugetlb_size if arm.vm is None else None
+    if size and nbytes and not any(k[0] == size for k in asked):
+        asked[(size, None)] = math.ceil(nbytes / (size_kb_from_name(size) * 1024))
+    return asked
+
+
+def pool_plan(exp: Experiment, workload: Workload,
+              arms: list[Arm] | None = None) -> dict[PoolKey, int]:
+    """Pages each (size, node) pool needs: the largest any arm asks for, or in a duet (every arm
+    of a block at once) the sum of all arms' needs."""
+    need: dict[PoolKey, int] = {}
     nbytes = _workload_bytes(workload)
-    for arm in exp.arms:
-        asked = {(p.size, p.node): p.pages for p in arm.pools}
-        size = arm.hugetlb_size if arm.vm is None else None
-        vm_need = host_pool_need(arm)
-        if vm_need and not any(k[0] == vm_need[0] for k in asked):
-            asked[(vm_need[0], arm.vm.numa_node if arm.vm else None)] = vm_need[1]
-        if size and not any(k[0] == size for k in asked) and nbytes:
-            page_bytes = size_kb_from_name(size) * 1024
-            asked[(size, None)] = math.ceil(nbytes / page_bytes)
-        for key, pages in asked.items():
-            need[key] = max(need.get(key, 0), pages)
+    for arm in exp.arms if arms is None else arms:
+        for key, pages in arm_pool_need(arm, nbytes).items():
+            need[key] = need.get(key, 0) + pages if exp.design == "duet" else \
+                max(need.get(key, 0), pages)
     return need
 
 
@@ -102,8 +114,9 @@ class Runner:
     def __init__(self, exp: Experiment, store: Store, workload: Workload, *,
                  target: Target, session: SessionFactory | None = None,
                  paths: HostPaths = REAL, progress: Progress | None = None,
-                 stopper: Stopper | None = None) -> None:
+                 stopper: Stopper | None = None, retry_failed: bool = False) -> None:
         self.exp = exp
+        self.retry_failed = retry_failed
         self.store = store
         self.workload = workload
         self.target = target
@@ -153,10 +166,17 @@ class Runner:
         return self.stopper(run_id, spec.block + 1, skipped)
 
     def _remaining(self, run_id: int, skipped: dict[str, str]) -> list[TrialSpec]:
-        done = self.store.done_keys(run_id)
+        """Trials still to run: never run, cut short by a killed run, failed for a reason
+        outside the workload (or any failure, with retry_failed). A duet block runs whole."""
+        done = self.store.done_keys(run_id, retry_failed=self.retry_failed)
         targets = {a.name: a.targets() if a.vm else [self.target.name] for a in self.exp.arms}
-        return [t for t in schedule(self.exp) if t.arm not in skipped and
-                any((t.block, t.arm, name) not in done for name in targets[t.arm])]
+        sched = [t for t in schedule(self.exp) if t.arm not in skipped]
+        todo = [t for t in sched if any((t.block, t.arm, name) not in done
+                                        for name in targets[t.arm])]
+        if self.exp.design == "duet":
+            blocks = {t.block for t in todo}
+            todo = [t for t in sched if t.block in blocks]
+        return todo
 
     def _mount_hugetlbfs(self, control: HostControl, skipped: dict[str, str]) -> None:
         sizes = {a.vm.page_size for a in self.exp.arms
@@ -165,20 +185,20 @@ class Runner:
             control.mount_hugetlbfs(size_kb_from_name(size), self.hugetlbfs[size])
 
     def _reserve_pools(self, control: HostControl, skipped: dict[str, str]) -> dict[str, str]:
-        """Reserve every pool the arms need, once, before the first trial."""
-        needed = {a.name for a in self.exp.arms if a.name not in skipped}
+        """Reserve every pool the arms need, once, before the first trial; an arm whose pool
+        cannot be had is skipped with the reason (requested vs achieved)."""
+        arms = [a for a in self.exp.arms if a.name not in skipped]
+        nbytes = _workload_bytes(self.workload)
+        needs = {a.name: arm_pool_need(a, nbytes) for a in arms}
         out: dict[str, str] = {}
-        for (size, node), pages in sorted(pool_plan(self.exp, self.workload).items(),
+        for (size, node), pages in sorted(pool_plan(self.exp, self.workload, arms).items(),
                                           key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-            users = [a.name for a in self.exp.arms if a.name in needed and
-                     (a.hugetlb_size == size or any(p.size == size for p in a.pools))]
-            if not users:
-                continue
             try:
                 control.reserve_pool(size_kb_from_name(size), pages, node)
             except PoolError as exc:
-                for name in users:
-                    out[name] = exc.message
+                for name, need in needs.items():
+                    if (size, node) in need:
+                        out[name] = exc.message
         return out
 
     def _apply_arm(self, control: HostControl, arm: Arm,
@@ -221,24 +241,46 @@ class Runner:
         out = []
         for spec in unit:
             mine = [t for t in trials if t.arm == spec.arm]
-            worst = next((t for t in mine if t.status != "ok"), mine[0])
-            out.append((spec, worst.status, worst.value))
+            worst = next((t for t in mine if t.status != "ok"), mine[0] if mine else None)
+            out.append((spec, worst.status if worst else "failed", worst.value if worst else None))
         return out
 
     def _execute(self, arm: Arm, duet: bool = False) -> list[GuestOutcome]:
-        """Run the workload for one arm: natively, or in the arm's guests."""
-        if arm.vm is not None:
-            return run_guest_trial(arm, self.workload, self.specs[arm.name])
+        """Run the workload for one arm, natively or in the arm's guests, inside one trial
+        scope (its processes recorded, sampled, and killed if they outlive the trial). Never
+        raises: a failure becomes a failed outcome with its cause."""
+        names = arm.targets() if arm.vm else [self.target.name]
         try:
-            outcome = GuestOutcome(self.target.name, self.workload.run(self.target, arm.backing), None)
+            with TrialScope(f"arm {arm.name}") as scope:
+                outs = (run_guest_trial(arm, self.workload, self.specs[arm.name])
+                        if arm.vm is not None else [self._native(arm, duet)])
         except HugelabError as exc:
-            outcome = GuestOutcome(self.target.name, None, exc.message)
+            return [GuestOutcome(n, None, exc.message, cause=exc.cause) for n in names]
+        except Exception as exc:  # noqa: BLE001 - a bug must fail the trial, not the run
+            why = "".join(traceback.format_exception_only(exc)).strip()
+            return [GuestOutcome(n, None, f"internal error (please report it): {why}",
+                                 cause="environment") for n in names]
+        for o in outs:
+            if arm.vm is None:
+                o.evidence["tree"] = {**scope.tree, "where": "host"}
+            elif scope.tree.get("samples"):
+                o.monitors["host_tree"] = scope.tree  # host-side clients of a guest server
+            if scope.leftovers_killed:
+                o.monitors["leftovers_killed"] = scope.leftovers_killed
+        return outs
+
+    def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
+        try:
+            outcome = GuestOutcome(self.target.name, self.workload.run(self.target, arm.backing),
+                                   None)
+        except HugelabError as exc:
+            outcome = GuestOutcome(self.target.name, None, exc.message, cause=exc.cause)
         take = getattr(self.target, "take_counters", None)
         if duet:  # one perf-wrapped target serves every arm of the block: counts would mix
             outcome.monitors["perf"] = "not separable in a duet block"
         else:
             outcome.monitors["perf"] = take() if take else "not available"
-        return [outcome]
+        return outcome
 
     def _cell(self, arm: Arm) -> tuple[str, str]:
         """(host backing, guest backing) of an arm, for the report's host x guest grid."""
@@ -264,19 +306,28 @@ class Runner:
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,
-                         ended=ended, target=target)
-        check = check_backing(arm.backing, result.evidence, self.exp.thp_min_fraction)
-        status = "flagged" if check.status == "contradicts" else "ok"
-        reason = check.reason
-        extra = guest.evidence
-        vm_reason = check_vm_backing(arm, extra.get("qemu", {}))
-        if vm_reason:
-            status, reason = "flagged", "; ".join(r for r in (reason, vm_reason) if r)
-        evidence = {**result.evidence, **extra, "check": "contradicts" if status == "flagged"
-                    else check.status, "reason": reason}
-        return Trial(run_id, spec.block, spec.position, spec.arm, status, result.value,
-                     result.primary, result.unit, result.better, result.metrics, evidence, mon,
-                     {**prov, **result.info}, reason or None, None, started, ended, target)
+                         ended=ended, target=target, cause=guest.cause)
+        evidence = {**result.evidence, **guest.evidence}
+        checks = self._checks(arm, evidence, target, host_backing)
+        status, reason = combine(checks)
+        evidence.update(check=status, reason=reason,
+                        checks={c.layer: c.to_dict() for c in checks})
+        flagged = status == CONTRADICTED
+        return Trial(run_id, spec.block, spec.position, spec.arm, "flagged" if flagged else "ok",
+                     result.value, result.primary, result.unit, result.better, result.metrics,
+                     evidence, mon, {**prov, **result.info}, reason if flagged else None, None,
+                     started, ended, target)
+
+    def _checks(self, arm: Arm, evidence: dict[str, Any], target: str,
+                host_backing: str) -> list[Check]:
+        """The evidence rules (hugelab.evidence) for every layer this arm sets."""
+        where = "host" if arm.vm is None else f"guest {target}"
+        checks = [check_workload(arm.backing, evidence, self.exp.thp_min_fraction, where)]
+        if arm.vm is not None:
+            host_thp = "never" if host_backing == "4k" else "always/madvise"
+            checks.append(check_vm(arm.vm.backing, arm.vm.page_size, evidence.get("qemu") or {},
+                                   host_thp))
+        return checks
 
 
 def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:

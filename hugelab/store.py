@@ -53,6 +53,12 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("0002_run_sequential", """
         ALTER TABLE runs ADD COLUMN sequential TEXT NOT NULL DEFAULT '{}'
     """),
+    # cause of a failed trial ('environment' is retried on resume, 'workload' only with
+    # --retry-failed) and how many attempts a trial took (earlier ones in provenance)
+    ("0003_trial_cause_attempts", """
+        ALTER TABLE trials ADD COLUMN cause TEXT;
+        ALTER TABLE trials ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1
+    """),
 ]
 
 TRIAL_STATUSES = ("ok", "flagged", "failed")
@@ -78,6 +84,7 @@ class Trial:
     started: float | None = None
     ended: float | None = None
     target: str = "native"
+    cause: str | None = None  # failed trials: "environment" | "workload"
 
 
 JSON_FIELDS = ("metrics", "evidence", "monitors", "provenance")
@@ -181,9 +188,13 @@ class Store:
                          hint=f"runs: {', '.join(ids)}" if ids else "the store has no runs")
 
     # --- trials ----------------------------------------------------------------
-    def done_keys(self, run_id: int) -> set[tuple[int, str, str]]:
-        rows = self.db.execute("SELECT block, arm, target FROM trials WHERE run_id = ?", (run_id,))
-        return {(r[0], r[1], r[2]) for r in rows}
+    def done_keys(self, run_id: int, *, retry_failed: bool = False) -> set[tuple[int, str, str]]:
+        """(block, arm, target) of trials that are final: not failed, or failed because the
+        workload itself failed (unless `retry_failed`). The others run again on resume."""
+        rows = self.db.execute("SELECT block, arm, target, status, cause FROM trials "
+                               "WHERE run_id = ?", (run_id,))
+        return {(r[0], r[1], r[2]) for r in rows
+                if r[3] != "failed" or (r[4] == "workload" and not retry_failed)}
 
     def add_trial(self, t: Trial) -> None:
         self.add_trials([t])
@@ -198,13 +209,29 @@ class Store:
                 self._insert(t)
 
     def _insert(self, t: Trial) -> None:
+        """Insert a trial; a retry replaces the earlier attempt, kept in its provenance."""
+        key = (t.run_id, t.block, t.arm, t.target)
+        old = self.db.execute("SELECT status, error, cause, attempts, provenance FROM trials "
+                              "WHERE run_id = ? AND block = ? AND arm = ? AND target = ?",
+                              key).fetchone()
+        prov = dict(t.provenance or {})
+        attempts = 1
+        if old is not None:
+            earlier = json.loads(old["provenance"]).get("earlier_attempts", [])
+            prov["earlier_attempts"] = [*earlier, {"status": old["status"], "error": old["error"],
+                                                   "cause": old["cause"]}]
+            attempts = int(old["attempts"]) + 1
+            self.db.execute("DELETE FROM trials WHERE run_id = ? AND block = ? AND arm = ? "
+                            "AND target = ?", key)
         self.db.execute(
             """INSERT INTO trials (run_id, block, position, arm, target, status, value, metric,
-               unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended,
+               cause, attempts)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
-             t.unit, t.better, *(json.dumps(getattr(t, f) or {}) for f in JSON_FIELDS),
-             t.flag, t.error, t.started, t.ended))
+             t.unit, t.better, json.dumps(t.metrics or {}), json.dumps(t.evidence or {}),
+             json.dumps(t.monitors or {}), json.dumps(prov), t.flag, t.error, t.started, t.ended,
+             t.cause, attempts))
 
     def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
         for r in self.db.execute("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position",

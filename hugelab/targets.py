@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -11,6 +13,7 @@ from typing import IO
 
 from hugelab.errors import CommandError, ToolMissingError
 from hugelab.proc import APT_PACKAGES
+from hugelab.trial.contain import spawn
 from hugelab.workloads.base import ExecResult
 
 
@@ -26,7 +29,8 @@ def _drain(stream: IO[str], sink: list[str]) -> None:
 
 
 class NativeTarget:
-    """Runs processes directly on the host; rusage comes from wait4() of the child itself."""
+    """Runs processes directly on the host, each through `spawn` (contained in the current trial
+    scope); rusage comes from wait4() of the child itself."""
 
     name = "native"
 
@@ -36,9 +40,8 @@ class NativeTarget:
     def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
         t0 = time.perf_counter()
         try:
-            p = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env
-            )
+            p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                      env=self.env)
         except FileNotFoundError as exc:
             tool = Path(argv[0]).name
             raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool)) from exc
@@ -53,7 +56,8 @@ class NativeTarget:
         if timeout is not None:
             def _kill() -> None:
                 timed_out.set()
-                p.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)  # the whole session: workers too
             timer = threading.Timer(timeout, _kill)
             timer.start()
         try:

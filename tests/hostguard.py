@@ -13,6 +13,7 @@ def host_state() -> dict[str, str]:
              "defrag": parse_selected(REAL.thp_defrag.read_text())}
     for size in REAL.pool_sizes_kb():
         state[f"pool{size}"] = REAL.pool_file(size).read_text().strip()
+        state[f"surplus{size}"] = REAL.pool_file(size, "surplus_hugepages").read_text().strip()
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
               if " hugetlbfs " in line]
     state["hugetlbfs"] = ",".join(sorted(mounts))
@@ -33,4 +34,23 @@ def qemu_children() -> list[int]:
             continue
         if Path(exe).name.startswith("qemu-system") and ppid == me:
             out.append(int(d.name))
+    return out
+
+
+WORKLOAD_NAMES = ("hugelab-mem", "stress-ng", "sysbench", "redis-server", "redis-benchmark",
+                  "iperf3", "cc1", "make")
+
+
+def workload_processes() -> list[str]:
+    """'pid name' of every running process that looks like a hugelab workload."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm = (d / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in WORKLOAD_NAMES or comm.startswith("stress-ng"):
+            out.append(f"{d.name} {comm}")
     return out

@@ -134,6 +134,13 @@ def test_parse_reports_exit_code_and_stderr() -> None:
         HugelabMem().parse(res)
     assert "mapping of 1 bytes failed" in info.value.message
     assert info.value.hint and "nr_hugepages" in info.value.hint
+    assert info.value.cause == "environment"  # pool not free: retried on resume
+
+
+def test_parse_failure_of_the_workload_itself_is_not_retried() -> None:
+    with pytest.raises(WorkloadError) as info:
+        HugelabMem().parse(_result("", rc=2, stderr="bad args"))
+    assert info.value.cause == "workload"
 
 
 def test_backing_problem() -> None:

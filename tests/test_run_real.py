@@ -80,7 +80,7 @@ def test_run_small_experiment_end_to_end(env):
     thp = [t for t in shown["trials"] if t["arm"] == "thp-always"][0]
     assert thp["evidence"]["AnonHugePages_kB"] > 0 and thp["provenance"]["thp"] == "always"
     two = [t for t in shown["trials"] if t["arm"] == "2M"][0]
-    assert two["evidence"]["KernelPageSize_kB"] == 2048 and two["evidence"]["check"] == "ok"
+    assert two["evidence"]["KernelPageSize_kB"] == 2048 and two["evidence"]["check"] == "verified"
     assert "vmstat" in two["monitors"]
 
 

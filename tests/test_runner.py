@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hugelab.errors import WorkloadError
+from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.experiment import Arm, Experiment, PoolSpec, schedule
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
@@ -57,7 +57,8 @@ def experiment(blocks=3, **arm_overrides):
 
 
 @pytest.fixture
-def env(tmp_path):
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))  # trial-scope records
     host = make_host(tmp_path / "root", free_kb=64 * 1048576)
     kernel = FakeKernel()
     jpath = tmp_path / "state" / "journal.json"
@@ -79,10 +80,11 @@ def env(tmp_path):
     store.close()
 
 
-def run(env, exp, workload, target=None):
+def run(env, exp, workload, target=None, **kw):
     host, session, store, _ = env
     target = target or Recorder()
-    return Runner(exp, store, workload, target=target, session=session, paths=host).run(), target
+    return (Runner(exp, store, workload, target=target, session=session, paths=host, **kw).run(),
+            target)
 
 
 def test_every_trial_committed_in_schedule_order_and_host_restored(env):
@@ -135,7 +137,7 @@ def test_resume_runs_only_what_is_missing(env):
             super().__init__()
             self.after = after
 
-    class Crash(Exception):
+    class Crash(BaseException):  # like a kill: nothing of the trial is committed
         pass
 
     @dataclass(frozen=True)
@@ -152,6 +154,36 @@ def test_resume_runs_only_what_is_missing(env):
     assert out.resumed and out.executed == 10 and len(target.calls) == 10
     keys = [(r[0], r[2]) for r in env[2].values(out.run_id)]
     assert len(keys) == len(set(keys)) == 16
+
+
+def test_environment_failures_are_retried_on_resume_workload_failures_on_request(env):
+    exp = experiment(blocks=2)
+
+    @dataclass(frozen=True)
+    class Broken(DeterministicWorkload):
+        def run(self, target, backing):
+            if backing == "hugetlb-1G":
+                raise PoolBusyError("hugelab-mem exited with 3: no pages")
+            if backing == "hugetlb-2M":
+                raise WorkloadError("tool exited 1: boom")
+            if backing == "thp":
+                raise KeyError("a bug")  # never a traceback: a failed trial, retried later
+            return super().run(target, backing)
+
+    out, _ = run(env, exp, Broken())
+    trials = {(t["block"], t["arm"]): t for t in env[2].trials(out.run_id)}
+    assert trials[(0, "hugetlb-1G")]["cause"] == "environment"
+    assert trials[(0, "hugetlb-2M")]["cause"] == "workload"
+    assert "internal error" in trials[(0, "thp")]["error"]
+    out, target = run(env, exp, DeterministicWorkload())
+    assert sorted(target.calls) == sorted(["hugetlb-1G", "thp"] * 2)  # the 2M failures stay
+    trials = {(t["block"], t["arm"]): t for t in env[2].trials(out.run_id)}
+    assert trials[(1, "hugetlb-1G")]["status"] == "ok" and trials[(1, "hugetlb-1G")]["attempts"] == 2
+    assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "environment"
+    assert trials[(1, "hugetlb-2M")]["status"] == "failed"
+    out, target = run(env, exp, DeterministicWorkload(), retry_failed=True)
+    assert sorted(target.calls) == ["hugetlb-2M"] * 2
+    assert all(t["status"] == "ok" for t in env[2].trials(out.run_id))
 
 
 def test_arm_thp_mode_applied_per_trial_and_reset_for_arms_without_one(env):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,19 +86,27 @@ class Journal:
 
 
 @contextmanager
-def locked(journal_path: Path) -> Iterator[None]:
-    """An exclusive advisory lock beside the journal: one host-changing hugelab at a time."""
+def locked(journal_path: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """An exclusive advisory lock beside the journal: one host-changing hugelab at a time.
+    `wait_s`: how long to wait for a holder that is finishing (a killed hugelab's lock goes
+    when its process is gone) before giving up."""
     import fcntl
 
     ensure_private_dir(journal_path.parent)
     lock = journal_path.with_suffix(".lock")
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise HostError("another hugelab process is changing this host right now",
-                            hint="wait for it to finish, or stop it; its changes will be restored") from exc
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as exc:
+                if time.monotonic() >= deadline:
+                    raise HostError("another hugelab process is changing this host right now",
+                                    hint="wait for it to finish, or stop it; its changes will be "
+                                         "restored") from exc
+                time.sleep(0.1)
         yield
     finally:
         os.close(fd)

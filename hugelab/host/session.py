@@ -12,18 +12,22 @@ from types import FrameType
 from hugelab.host.control import HostControl, restore_journal
 from hugelab.host.journal import Journal, locked, state_dir
 from hugelab.host.paths import REAL, HostPaths
+from hugelab.trial.contain import refuse_if_leftovers
 
 
 class Terminated(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like Ctrl-C so every finally block restores the host."""
 
 
-def recover(paths: HostPaths = REAL, journal_path: Path | None = None) -> list[str]:
-    """Put back what a previous (killed) hugelab left: host settings, then leftover guests."""
+def recover(paths: HostPaths = REAL, journal_path: Path | None = None,
+            lock_wait_s: float = 10.0) -> list[str]:
+    """Put back what a previous (killed) hugelab left: kill its leftover workloads and guests
+    (and remove their files), then restore the host settings from the journal. Waits up to
+    `lock_wait_s` for a dying hugelab to release the lock."""
     jpath = journal_path or state_dir() / "journal.json"
     done: list[str] = []
-    with locked(jpath):
-        done += _kill_leftover_guests()
+    with locked(jpath, wait_s=lock_wait_s):
+        done += _kill_leftovers()  # first: a live mapping keeps a shrunk pool's pages (surplus)
         journal = Journal.load(jpath)
         if journal is not None and len(journal):
             done += restore_journal(journal, paths)
@@ -32,12 +36,13 @@ def recover(paths: HostPaths = REAL, journal_path: Path | None = None) -> list[s
     return done
 
 
-def _kill_leftover_guests() -> list[str]:
-    try:
-        from hugelab.vm.guest import kill_leftover_qemus
-    except ImportError:
-        return []
-    return [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+def _kill_leftovers() -> list[str]:
+    """Workload process trees and QEMUs whose hugelab is gone, with their temporary files."""
+    from hugelab.trial.contain import kill_leftover_workloads
+    from hugelab.vm.guest import kill_leftover_qemus
+
+    done = kill_leftover_workloads(state_dir())
+    return done + [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
 
 
 @contextmanager
@@ -75,9 +80,10 @@ def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
     old_handlers = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with locked(jpath):
+            _kill_leftovers()
+            refuse_if_leftovers(state_dir())  # trials beside a live leftover measure noise
             stale = Journal.load(jpath)
             if stale is not None:
-                _kill_leftover_guests()
                 restore_journal(stale, paths)
             control = HostControl(paths, Journal(jpath), compact_deadline_s=compact_deadline_s)
             try:

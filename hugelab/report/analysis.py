@@ -125,14 +125,17 @@ class Matrix:
 
 
 def default_pairs(data: RunData) -> list[tuple[str, str]]:
-    """Each arm against the experiment's baseline arm on the same target."""
+    """Each arm against the experiment's baseline arm on the same target; on a target the
+    baseline never ran on (a guest arm against a native baseline: "guest as % of native"),
+    against the baseline's first series."""
     base = baseline_arm(data.run)
     if base is None and data.series_arm:
         base = data.series_arm[0]
+    first = next((i for i, a in enumerate(data.series_arm) if a == base), None)
     out = []
     for target in dict.fromkeys(data.series_target):
         idx = [i for i, t in enumerate(data.series_target) if t == target]
-        b = next((i for i in idx if data.series_arm[i] == base), None)
+        b = next((i for i in idx if data.series_arm[i] == base), first)
         if b is None:
             continue
         out += [(data.series[b], data.series[i]) for i in idx if i != b]
@@ -247,19 +250,34 @@ def _monitors(mons: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _evidence(evs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per layer (workload; vm for guest arms): how many sampled trials each verdict had, and
+    the commonest reason, so a guest arm shows both sides' evidence."""
     pages = Counter(str(e["KernelPageSize_kB"]) for e in evs if "KernelPageSize_kB" in e)
     shares = [float(e.get("AnonHugePages_kB") or 0) / float(e["Rss_kB"])
               for e in evs if e.get("Rss_kB")]
     checks = Counter(str(e.get("check")) for e in evs if e.get("check"))
     share = median(shares) if shares else None
+    layers: dict[str, Counter[tuple[str, str]]] = {}
+    for e in evs:
+        for layer, c in (e.get("checks") or {}).items():
+            layers.setdefault(layer, Counter())[(str(c.get("status")), str(c.get("reason")))] += 1
     parts = []
-    if pages:
-        top, cnt = pages.most_common(1)[0]
-        parts.append(f"page size {top} kB in {cnt / sum(pages.values()):.0%} of sampled trials")
-    if share is not None:
+    for layer, cnt in layers.items():
+        statuses = Counter[str]()
+        for (status, _), n in cnt.items():
+            statuses[status] += n
+        (_, reason), _ = cnt.most_common(1)[0]
+        counts = ", ".join(f"{st} {n}/{sum(statuses.values())}" for st, n in statuses.items())
+        parts.append(f"{layer}: {counts} (e.g. {reason})")
+    if not parts and pages:
+        top, cnt_ = pages.most_common(1)[0]
+        parts.append(f"page size {top} kB in {cnt_ / sum(pages.values()):.0%} of sampled trials")
+    if not layers and share is not None:
         parts.append(f"median {share:.0%} of RSS in transparent huge pages")
     return {"trials": len(evs), "kernel_page_size_kB": dict(pages), "anon_huge_share_median":
-            share, "checks": dict(checks), "reading": "; ".join(parts) or "no mapping evidence"}
+            share, "checks": dict(checks),
+            "layers": {k: {f"{st}": n for (st, _), n in v.items()} for k, v in layers.items()},
+            "reading": "; ".join(parts) or "no mapping evidence"}
 
 
 def _reasons(c: Counter[str]) -> list[dict[str, Any]]:

@@ -8,12 +8,14 @@ kernel image for the life of the process; `probe_reason()` says why.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from hugelab.errors import VMError
 
 PROBE_TIMEOUT_S = 30.0
 _CACHE: dict[tuple[str, str], tuple[str, str]] = {}
+_LOCK = threading.Lock()  # guests starting together probe once
 
 
 def _kvm_openable(dev: str = "/dev/kvm") -> str | None:
@@ -53,9 +55,10 @@ def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x8
 
     k = Path(kernel) if kernel else default_kernel()
     key = (str(k.resolve()), qemu)
-    if key not in _CACHE:
-        _CACHE[key] = _probe(k, qemu, timeout)
-    return _CACHE[key][0]
+    with _LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = _probe(k, qemu, timeout)
+        return _CACHE[key][0]
 
 
 def probe_reason(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64") -> str | None:

@@ -15,7 +15,10 @@ every reply echoes the `id` and has `ok` (bool), plus either the result fields o
     {"id": 5, "op": "poweroff"}
 
 exec replies carry returncode, stdout, stderr, wall_s, rusage (minflt, majflt, utime_s, stime_s,
-maxrss_kb, nvcsw, nivcsw) and timed_out. Processes run from argv lists, never through a shell.
+maxrss_kb, nvcsw, nivcsw) and timed_out. Processes run from argv lists, never through a shell,
+each in a new session. With `"sample": SECONDS` the agent samples the process's whole tree
+(its session) while it runs, as hugelab.trial.procscan does on the host, and the reply
+carries the peak as `tree`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # procscan.py lies beside us
+try:
+    from hugelab.trial import procscan  # on the host (tests import this module)
+except ImportError:  # in the guest: the initramfs copies procscan.py next to this file
+    import procscan  # type: ignore[no-redef]
 
 PORT_NAME = "hugelab.0"
 MAX_OUTPUT = 32 * 1024 * 1024
@@ -94,6 +103,10 @@ def op_exec(req: dict) -> dict:
             return {"ok": False, "kind": "enoent", "error": str(exc)}
         except OSError as exc:
             return {"ok": False, "kind": "oserror", "error": str(exc)}
+        sampler = None
+        if req.get("sample"):
+            sampler = procscan.TreeSampler(lambda: procscan.find_members([p.pid]),
+                                           float(req["sample"])).start()
         timed_out = threading.Event()
         timer = None
         if timeout is not None:
@@ -111,12 +124,13 @@ def op_exec(req: dict) -> dict:
             if timer is not None:
                 timer.cancel()
         wall = time.perf_counter() - t0
+        tree = sampler.stop() if sampler is not None else None
         p.returncode = os.waitstatus_to_exitcode(status)
         stdout, trunc_o = _read_capped(out)
         stderr, trunc_e = _read_capped(err)
     return {"ok": True, "argv": argv, "returncode": p.returncode, "stdout": stdout,
             "stderr": stderr, "wall_s": wall, "timed_out": timed_out.is_set(),
-            "truncated": trunc_o or trunc_e,
+            "truncated": trunc_o or trunc_e, "tree": tree,
             "rusage": {k: float(getattr(ru, a)) for k, a in RUSAGE_KEYS.items()}}
 
 

@@ -31,6 +31,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.proc import APT_PACKAGES, which
+from hugelab.trial.procscan import merge_peak
 from hugelab.vm.evidence import qemu_memory_evidence
 from hugelab.vm.initramfs import (
     InitramfsSpec,
@@ -252,16 +253,31 @@ class GuestTarget:
     """The Target protocol inside a guest: argv runs via the agent, rusage from the guest."""
 
     def __init__(self, channel: AgentChannel, name: str = "vm0", *, slack_s: float = 60.0,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, sample_s: float | None = 0.25) -> None:
         self.name = name
         self.channel = channel
         self.slack_s = slack_s
         self.env = env
+        self.sample_s = sample_s
+        self.trees: list[dict[str, Any]] = []  # in-guest process-tree evidence, one per exec
+
+    def tree(self) -> dict[str, Any]:
+        """The peak of every sampled exec's tree so far (see hugelab.trial.procscan)."""
+        seen = [t for t in self.trees if t.get("samples")]
+        out: dict[str, Any] = {}
+        for t in seen:
+            out = merge_peak(out, t)
+        if seen:
+            out["samples"] = sum(int(t["samples"]) for t in seen)
+        return out
 
     def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
         argv = [str(a) for a in argv]
         wait = None if timeout is None else timeout + self.slack_s
-        reply = self.channel.request("exec", wait, argv=argv, timeout=timeout, env=self.env)
+        reply = self.channel.request("exec", wait, argv=argv, timeout=timeout, env=self.env,
+                                     sample=self.sample_s)
+        if isinstance(reply.get("tree"), dict):
+            self.trees.append(reply["tree"])
         if not reply.get("ok"):
             if reply.get("kind") == "enoent":
                 tool = Path(argv[0]).name

@@ -19,10 +19,14 @@ import os
 import re
 import shutil
 import stat
+import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hugelab.errors import VMError
+
+_BUILD_LOCK = threading.Lock()  # concurrent guests of one process build the image once
 
 # What the guest needs, by module name; dependencies come from modules.dep.
 GUEST_MODULES = (
@@ -37,6 +41,7 @@ ROOT_TAG = "hostroot"
 GUEST_NET_ADDR = "10.0.2.15"  # slirp's default guest address (hostfwd delivers here)
 AGENT_PORT = "hugelab.0"
 GUEST_AGENT_PATH = "/run/hugelab/agent.py"
+PROCSCAN_SOURCE = Path(__file__).parent.parent / "trial" / "procscan.py"  # copied beside the agent
 WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/lib/initramfs-tools/bin/busybox")
 
@@ -82,7 +87,7 @@ for p in /newroot/sys/class/virtio-ports/*; do
   [ -e "$p/name" ] || continue
   ln -sf "../$(basename "$p")" "/newroot/dev/virtio-ports/$(cat "$p/name")"
 done
-cp /agent.py /newroot{agent_path} || fail "cannot install the agent"
+cp /agent.py /procscan.py /newroot{agent_dir}/ || fail "cannot install the agent"
 ip link set lo up 2>/dev/null
 case " $(cat /newroot/proc/cmdline) " in *" hugelab.net=1 "*)
   # user networking (restrict=on): slirp's default guest address, no default route
@@ -269,7 +274,8 @@ def find_busybox() -> Path:
 def init_script(spec: InitramfsSpec) -> str:
     return INIT_TEMPLATE.format(
         cache=spec.cache_mode, tag=ROOT_TAG, writable=" ".join(WRITABLE_DIRS),
-        agent_path=GUEST_AGENT_PATH, python=spec.python, port=AGENT_PORT, guest_path=GUEST_PATH,
+        agent_path=GUEST_AGENT_PATH, agent_dir=GUEST_AGENT_PATH.rsplit("/", 1)[0],
+        python=spec.python, port=AGENT_PORT, guest_path=GUEST_PATH,
         net_addr=GUEST_NET_ADDR,
     )
 
@@ -289,6 +295,7 @@ def build_initramfs(spec: InitramfsSpec) -> bytes:
     w.file("bin/busybox", busybox.read_bytes(), 0o755)
     w.file("init", init_script(spec).encode(), 0o755)
     w.file("agent.py", spec.agent_source.read_bytes(), 0o644)
+    w.file("procscan.py", PROCSCAN_SOURCE.read_bytes(), 0o644)
     names = []
     for rel in mods:
         name = _modname(rel) + ".ko"
@@ -302,6 +309,7 @@ def _cache_key(spec: InitramfsSpec, busybox: Path) -> str:
     h = hashlib.sha256()
     h.update(init_script(spec).encode())
     h.update(spec.agent_source.read_bytes())
+    h.update(PROCSCAN_SOURCE.read_bytes())
     for p in (busybox, spec.modules_dir / "modules.dep"):
         st = p.stat()
         h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
@@ -309,16 +317,24 @@ def _cache_key(spec: InitramfsSpec, busybox: Path) -> str:
 
 
 def cached_initramfs(spec: InitramfsSpec, cache_dir: Path) -> Path:
-    """Build (once) and return the path of the initramfs for `spec` under `cache_dir`."""
+    """Build (once) and return the path of the initramfs for `spec` under `cache_dir`.
+
+    Safe for concurrent guests: threads of one process build it once (a lock), and processes
+    write through a unique temporary file renamed into place (atomic)."""
     busybox = spec.busybox or find_busybox()
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     out = cache_dir / f"initramfs-{spec.kernel_release}-{_cache_key(spec, busybox)}.cpio"
-    if out.exists():
-        return out
-    data = build_initramfs(spec)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out)
+    with _BUILD_LOCK:
+        if out.exists():
+            return out
+        data = build_initramfs(spec)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{out.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return out

@@ -18,9 +18,10 @@ from typing import Any
 
 from hugelab.errors import HugelabError
 from hugelab.experiment import Arm
-from hugelab.host.control import size_kb_from_name
-from hugelab.host.paths import parse_vmstat
+from hugelab.host.control import size_kb_from_name, size_name
+from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.targets import NativeTarget
+from hugelab.trial.contain import carry
 from hugelab.vm.guest import Guest
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.qemu_args import VmSpec, validate
@@ -38,6 +39,7 @@ class GuestOutcome:
     evidence: dict[str, Any] = field(default_factory=dict)
     monitors: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    cause: str | None = None  # when failed: "environment" (retried on resume) | "workload"
 
 
 def guest_pool_pages(arm: Arm, workload_bytes: int | None) -> tuple[int, int]:
@@ -154,7 +156,10 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             guests = [stack.enter_context(Guest(s, name=n))
                       for s, n in zip(net_specs(spec, len(names), guest_port), names, strict=True)]
         except HugelabError as exc:
-            return [GuestOutcome(n, None, f"guest boot failed: {exc.message}") for n in names]
+            why = f"guest boot failed{pool_state(spec)}: {exc.message}"
+            if exc.hint:
+                why += f"\nhint: {exc.hint}"
+            return [GuestOutcome(n, None, why, cause="environment") for n in names]
         before = [_guest_vmstat(g) for g in guests]
         outcomes: list[GuestOutcome | None] = [None] * len(guests)
 
@@ -164,9 +169,13 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                 outcomes[i] = GuestOutcome(
                     g.target.name, _run_one(g, workload, arm.backing, guest_port, client), None)
             except HugelabError as exc:
-                outcomes[i] = GuestOutcome(g.target.name, None, exc.message)
+                outcomes[i] = GuestOutcome(g.target.name, None, exc.message, cause=exc.cause)
+            except Exception as exc:  # noqa: BLE001 - a bug fails this guest's trial only
+                outcomes[i] = GuestOutcome(g.target.name, None, f"internal error (please "
+                                           f"report it): {type(exc).__name__}: {exc}",
+                                           cause="environment")
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(guests))]
+        threads = [threading.Thread(target=carry(work), args=(i,)) for i in range(len(guests))]
         for t in threads:
             t.start()
         for t in threads:
@@ -181,6 +190,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                 o.evidence = {"qemu": g.evidence()}
             except (HugelabError, OSError) as exc:
                 o.evidence = {"qemu": {"error": str(exc)}}
+            tree = g.target.tree() if g.alive() else {}
+            o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
             o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
                             "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
                             "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib}
@@ -192,13 +203,11 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
         return final
 
 
-def check_vm_backing(arm: Arm, qemu_ev: dict[str, Any]) -> str | None:
-    """A reason when QEMU's guest RAM is not in the pages the vm layer asked for."""
-    vm = arm.vm
-    if vm is None or vm.page_size is None or "kernel_page_size_kb" not in qemu_ev:
-        return None
-    want = size_kb_from_name(vm.page_size)
-    got = qemu_ev.get("kernel_page_size_kb")
-    if got != want:
-        return f"guest RAM asked for {vm.page_size} pages, QEMU's mapping has {got} kB pages"
-    return None
+def pool_state(spec: VmSpec, paths: HostPaths = REAL) -> str:
+    """' (the 1G pool had 0 of 3 pages free)' for a hugetlb-backed guest, else ''."""
+    if not spec.hugetlb_size_kb:
+        return ""
+    kb = spec.hugetlb_size_kb
+    total = (read_text(paths.pool_file(kb), "?") or "?").strip()
+    free = (read_text(paths.pool_file(kb, "free_hugepages"), "?") or "?").strip()
+    return f" (the {size_name(kb)} pool had {free} of {total} pages free)"

@@ -23,6 +23,7 @@ from typing import IO, Any, Literal, Protocol
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import APT_PACKAGES
+from hugelab.trial.contain import spawn
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 
 BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
@@ -203,9 +204,9 @@ class LocalServer:
         argv = argv_for_port(port)
         log = tempfile.TemporaryFile("w+", prefix=f"hugelab-{tool}-")
         try:
-            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-        except FileNotFoundError as exc:
+            proc = spawn(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         text=True)  # contained in the trial's scope, so its tree is evidence
+        except (FileNotFoundError, ToolMissingError) as exc:
             log.close()
             name = Path(argv[0]).name
             raise ToolMissingError(name, APT_PACKAGES.get(name, name)) from exc

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.build import ensure_hugelab_mem
 
@@ -128,12 +128,14 @@ def _decode(result: ExecResult) -> dict[str, Any]:
     """The JSON object hugelab-mem printed, checked for the fields parse relies on."""
     cmd = " ".join(result.argv)
     if result.returncode != 0:
-        hint = None
         if result.returncode == EXIT_HUGETLB:
-            hint = ("reserve the pool first: write a page count to "
-                    "/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages")
+            raise PoolBusyError(
+                f"hugelab-mem exited with {EXIT_HUGETLB} (no hugetlb pages for its buffer): {cmd}\n"
+                f"  {_tail(result.stderr) or '(no stderr)'}",
+                hint="reserve the pool first (nr_hugepages), and check that no leftover process "
+                     "holds its pages (hugelab recover)")
         raise WorkloadError(f"hugelab-mem exited with {result.returncode}: {cmd}\n"
-                            f"  {_tail(result.stderr) or '(no stderr)'}", hint=hint)
+                            f"  {_tail(result.stderr) or '(no stderr)'}")
     try:
         data = json.loads(result.stdout)
     except json.JSONDecodeError as exc:

@@ -1,0 +1,1 @@
+"""One native trial: start and contain its process tree, sample it, judge its evidence."""

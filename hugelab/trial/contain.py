@@ -1,0 +1,259 @@
+"""Containment: every process of a native trial can be found, measured and killed as a whole.
+
+    with TrialScope("block 3 arm thp") as scope:      # record written before any process starts
+        p = spawn(["stress-ng", "--malloc", "2"])     # new session, token in env, parent-death
+        ...
+    scope.tree                                        # peak smaps evidence of the whole tree
+
+A scope writes `workload-<token>.json` (0600) to the state directory *before* the first process
+starts, and removes it when every process of the trial is gone. Each process is started by
+`spawn()` in a new session, with the parent-death signal (SIGKILL, through util-linux `setpriv`)
+and `HUGELAB_TRIAL=<token>` in its environment, which every descendant inherits, even one that
+leaves the session. `TMPDIR` points to the scope's private directory (on tmpfs when the host has
+/dev/shm), so the workload's temporary files go where the scope can remove them.
+
+After a SIGKILL of hugelab, `kill_leftover_workloads()` (run by `hugelab recover` and at the
+start of every host session) kills every process of a dead owner's scopes, removes their
+directories and records. Works the same with cgroup v1 or v2: it needs no cgroup at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hugelab.errors import HostError, ToolMissingError
+from hugelab.host.journal import ensure_private_dir, state_dir, write_private
+from hugelab.proc import APT_PACKAGES
+from hugelab.trial.procscan import TOKEN_VAR, TreeSampler, find_members, stat_fields
+
+RECORD_PREFIX = "workload-"
+SCRATCH_PARENTS = ("/dev/shm", tempfile.gettempdir())
+SCRATCH_PREFIX = "hugelab-trial-"
+KILL_WAIT_S = 5.0
+_local = threading.local()
+T = TypeVar("T")
+
+
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def clock_ticks_now() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat's starttime uses."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def starttime(pid: int) -> int | None:
+    try:
+        return stat_fields(Path(f"/proc/{pid}/stat").read_text())[3]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _owner_alive(rec: dict[str, Any]) -> bool:
+    pid, start = rec.get("owner_pid"), rec.get("owner_starttime")
+    return bool(pid) and start is not None and starttime(int(pid)) == start  # type: ignore[arg-type]
+
+
+class TrialScope:
+    """One trial's processes: recorded before they start, sampled while they run, killed at the
+    end (a workload that outlives its trial is killed, counted and reported)."""
+
+    def __init__(self, label: str = "", *, state: Path | None = None,
+                 sample_interval_s: float = 0.25) -> None:
+        self.label = label
+        self.token = uuid.uuid4().hex
+        self.state = state or state_dir()
+        self.sample_interval_s = sample_interval_s
+        self.sessions: list[int] = []
+        self.since = 0
+        self.scratch: str | None = None
+        self.tree: dict[str, Any] = {}
+        self.leftovers_killed = 0
+        self._record = self.state / f"{RECORD_PREFIX}{self.token}.json"
+        self._lock = threading.Lock()
+        self._sampler: TreeSampler | None = None
+
+    # -- record -------------------------------------------------------------------------------
+    def _write(self) -> None:
+        rec = {"token": self.token, "label": self.label, "owner_pid": os.getpid(),
+               "owner_starttime": starttime(os.getpid()), "since": self.since,
+               "sessions": self.sessions, "scratch": self.scratch, "created": time.time()}
+        write_private(self._record, json.dumps(rec))
+
+    def add_session(self, pid: int) -> None:
+        with self._lock:
+            self.sessions.append(pid)
+            self._write()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def members(self) -> list[int]:
+        return find_members(self.sessions, self.token, since=self.since)
+
+    def __enter__(self) -> TrialScope:
+        ensure_private_dir(self.state)
+        self.since = clock_ticks_now()
+        parent = next((p for p in SCRATCH_PARENTS if os.access(p, os.W_OK)), None)
+        self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)
+        self._write()
+        _local.scope = self
+        self._sampler = TreeSampler(self.members, self.sample_interval_s).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _local.scope = None
+        try:
+            if self._sampler is not None:
+                self.tree = self._sampler.stop()
+        finally:
+            self.leftovers_killed = len(kill_members(self.members))
+            if self.scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+            self._record.unlink(missing_ok=True)
+
+
+def current() -> TrialScope | None:
+    """The scope bound to this thread (None outside a trial)."""
+    return getattr(_local, "scope", None)
+
+
+@contextlib.contextmanager
+def bound(scope: TrialScope | None) -> Iterator[None]:
+    """Bind `scope` to the current thread (for worker threads of one trial)."""
+    old = current()
+    _local.scope = scope
+    try:
+        yield
+    finally:
+        _local.scope = old
+
+
+def carry(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` wrapped to run under the caller's scope, for a thread target."""
+    scope = current()
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        with bound(scope):
+            return fn(*args, **kwargs)
+    return run
+
+
+# -- starting processes ---------------------------------------------------------------------
+
+def _resolve(tool: str) -> None:
+    found = os.access(tool, os.X_OK) if "/" in tool else shutil.which(tool) is not None
+    if not found:
+        name = Path(tool).name
+        raise ToolMissingError(name, APT_PACKAGES.get(name, name))
+
+
+def spawn(argv: Sequence[str], *, env: dict[str, str] | None = None,
+          **popen: Any) -> subprocess.Popen[Any]:
+    """Start argv (a list, never a shell) in a new session with the parent-death signal, inside
+    the current thread's scope when there is one. ToolMissingError when argv[0] is missing."""
+    args = [str(a) for a in argv]
+    _resolve(args[0])
+    scope = current()
+    child_env = dict(os.environ if env is None else env)
+    if scope is not None:
+        child_env[TOKEN_VAR] = scope.token
+        if scope.scratch:
+            child_env["TMPDIR"] = scope.scratch
+    setpriv = _setpriv()
+    full = [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
+    p = subprocess.Popen(full, env=child_env, start_new_session=True,  # noqa: S603 - argv list
+                         **popen)
+    if scope is not None:
+        scope.add_session(p.pid)
+    return p
+
+
+# -- killing ----------------------------------------------------------------------------------
+
+def kill_members(members: Callable[[], list[int]], wait_s: float = KILL_WAIT_S) -> list[int]:
+    """SIGKILL every member until none is left (or `wait_s` passes); the pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids = members()
+        if not pids or time.monotonic() > deadline:
+            return killed
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            if pid not in killed:
+                killed.append(pid)
+        time.sleep(0.05)
+
+
+def _records(state: Path) -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for path in sorted(state.glob(f"{RECORD_PREFIX}*.json")):
+        try:
+            out.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+    return out
+
+
+def _record_members(rec: dict[str, Any]) -> Callable[[], list[int]]:
+    return lambda: find_members(rec.get("sessions") or [], str(rec.get("token") or ""),
+                                since=int(rec.get("since") or 0))
+
+
+def _remove_scratch(path: object) -> None:
+    if isinstance(path, str) and Path(path).name.startswith(SCRATCH_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_leftover_workloads(state: Path | None = None) -> list[str]:
+    """Kill the processes of every scope whose hugelab is gone; remove its files and record."""
+    d = state or state_dir()
+    if not d.is_dir():
+        return []
+    done = []
+    for path, rec in _records(d):
+        if _owner_alive(rec):
+            continue
+        killed = kill_members(_record_members(rec))
+        if killed:
+            done.append(f"killed {len(killed)} leftover workload process(es) of "
+                        f"{rec.get('label') or 'a trial'} (pids {', '.join(map(str, killed))})")
+        if rec.get("scratch") and Path(str(rec["scratch"])).exists():
+            done.append(f"removed {rec['scratch']}")
+        _remove_scratch(rec.get("scratch"))
+        if not _record_members(rec)():
+            path.unlink(missing_ok=True)
+    return done
+
+
+def alive_leftovers(state: Path | None = None) -> list[int]:
+    """Pids of workloads recorded by a dead hugelab that are still alive."""
+    d = state or state_dir()
+    if not d.is_dir():
+        return []
+    return [pid for _p, rec in _records(d) if not _owner_alive(rec)
+            for pid in _record_members(rec)()]
+
+
+def refuse_if_leftovers(state: Path | None = None) -> None:
+    """HostError when a workload of an earlier run is still alive (after trying to kill it)."""
+    kill_leftover_workloads(state)
+    left = alive_leftovers(state)
+    if left:
+        raise HostError(f"workload processes of an earlier run are still alive "
+                        f"(pids {', '.join(map(str, left[:10]))}): trials now would measure noise",
+                        hint="hugelab could not kill them; end them by hand, then run again")

@@ -1,0 +1,186 @@
+"""Find and measure a trial's whole process tree through /proc. Standard library only.
+
+The same file runs on the host (imported as hugelab.trial.procscan) and inside hugelab's guests
+(copied into the initramfs beside the agent), so guest-side evidence is measured exactly like
+host-side evidence.
+
+A tree is the set of processes that belong to a trial: those in the sessions the trial started
+(every workload process is started in a new session, so its stress-ng workers, make's compilers
+and a server's children share its session id) and those carrying the trial's token in their
+environment (which survives a `setsid()` or a daemon's double fork).
+
+`TreeSampler` samples the tree a few times per second while the trial runs and keeps, for every
+field, the peak of the tree's total: `/proc/PID/smaps_rollup` (AnonHugePages, Anonymous,
+Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss), the hugetlb pages by page
+size (from /proc/PID/smaps, read only for processes that map hugetlb pages), and the number of
+processes. Reading smaps_rollup walks the process's page tables, so samples are spaced out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+ROLLUP_FIELDS = {"Rss": "rss_kb", "Anonymous": "anon_kb", "AnonHugePages": "anon_huge_kb",
+                 "ShmemPmdMapped": "shmem_pmd_kb", "FilePmdMapped": "file_pmd_kb",
+                 "Shared_Hugetlb": "shared_hugetlb_kb", "Private_Hugetlb": "private_hugetlb_kb"}
+TOKEN_VAR = "HUGELAB_TRIAL"
+DEFAULT_INTERVAL_S = 0.25
+
+
+def parse_kb_fields(text: str) -> dict[str, int]:
+    """`Name:  123 kB` lines -> {"Name": 123} (smaps_rollup, one smaps mapping, status)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == "kB" and parts[0].endswith(":"):
+            try:
+                out[parts[0][:-1]] = int(parts[1])
+            except ValueError:
+                continue
+    return out
+
+
+def hugetlb_by_page_size(smaps_text: str) -> dict[int, int]:
+    """kB of hugetlb memory mapped per page size (kB), from a full /proc/PID/smaps text."""
+    out: dict[int, int] = {}
+    page = 4
+    for line in smaps_text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] == "kB":
+            if parts[0] == "KernelPageSize:":
+                page = int(parts[1])
+            elif parts[0] in ("Private_Hugetlb:", "Shared_Hugetlb:") and int(parts[1]):
+                out[page] = out.get(page, 0) + int(parts[1])
+    return out
+
+
+def stat_fields(text: str) -> tuple[int, int, int, int]:
+    """(ppid, pgrp, session, starttime) from a /proc/PID/stat text."""
+    f = text.rsplit(")", 1)[1].split()
+    return int(f[1]), int(f[2]), int(f[3]), int(f[19])
+
+
+def _read(path: str, mode: str = "r") -> str | bytes | None:
+    try:
+        with open(path, mode) as f:
+            return f.read()  # type: ignore[no-any-return]
+    except OSError:
+        return None
+
+
+def has_token(pid: int, token: str, proc: str = "/proc") -> bool:
+    env = _read(f"{proc}/{pid}/environ", "rb")
+    return isinstance(env, bytes) and f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
+
+
+def find_members(sessions: Iterable[int], token: str | None = None, *,
+                 since: int = 0, proc: str = "/proc") -> list[int]:
+    """Pids started at or after clock tick `since` that are in one of `sessions` or carry
+    `token` in their environment."""
+    sids = set(sessions)
+    me = os.getpid()
+    out = []
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        pid = int(entry)
+        text = _read(f"{proc}/{pid}/stat")
+        if not isinstance(text, str):
+            continue
+        try:
+            _ppid, _pgrp, sid, start = stat_fields(text)
+        except (IndexError, ValueError):
+            continue
+        if start >= since and (sid in sids or (token and has_token(pid, token, proc))):
+            out.append(pid)
+    return out
+
+
+def measure(pids: Iterable[int], proc: str = "/proc") -> dict[str, object]:
+    """One sample: the tree's smaps_rollup totals and hugetlb kB per page size."""
+    tot: dict[str, int] = {v: 0 for v in ROLLUP_FIELDS.values()}
+    by_size: dict[int, int] = {}
+    n = 0
+    for pid in pids:
+        text = _read(f"{proc}/{pid}/smaps_rollup")
+        if not isinstance(text, str) or not text:
+            continue  # gone, a zombie, or a kernel thread
+        n += 1
+        fields = parse_kb_fields(text)
+        for src, dst in ROLLUP_FIELDS.items():
+            tot[dst] += fields.get(src, 0)
+        if fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0):
+            smaps = _read(f"{proc}/{pid}/smaps")
+            for size, kb in hugetlb_by_page_size(smaps if isinstance(smaps, str) else "").items():
+                by_size[size] = by_size.get(size, 0) + kb
+    return {**tot, "processes": n, "hugetlb_by_page_kb": by_size}
+
+
+def merge_peak(peak: dict[str, object], sample: dict[str, object]) -> dict[str, object]:
+    """Field-wise maximum of two samples (or summaries), hugetlb sizes included."""
+    out = dict(peak)
+    for key, value in sample.items():
+        if isinstance(value, dict):
+            cur = dict(out.get(key) or {})  # type: ignore[call-overload]
+            for k, v in value.items():
+                cur[k] = max(cur.get(k, 0), v)
+            out[key] = cur
+        elif isinstance(value, int | float):
+            old = out.get(key, 0)
+            out[key] = max(old, value) if isinstance(old, int | float) else value
+    return out
+
+
+class TreeSampler:
+    """Samples a tree in a background thread until stop(); stop() returns the peak summary.
+
+    `members` returns the tree's pids at each sample (re-evaluated, so new processes count)."""
+
+    def __init__(self, members: Callable[[], list[int]], interval_s: float = DEFAULT_INTERVAL_S,
+                 proc: str = "/proc") -> None:
+        self.members = members
+        self.interval_s = interval_s
+        self.proc = proc
+        self.samples = 0
+        self.peak: dict[str, object] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="hugelab-tree-sampler",
+                                        daemon=True)
+        self._t0 = 0.0
+
+    def start(self) -> TreeSampler:
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def sample_now(self) -> None:
+        pids = self.members()
+        if not pids:
+            return
+        s = measure(pids, self.proc)
+        if s.get("processes"):
+            self.samples += 1
+            self.peak = merge_peak(self.peak, s)
+
+    def _loop(self) -> None:
+        delay = min(0.05, self.interval_s)  # a first look early: short commands count too
+        while not self._stop.wait(delay):
+            self.sample_now()
+            delay = self.interval_s
+
+    def stop(self) -> dict[str, object]:
+        self._stop.set()
+        self._thread.join()
+        out: dict[str, object] = {v: 0 for v in ROLLUP_FIELDS.values()}
+        out.update({"processes": 0, "hugetlb_by_page_kb": {}})
+        out.update(self.peak)
+        by_size = out.get("hugetlb_by_page_kb")
+        out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}
+                                     if isinstance(by_size, dict) else {})
+        out["samples"] = self.samples
+        out["seconds"] = round(time.monotonic() - self._t0, 3)
+        out["interval_s"] = self.interval_s
+        return out

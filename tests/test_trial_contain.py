@@ -1,0 +1,131 @@
+"""Containment of a native trial's process tree, for real: new sessions, the trial token,
+tree sampling, killing at the end of a trial and after the owner died (recover)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hugelab.errors import HostError, ToolMissingError
+from hugelab.trial import contain
+from hugelab.trial.contain import TrialScope, spawn
+from hugelab.trial.procscan import (
+    find_members,
+    hugetlb_by_page_size,
+    merge_peak,
+    parse_kb_fields,
+    stat_fields,
+)
+
+# A child that allocates and touches 64 MiB, then forks a daemon that leaves the session.
+ALLOC = textwrap.dedent("""
+    import os, sys, time
+    buf = bytearray(64 << 20)
+    for i in range(0, len(buf), 4096):
+        buf[i] = 1
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(120)
+        os._exit(0)
+    time.sleep(float(sys.argv[1]))
+""")
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    d = tmp_path / "state"
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(d))
+    return d
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "Z"
+    except OSError:
+        return False
+
+
+def test_parsers():
+    assert parse_kb_fields("Rss:   10 kB\nAnonHugePages:  2048 kB\nbad line\n") == \
+        {"Rss": 10, "AnonHugePages": 2048}
+    smaps = ("7f00-7f20 rw-s 0 00:0f 1 /SYSV00000000 (deleted)\nKernelPageSize:  2048 kB\n"
+             "Shared_Hugetlb:   4096 kB\nPrivate_Hugetlb:  0 kB\n"
+             "7f30-7f40 rw-p 0 00:00 0\nKernelPageSize:  4 kB\nPrivate_Hugetlb:  0 kB\n")
+    assert hugetlb_by_page_size(smaps) == {2048: 4096}
+    assert merge_peak({"a": 1, "h": {2048: 5}}, {"a": 3, "h": {2048: 2, 4: 1}}) == \
+        {"a": 3, "h": {2048: 5, 4: 1}}
+    ppid, pgrp, sid, start = stat_fields(Path("/proc/self/stat").read_text())
+    assert ppid == os.getppid() and sid == os.getsid(0) and start > 0
+
+
+def test_scope_samples_the_whole_tree_and_kills_what_outlives_it(state):
+    with TrialScope("test") as scope:
+        p = spawn([sys.executable, "-c", ALLOC, "1.0"], stdout=subprocess.PIPE, text=True)
+        assert os.getsid(p.pid) == p.pid  # a session of its own
+        env = Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0")
+        assert f"HUGELAB_TRIAL={scope.token}".encode() in env
+        assert f"TMPDIR={scope.scratch}".encode() in env and Path(scope.scratch).is_dir()
+        record = json.loads((state / f"workload-{scope.token}.json").read_text())
+        assert record["sessions"] == [p.pid] and record["owner_pid"] == os.getpid()
+        assert (state / f"workload-{scope.token}.json").stat().st_mode & 0o777 == 0o600
+        p.wait()
+        time.sleep(0.3)
+        daemons = find_members([], scope.token, since=scope.since)
+        assert daemons, "the setsid() daemon carries the token"
+        assert all(os.getsid(d) != p.pid for d in daemons)
+    assert scope.leftovers_killed >= 1
+    assert not any(alive(d) for d in daemons)
+    assert scope.tree["samples"] >= 2 and scope.tree["anon_kb"] >= 60 << 10
+    assert not Path(scope.scratch).exists()
+    assert not list(state.glob("workload-*.json"))
+
+
+def test_spawn_outside_a_scope_and_missing_tools():
+    p = spawn(["true"])
+    assert p.wait() == 0
+    with pytest.raises(ToolMissingError):
+        spawn(["no-such-tool-hugelab"])
+
+
+# The owner: a python that opens a scope, starts `sh -c 'sleep 300 & wait'` and dies by SIGKILL.
+OWNER = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    from hugelab.trial.contain import TrialScope, spawn
+    with TrialScope("killed owner") as scope:
+        open(os.path.join(scope.scratch, "file"), "w").write("x")
+        spawn(["sh", "-c", "sleep 300 & wait"], stdout=subprocess.DEVNULL,
+              stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        print(scope.scratch, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_leftovers_of_a_killed_owner_are_killed_and_removed(state):
+    r = subprocess.run([sys.executable, "-c", OWNER], capture_output=True, text=True,
+                       env={**os.environ, "HUGELAB_STATE_DIR": str(state)})
+    assert r.returncode == -signal.SIGKILL
+    scratch = Path(r.stdout.strip())
+    assert scratch.is_dir() and list(state.glob("workload-*.json"))
+    left = contain.alive_leftovers(state)
+    assert left, "the sleep outlived its owner (setpriv's parent-death signal ends only sh)"
+    done = contain.kill_leftover_workloads(state)
+    assert any("killed" in d for d in done) and any("removed" in d for d in done)
+    time.sleep(0.1)
+    assert not any(alive(pid) for pid in left)
+    assert not scratch.exists() and not list(state.glob("workload-*.json"))
+    contain.refuse_if_leftovers(state)  # nothing left: no error
+
+
+def test_refuses_when_a_leftover_cannot_be_killed(state, monkeypatch):
+    monkeypatch.setattr(contain, "alive_leftovers", lambda st=None: [4242])
+    with pytest.raises(HostError, match="still alive"):
+        contain.refuse_if_leftovers(state)
