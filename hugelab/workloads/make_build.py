@@ -5,8 +5,10 @@ an unpacked upstream release, a Debian source tree, ...), and a `make_target` (d
 default goal). Each trial, on the Target and with Target.exec only (so it also runs in a guest
 where `source_dir` is a path inside the guest):
 
-  1. `mktemp -d -p SCRATCH` (default scratch `/dev/shm`, a tmpfs, so the disk stays out of the
-     measurement; `scratch_dir` overrides it, `stat -f` records the filesystem type),
+  1. `mktemp -d -t` in $TMPDIR (under hugelab the trial's private directory, on /dev/shm, a
+     tmpfs, so the disk stays out of the measurement and a killed run's copy is removed by
+     `hugelab recover`; in a guest its /tmp, a tmpfs overlay); `scratch_dir` overrides it and
+     `stat -f` records the filesystem type,
   2. `cp -a SOURCE/. COPY` (the source tree itself is never modified),
   3. `make -C COPY clean` (when `clean`), then the timed `make -C COPY -jN [TARGET]`,
   4. `rm -rf COPY`.
@@ -53,7 +55,7 @@ class MakeBuild:
     jobs: int = 2
     make_target: str = ""
     clean: bool = True
-    scratch_dir: str = "/dev/shm"
+    scratch_dir: str = ""  # "" = $TMPDIR (the trial scope's directory under hugelab), else /tmp
     make_binary: str = "make"
     timeout_s: float = 3600.0
     kind: str = field(default="build", init=False)
@@ -67,6 +69,8 @@ class MakeBuild:
             raise ExperimentError(f"build: make_target {self.make_target!r} looks like an option")
 
     def mktemp_argv(self) -> list[str]:
+        if not self.scratch_dir:
+            return ["mktemp", "-d", "-t", "hugelab-build.XXXXXX"]
         return ["mktemp", "-d", "-p", self.scratch_dir, "hugelab-build.XXXXXX"]
 
     def copy_argv(self, dest: str) -> list[str]:
