@@ -1,0 +1,187 @@
+"""SIGKILL of `hugelab run` mid-trial, then `hugelab recover` (or a plain re-run): no process of
+the killed run survives, no temporary directory is left, pools (nr_hugepages and surplus) and
+THP are as before, and the resumed run completes every block with every trial ok."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hugelab.trial.procscan import TOKEN_VAR
+from tests.hostguard import host_state, workload_processes
+from tests.test_workload_make_build import make_tree
+
+pytestmark = [pytest.mark.host, pytest.mark.slow]
+HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+
+HEAD = 'name = "kill"\nseed = 9\nblocks = 2\nbaseline = "a"\n'
+STRESS = HEAD + """
+[workload]
+kind = "stress-ng"
+stressor = "vm"
+workers = 2
+bytes_per_worker = "32M"
+timeout_s = 4
+[[arms]]
+name = "a"
+backing = "4k"
+thp = "never"
+[[arms]]
+name = "b"
+backing = "thp"
+thp = "always"
+"""
+BUILD = HEAD + """
+[workload]
+kind = "build"
+source_dir = "{src}"
+jobs = 2
+[[arms]]
+name = "a"
+backing = "4k"
+thp = "never"
+[[arms]]
+name = "b"
+backing = "thp"
+thp = "always"
+"""
+ONE_GIG = HEAD + """
+[workload]
+kind = "hugelab-mem"
+workload = "chase"
+size = "64M"
+duration = 3.0
+[[arms]]
+name = "a"
+backing = "hugetlb-1G"
+[[arms]]
+name = "b"
+backing = "hugetlb-2M"
+"""
+GUEST = HEAD + """
+[vm]
+mem = "512M"
+accel = "tcg"
+[workload]
+kind = "hugelab-mem"
+workload = "chase"
+size = "32M"
+duration = 0.5
+[[arms]]
+name = "a"
+backing = "4k"
+[[arms]]
+name = "b"
+backing = "4k"
+[arms.vm]
+backing = "file"
+page_size = "2M"
+"""
+
+
+def cmdlines() -> dict[int, str]:
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+    return out
+
+
+def carrying(tokens: set[str]) -> list[int]:
+    """Pids whose environment carries one of the trial tokens."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(f"{TOKEN_VAR}={t}".encode() in env for t in tokens):
+            out.append(int(d.name))
+    return out
+
+
+def records(state: Path) -> list[dict]:
+    out = []
+    for p in state.glob("workload-*.json"):
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
+    """Start `hugelab run`, SIGKILL it once a process whose command line has `needle` runs
+    inside one of its trials (or, for a guest, once its QEMU runs); the scope records then."""
+    env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
+    p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", str(store)], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            recs = records(state)
+            tokens = {r["token"] for r in recs}
+            mine = set(carrying(tokens)) if tokens else set()
+            if needle == "qemu":
+                mine = {pid for pid, c in cmdlines().items()
+                        if "qemu-system" in c and list(state.glob("qemu-*.json"))}
+            if any(needle in c for pid, c in cmdlines().items() if pid in mine):
+                time.sleep(0.3)
+                return records(state)
+            assert p.poll() is None, "the run ended before the moment to kill it"
+            time.sleep(0.05)
+        raise AssertionError(f"no {needle} process appeared")
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+
+def trials(store: Path) -> list[tuple]:
+    with sqlite3.connect(store) as c:
+        return list(c.execute("SELECT block, arm, target, status, attempts FROM trials"))
+
+
+@pytest.mark.parametrize("case,then", [
+    ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
+    ("hugelab-mem-1G", "recover"), pytest.param("guest", "recover", marks=pytest.mark.vm),
+])
+def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
+    text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
+                    "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu")}[case]
+    src = make_tree(tmp_path / "src", units=60) if case == "build" else ""
+    exp = tmp_path / "exp.toml"
+    exp.write_text(text.format(src=src))
+    state, store = tmp_path / "state", tmp_path / "s.db"
+    env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
+    before, procs = host_state(), workload_processes()
+    recs = kill_during(exp, state, store, needle)
+    tokens = {r["token"] for r in recs}
+    scratch = [Path(r["scratch"]) for r in recs if r.get("scratch")]
+    if then == "recover":
+        r = subprocess.run([*HUGELAB, "recover"], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        assert not carrying(tokens), "a workload process of the killed run survived recover"
+        assert not any(s.exists() for s in scratch), "a trial's temporary directory is left"
+        assert host_state() == before and workload_processes() == procs
+        assert not list(state.glob("qemu-*.json")) and not list(state.glob("workload-*.json"))
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not carrying(tokens) and not any(s.exists() for s in scratch)
+    assert host_state() == before and workload_processes() == procs
+    rows = trials(store)
+    assert len(rows) == len({(b, a, t) for b, a, t, *_ in rows}) == 4  # 2 blocks x 2 arms
+    assert all(status == "ok" for *_, status, _att in rows), rows
