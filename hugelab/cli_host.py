@@ -55,9 +55,12 @@ def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.Argum
     add_json(r)
     r.set_defaults(func=cmd_host_restore)
 
-    rec = sub.add_parser("recover", help="put the host back after a killed run (QEMU, THP, pools)",
-                         description="Replays the run journal left by a hugelab that was killed "
-                         "(SIGKILL, power loss) and stops leftover guests. Safe to run any time.")
+    rec = sub.add_parser("recover", help="clean up after a killed run (workloads, QEMU, THP, pools)",
+                         description="After a hugelab that was killed (SIGKILL, power loss): kills "
+                         "the workload processes and guests of its trials, removes their "
+                         "temporary files, then replays its journal (THP modes, pools, mounts). "
+                         "Waits a few seconds for a dying hugelab to let go of the lock. Safe to "
+                         "run any time; every `hugelab run` does the same before it starts.")
     add_json(rec)
     rec.set_defaults(func=cmd_recover)
 

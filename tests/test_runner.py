@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from hugelab.errors import PoolBusyError, WorkloadError
-from hugelab.experiment import Arm, Experiment, PoolSpec, schedule
+from hugelab.experiment import Arm, Experiment, PoolSpec, VmLayer, schedule
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
+from hugelab.report.analysis import Options, analyse
+from hugelab.report.load import load_run
 from hugelab.runner import Runner, pool_plan
 from hugelab.store import Store
 from hugelab.summary import arm_summary
@@ -181,6 +183,9 @@ def test_environment_failures_are_retried_on_resume_workload_failures_on_request
     assert trials[(1, "hugetlb-1G")]["status"] == "ok" and trials[(1, "hugetlb-1G")]["attempts"] == 2
     assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "environment"
     assert trials[(1, "hugetlb-2M")]["status"] == "failed"
+    series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).result["series"]}
+    assert series["hugetlb-1G"]["retried"] == 2 and series["4k"]["retried"] == 0
+    assert "exited with 3" in series["hugetlb-1G"]["retry_reasons"][0]["reason"]
     out, target = run(env, exp, DeterministicWorkload(), retry_failed=True)
     assert sorted(target.calls) == ["hugetlb-2M"] * 2
     assert all(t["status"] == "ok" for t in env[2].trials(out.run_id))
@@ -211,6 +216,20 @@ def test_pool_plan_takes_explicit_pools_and_the_largest_need():
                            Arm("b", "hugetlb-2M"), Arm("c", "4k", pools=(PoolSpec("1G", 2, 0),))))
     plan = pool_plan(exp, DeterministicWorkload(size_bytes=64 * 1024**2))
     assert plan == {("2M", None): 32, ("1G", 0): 2}
+
+
+def test_pool_plan_covers_every_vm_layer_whatever_the_workloads_backing():
+    lazy = VmLayer(backing="file", page_size="2M", prealloc=False, mem_mib=1024)
+    arms = (Arm("thp-vm", "thp", vm=VmLayer(mem_mib=2048)),
+            Arm("vm-1G", "thp", vm=VmLayer(backing="file", page_size="1G", prealloc=True,
+                                           mem_mib=3072)),
+            Arm("iperf-2M", "4k", vm=lazy), Arm("two-2M", "4k", vm=replace(lazy, vms=2)))
+    work = DeterministicWorkload(size_bytes=64 * 1024**2)
+    assert pool_plan(Experiment("p", arms), work) == {("1G", None): 3, ("2M", None): 1024}
+    duet = Experiment("d", arms[1:3], design="duet")  # both arms of a block at once: summed
+    assert pool_plan(duet, work) == {("1G", None): 3, ("2M", None): 512}
+    both = Experiment("d", (arms[2], replace(arms[2], name="again")), design="duet")
+    assert pool_plan(both, work) == {("2M", None): 1024}
 
 
 def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):

@@ -297,6 +297,7 @@ def series_rows(data: RunData, m: Matrix, opts: Options) -> list[dict[str, Any]]
             "counts": {s: int(counts[i, k]) for k, s in enumerate(("ok", "flagged", "failed"))},
             "non_positive": int(m.nonpositive[i]),
             "flag_reasons": _reasons(d.flag_reasons), "error_reasons": _reasons(d.error_reasons),
+            "retried": sum(d.retry_reasons.values()), "retry_reasons": _reasons(d.retry_reasons),
             "classic": _classic(ok_vals, opts.confidence),
             "median": float(np.median(ok_vals)) if ok_vals.size else None,
             "monitors": _monitors(d.monitors), "evidence": _evidence(d.evidence),

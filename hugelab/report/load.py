@@ -36,6 +36,7 @@ class SeriesDetails:
     unit: str | None = None
     flag_reasons: Counter[str] = field(default_factory=Counter)
     error_reasons: Counter[str] = field(default_factory=Counter)
+    retry_reasons: Counter[str] = field(default_factory=Counter)  # earlier attempts' errors
     monitors: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     provenance: list[dict[str, Any]] = field(default_factory=list)
@@ -116,6 +117,12 @@ def _read_details(store: Store, data: RunData, run_id: int) -> None:
             d.flag_reasons[flag or "(no reason recorded)"] += 1
         else:
             d.error_reasons[error or "(no error recorded)"] += 1
+    for arm, target, earlier in cur.execute(
+            "SELECT arm, target, json_extract(provenance, '$.earlier_attempts[#-1].error') "
+            "FROM trials WHERE run_id = ? AND attempts > 1", (run_id,)):
+        first = (earlier or "").strip().splitlines()
+        data.details[where[(arm, target)]].retry_reasons[first[0] if first else
+                                                         "(no error recorded)"] += 1
     blocks = _sample_blocks(data, max(50, DETAIL_SAMPLE_BLOCKS // max(len(data.series), 1)))
     better: dict[int, Counter[tuple[str | None, str | None, str | None]]] = {}
     for start in range(0, len(blocks), 500):

@@ -156,6 +156,8 @@ def trials(result: dict[str, Any]) -> Table:
     for s in result["series"]:
         why = [f"{r['count']}x {r['reason']}" for r in s["flag_reasons"][:3]]
         why += [f"{r['count']}x failed: {r['reason']}" for r in s["error_reasons"][:3]]
+        why += [f"{r['count']}x retried after: {r['reason']}"
+                for r in s.get("retry_reasons", [])[:3]]
         k = s["counts"]
         t.rows.append([s["name"], f"{k['ok']:,}", f"{k['flagged']:,}", f"{k['failed']:,}",
                        "; ".join(why) or "-"])
