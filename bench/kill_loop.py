@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hugelab.trial.procscan import TOKEN_VAR  # noqa: E402
-from tests.hostguard import host_state  # noqa: E402
+from tests.hostguard import carrying, host_state  # noqa: E402
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 ARMS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
@@ -51,19 +50,6 @@ def tokens(state: Path) -> set[str]:
             out.add(json.loads(p.read_text())["token"])
         except (OSError, ValueError, KeyError):
             continue
-    return out
-
-
-def carrying(toks: set[str]) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                env = (d / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(f"{TOKEN_VAR}={t}".encode() in env for t in toks):
-                out.append(int(d.name))
     return out
 
 

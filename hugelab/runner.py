@@ -57,6 +57,10 @@ class RunOutcome:
 
 
 def _workload_bytes(workload: Workload) -> int | None:
+    """Bytes of huge pages one trial's workload maps: what it says it needs, or its size."""
+    need = getattr(workload, "hugetlb_bytes", None)
+    if callable(need):
+        return int(need())
     size = getattr(workload, "size_bytes", None)
     return int(size) if isinstance(size, int) else None
 

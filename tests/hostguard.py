@@ -54,3 +54,21 @@ def workload_processes() -> list[str]:
         if comm in WORKLOAD_NAMES or comm.startswith("stress-ng"):
             out.append(f"{d.name} {comm}")
     return out
+
+
+def carrying(tokens: set[str]) -> list[int]:
+    """Pids whose environment carries one of these trial tokens (HUGELAB_TRIAL=...)."""
+    from hugelab.trial.procscan import TOKEN_VAR
+
+    wanted = {f"{TOKEN_VAR}={t}".encode() for t in tokens}
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = set((d / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & wanted:
+            out.append(int(d.name))
+    return out

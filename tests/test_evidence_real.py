@@ -97,5 +97,6 @@ def test_guest_tree_evidence_for_every_field_workload_and_the_guest_pool(env):
         sysbench.run(g.target, "hugetlb-2M")  # --memory-hugetlb=on: SHM_HUGETLB from the pool
         tree = g.target.tree()
         assert int(tree["hugetlb_by_page_kb"]["2048"]) >= 4 << 10, tree
+        assert tree["pool_pages_taken"]["2048"] >= 2, tree  # the guest's own pool, in use
         assert check_tree("hugetlb-2M", tree).status == VERIFIED
         assert check_tree("4k", tree).status == CONTRADICTED

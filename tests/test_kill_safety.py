@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.trial.procscan import TOKEN_VAR
-from tests.hostguard import host_state, workload_processes
+from tests.hostguard import carrying, host_state, workload_processes
 from tests.test_workload_make_build import make_tree
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
@@ -95,21 +94,6 @@ def cmdlines() -> dict[int, str]:
                 out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-    return out
-
-
-def carrying(tokens: set[str]) -> list[int]:
-    """Pids whose environment carries one of the trial tokens."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(f"{TOKEN_VAR}={t}".encode() in env for t in tokens):
-            out.append(int(d.name))
     return out
 
 

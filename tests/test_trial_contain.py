@@ -22,6 +22,7 @@ from hugelab.trial.procscan import (
     hugetlb_by_page_size,
     merge_peak,
     parse_kb_fields,
+    pool_use,
     stat_fields,
 )
 
@@ -62,6 +63,9 @@ def test_parsers():
     assert hugetlb_by_page_size(smaps) == {2048: 4096}
     assert merge_peak({"a": 1, "h": {2048: 5}}, {"a": 3, "h": {2048: 2, 4: 1}}) == \
         {"a": 3, "h": {2048: 5, 4: 1}}
+    before = {"2048": (10, 0), "1048576": (2, 0)}
+    assert pool_use(before, {"2048": (7, 0), "1048576": (2, 1), "64": (1, 0)}) == \
+        {"2048": 3, "1048576": 1}
     ppid, pgrp, sid, start = stat_fields(Path("/proc/self/stat").read_text())
     assert ppid == os.getppid() and sid == os.getsid(0) and start > 0
 

@@ -138,3 +138,15 @@ def test_missing_binary_names_the_package():
 def test_unknown_backing():
     with pytest.raises(WorkloadError, match="unknown backing"):
         SysbenchMemory().run(NativeTarget(), "huge")
+
+
+def test_hugetlb_bytes_is_what_the_pools_must_hold():
+    from hugelab.experiment import Arm, Experiment
+    from hugelab.runner import pool_plan
+
+    local = SysbenchMemory(block_size="4M", threads=2, scope="local")
+    assert local.hugetlb_bytes() == 2 * hugetlb_request_bytes(4 << 20)
+    assert SysbenchMemory(block_size="4M", threads=2, scope="global").hugetlb_bytes() == \
+        hugetlb_request_bytes(4 << 20)
+    exp = Experiment("s", (Arm("h", "hugetlb-2M"),))
+    assert pool_plan(exp, local) == {("2M", None): 8}  # 2 x 8 MiB - 1 byte -> 8 pages

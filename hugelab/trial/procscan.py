@@ -12,8 +12,9 @@ environment (which survives a `setsid()` or a daemon's double fork).
 `TreeSampler` samples the tree a few times per second while the trial runs and keeps, for every
 field, the peak of the tree's total: `/proc/PID/smaps_rollup` (AnonHugePages, Anonymous,
 Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss), the hugetlb pages by page
-size (from /proc/PID/smaps, read only for processes that map hugetlb pages), and the number of
-processes. Reading smaps_rollup walks the process's page tables, so samples are spaced out.
+size (from /proc/PID/smaps, read only for processes that map hugetlb pages), the number of
+processes, and the pages each hugetlb pool lost since the start (free_hugepages down or
+resv_hugepages up: host-wide, so they explain rather than prove). Reading smaps_rollup walks the process's page tables, so samples are spaced out.
 """
 
 from __future__ import annotations
@@ -119,6 +120,27 @@ def measure(pids: Iterable[int], proc: str = "/proc") -> dict[str, object]:
     return {**tot, "processes": n, "hugetlb_by_page_kb": by_size}
 
 
+def pool_counts(sysfs: str = "/sys/kernel/mm/hugepages") -> dict[str, tuple[int, int]]:
+    """{page size kB: (free_hugepages, resv_hugepages)} of every hugetlb pool (host-wide)."""
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        entries = os.listdir(sysfs)
+    except OSError:
+        return out
+    for entry in entries:
+        size = entry.removeprefix("hugepages-").removesuffix("kB")
+        vals = [_read(f"{sysfs}/{entry}/{name}") for name in ("free_hugepages", "resv_hugepages")]
+        if size.isdigit() and all(isinstance(v, str) for v in vals):
+            out[size] = (int(str(vals[0])), int(str(vals[1])))
+    return out
+
+
+def pool_use(before: dict[str, tuple[int, int]], now: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """Pages of each pool taken since `before`: fewer free, or more reserved (host-wide)."""
+    return {size: max(before[size][0] - free, resv - before[size][1], 0)
+            for size, (free, resv) in now.items() if size in before}
+
+
 def merge_peak(peak: dict[str, object], sample: dict[str, object]) -> dict[str, object]:
     """Field-wise maximum of two samples (or summaries), hugetlb sizes included."""
     out = dict(peak)
@@ -150,9 +172,11 @@ class TreeSampler:
         self._thread = threading.Thread(target=self._loop, name="hugelab-tree-sampler",
                                         daemon=True)
         self._t0 = 0.0
+        self._pools: dict[str, tuple[int, int]] = {}
 
     def start(self) -> TreeSampler:
         self._t0 = time.monotonic()
+        self._pools = pool_counts()
         self._thread.start()
         return self
 
@@ -163,6 +187,7 @@ class TreeSampler:
         s = measure(pids, self.proc)
         if s.get("processes"):
             self.samples += 1
+            s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
             self.peak = merge_peak(self.peak, s)
 
     def _loop(self) -> None:
@@ -175,7 +200,7 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         out: dict[str, object] = {v: 0 for v in ROLLUP_FIELDS.values()}
-        out.update({"processes": 0, "hugetlb_by_page_kb": {}})
+        out.update({"processes": 0, "hugetlb_by_page_kb": {}, "pool_pages_taken": {}})
         out.update(self.peak)
         by_size = out.get("hugetlb_by_page_kb")
         out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}

@@ -152,6 +152,13 @@ class SysbenchMemory:
         if self.threads < 1 or self.time_s < 1:
             raise ExperimentError("sysbench: threads and time_s must be at least 1")
 
+    def hugetlb_bytes(self) -> int:
+        """Bytes of hugetlb memory a trial takes with --memory-hugetlb=on: one shmget buffer
+        per thread (scope local) or one in all (global); hugelab reserves pools from this."""
+        assert isinstance(self.block_size, int)
+        per = hugetlb_request_bytes(self.block_size)
+        return per * (self.threads if self.scope == "local" else 1)
+
     def use_hugetlb(self, backing: str) -> bool:
         return self.hugetlb if self.hugetlb is not None else backing == "hugetlb-2M"
 
