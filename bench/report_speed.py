@@ -3,7 +3,7 @@
     .venv/bin/python bench/report_speed.py [--blocks 250000] [--store /tmp/hugelab-report-bench.db]
 
 Builds the store once with a direct executemany into the store's tables (a few seconds), then
-times `hugelab report --json` and `--html` (`python -m hugelab.report`, the same command) in
+times `hugelab report --json` and `--html` (`python -m hugelab.cli report`) in
 fresh processes, best of --repeat, with the child's CPU time: wall time on a shared machine
 depends on its load, CPU time much less. Effects injected: thp -5%, hugetlb-2M -6%, hugetlb-1G -6.5% (times, lower is better),
 0.5% of trials flagged, 0.1% failed, rare 20x stalls.
@@ -122,7 +122,7 @@ def main() -> int:
         with Store(args.store) as store:  # as a store written trial by trial would be
             store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         print(f"built {args.store} ({4 * args.blocks:,} trials) in {time.perf_counter() - t0:.1f} s")
-    base = [sys.executable, "-m", "hugelab.report", "--store", str(args.store)]
+    base = [sys.executable, "-m", "hugelab.cli", "report", "--store", str(args.store)]
     html = Path(tempfile.gettempdir()) / "hugelab-report-bench.html"
     print(f"trials: {4 * args.blocks:,}  cores: {os.cpu_count()}  "
           f"load average before: {os.getloadavg()[0]:.2f}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hugelab.cli_import import UNPAIRED_WARNING, _k_index, _u_null_cdf, two_sample_shift
+from hugelab.cli.imports import UNPAIRED_WARNING, _k_index, _u_null_cdf, two_sample_shift
 from hugelab.store import Store, Trial
 from tests.test_import import cli
 

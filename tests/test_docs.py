@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hugelab import clidoc
+from hugelab.cli import doc as clidoc
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_reference_is_up_to_date():
     assert (ROOT / "docs" / "cli.md").read_text() == clidoc.render(), (
-        "docs/cli.md is stale: run `.venv/bin/python -m hugelab.clidoc > docs/cli.md`")
+        "docs/cli.md is stale: run `.venv/bin/python -m hugelab.cli.doc > docs/cli.md`")
 
 
 def test_every_command_is_documented_in_the_readme():

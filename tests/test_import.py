@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from hugelab import cli_import
-from hugelab.errors import HugelabError, StoreError, UsageError
+from hugelab.cli import main
+from hugelab.errors import StoreError, UsageError
 from hugelab.importers import (
     MAX_REPORTED,
     ImportRejected,
@@ -22,25 +21,9 @@ from hugelab.importers import (
 from hugelab.store import Store
 
 
-def parser() -> argparse.ArgumentParser:
-    """The lead wires cli_import into cli.py; here it is registered on a parser of its own."""
-    from hugelab.cli import _add_json, _add_store
-    p = argparse.ArgumentParser(prog="hugelab")
-    sub = p.add_subparsers(dest="command")
-    cli_import.register(sub, _add_json, _add_store)
-    return p
-
-
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run a command the way hugelab.cli.main does: errors become exit codes, no tracebacks."""
-    args = parser().parse_args(argv)
-    try:
-        rc = int(args.func(args))
-    except HugelabError as exc:
-        print(f"hugelab: error: {exc.message}", file=__import__("sys").stderr)
-        if exc.hint:
-            print(f"  hint: {exc.hint}", file=__import__("sys").stderr)
-        rc = exc.exit_code
+    """Run a command through hugelab's own main: errors become exit codes, no tracebacks."""
+    rc = main(argv)
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 
 import pytest
 
-from hugelab import cli, cli_report
+from hugelab.cli import main as cli_main
 from tests.test_report_analysis import make_store
 
 
 @pytest.fixture
-def main(monkeypatch):
-    """cli.main with the report command registered (the lead wires it into cli.py)."""
-    original = cli.build_parser
-
-    def build() -> argparse.ArgumentParser:
-        parser = original()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "report" not in sub.choices:
-            cli_report.register(sub, cli._add_json, cli._add_store)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build)
-    return cli.main
+def main():
+    return cli_main
 
 
 @pytest.fixture
@@ -86,7 +74,7 @@ def test_too_few_blocks_is_inconclusive_in_a_real_process(tmp_path):
     db = tmp_path / "few.db"
     make_store(db, blocks=3)
     for extra in ([], ["--json"]):
-        r = subprocess.run([sys.executable, "-m", "hugelab.report", "--store", str(db), *extra],
+        r = subprocess.run([sys.executable, "-m", "hugelab.cli", "report", "--store", str(db), *extra],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "inconclusive: too few pairs" in r.stdout
@@ -94,7 +82,7 @@ def test_too_few_blocks_is_inconclusive_in_a_real_process(tmp_path):
 
 
 def test_missing_store_in_a_real_process(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "hugelab.report", "--store",
+    r = subprocess.run([sys.executable, "-m", "hugelab.cli", "report", "--store",
                         str(tmp_path / "none.db"), "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1

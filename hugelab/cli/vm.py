@@ -96,7 +96,7 @@ def cmd_qemu_args(args: argparse.Namespace) -> int:
                       run_dir / "initrd.cpio")
     argv = qemu_argv(spec, paths, kernel=kernel, accel=accel, name=name)
     if args.json:
-        from hugelab.cli import print_json
+        from hugelab.cli.output import print_json
         print_json({"arm": name, "argv": argv})
     else:
         print(shlex.join(argv))
@@ -112,7 +112,7 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
                                   state_dir() / "initramfs")
     xml = domain_xml(spec, name=name, kernel=kernel, initrd=str(initrd), accel=accel)
     if args.json:
-        from hugelab.cli import print_json
+        from hugelab.cli.output import print_json
         print_json({"arm": name, "domain": domain_name(name), "xml": xml})
     else:
         print(xml, end="")

@@ -137,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               "comparisons": verdicts.get("comparisons", []), "unit": unit,
               "problems": problems, "retried": retried(trials)}
     if args.json:
-        from hugelab.cli import print_json
+        from hugelab.cli.output import print_json
         print_json(result)
     else:
         _print_summary(exp, result)
@@ -266,7 +266,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             run = store.run(args.run)
             data = {"run": run, "trials": list(store.trials(run["id"]))}
     if args.json:
-        from hugelab.cli import print_json
+        from hugelab.cli.output import print_json
         print_json(data)
         return 0
     con = Console()

@@ -16,14 +16,14 @@ def _walk(parser: argparse.ArgumentParser, prefix: str) -> Iterator[tuple[str, a
 
 
 def render() -> str:
-    from hugelab.cli import build_parser
+    from hugelab.cli.main import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:
         parts = ["# hugelab command reference",
                  "",
-                 "Generated from `--help` by `python -m hugelab.clidoc > docs/cli.md`; a test "
+                 "Generated from `--help` by `python -m hugelab.cli.doc > docs/cli.md`; a test "
                  "fails when it is out of date.", ""]
         for name, parser in _walk(build_parser(), "hugelab"):
             parser.prog = name
@@ -37,7 +37,7 @@ def render() -> str:
 
 
 def commands() -> list[str]:
-    from hugelab.cli import build_parser
+    from hugelab.cli.main import build_parser
     return [name for name, _ in _walk(build_parser(), "hugelab")]
 
 

@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
 
 
 def _print_json(data: Any) -> None:
-    from hugelab.cli import print_json
+    from hugelab.cli.output import print_json
     print_json(data)
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
 from hugelab import __version__
+from hugelab.cli.output import add_json, add_store
 from hugelab.errors import HugelabError, UsageError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -28,17 +26,8 @@ Examples:
 """
 
 
-def _add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
-
-def _add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", type=Path, default=Path("hugelab.db"),
-                   help="SQLite results store (default: ./hugelab.db)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab import cli_host, cli_import, cli_report, cli_run, cli_vm
+    from hugelab.cli import host, imports, report, run, vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -47,16 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hugelab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cli_host.register(sub, _add_json)
-    cli_run.register(sub, _add_json, _add_store)
-    cli_report.register(sub, _add_json, _add_store)
-    cli_vm.register(sub, _add_json)
-    cli_import.register(sub, _add_json, _add_store)
+    host.register(sub, add_json)
+    run.register(sub, add_json, add_store)
+    report.register(sub, add_json, add_store)
+    vm.register(sub, add_json)
+    imports.register(sub, add_json, add_store)
     return parser
-
-
-def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=str))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,6 +77,3 @@ def need(condition: bool, message: str, hint: str | None = None) -> None:
 def is_root() -> bool:
     return os.geteuid() == 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.Argum
 
 
 def _print_json(data: Any) -> None:
-    from hugelab.cli import print_json
+    from hugelab.cli.output import print_json
     print_json(data)
 
 

@@ -1,0 +1,21 @@
+"""What every command shares for output: JSON printing and the common options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", type=Path, default=Path("hugelab.db"),
+                   help="SQLite results store (default: ./hugelab.db)")
