@@ -29,7 +29,7 @@ from pathlib import Path
 from hugelab.errors import CommandError, WorkloadError
 from hugelab.host.paths import REAL, parse_selected
 from hugelab.proc import run, which
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem, backing_problem, parse_size
 

@@ -1,13 +1,23 @@
-"""The one way hugelab runs a process: argv lists only, never a shell."""
+"""The one way hugelab runs a process: argv lists only, never a shell.
+
+`run` runs a short helper command to completion. `spawn` starts a workload process: in a new
+session, with the parent-death signal (util-linux `setpriv --pdeathsig KILL`), and, inside a
+trial, with the trial's token (`HUGELAB_TRIAL`) and private `TMPDIR` in its environment; the
+trial scope (hugelab.trial.contain.TrialScope) binds itself to the thread with `bind`, and
+`carry` hands it to a worker thread of the same trial."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from hugelab.errors import CommandError, ToolMissingError
 
@@ -68,3 +78,78 @@ def run(
     if check and cp.returncode != 0:
         raise CommandError(args, cp.returncode, cp.stderr)
     return cp
+
+
+# --- workload processes ---------------------------------------------------------------------
+
+TOKEN_VAR = "HUGELAB_TRIAL"  # the same name as hugelab.trial.procscan.TOKEN_VAR (a test checks)
+_local = threading.local()
+T = TypeVar("T")
+
+
+class Scope(Protocol):
+    """What spawn needs of a trial scope."""
+
+    token: str
+    scratch: str | None
+
+    def add_session(self, pid: int) -> None: ...
+
+
+def bind(scope: Scope | None) -> None:
+    """Make `scope` the current thread's trial scope (None: outside a trial)."""
+    _local.scope = scope
+
+
+def current() -> Scope | None:
+    """The trial scope bound to this thread, if any."""
+    return getattr(_local, "scope", None)
+
+
+@contextlib.contextmanager
+def bound(scope: Scope | None) -> Iterator[None]:
+    old = current()
+    bind(scope)
+    try:
+        yield
+    finally:
+        bind(old)
+
+
+def carry(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn` wrapped to run under the caller's scope, for a thread target."""
+    scope = current()
+
+    def run_bound(*args: Any, **kwargs: Any) -> T:
+        with bound(scope):
+            return fn(*args, **kwargs)
+    return run_bound
+
+
+def _check_tool(tool: str) -> None:
+    found = os.access(tool, os.X_OK) if "/" in tool else shutil.which(tool) is not None
+    if not found:
+        name = Path(tool).name
+        raise ToolMissingError(name, APT_PACKAGES.get(name, name))
+
+
+def spawn(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
+          **popen: Any) -> subprocess.Popen[Any]:
+    """Start a workload process (see the module docstring); ToolMissingError when argv[0] is
+    not installed."""
+    args = [str(a) for a in argv]
+    _check_tool(args[0])
+    scope = current()
+    child_env = dict(os.environ if env is None else env)
+    if scope is not None:
+        child_env[TOKEN_VAR] = scope.token
+        if scope.scratch:
+            child_env["TMPDIR"] = scope.scratch
+    setpriv = shutil.which("setpriv")
+    full = [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
+    log.debug("spawn: %s", shlex.join(args))
+    p = subprocess.Popen(full, env=child_env, start_new_session=True,  # noqa: S603 - argv list
+                         **popen)
+    if scope is not None:
+        scope.add_session(p.pid)
+    return p

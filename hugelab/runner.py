@@ -12,9 +12,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from hugelab import __version__, monitors
+from hugelab import __version__
 from hugelab.errors import HugelabError, PoolError
-from hugelab.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
 from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
@@ -22,7 +21,9 @@ from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.host.session import host_session
 from hugelab.store import Store, Trial
+from hugelab.trial import monitors
 from hugelab.trial.contain import TrialScope
+from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
 from hugelab.vm.trial import (
     GuestOutcome,
     host_pool_need,
@@ -324,7 +325,7 @@ class Runner:
 
     def _checks(self, arm: Arm, evidence: dict[str, Any], target: str,
                 host_backing: str) -> list[Check]:
-        """The evidence rules (hugelab.evidence) for every layer this arm sets."""
+        """The evidence rules (hugelab.trial.evidence) for every layer this arm sets."""
         where = "host" if arm.vm is None else f"guest {target}"
         checks = [check_workload(arm.backing, evidence, self.exp.thp_min_fraction, where)]
         if arm.vm is not None:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, check_tree
 from hugelab.experiment import Arm, Experiment
 from hugelab.host.session import host_session
 from hugelab.runner import Runner
 from hugelab.store import Store
-from hugelab.targets import NativeTarget
+from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, check_tree
+from hugelab.trial.native import NativeTarget
 from hugelab.vm.guest import GUEST_THP_ENABLED, Guest
 from hugelab.vm.qemu_args import VmSpec
 from hugelab.vm.trial import _run_one, net_specs

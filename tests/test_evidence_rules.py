@@ -1,10 +1,10 @@
-"""The evidence rules of every layer (hugelab.evidence), with plain inputs."""
+"""The evidence rules of every layer (hugelab.trial.evidence), with plain inputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from hugelab.evidence import (
+from hugelab.trial.evidence import (
     CONTRADICTED,
     NOT_APPLICABLE,
     VERIFIED,

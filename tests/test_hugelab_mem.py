@@ -18,7 +18,7 @@ import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.host.paths import REAL, parse_selected
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads import build
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.hugelab_mem import (

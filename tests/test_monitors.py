@@ -6,9 +6,10 @@ import shutil
 
 import pytest
 
-from hugelab.monitors import delta, hardware_counters, snapshot
-from hugelab.perfstat import PerfTarget, parse_perf_csv
-from hugelab.targets import NativeTarget
+from hugelab.host.inspect import hardware_counters
+from hugelab.trial.monitors import delta, snapshot
+from hugelab.trial.native import NativeTarget
+from hugelab.trial.perfstat import PerfTarget, parse_perf_csv
 from tests.fakehost import make_host
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import HostError, ToolMissingError
+from hugelab.proc import spawn
 from hugelab.trial import contain
-from hugelab.trial.contain import TrialScope, spawn
+from hugelab.trial.contain import TrialScope
 from hugelab.trial.procscan import (
     find_members,
     hugetlb_by_page_size,
@@ -92,6 +93,13 @@ def test_scope_samples_the_whole_tree_and_kills_what_outlives_it(state):
     assert not list(state.glob("workload-*.json"))
 
 
+def test_one_token_name_on_both_sides():
+    from hugelab import proc
+    from hugelab.trial import procscan
+
+    assert proc.TOKEN_VAR == procscan.TOKEN_VAR  # procscan is stdlib-only: it keeps its own
+
+
 def test_spawn_outside_a_scope_and_missing_tools():
     p = spawn(["true"])
     assert p.wait() == 0
@@ -102,7 +110,8 @@ def test_spawn_outside_a_scope_and_missing_tools():
 # The owner: a python that opens a scope, starts `sh -c 'sleep 300 & wait'` and dies by SIGKILL.
 OWNER = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from hugelab.trial.contain import TrialScope, spawn
+    from hugelab.proc import spawn
+    from hugelab.trial.contain import TrialScope
     with TrialScope("killed owner") as scope:
         open(os.path.join(scope.scratch, "file"), "w").write("x")
         spawn(["sh", "-c", "sleep 300 & wait"], stdout=subprocess.DEVNULL,

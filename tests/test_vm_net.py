@@ -17,7 +17,7 @@ import pytest
 
 from hugelab.errors import ToolMissingError, VMError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.vm import initramfs as ir
 from hugelab.vm.guest import Guest
 from hugelab.vm.netserver import GuestServer, guest_argv

@@ -12,7 +12,7 @@ from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import load_run
 from hugelab.runner import Runner
 from hugelab.store import Store
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem
 from tests.hostguard import host_state

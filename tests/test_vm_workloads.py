@@ -17,7 +17,7 @@ from hugelab.experiment import load_experiment
 from hugelab.host.session import host_session
 from hugelab.runner import Runner
 from hugelab.store import Store
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.registry import build_workload
 from tests.hostguard import host_state
 from tests.test_workload_make_build import make_tree

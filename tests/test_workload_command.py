@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import (
     CommandWorkload,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ToolMissingError, WorkloadError
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import LocalServer, ServerHandle, free_port, listening
 from hugelab.workloads.iperf3 import IPerf3, parse_json

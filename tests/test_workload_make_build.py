@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.make_build import MakeBuild
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import LocalServer, listening
 from hugelab.workloads.redis import RedisBenchmark, parse_csv

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.stressng import StressNg, parse_brief, parse_yaml, yaml_metrics
 

@@ -15,12 +15,12 @@ from rich.table import Table
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
-from hugelab.monitors import hardware_counters
+from hugelab.host.inspect import hardware_counters
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import Store
 from hugelab.summary import arm_problems, arm_summary, retried
-from hugelab.targets import NativeTarget
+from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -154,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _target() -> Target:
     """Native, under `perf stat` when this host exposes a CPU PMU (hardware counters)."""
     if hardware_counters()["available"]:
-        from hugelab.perfstat import PerfTarget
+        from hugelab.trial.perfstat import PerfTarget
         return PerfTarget(NativeTarget())
     return NativeTarget()
 

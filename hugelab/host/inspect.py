@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 from typing import Any
 
 from hugelab.host.control import size_name
@@ -15,7 +16,6 @@ from hugelab.host.paths import (
     parse_selected,
     read_text,
 )
-from hugelab.monitors import hardware_counters
 
 POOL_FIELDS = ("nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages",
                "nr_overcommit_hugepages")
@@ -155,3 +155,19 @@ def warnings(info: dict[str, Any]) -> list[str]:
         out.append(f"{len(info['numa_nodes'])} NUMA nodes: reserve pools per node "
                    "(`--pool 1G=4@0`) and pin workloads, or results mix local and remote memory")
     return out
+
+
+PMU_DIRS = ("cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0")
+
+
+def hardware_counters(paths: HostPaths = REAL) -> dict[str, Any]:
+    """Whether dTLB-miss and page-walk counters can be read; the reason when not."""
+    base = paths.p("sys/bus/event_source/devices")
+    pmu = next((d for d in PMU_DIRS if (base / d).is_dir()), None)
+    if pmu is None:
+        return {"available": False,
+                "reason": "no CPU PMU is exposed (common inside VMs): dTLB misses and page-walk "
+                          "cycles are not available on this host"}
+    if shutil.which("perf") is None:
+        return {"available": False, "reason": "perf is not installed (apt-get install linux-perf)"}
+    return {"available": True, "pmu": pmu}

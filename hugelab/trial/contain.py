@@ -1,13 +1,13 @@
 """Containment: every process of a native trial can be found, measured and killed as a whole.
 
     with TrialScope("block 3 arm thp") as scope:      # record written before any process starts
-        p = spawn(["stress-ng", "--malloc", "2"])     # new session, token in env, parent-death
+        p = proc.spawn(["stress-ng", "--malloc", "2"])  # new session, token in env, parent-death
         ...
     scope.tree                                        # peak smaps evidence of the whole tree
 
 A scope writes `workload-<token>.json` (0600) to the state directory *before* the first process
 starts, and removes it when every process of the trial is gone. Each process is started by
-`spawn()` in a new session, with the parent-death signal (SIGKILL, through util-linux `setpriv`)
+`hugelab.proc.spawn()` (which finds the scope bound to its thread) in a new session, with the parent-death signal (SIGKILL, through util-linux `setpriv`)
 and `HUGELAB_TRIAL=<token>` in its environment, which every descendant inherits, even one that
 leaves the session. `TMPDIR` points to the scope's private directory (on tmpfs when the host has
 /dev/shm), so the workload's temporary files go where the scope can remove them.
@@ -24,32 +24,23 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from hugelab.errors import HostError, ToolMissingError
+from hugelab.errors import HostError
 from hugelab.host.journal import ensure_private_dir, state_dir, write_private
-from hugelab.proc import APT_PACKAGES
-from hugelab.trial.procscan import TOKEN_VAR, TreeSampler, find_members, stat_fields
+from hugelab.proc import bind
+from hugelab.trial.procscan import TreeSampler, find_members, stat_fields
 
 RECORD_PREFIX = "workload-"
 SCRATCH_PARENTS = ("/dev/shm", tempfile.gettempdir())
 SCRATCH_PREFIX = "hugelab-trial-"
 KILL_WAIT_S = 5.0
-_local = threading.local()
-T = TypeVar("T")
-
-
-def _setpriv() -> str | None:
-    return shutil.which("setpriv")
-
-
 def clock_ticks_now() -> int:
     """Now, in the clock ticks since boot that /proc/PID/stat's starttime uses."""
     with open("/proc/uptime") as f:
@@ -109,12 +100,12 @@ class TrialScope:
         parent = next((p for p in SCRATCH_PARENTS if os.access(p, os.W_OK)), None)
         self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)
         self._write()
-        _local.scope = self
+        bind(self)
         self._sampler = TreeSampler(self.members, self.sample_interval_s).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _local.scope = None
+        bind(None)
         try:
             if self._sampler is not None:
                 self.tree = self._sampler.stop()
@@ -123,62 +114,6 @@ class TrialScope:
             if self.scratch:
                 shutil.rmtree(self.scratch, ignore_errors=True)
             self._record.unlink(missing_ok=True)
-
-
-def current() -> TrialScope | None:
-    """The scope bound to this thread (None outside a trial)."""
-    return getattr(_local, "scope", None)
-
-
-@contextlib.contextmanager
-def bound(scope: TrialScope | None) -> Iterator[None]:
-    """Bind `scope` to the current thread (for worker threads of one trial)."""
-    old = current()
-    _local.scope = scope
-    try:
-        yield
-    finally:
-        _local.scope = old
-
-
-def carry(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn` wrapped to run under the caller's scope, for a thread target."""
-    scope = current()
-
-    def run(*args: Any, **kwargs: Any) -> T:
-        with bound(scope):
-            return fn(*args, **kwargs)
-    return run
-
-
-# -- starting processes ---------------------------------------------------------------------
-
-def _resolve(tool: str) -> None:
-    found = os.access(tool, os.X_OK) if "/" in tool else shutil.which(tool) is not None
-    if not found:
-        name = Path(tool).name
-        raise ToolMissingError(name, APT_PACKAGES.get(name, name))
-
-
-def spawn(argv: Sequence[str], *, env: dict[str, str] | None = None,
-          **popen: Any) -> subprocess.Popen[Any]:
-    """Start argv (a list, never a shell) in a new session with the parent-death signal, inside
-    the current thread's scope when there is one. ToolMissingError when argv[0] is missing."""
-    args = [str(a) for a in argv]
-    _resolve(args[0])
-    scope = current()
-    child_env = dict(os.environ if env is None else env)
-    if scope is not None:
-        child_env[TOKEN_VAR] = scope.token
-        if scope.scratch:
-            child_env["TMPDIR"] = scope.scratch
-    setpriv = _setpriv()
-    full = [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
-    p = subprocess.Popen(full, env=child_env, start_new_session=True,  # noqa: S603 - argv list
-                         **popen)
-    if scope is not None:
-        scope.add_session(p.pid)
-    return p
 
 
 # -- killing ----------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from hugelab.errors import HugelabError
 from hugelab.experiment import Arm
 from hugelab.host.control import size_kb_from_name, size_name
 from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
-from hugelab.targets import NativeTarget
-from hugelab.trial.contain import carry
+from hugelab.proc import carry
+from hugelab.trial.native import NativeTarget
 from hugelab.vm.guest import Guest
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.qemu_args import VmSpec, validate

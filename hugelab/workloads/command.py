@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.proc import APT_PACKAGES
-from hugelab.trial.contain import spawn
+from hugelab.proc import APT_PACKAGES, spawn
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 
 BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from hugelab.errors import CommandError, ToolMissingError
-from hugelab.proc import APT_PACKAGES
-from hugelab.trial.contain import spawn
+from hugelab.proc import APT_PACKAGES, spawn
 from hugelab.workloads.base import ExecResult
 
 

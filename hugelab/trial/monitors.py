@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,22 +45,6 @@ def delta(before: Snapshot, after: Snapshot) -> dict[str, Any]:
     numa = {str(n): _moved(v, after.numastat.get(n, {})) for n, v in before.numastat.items()}
     return {"vmstat": _moved(before.vmstat, after.vmstat), "meminfo_before": before.meminfo,
             "meminfo_after": after.meminfo, "numastat": numa}
-
-
-PMU_DIRS = ("cpu", "cpu_core", "cpu_atom", "armv8_pmuv3_0")
-
-
-def hardware_counters(paths: HostPaths = REAL) -> dict[str, Any]:
-    """Whether dTLB-miss and page-walk counters can be read; the reason when not."""
-    base = paths.p("sys/bus/event_source/devices")
-    pmu = next((d for d in PMU_DIRS if (base / d).is_dir()), None)
-    if pmu is None:
-        return {"available": False,
-                "reason": "no CPU PMU is exposed (common inside VMs): dTLB misses and page-walk "
-                          "cycles are not available on this host"}
-    if shutil.which("perf") is None:
-        return {"available": False, "reason": "perf is not installed (apt-get install linux-perf)"}
-    return {"available": True, "pmu": pmu}
 
 
 def thp_fault_share(vmstat_delta: dict[str, int]) -> float | None:

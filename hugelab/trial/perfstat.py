@@ -1,6 +1,6 @@
 """Hardware counters around a workload: a Target wrapper that runs argv under `perf stat`.
 
-Used when `monitors.hardware_counters()` finds a CPU PMU; the counters of every process a
+Used when `host.inspect.hardware_counters()` finds a CPU PMU; the counters of every process a
 trial starts are summed until the runner takes them. Parsing is pure.
 """
 
