@@ -10,7 +10,8 @@ import pytest
 
 from hugelab.cli import main
 from hugelab.errors import StoreError, UsageError
-from hugelab.importers import (
+from hugelab.store import Store
+from hugelab.store.importers import (
     MAX_REPORTED,
     ImportRejected,
     import_files,
@@ -18,7 +19,6 @@ from hugelab.importers import (
     parse_fraction,
     split_inputs,
 )
-from hugelab.store import Store
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.importers import (
+from hugelab.store import Store
+from hugelab.store.importers import (
     ImportRejected,
     collect,
     import_files,
@@ -20,7 +21,6 @@ from hugelab.importers import (
     parse_stressng,
     parse_sysbench,
 )
-from hugelab.store import Store
 from tests.test_import import cli
 
 DATA = Path(__file__).parent / "data" / "import"

@@ -14,8 +14,14 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from hugelab.errors import StoreError, UsageError
-from hugelab.importers import FORMATS, ImportResult, import_files, parse_fraction, split_inputs
 from hugelab.store import Store
+from hugelab.store.importers import (
+    FORMATS,
+    ImportResult,
+    import_files,
+    parse_fraction,
+    split_inputs,
+)
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
