@@ -12,9 +12,9 @@ from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import load_run
+from hugelab.report.summary import arm_summary
 from hugelab.runner import Runner, pool_plan
 from hugelab.store import Store
-from hugelab.summary import arm_summary
 from hugelab.workloads.base import WorkloadResult
 from tests.fakehost import FakeKernel, make_host
 

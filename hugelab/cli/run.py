@@ -16,10 +16,10 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.host.inspect import hardware_counters
+from hugelab.report.summary import arm_problems, arm_summary, retried
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import Store
-from hugelab.summary import arm_problems, arm_summary, retried
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
 
