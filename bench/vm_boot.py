@@ -18,8 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hugelab.trial.native import NativeTarget  # noqa: E402
-from hugelab.vm.accel import probe_accel, probe_reason  # noqa: E402
-from hugelab.vm.guest import Guest  # noqa: E402
+from hugelab.vm.accel import probe_reason
+from hugelab.vm.guest import (
+    Guest,  # noqa: E402
+    probe_accel,  # noqa: E402
+)
 from hugelab.vm.initramfs import default_kernel  # noqa: E402
 from hugelab.vm.qemu_args import VmSpec  # noqa: E402
 

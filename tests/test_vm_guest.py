@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
-from hugelab.vm.accel import probe_accel, probe_reason
-from hugelab.vm.guest import Guest, kill_leftover_qemus
+from hugelab.vm.accel import probe_reason
+from hugelab.vm.guest import Guest, kill_leftover_qemus, probe_accel
 from hugelab.vm.initramfs import default_kernel
 from hugelab.vm.qemu_args import VmSpec
 from tests.hostguard import qemu_children

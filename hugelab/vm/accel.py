@@ -1,7 +1,8 @@
 """Which accelerator guests get: KVM when a probe guest really boots under it, else TCG.
 
 `/dev/kvm` existing proves little (on some machines it opens but cannot run a distro kernel), so
-the probe boots a small guest under KVM and waits for the agent's answer. The answer is cached per
+the probe boots a small guest under KVM and waits for the agent's answer (the boot itself is
+passed in, `boot`: hugelab.vm.guest.probe_accel passes its own, so this module needs no Guest). The answer is cached per
 kernel image for the life of the process; `probe_reason()` says why.
 """
 
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-
-from hugelab.errors import VMError
 
 PROBE_TIMEOUT_S = 30.0
 _CACHE: dict[tuple[str, str], tuple[str, str]] = {}
@@ -28,28 +28,23 @@ def _kvm_openable(dev: str = "/dev/kvm") -> str | None:
     return None
 
 
-def _probe(kernel: Path, qemu: str, timeout: float) -> tuple[str, str]:
+# Boots a probe guest under KVM with this kernel and qemu within the timeout; None when it
+# booted and ran a command, else the reason it did not (hugelab.vm.guest provides it).
+BootProbe = Callable[[Path, str, float], "str | None"]
+
+
+def _probe(kernel: Path, qemu: str, timeout: float, boot: BootProbe) -> tuple[str, str]:
     reason = _kvm_openable()
     if reason is not None:
         return "tcg", reason
-    from hugelab.vm.guest import Guest
-    from hugelab.vm.qemu_args import VmSpec
-
-    spec = VmSpec(mem_mib=256, vcpus=1, accel="kvm", kernel=str(kernel))
-    try:
-        with Guest(spec, name="kvm-probe", boot_timeout=timeout, qemu=qemu) as g:
-            r = g.target.exec(["/bin/true"], timeout=timeout)
-            if r.returncode != 0:
-                return "tcg", "probe guest booted under KVM but could not run /bin/true"
-    except VMError as exc:
-        first = exc.message.splitlines()
-        detail = next((ln for ln in first if "qemu-system" in ln), first[0] if first else "")
-        return "tcg", f"KVM probe failed: {detail.strip()}"
+    failed = boot(kernel, qemu, timeout)
+    if failed is not None:
+        return "tcg", failed
     return "kvm", "probe guest booted under KVM"
 
 
-def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64",
-                timeout: float = PROBE_TIMEOUT_S) -> str:
+def probe_accel(kernel: str | Path | None = None, *, boot: BootProbe,
+                qemu: str = "qemu-system-x86_64", timeout: float = PROBE_TIMEOUT_S) -> str:
     """"kvm" if a guest with this kernel boots under KVM (agent answers), else "tcg"."""
     from hugelab.vm.initramfs import default_kernel
 
@@ -57,7 +52,7 @@ def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x8
     key = (str(k.resolve()), qemu)
     with _LOCK:
         if key not in _CACHE:
-            _CACHE[key] = _probe(k, qemu, timeout)
+            _CACHE[key] = _probe(k, qemu, timeout, boot)
         return _CACHE[key][0]
 
 

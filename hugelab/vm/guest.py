@@ -32,6 +32,7 @@ from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.trial.procscan import merge_peak
+from hugelab.vm import accel
 from hugelab.vm.evidence import qemu_memory_evidence
 from hugelab.vm.initramfs import (
     InitramfsSpec,
@@ -461,8 +462,6 @@ class Guest:
         release = kernel_release(kernel)
         accel = self.spec.accel
         if accel == "auto":
-            from hugelab.vm.accel import probe_accel
-
             accel = probe_accel(kernel, qemu=self.qemu)
         if self.spec.backing == "file":
             _check_file_backing(self.spec)
@@ -618,3 +617,26 @@ class Guest:
     def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(seconds)
+
+
+# --- the accelerator probe -----------------------------------------------------------------------
+
+
+def _boot_probe(kernel: Path, qemu: str, timeout: float) -> str | None:
+    """Boot a small guest under KVM and run /bin/true; None on success, else why not."""
+    spec = VmSpec(mem_mib=256, vcpus=1, accel="kvm", kernel=str(kernel))
+    try:
+        with Guest(spec, name="kvm-probe", boot_timeout=timeout, qemu=qemu) as g:
+            if g.target.exec(["/bin/true"], timeout=timeout).returncode != 0:
+                return "probe guest booted under KVM but could not run /bin/true"
+    except VMError as exc:
+        first = exc.message.splitlines()
+        detail = next((ln for ln in first if "qemu-system" in ln), first[0] if first else "")
+        return f"KVM probe failed: {detail.strip()}"
+    return None
+
+
+def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64") -> str:
+    """"kvm" if a guest with this kernel boots under KVM (the agent answers), else "tcg";
+    probed once per kernel and process (hugelab.vm.accel keeps the answer and its reason)."""
+    return accel.probe_accel(kernel, qemu=qemu, boot=_boot_probe)

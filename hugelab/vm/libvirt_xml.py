@@ -141,7 +141,7 @@ def domain_xml(spec: VmSpec, *, name: str, kernel: str, initrd: str, accel: str,
     validate(spec)
     if accel not in DOMAIN_TYPES:
         raise VMError(f"accel {accel!r} must be resolved to kvm or tcg before building XML",
-                      hint="call hugelab.vm.accel.probe_accel(kernel) for accel='auto'")
+                      hint="call hugelab.vm.guest.probe_accel(kernel) for accel='auto'")
     dom_name = domain_name(name)
     ET.register_namespace("qemu", QEMU_NS)
     dom = ET.Element("domain", type=DOMAIN_TYPES[accel])
