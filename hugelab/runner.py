@@ -19,7 +19,7 @@ from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
-from hugelab.host.session import host_session
+from hugelab.recovery import run_session
 from hugelab.store import Store, Trial
 from hugelab.trial import monitors
 from hugelab.trial.contain import TrialScope
@@ -126,7 +126,7 @@ class Runner:
         self.workload = workload
         self.target = target
         self.paths = paths
-        self.session = session or (lambda: host_session(paths))
+        self.session = session or (lambda: run_session(paths))
         self.progress = progress or (lambda e: None)
         self.stopper = stopper
 

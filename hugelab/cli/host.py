@@ -22,7 +22,7 @@ from hugelab.host.control import (
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import Journal, locked, state_dir
 from hugelab.host.paths import HostPaths
-from hugelab.host.session import recover
+from hugelab.recovery import recover
 
 MANUAL_JOURNAL = "host-set.json"
 

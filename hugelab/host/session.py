@@ -1,10 +1,10 @@
-"""A host session: lock, recover what a killed run left, hand out a HostControl, always restore."""
+"""A host session: lock, put back what a killed run left, hand out a HostControl, always restore."""
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -12,37 +12,32 @@ from types import FrameType
 from hugelab.host.control import HostControl, restore_journal
 from hugelab.host.journal import Journal, locked, state_dir
 from hugelab.host.paths import REAL, HostPaths
-from hugelab.trial.contain import refuse_if_leftovers
 
 
 class Terminated(BaseException):
     """SIGTERM/SIGHUP arrived: unwind like Ctrl-C so every finally block restores the host."""
 
 
+# Runs under the lock before any journal is replayed: what must go before the host is put back
+# (hugelab.recovery passes one that kills a dead run's workloads and guests). Returns what it did.
+Cleanup = Callable[[], list[str]]
+
+
 def recover(paths: HostPaths = REAL, journal_path: Path | None = None,
-            lock_wait_s: float = 10.0) -> list[str]:
-    """Put back what a previous (killed) hugelab left: kill its leftover workloads and guests
-    (and remove their files), then restore the host settings from the journal. Waits up to
-    `lock_wait_s` for a dying hugelab to release the lock."""
+            lock_wait_s: float = 10.0, before: Cleanup | None = None) -> list[str]:
+    """Put back the host settings a previous (killed) hugelab left in its journal, after
+    `before` (under the lock). Waits up to `lock_wait_s` for a dying hugelab's lock."""
     jpath = journal_path or state_dir() / "journal.json"
     done: list[str] = []
     with locked(jpath, wait_s=lock_wait_s):
-        done += _kill_leftovers()  # first: a live mapping keeps a shrunk pool's pages (surplus)
+        if before is not None:
+            done += before()  # first: a live mapping keeps a shrunk pool's pages (surplus)
         journal = Journal.load(jpath)
         if journal is not None and len(journal):
             done += restore_journal(journal, paths)
         elif journal is not None:
             journal.clear()
     return done
-
-
-def _kill_leftovers() -> list[str]:
-    """Workload process trees and QEMUs whose hugelab is gone, with their temporary files."""
-    from hugelab.trial.contain import kill_leftover_workloads
-    from hugelab.vm.guest import kill_leftover_qemus
-
-    done = kill_leftover_workloads(state_dir())
-    return done + [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
 
 
 @contextmanager
@@ -73,15 +68,16 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
-                 *, compact_deadline_s: float = 10.0) -> Iterator[HostControl]:
+                 *, compact_deadline_s: float = 10.0,
+                 before: Cleanup | None = None) -> Iterator[HostControl]:
     """Everything changed through the yielded HostControl is restored on any exit but SIGKILL;
     after a SIGKILL the journal remains, and the next session (or `hugelab recover`) restores."""
     jpath = journal_path or state_dir() / "journal.json"
     old_handlers = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with locked(jpath):
-            _kill_leftovers()
-            refuse_if_leftovers(state_dir())  # trials beside a live leftover measure noise
+            if before is not None:
+                before()
             stale = Journal.load(jpath)
             if stale is not None:
                 restore_journal(stale, paths)

@@ -1,0 +1,45 @@
+"""After a killed hugelab: end what its trials left running, then put the host back.
+
+Order matters: workload processes and guests go first (a process that still maps hugetlb pages
+keeps them when its pool is shrunk: they stay as surplus), then the journal is replayed. Every
+run does the same before its first trial, and refuses to start while a leftover lives.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from hugelab.host import session
+from hugelab.host.control import HostControl
+from hugelab.host.journal import state_dir
+from hugelab.host.paths import REAL, HostPaths
+from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
+from hugelab.vm.guest import kill_leftover_qemus
+
+
+def kill_leftovers() -> list[str]:
+    """Workload process trees and QEMUs whose hugelab is gone, with their temporary files."""
+    done = kill_leftover_workloads(state_dir())
+    return done + [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+
+
+def clear_for_a_run() -> list[str]:
+    """kill_leftovers, then HostError if a workload of an earlier run still lives."""
+    done = kill_leftovers()
+    refuse_if_leftovers(state_dir())  # trials beside a live leftover would measure noise
+    return done
+
+
+def recover(paths: HostPaths = REAL, journal_path: Path | None = None,
+            lock_wait_s: float = 10.0) -> list[str]:
+    """`hugelab recover`: kill a dead run's leftovers, then restore its journal."""
+    return session.recover(paths, journal_path, lock_wait_s, before=kill_leftovers)
+
+
+def run_session(paths: HostPaths = REAL) -> AbstractContextManager[HostControl]:
+    """The host session of a run: leftovers cleared (or refused) before anything changes."""
+    return session.host_session(paths, before=clear_for_a_run)
+
+
+__all__ = ["clear_for_a_run", "kill_leftovers", "recover", "run_session"]
