@@ -66,7 +66,7 @@ def test_markdown_escapes_store_strings(evil_report):
 def test_terminal_output_prints_store_strings_literally(evil_report):
     con = Console(record=True, width=200)
     result = dict(evil_report.result)
-    text.render(result, con)
+    text.render(result, con, full=True)
     out = con.export_text()
     assert EVIL in out  # no markup interpretation, nothing swallowed
     assert "faster" in out and "Classic table" in out

@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write a self-contained HTML report with figures")
     p.add_argument("--md", type=Path, metavar="FILE", help="also write the report as Markdown")
+    p.add_argument("--full", action="store_true",
+                   help="in the terminal, every table: tails, the classic table (mean, σ, margin "
+                   "of error, ±3σ/±6σ counts, normality) and drift too; --json, --md and --html "
+                   "always have everything")
     p.add_argument("--alpha", type=fraction, default=0.05,
                    help="family-wise false-positive rate across the report (default 0.05)")
     p.add_argument("--margin", type=fraction, default=0.01,
@@ -97,7 +101,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hugelab.report import text
-    text.render(result)
+    text.render(result, full=args.full)
     con = Console(stderr=True)
     for what, path in (("Markdown", args.md), ("HTML", args.html)):
         if path:

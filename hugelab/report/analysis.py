@@ -215,9 +215,7 @@ def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], 
     for p in ps:
         c = adjusted[p.name]
         d = c.to_dict()
-        d["notes"] = [*p.notes, *d["notes"]]
-        if c.n_units < paired.MIN_UNITS:
-            d["notes"].insert(0, f"inconclusive: too few pairs ({c.n_units} < {paired.MIN_UNITS})")
+        d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
         out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
                     "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p)})
     return ps, out

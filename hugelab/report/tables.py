@@ -20,7 +20,8 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
-    right: set[int] = field(default_factory=set)  # right-aligned column indexes
+    right: set[int] = field(default_factory=set)  # right-aligned column indexes (numbers)
+    full: bool = False  # shown in the terminal only with `hugelab report --full`
 
 
 def num(v: float | None, spec: str = ".4g") -> str:
@@ -50,6 +51,9 @@ def verdict_text(c: dict[str, Any]) -> str:
     return v
 
 
+SAID_AS_WARNING = "needed for any verdict"
+
+
 def header(result: dict[str, Any]) -> str:
     run = result["run"]
     return (f"run {run['id']} '{run['name']}' ({run['status']}): {result['trials']:,} trials in "
@@ -71,7 +75,8 @@ def verdicts(result: dict[str, Any]) -> Table:
                        f"{c['n_units']:,} {c['unit']}s"])
         if c["blocks_dropped"]:
             t.notes.append(f"{c['name']}: {c['blocks_dropped']} block(s) dropped (an arm missing)")
-        t.notes += [f"{c['name']}: {n}" for n in c["notes"]]
+        # too few pairs is one of the report's warnings: say it once
+        t.notes += [f"{c['name']}: {n}" for n in c["notes"] if SAID_AS_WARNING not in n]
     t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report")
     if not result["comparisons"]:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
@@ -93,7 +98,7 @@ def drift(result: dict[str, Any]) -> Table:
     part, alpha = part_name(first["segments"]), first["alpha"]
     t = Table("drift", f"Drift of the effect over the run (alpha {alpha:g})",
               ["comparison", f"first {part}", f"last {part}", "trend ρ", "p", "change"], [],
-              right={1, 2, 3, 4})
+              right={1, 2, 3, 4}, full=not any(c["drift"].get("drifting") for c in comps))
     for c in comps:
         dr = c["drift"]
         t.rows.append([c["name"], pct(dr["first_pct"], 1), pct(dr["last_pct"], 1),
@@ -111,8 +116,11 @@ def drift(result: dict[str, Any]) -> Table:
 def classic(result: dict[str, Any]) -> Table:
     conf = 100 * result["options"]["confidence"]
     t = Table("classic", f"Classic table (t-based margin at {conf:g}% confidence; for reference)",
-              ["arm", "mean", "N", "stddev", "min", "max", "± margin", "beyond 3σ (hi/lo)",
-               "beyond 6σ (hi/lo)", "max σ", "normality p"], [], right=set(range(1, 11)))
+              ["arm", "mean", "N", "σ", "min", "max", "±MoE", ">3σ", ">6σ", "max σ", "norm p"],
+              [], right=set(range(1, 11)), full=True)
+    t.notes.append(f"σ: standard deviation; ±MoE: t-based margin of error of the mean at "
+                   f"{conf:g}%; >3σ, >6σ: values beyond mean ± 3σ / 6σ (high/low); max σ: the "
+                   "farthest value in σ; norm p: normality test")
     for s in result["series"]:
         c = s["classic"]
         if c is None:
@@ -130,8 +138,11 @@ def classic(result: dict[str, Any]) -> Table:
 
 def tails(result: dict[str, Any]) -> Table:
     t = Table("tails", "Tails (candidate / baseline; intervals: bootstrap, or order statistics above 20,000 values)",
-              ["comparison", "p95 ratio", "p99 ratio", "outliers baseline",
-               "outliers candidate", "difference"], [], right={1, 2, 3, 4, 5})
+              ["comparison", "p95 ratio", "p99 ratio", "outl. base", "outl. cand",
+               "outl. diff"], [], right={1, 2, 3, 4, 5}, full=True)
+    t.notes.append("p95/p99 ratio: the candidate's percentile over the baseline's [interval]; "
+                   "outl. base/cand: share of each arm's values that are outliers (robust z "
+                   "beyond the fence), outl. diff: candidate minus baseline [interval]")
     for c in result["comparisons"]:
         tl = c.get("tails")
         if not tl:
@@ -196,7 +207,9 @@ def context_lines(result: dict[str, Any]) -> list[str]:
     """Block variance, sequential stop, skipped arms and provenance as sentences."""
     out = []
     vc = result.get("block_variance")
-    if vc and "reading" in vc:
+    if vc and vc.get("pooling_warning") and "icc" in vc:  # the warning said the rest
+        out.append(f"blocks: ICC {vc['icc']:.2f}, design effect {vc['design_effect']:.2f}")
+    elif vc and "reading" in vc:
         out.append(f"blocks: {vc['reading']}")
         if vc.get("note"):
             out.append(f"blocks: {vc['note']}")
@@ -223,7 +236,10 @@ def context_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def all_tables(result: dict[str, Any]) -> list[Table]:
+def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
+    """Every table, or (full=False) the compact set: verdicts, trials, evidence, grids, and
+    drift only when the effect changed over the run."""
     drifts = [drift(result)] if result["comparisons"] else []
-    return [verdicts(result), *drifts, tails(result), classic(result), trials(result),
-            evidence(result), *grid_tables(result)]
+    every = [verdicts(result), *drifts, tails(result), classic(result), trials(result),
+             evidence(result), *grid_tables(result)]
+    return [t for t in every if full or not t.full]

@@ -1,4 +1,11 @@
-"""The report in the terminal: rich tables. Store strings are rich Text, never markup."""
+"""The report in the terminal: rich tables. Store strings are rich Text, never markup.
+
+Readable at any width: numbers and their intervals never break across lines (their columns do
+not wrap; text columns wrap at spaces), and a table whose numbers do not fit the terminal is
+stacked instead (one block per row, one `header: value` line per cell). Each fact is said once:
+a table note that repeats a warning is left out. The compact default leaves out the tables
+marked `full` (tails, the classic table, drift unless the effect drifted); `full=True` shows all.
+"""
 
 from __future__ import annotations
 
@@ -13,35 +20,76 @@ from hugelab.report import tables
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "equivalent": "bold cyan",
                  "inconclusive": "bold yellow"}
+MIN_TEXT_COLUMN = 16  # a wrapping text column needs at least this much to stay readable
+PAD = 2  # rich's space between two columns
+
+
+def _keeps_whole(t: tables.Table, i: int) -> bool:
+    """Columns whose cells must never break: the first (names), numbers, verdicts."""
+    return i == 0 or i in t.right or (t.key == "verdicts" and i == 1)
+
+
+def _widths(t: tables.Table) -> list[int]:
+    return [max([len(t.headers[i]), *(len(r[i]) for r in t.rows)]) for i in range(len(t.headers))]
+
+
+def needed_width(t: tables.Table) -> int:
+    """The narrowest terminal that shows `t` as a table without breaking a number."""
+    w = _widths(t)
+    return sum(w[i] if _keeps_whole(t, i) else min(w[i], MIN_TEXT_COLUMN)
+               for i in range(len(w))) + PAD * (len(w) - 1)
+
+
+def _styled(t: tables.Table, row: list[str], i: int) -> Text:
+    cell = Text(row[i])
+    if t.key == "verdicts" and i == 1:
+        cell.stylize(VERDICT_STYLE.get(row[1].split(" ")[0], ""))
+    return cell
 
 
 def _rich(t: tables.Table) -> RichTable:
     rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
                    pad_edge=False)
-    for i, h in enumerate(t.headers):
-        rt.add_column(Text(h), justify="right" if i in t.right else "left",
-                      overflow="fold", no_wrap=i == 0 or t.key == "verdicts")
+    for i, (h, w) in enumerate(zip(t.headers, _widths(t), strict=True)):
+        whole = _keeps_whole(t, i)
+        rt.add_column(Text(h), justify="right" if i in t.right else "left", no_wrap=whole,
+                      min_width=w if whole else min(w, MIN_TEXT_COLUMN))
     for row in t.rows:
-        cells = [Text(c) for c in row]
-        if t.key == "verdicts":
-            cells[1].stylize(VERDICT_STYLE.get(row[1].split(" ")[0], ""))
-        rt.add_row(*cells)
+        rt.add_row(*(_styled(t, row, i) for i in range(len(row))))
     return rt
 
 
-def render(result: dict[str, Any], console: Console | None = None) -> None:
-    """Print the whole report to `console` (stdout by default)."""
+def _stacked(t: tables.Table, con: Console) -> None:
+    con.print(Text(t.title, style="bold"))
+    for row in t.rows:
+        con.print(Text(" " + row[0], style="bold"))
+        for i in range(1, len(row)):
+            line = Text(f"   {t.headers[i]}: ")
+            line.append_text(_styled(t, row, i))
+            con.print(line)
+
+
+def render(result: dict[str, Any], console: Console | None = None, *, full: bool = False) -> None:
+    """Print the report to `console` (stdout by default): compact, or every table with `full`."""
     con = console or Console()
     con.print(Text(tables.header(result), style="bold"))
-    for w in result["warnings"]:
+    said = set()
+    for w in dict.fromkeys(result["warnings"]):
         style = "bold white on red" if w.startswith("TCG") else "bold yellow"
         con.print(Text("WARNING: " + w, style=style))
-    for t in tables.all_tables(result):
-        if t.rows:
-            con.print(_rich(t))
-        else:
+        said.add(w)
+    for t in tables.all_tables(result, full=full):
+        if not t.rows:
             con.print(Text(t.title, style="bold"))
-        for n in t.notes:
-            con.print(Text("  " + n, style="dim"))
+        elif needed_width(t) > con.width:
+            _stacked(t, con)
+        else:
+            con.print(_rich(t))
+        for n in dict.fromkeys(t.notes):
+            if n not in said:
+                con.print(Text("  " + n, style="dim"))
+                said.add(n)
+    if not full:
+        con.print(Text("(tails, the classic table and drift: hugelab report --full)", style="dim"))
     for line in tables.context_lines(result):
         con.print(Text(line))
