@@ -30,8 +30,11 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p = sub.add_parser(
         "run", help="run an experiment (default: the built-in one) and summarise it",
         description="Applies each arm's host settings, runs trials in randomized blocks, checks "
-        "each trial's evidence, commits every trial to the store, restores the host. Running "
-        "the same experiment on the same store again resumes it.")
+        "each trial's evidence (the workload's own mapping or its whole process tree, and for "
+        "guests QEMU's guest RAM), commits every trial to the store, restores the host. Each "
+        "trial's processes are contained: none outlives the trial, or a killed hugelab (see "
+        "`hugelab recover`). Running the same experiment on the same store again resumes it. "
+        "Exits 1 when an arm has no ok trial, with the reason.")
     p.add_argument("experiment", nargs="?", type=Path,
                    help="experiment file (TOML); omitted: the built-in default experiment")
     add_store(p)
