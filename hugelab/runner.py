@@ -197,7 +197,8 @@ class Runner:
         needs = {a.name: arm_pool_need(a, nbytes) for a in arms}
         out: dict[str, str] = {}
         for (size, node), pages in sorted(pool_plan(self.exp, self.workload, arms).items(),
-                                          key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+                                          key=lambda kv: (kv[0][0], -1 if kv[0][1] is None
+                                                          else kv[0][1])):  # global first
             try:
                 control.reserve_pool(size_kb_from_name(size), pages, node)
             except PoolError as exc:

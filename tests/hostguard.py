@@ -42,14 +42,18 @@ WORKLOAD_NAMES = ("hugelab-mem", "stress-ng", "sysbench", "redis-server", "redis
 
 
 def workload_processes() -> list[str]:
-    """'pid name' of every running process that looks like a hugelab workload."""
+    """'pid name' of every live process that looks like a hugelab workload (zombies are dead:
+    their memory, hugetlb pages included, was freed when they exited)."""
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             comm = (d / "comm").read_text().strip()
-        except OSError:
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state in ("Z", "X"):  # dead, waiting for init to reap it: holds no memory
             continue
         if comm in WORKLOAD_NAMES or comm.startswith("stress-ng"):
             out.append(f"{d.name} {comm}")

@@ -28,6 +28,7 @@ def tree(anon=100_000, huge=0, hugetlb=None, samples=3, n=2, shmem_pmd=0):
     ("4k", tree(hugetlb={"2048": 4096}), CONTRADICTED),
     ("4k", tree(shmem_pmd=2048), CONTRADICTED),
     ("thp", tree(huge=60_000), VERIFIED),
+    ("thp", tree(huge=2048), CONTRADICTED),     # 2% of the tree's anon in THP: too little
     ("thp", tree(), CONTRADICTED),
     ("thp", tree(anon=3000), NOT_APPLICABLE),   # too small to expect a huge page
     ("hugetlb-2M", tree(hugetlb={"2048": 6144}), VERIFIED),

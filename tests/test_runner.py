@@ -14,7 +14,7 @@ from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import load_run
 from hugelab.report.summary import arm_summary
 from hugelab.runner import Runner, pool_plan
-from hugelab.store import Store
+from hugelab.store import Store, Trial
 from hugelab.workloads.base import WorkloadResult
 from tests.fakehost import FakeKernel, make_host
 
@@ -189,6 +189,15 @@ def test_environment_failures_are_retried_on_resume_workload_failures_on_request
     out, target = run(env, exp, DeterministicWorkload(), retry_failed=True)
     assert sorted(target.calls) == ["hugetlb-2M"] * 2
     assert all(t["status"] == "ok" for t in env[2].trials(out.run_id))
+
+
+def test_failed_trials_of_stores_older_than_causes_stay_failed(tmp_path):
+    with Store(tmp_path / "s.db") as store:
+        run_id, _ = store.get_or_create_run("k", "n", {}, {})
+        store.add_trials([Trial(run_id, 0, 0, "a", "failed", None, error="boom"),  # cause NULL
+                          Trial(run_id, 0, 1, "b", "failed", None, cause="environment")])
+        assert store.done_keys(run_id) == {(0, "a", "native")}
+        assert store.done_keys(run_id, retry_failed=True) == set()
 
 
 def test_arm_thp_mode_applied_per_trial_and_reset_for_arms_without_one(env):

@@ -79,7 +79,8 @@ def test_scope_samples_the_whole_tree_and_kills_what_outlives_it(state):
         assert f"HUGELAB_TRIAL={scope.token}".encode() in env
         assert f"TMPDIR={scope.scratch}".encode() in env and Path(scope.scratch).is_dir()
         record = json.loads((state / f"workload-{scope.token}.json").read_text())
-        assert record["sessions"] == [p.pid] and record["owner_pid"] == os.getpid()
+        assert [sid for sid, _start in record["sessions"]] == [p.pid]
+        assert record["owner_pid"] == os.getpid() and record["boot_id"] == contain.boot_id()
         assert (state / f"workload-{scope.token}.json").stat().st_mode & 0o777 == 0o600
         p.wait()
         time.sleep(0.3)
@@ -142,3 +143,40 @@ def test_refuses_when_a_leftover_cannot_be_killed(state, monkeypatch):
     monkeypatch.setattr(contain, "alive_leftovers", lambda st=None: [4242])
     with pytest.raises(HostError, match="still alive"):
         contain.refuse_if_leftovers(state)
+
+
+def test_records_of_another_boot_or_a_reused_session_kill_nothing(state):
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        token = "0" * 32
+        rec = {"token": token, "owner_pid": 1, "owner_starttime": -1, "since": 0,
+               "boot_id": "another-boot", "sessions": [[sleeper.pid, None]], "scratch": None}
+        state.mkdir()
+        path = state / f"workload-{token}.json"
+        path.write_text(json.dumps(rec))
+        assert contain.kill_leftover_workloads(state) == [] and alive(sleeper.pid)
+        assert not path.exists()  # nothing of another boot can still run
+        # this boot, but the session's number now belongs to another process (a reused pid)
+        assert find_members({sleeper.pid: 12345}) == []
+        assert find_members({sleeper.pid: contain.starttime(sleeper.pid)}) == [sleeper.pid]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_zombies_are_not_members():
+    p = subprocess.Popen(["true"], start_new_session=True)
+    time.sleep(0.3)  # exited, not yet reaped: a zombie
+    assert find_members([p.pid]) == []
+    p.wait()
+
+
+def test_a_background_child_holding_the_pipe_does_not_hang_the_trial(state):
+    from hugelab.trial.native import READ_AFTER_EXIT_S, NativeTarget
+
+    with TrialScope("pipe") as scope:
+        t0 = time.monotonic()
+        res = NativeTarget().exec(["sh", "-c", "sleep 60 & echo started"])
+        assert time.monotonic() - t0 < READ_AFTER_EXIT_S + 3
+        assert res.returncode == 0 and res.stdout.strip() == "started"
+    assert scope.leftovers_killed == 1  # the sleep, killed with the trial

@@ -126,10 +126,15 @@ class Store:
         for name, sql in MIGRATIONS:
             if name in done:
                 continue
-            with self.db:
+            self.db.execute("BEGIN")  # sqlite3 opens no transaction for DDL by itself
+            try:
                 for stmt in [s for s in sql.split(";") if s.strip()]:
                     self.db.execute(stmt)
                 self.db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+            except BaseException:
+                self.db.rollback()
+                raise
+            self.db.commit()
 
     # --- runs ------------------------------------------------------------------
     def get_or_create_run(self, key: str, name: str, experiment: dict[str, Any],
@@ -193,8 +198,8 @@ class Store:
         workload itself failed (unless `retry_failed`). The others run again on resume."""
         rows = self.db.execute("SELECT block, arm, target, status, cause FROM trials "
                                "WHERE run_id = ?", (run_id,))
-        return {(r[0], r[1], r[2]) for r in rows
-                if r[3] != "failed" or (r[4] == "workload" and not retry_failed)}
+        return {(r[0], r[1], r[2]) for r in rows  # cause NULL: a store older than causes
+                if r[3] != "failed" or (r[4] != "environment" and not retry_failed)}
 
     def add_trial(self, t: Trial) -> None:
         self.add_trials([t])

@@ -54,6 +54,14 @@ def starttime(pid: int) -> int | None:
         return None
 
 
+def boot_id() -> str:
+    """This boot's id: a record from another boot has no live process, whatever its pids."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _owner_alive(rec: dict[str, Any]) -> bool:
     pid, start = rec.get("owner_pid"), rec.get("owner_starttime")
     return bool(pid) and start is not None and starttime(int(pid)) == start  # type: ignore[arg-type]
@@ -69,7 +77,7 @@ class TrialScope:
         self.token = uuid.uuid4().hex
         self.state = state or state_dir()
         self.sample_interval_s = sample_interval_s
-        self.sessions: list[int] = []
+        self.sessions: dict[int, int | None] = {}  # session id (its leader's pid) -> start
         self.since = 0
         self.scratch: str | None = None
         self.tree: dict[str, Any] = {}
@@ -81,13 +89,14 @@ class TrialScope:
     # -- record -------------------------------------------------------------------------------
     def _write(self) -> None:
         rec = {"token": self.token, "label": self.label, "owner_pid": os.getpid(),
-               "owner_starttime": starttime(os.getpid()), "since": self.since,
-               "sessions": self.sessions, "scratch": self.scratch, "created": time.time()}
+               "owner_starttime": starttime(os.getpid()), "boot_id": boot_id(),
+               "since": self.since, "sessions": [[s, t] for s, t in self.sessions.items()],
+               "scratch": self.scratch, "created": time.time()}
         write_private(self._record, json.dumps(rec))
 
     def add_session(self, pid: int) -> None:
         with self._lock:
-            self.sessions.append(pid)
+            self.sessions[pid] = starttime(pid)
             self._write()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -113,7 +122,8 @@ class TrialScope:
             self.leftovers_killed = len(kill_members(self.members))
             if self.scratch:
                 shutil.rmtree(self.scratch, ignore_errors=True)
-            self._record.unlink(missing_ok=True)
+            if not self.members():  # a process that would not die stays on record for recover
+                self._record.unlink(missing_ok=True)
 
 
 # -- killing ----------------------------------------------------------------------------------
@@ -145,7 +155,11 @@ def _records(state: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _record_members(rec: dict[str, Any]) -> Callable[[], list[int]]:
-    return lambda: find_members(rec.get("sessions") or [], str(rec.get("token") or ""),
+    """The live processes of a recorded scope: none when the record is from another boot."""
+    if rec.get("boot_id") != boot_id():
+        return lambda: []
+    sessions = {int(s[0]): s[1] for s in rec.get("sessions") or [] if isinstance(s, list)}
+    return lambda: find_members(sessions, str(rec.get("token") or ""),
                                 since=int(rec.get("since") or 0))
 
 

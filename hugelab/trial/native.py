@@ -23,8 +23,19 @@ def rusage_dict(ru: object) -> dict[str, float]:
     return {k: float(getattr(ru, attr)) for k, attr in keys.items()}
 
 
-def _drain(stream: IO[str], sink: list[str]) -> None:
-    sink.append(stream.read())
+READ_AFTER_EXIT_S = 5.0  # how long output may still arrive once the process has exited
+
+
+def _drain(stream: IO[bytes], sink: list[bytes]) -> None:
+    """Read until EOF in chunks, so what arrived is there even if EOF never comes (a
+    background child that inherited the pipe)."""
+    fd = stream.fileno()
+    while chunk := os.read(fd, 1 << 16):
+        sink.append(chunk)
+
+
+def _text(sink: list[bytes]) -> str:
+    return b"".join(sink).decode("utf-8", "replace")
 
 
 class NativeTarget:
@@ -39,13 +50,12 @@ class NativeTarget:
     def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
         t0 = time.perf_counter()
         try:
-            p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                      env=self.env)
+            p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         except FileNotFoundError as exc:
             tool = Path(argv[0]).name
             raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool)) from exc
-        out: list[str] = []
-        err: list[str] = []
+        out: list[bytes] = []
+        err: list[bytes] = []
         readers = [threading.Thread(target=_drain, args=(s, sink), daemon=True)
                    for s, sink in ((p.stdout, out), (p.stderr, err))]
         for r in readers:
@@ -56,7 +66,7 @@ class NativeTarget:
             def _kill() -> None:
                 timed_out.set()
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)  # the whole session: workers too
+                    os.killpg(p.pid, signal.SIGKILL)  # its process group: workers too
             timer = threading.Timer(timeout, _kill)
             timer.start()
         try:
@@ -65,9 +75,10 @@ class NativeTarget:
             if timer is not None:
                 timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
-        for r in readers:
-            r.join()
         wall = time.perf_counter() - t0
+        deadline = time.monotonic() + READ_AFTER_EXIT_S
+        for r in readers:  # a child left holding the pipe must not hang the trial: the trial
+            r.join(max(0.0, deadline - time.monotonic()))  # scope kills it at the end
         if timed_out.is_set():
-            raise CommandError(argv, -1, f"timed out after {timeout}s\n{''.join(err)}")
-        return ExecResult(argv, p.returncode, "".join(out), "".join(err), wall, rusage_dict(ru))
+            raise CommandError(argv, -1, f"timed out after {timeout}s\n{_text(err)}")
+        return ExecResult(argv, p.returncode, _text(out), _text(err), wall, rusage_dict(ru))

@@ -77,24 +77,47 @@ def has_token(pid: int, token: str, proc: str = "/proc") -> bool:
     return isinstance(env, bytes) and f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
 
 
-def find_members(sessions: Iterable[int], token: str | None = None, *,
-                 since: int = 0, proc: str = "/proc") -> list[int]:
-    """Pids started at or after clock tick `since` that are in one of `sessions` or carry
-    `token` in their environment."""
-    sids = set(sessions)
+def _live_stat(pid: int, proc: str) -> tuple[int, int, int, int] | None:
+    """stat_fields of a live process; None when it is gone or a zombie."""
+    text = _read(f"{proc}/{pid}/stat")
+    if not isinstance(text, str):
+        return None
+    try:
+        if text.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return None
+        return stat_fields(text)
+    except (IndexError, ValueError):
+        return None
+
+
+def _our_sessions(sessions: Iterable[int] | dict[int, int | None], proc: str) -> set[int]:
+    """The session ids that are still ours. With leader start times ({sid: starttime}), a sid
+    whose number now belongs to another live process (a reused pid) is no longer ours."""
+    if not isinstance(sessions, dict):
+        return set(sessions)
+    out = set()
+    for sid, start in sessions.items():
+        now = _live_stat(sid, proc)
+        if now is None or start is None or now[3] == start:
+            out.add(sid)
+    return out
+
+
+def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | None = None,
+                 *, since: int = 0, proc: str = "/proc") -> list[int]:
+    """Live pids (zombies excluded) started at or after clock tick `since` that are in one of
+    `sessions` or carry `token` in their environment."""
+    sids = _our_sessions(sessions, proc)
     me = os.getpid()
     out = []
     for entry in os.listdir(proc):
         if not entry.isdigit() or int(entry) == me:
             continue
         pid = int(entry)
-        text = _read(f"{proc}/{pid}/stat")
-        if not isinstance(text, str):
+        fields = _live_stat(pid, proc)
+        if fields is None:
             continue
-        try:
-            _ppid, _pgrp, sid, start = stat_fields(text)
-        except (IndexError, ValueError):
-            continue
+        sid, start = fields[2], fields[3]
         if start >= since and (sid in sids or (token and has_token(pid, token, proc))):
             out.append(pid)
     return out

@@ -33,10 +33,10 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # procscan.py lies beside us
 try:
     from hugelab.trial import procscan  # on the host (tests import this module)
 except ImportError:  # in the guest: the initramfs copies procscan.py next to this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import procscan  # type: ignore[no-redef]
 
 PORT_NAME = "hugelab.0"
