@@ -7,7 +7,7 @@ import platform
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,13 +82,15 @@ def arm_pool_need(arm: Arm, nbytes: int | None) -> dict[PoolKey, int]:
     return asked
 
 
-def pool_plan(exp: Experiment, workload: Workload,
-              arms: list[Arm] | None = None) -> dict[PoolKey, int]:
+def pool_plan(exp: Experiment, workload: Workload, arms: list[Arm] | None = None,
+              per_arm: Mapping[str, Workload] | None = None) -> dict[PoolKey, int]:
     """Pages each (size, node) pool needs: the largest any arm asks for, or in a duet (every arm
-    of a block at once) the sum of all arms' needs."""
+    of a block at once) the sum of all arms' needs. `per_arm`: a cell's own workload (its
+    scenario's), where it differs from `workload`."""
     need: dict[PoolKey, int] = {}
-    nbytes = _workload_bytes(workload)
+    per_arm = per_arm or {}
     for arm in exp.arms if arms is None else arms:
+        nbytes = _workload_bytes(per_arm.get(arm.name, workload))
         for key, pages in arm_pool_need(arm, nbytes).items():
             need[key] = need.get(key, 0) + pages if exp.design == "duet" else \
                 max(need.get(key, 0), pages)
@@ -119,8 +121,10 @@ class Runner:
     def __init__(self, exp: Experiment, store: Store, workload: Workload, *,
                  target: Target, session: SessionFactory | None = None,
                  paths: HostPaths = REAL, progress: Progress | None = None,
-                 stopper: Stopper | None = None, retry_failed: bool = False) -> None:
+                 stopper: Stopper | None = None, retry_failed: bool = False,
+                 workloads: Mapping[str, Workload] | None = None) -> None:
         self.exp = exp
+        self.workloads = dict(workloads or {})  # per arm, where a scenario sets its own
         self.retry_failed = retry_failed
         self.store = store
         self.workload = workload
@@ -134,7 +138,7 @@ class Runner:
         host = inspect_host(self.paths)
         skipped = unsupported_arms(self.exp, host)
         self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
-        self.specs = {a.name: vm_spec(a, _workload_bytes(self.workload), self.hugetlbfs)
+        self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a)), self.hugetlbfs)
                       for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
         run_id, created = self.store.get_or_create_run(
             self.exp.key(), self.exp.name, self.exp.to_dict(), host)
@@ -193,10 +197,10 @@ class Runner:
         """Reserve every pool the arms need, once, before the first trial; an arm whose pool
         cannot be had is skipped with the reason (requested vs achieved)."""
         arms = [a for a in self.exp.arms if a.name not in skipped]
-        nbytes = _workload_bytes(self.workload)
-        needs = {a.name: arm_pool_need(a, nbytes) for a in arms}
+        needs = {a.name: arm_pool_need(a, _workload_bytes(self._workload(a))) for a in arms}
         out: dict[str, str] = {}
-        for (size, node), pages in sorted(pool_plan(self.exp, self.workload, arms).items(),
+        plan = pool_plan(self.exp, self.workload, arms, self.workloads)
+        for (size, node), pages in sorted(plan.items(),
                                           key=lambda kv: (kv[0][0], -1 if kv[0][1] is None
                                                           else kv[0][1])):  # global first
             try:
@@ -213,6 +217,9 @@ class Runner:
         defrag = arm.thp_defrag or thp_initial[1]
         if enabled or defrag:
             control.set_thp(enabled, defrag)
+
+    def _workload(self, arm: Arm) -> Workload:
+        return self.workloads.get(arm.name, self.workload)
 
     def _arm(self, name: str) -> Arm:
         return next(a for a in self.exp.arms if a.name == name)
@@ -258,7 +265,7 @@ class Runner:
         names = arm.targets() if arm.vm else [self.target.name]
         try:
             with TrialScope(f"arm {arm.name}") as scope:
-                outs = (run_guest_trial(arm, self.workload, self.specs[arm.name])
+                outs = (run_guest_trial(arm, self._workload(arm), self.specs[arm.name])
                         if arm.vm is not None else [self._native(arm, duet)])
         except HugelabError as exc:
             return [GuestOutcome(n, None, exc.message, cause=exc.cause) for n in names]
@@ -277,7 +284,8 @@ class Runner:
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:
-            outcome = GuestOutcome(self.target.name, self.workload.run(self.target, arm.backing),
+            outcome = GuestOutcome(self.target.name,
+                                   self._workload(arm).run(self.target, arm.backing),
                                    None)
         except HugelabError as exc:
             outcome = GuestOutcome(self.target.name, None, exc.message, cause=exc.cause)
@@ -308,7 +316,7 @@ class Runner:
                 "layer": arm.layer, "target": target, "backing": arm.backing,
                 "host_backing": host_backing, "guest_backing": guest_backing,
                 "thp": arm.thp, "thp_defrag": arm.thp_defrag, "design": self.exp.design,
-                **guest.provenance}
+                **({"levels": dict(arm.levels)} if arm.levels else {}), **guest.provenance}
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,

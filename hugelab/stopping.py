@@ -47,7 +47,8 @@ class SequentialStopper:
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        arms = [a.name for a in self.exp.arms if a.name != self.exp.baseline_arm]
+        # every cell against the baseline cell of its scenario (a flat experiment: one baseline)
+        arms = [a.name for a in self.exp.arms if a.name != self.exp.baseline_of(a.name)]
         self.comparisons = arms
         per = self.alpha / max(1, len(arms))
         self.plan: SequentialPlan = sequential_plan(
@@ -78,7 +79,7 @@ class SequentialStopper:
         for arm in self.comparisons:
             if arm in self.decided or arm in skipped:
                 continue
-            d = paired_log_ratios(rows, self.exp.baseline_arm, arm, blocks_done)
+            d = paired_log_ratios(rows, self.exp.baseline_of(arm), arm, blocks_done)
             if d.size < 6:
                 continue
             dec = sequential_decision(d, look, self.plan).to_dict()

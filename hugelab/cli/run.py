@@ -40,6 +40,13 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(p)
     add_json(p)
     p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.add_argument("--dry-run", action="store_true",
+                   help="change nothing and run nothing: list the cells (every combination of a "
+                   "factorial's levels), the trials per block, the host changes and guests each "
+                   "needs, and the estimated duration (workload time + measured boot time)")
+    p.add_argument("--budget", type=_budget, metavar="DURATION",
+                   help="with --dry-run: warn when the estimate exceeds this (e.g. 90m, 2h), "
+                   "naming the factor to cut")
     p.add_argument("--retry-failed", action="store_true",
                    help="on resume, run again the trials that failed because the workload itself "
                    "failed (trials that failed for outside reasons - a killed run, a pool not "
@@ -61,6 +68,11 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(s)
     add_json(s)
     s.set_defaults(func=cmd_show)
+
+
+def _budget(text: str) -> float:
+    from hugelab.cli.dryrun import parse_budget
+    return parse_budget(text)
 
 
 def _fraction(text: str) -> float:
@@ -92,15 +104,19 @@ def _stopper(args: argparse.Namespace, exp: Experiment, store: Store) -> Sequent
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
-def _build(exp: Experiment) -> Any:
-    from hugelab.workloads.registry import build_workload
-    params = {k: v for k, v in exp.workload.items() if k != "kind"}
-    return build_workload(exp.workload["kind"], params)
+def _build(exp: Experiment) -> tuple[Any, dict[str, Any]]:
+    from hugelab.workloads.registry import build_for
+    return build_for(exp)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
-    workload = _build(exp)
+    workload, per_arm = _build(exp)
+    if args.dry_run or args.budget is not None:
+        from hugelab.cli import dryrun
+        dryrun.check_budget_args(args)
+        dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)
+        return 0
     require_root("hugelab run")
     con = Console(stderr=True)
     with Store(args.store) as store:
@@ -125,11 +141,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             stopper = _stopper(args, exp, store)
             outcome = Runner(exp, store, workload, target=_target(), progress=progress,
-                             stopper=stopper, retry_failed=args.retry_failed).run()
+                             stopper=stopper, retry_failed=args.retry_failed,
+                             workloads=per_arm).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
-                           exp.baseline_arm, _better(store, outcome.run_id))
+                           {a.name: exp.baseline_of(a.name) for a in exp.arms},
+                           _better(store, outcome.run_id))
         verdicts = _verdicts(store, outcome.run_id)
         unit = _first(store, outcome.run_id, "unit")
         trials = list(store.trials(outcome.run_id))

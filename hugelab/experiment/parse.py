@@ -1,24 +1,35 @@
-"""Experiment files (TOML) -> validated, frozen Experiment -> seeded schedule of trials. Pure."""
+"""Experiment files (TOML) -> validated, frozen Experiment. Pure: errors name the line."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hugelab.errors import ExperimentError
+from hugelab.experiment.factors import (
+    Levels,
+    arms_as_factor,
+    expand,
+    parse_factors,
+    parse_scenarios,
+)
+from hugelab.experiment.model import (
+    BACKINGS,
+    Arm,
+    Experiment,
+    Factor,
+    GuestLayer,
+    PoolSpec,
+    VmLayer,
+)
 
-BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired", "duet")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
-            "description", "vm"}
+            "description", "vm", "factors", "scenarios", "base", "cells"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
@@ -26,136 +37,6 @@ VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "
 GUEST_KEYS = {"thp", "pools"}
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
-
-
-@dataclass(frozen=True)
-class PoolSpec:
-    size: str  # "2M" or "1G"
-    pages: int
-    node: int | None = None
-
-
-@dataclass(frozen=True)
-class VmLayer:
-    """How QEMU backs guest RAM, and the guest shape; `vms` guests run the arm at once."""
-
-    backing: str = "anon"  # anon | file | memfd
-    page_size: str | None = None  # "2M" | "1G" for file (hugetlbfs) or memfd hugetlb
-    prealloc: bool = False
-    share: bool = False
-    mem_mib: int = 512
-    vcpus: int = 1
-    vms: int = 1
-    numa_node: int | None = None
-    cpu_pin: tuple[int, ...] | None = None
-    kernel: str | None = None
-    accel: str = "auto"
-
-
-@dataclass(frozen=True)
-class GuestLayer:
-    """The guest kernel's own huge pages: THP mode and hugetlb pools (None/0 = defaults)."""
-
-    thp: str | None = None
-    pools_2m: int | None = None
-    pools_1g: int | None = None
-
-
-@dataclass(frozen=True)
-class Arm:
-    name: str
-    backing: str
-    thp: str | None = None
-    thp_defrag: str | None = None
-    pools: tuple[PoolSpec, ...] = ()
-    description: str = ""
-    vm: VmLayer | None = None
-    guest: GuestLayer | None = None
-
-    @property
-    def layer(self) -> str:
-        return "guest" if self.vm else "native"
-
-    def targets(self) -> list[str]:
-        return [f"vm{i}" for i in range(self.vm.vms)] if self.vm else ["native"]
-
-    @property
-    def hugetlb_size(self) -> str | None:
-        return self.backing.split("-", 1)[1] if self.backing.startswith("hugetlb-") else None
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    arms: tuple[Arm, ...]
-    workload: dict[str, Any] = field(default_factory=lambda: {"kind": "hugelab-mem"})
-    seed: int = 1
-    blocks: int = 10
-    design: str = "paired"
-    baseline: str = ""
-    thp_min_fraction: float = 0.5
-    description: str = ""
-
-    @property
-    def baseline_arm(self) -> str:
-        return self.baseline or self.arms[0].name
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Experiment:
-        def vm(v: dict[str, Any] | None) -> VmLayer | None:
-            if v is None:
-                return None
-            pin = v.get("cpu_pin")
-            return VmLayer(**{**v, "cpu_pin": tuple(pin) if pin is not None else None})
-
-        arms = tuple(Arm(**{**a, "pools": tuple(PoolSpec(**p) for p in a["pools"]),
-                            "vm": vm(a.get("vm")),
-                            "guest": GuestLayer(**a["guest"]) if a.get("guest") else None})
-                     for a in d["arms"])
-        return cls(**{**d, "arms": arms})
-
-    def key(self) -> str:
-        """Identity of a run of this experiment: same file, same seed -> same run (resume)."""
-        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    block: int
-    position: int
-    arm: str
-
-
-def schedule(exp: Experiment) -> list[TrialSpec]:
-    """Every arm once per block, in a fresh random order per block, from the stored seed."""
-    rng = random.Random(exp.seed)
-    out: list[TrialSpec] = []
-    names = [a.name for a in exp.arms]
-    for block in range(exp.blocks):
-        order = names[:]
-        rng.shuffle(order)
-        out.extend(TrialSpec(block, pos, arm) for pos, arm in enumerate(order))
-    return out
-
-
-# --- the built-in default experiment -------------------------------------------------------
-
-def default_experiment() -> Experiment:
-    """hugelab-mem dependent random loads on 1 GiB (far beyond any TLB's reach: 1,536 4 KiB
-    entries cover 6 MiB), four backings, 10 blocks of ~2.5 s trials: a few minutes here."""
-    return Experiment(
-        name="default",
-        description="pointer chase over 1 GiB: 4k vs THP vs hugetlb 2M vs hugetlb 1G",
-        workload={"kind": "hugelab-mem", "workload": "chase", "size": "1G", "duration": 1.0},
-        arms=tuple(Arm(name=b, backing=b) for b in BACKINGS),
-        seed=20261122,
-        blocks=10,
-        baseline="4k",
-    )
 
 
 # --- parsing and validation ---------------------------------------------------------------
@@ -237,16 +118,18 @@ def _choice(value: Any, allowed: tuple[str, ...], key: str, loc: _Locator | None
 
 
 def parse_arm(d: Any, idx: int, loc: _Locator | None,
-              defaults: dict[str, Any] | None = None) -> Arm:
+              defaults: dict[str, Any] | None = None, *, cell: bool = False) -> Arm:
+    """One [[arms]] table, or (cell=True) one cell of a factorial, as a validated Arm."""
     defaults = defaults or {}
     if not isinstance(d, dict):
         raise _err(loc, "each [[arms]] entry must be a table", "arms")
     _check_keys(d, ARM_KEYS, loc, f"arm #{idx + 1}", arm=idx)
     name = d.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.+\-]{1,64}", name):
+    if not cell and (not isinstance(name, str)
+                     or not re.fullmatch(r"[A-Za-z0-9_.+\-]{1,64}", name)):
         raise _err(loc, f"arm #{idx + 1} needs a name of letters, digits, '_.+-' (got {name!r})",
                    "name", arm=idx)
-    what = f"arm '{name}': "
+    what = f"{'cell' if cell else 'arm'} '{name}': "
     backing = _choice(d.get("backing"), BACKINGS, "backing", loc, idx, what)
     thp = _choice(d["thp"], THP_MODES, "thp", loc, idx, what) if "thp" in d else None
     defrag = (_choice(d["thp_defrag"], THP_DEFRAG, "thp_defrag", loc, idx, what)
@@ -256,7 +139,7 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
     guest = parse_guest(d["guest"], loc, idx, what) if "guest" in d else None
     if guest is not None and vm is None:
         raise _err(loc, f"{what}a [arms.guest] layer needs an [arms.vm] layer", "guest", arm=idx)
-    return Arm(name, backing, thp, defrag, pools, str(d.get("description", "")), vm, guest)
+    return Arm(str(name), backing, thp, defrag, pools, str(d.get("description", "")), vm, guest)
 
 
 def parse_mib(value: Any, key: str, loc: _Locator | None, idx: int | None,
@@ -320,24 +203,28 @@ def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | Non
 def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "experiment") -> Experiment:
     loc = _Locator(text) if text is not None else None
     _check_keys(d, TOP_KEYS, loc, "the experiment")
-    arms_raw = d.get("arms")
-    if not isinstance(arms_raw, list) or not arms_raw:
-        raise ExperimentError("the experiment has no arms",
-                              hint="add at least two [[arms]] tables, each with name and backing")
     vm_defaults = d.get("vm", {})
     if not isinstance(vm_defaults, dict):
         raise _err(loc, "[vm] must be a table of guest defaults", "vm")
     _check_keys(vm_defaults, VM_DEFAULT_KEYS, loc, "[vm]", table="vm")
-    arms = tuple(parse_arm(a, i, loc, vm_defaults) for i, a in enumerate(arms_raw))
-    names = [a.name for a in arms]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise _err(loc, f"arm names must be unique: {', '.join(sorted(dup))}", "name")
-    baseline = d.get("baseline", names[0])
-    if baseline not in names:
-        raise _err(loc, f"baseline '{baseline}' is not an arm", "baseline",
-                   hint=f"arms: {', '.join(names)}")
     design = _choice(d.get("design", "paired"), DESIGNS, "design", loc)
+    if "factors" in d:
+        arms, factors, baseline = _factorial(d, vm_defaults)
+    else:
+        arms, baseline = _flat_arms(d, loc, vm_defaults)
+        factors = ()
+        for key in ("base", "cells"):
+            if key in d:
+                raise _err(loc, f"{key} goes with [factors]", key,
+                           hint="declare [factors], or put the settings in each [[arms]]")
+        if "scenarios" in d:
+            arms, factors, baseline = expand([arms_as_factor(arms, baseline),
+                                              *parse_scenarios(d["scenarios"])],
+                                             {}, None, None, None)
+    if design == "duet" and factors:
+        raise _err(loc, "design 'duet' runs every arm of a block at once: it does not mix with "
+                   "[factors] or [scenarios] (a block of cells would be many guests at once)",
+                   "design", hint="use design = \"paired\" for a factorial")
     if design == "duet" and len({(a.thp, a.thp_defrag) for a in arms}) > 1:
         raise _err(loc, "design 'duet' runs all arms at the same time, so they must share the "
                    "host THP modes (thp, thp_defrag)", "design",
@@ -358,7 +245,54 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         design=design,
         baseline=baseline,
         thp_min_fraction=float(evidence.get("thp_min_fraction", 0.5)),
+        factors=factors,
     )
+
+
+def _flat_arms(d: dict[str, Any], loc: _Locator | None,
+               vm_defaults: dict[str, Any]) -> tuple[tuple[Arm, ...], str]:
+    arms_raw = d.get("arms")
+    if not isinstance(arms_raw, list) or not arms_raw:
+        raise ExperimentError("the experiment has no arms",
+                              hint="add at least two [[arms]] tables, each with name and "
+                              "backing, or a [factors] table (see the README)")
+    arms = tuple(parse_arm(a, i, loc, vm_defaults) for i, a in enumerate(arms_raw))
+    names = [a.name for a in arms]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise _err(loc, f"arm names must be unique: {', '.join(sorted(dup))}", "name")
+    baseline = d.get("baseline", names[0])
+    if baseline not in names:
+        raise _err(loc, f"baseline '{baseline}' is not an arm", "baseline",
+                   hint=f"arms: {', '.join(names)}")
+    return arms, str(baseline)
+
+
+def _factorial(d: dict[str, Any], vm_defaults: dict[str, Any]
+               ) -> tuple[tuple[Arm, ...], tuple[Factor, ...], str]:
+    """[factors] (+ [scenarios], [base], cells, baseline = {factor = level}) -> cells as arms."""
+    if "arms" in d:
+        raise ExperimentError("give either [[arms]] or [factors], not both",
+                              hint="[factors] makes the arms: one per combination of levels")
+    if "baseline" in d and not isinstance(d["baseline"], dict):
+        raise ExperimentError("with [factors], baseline is a table of levels, e.g. "
+                              "baseline = { thp = \"never\" } (default: each factor's first level)")
+    base = d.get("base", {})
+    if not isinstance(base, dict):
+        raise ExperimentError("[base] must be a table of arm settings every cell starts from")
+    _check_keys(base, ARM_KEYS - {"name", "description"}, None, "[base]")
+    levels: list[Levels] = parse_factors(d["factors"])
+    if "scenarios" in d:
+        levels += parse_scenarios(d["scenarios"])
+
+    def make_arm(name: str, settings: dict[str, Any]) -> Arm:
+        return parse_arm({"backing": "4k", **settings, "name": name}, 0, None, vm_defaults,
+                         cell=True)
+
+    cells = d.get("cells")
+    if cells is not None and not isinstance(cells, list):
+        raise ExperimentError("cells must be a list of tables, e.g. cells = [{ thp = \"never\" }]")
+    return expand(levels, base, cells, d.get("baseline"), make_arm)
 
 
 def load_experiment(path: Path) -> Experiment:

@@ -31,6 +31,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
+from hugelab.experiment import Experiment
+from hugelab.report import factorial
 from hugelab.report.load import RunData
 from hugelab.stats import classic, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
@@ -124,21 +126,36 @@ class Matrix:
         self.values[self.values <= 0] = np.nan
 
 
-def default_pairs(data: RunData) -> list[tuple[str, str]]:
-    """Each arm against the experiment's baseline arm on the same target; on a target the
-    baseline never ran on (a guest arm against a native baseline: "guest as % of native"),
-    against the baseline's first series."""
+def baselines(data: RunData) -> dict[str, str]:
+    """Per arm, the arm it is compared with: the experiment's baseline, or in a factorial the
+    baseline cell of the arm's own scenario."""
     base = baseline_arm(data.run)
     if base is None and data.series_arm:
         base = data.series_arm[0]
-    first = next((i for i, a in enumerate(data.series_arm) if a == base), None)
+    exp = data.run.get("experiment") or {}
+    if exp.get("factors"):
+        model = Experiment.from_dict(exp)
+        known = {a.name for a in model.arms}
+        return {a: model.baseline_of(a) if a in known else str(base) for a in data.series_arm}
+    return {a: str(base) for a in data.series_arm}
+
+
+def default_pairs(data: RunData) -> list[tuple[str, str]]:
+    """Each arm against its baseline arm (`baselines`) on the same target; on a target the
+    baseline never ran on (a guest arm against a native baseline: "guest as % of native"),
+    against the baseline's first series."""
+    base_of = baselines(data)
+    first: dict[str, int] = {}
+    for i, a in enumerate(data.series_arm):
+        first.setdefault(a, i)
     out = []
     for target in dict.fromkeys(data.series_target):
         idx = [i for i, t in enumerate(data.series_target) if t == target]
-        b = next((i for i in idx if data.series_arm[i] == base), first)
-        if b is None:
-            continue
-        out += [(data.series[b], data.series[i]) for i in idx if i != b]
+        for i in idx:
+            b_arm = base_of[data.series_arm[i]]
+            b = next((j for j in idx if data.series_arm[j] == b_arm), first.get(b_arm))
+            if b is not None and b != i:
+                out.append((data.series[b], data.series[i]))
     return out
 
 
@@ -205,12 +222,17 @@ def _drift(p: Paired) -> dict[str, Any]:
     return drift.effect_drift(p.log_ratio, p.blocks, alpha=DRIFT_ALPHA).to_dict()
 
 
-def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], list[dict[str, Any]]]:
+def comparisons(data: RunData, m: Matrix, opts: Options,
+                extra: dict[str, paired.Comparison] | None = None
+                ) -> tuple[list[Paired], list[dict[str, Any]], dict[str, paired.Comparison]]:
+    """Every cell against its baseline, Holm-adjusted together with `extra` claims (a
+    factorial's effects), which come back adjusted."""
     pairs = list(opts.pairs) or default_pairs(data)
     check_pairs(data, pairs)
     ps = [make_paired(data, m, a, b) for a, b in pairs]
     raw = {p.name: _compare(p, opts) for p in ps}
-    adjusted = multiple.adjust(raw) if raw else {}
+    extra = {f"claim:{k}": v for k, v in (extra or {}).items()}
+    adjusted = multiple.adjust({**raw, **extra}) if raw or extra else {}
     out = []
     for p in ps:
         c = adjusted[p.name]
@@ -218,7 +240,19 @@ def comparisons(data: RunData, m: Matrix, opts: Options) -> tuple[list[Paired], 
         d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
         out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
                     "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p)})
-    return ps, out
+    return ps, out, {k.removeprefix("claim:"): adjusted[k] for k in extra}
+
+
+def factorial_section(data: RunData, m: Matrix, opts: Options
+                      ) -> tuple[factorial.Plan | None, list[factorial.Claim]]:
+    """The run's factorial layout and its unadjusted claims (none for a flat run)."""
+    if opts.pairs:
+        return None, []  # the user chose the comparisons: only those
+    fp = factorial.plan(data.run, data.series_arm, m.values)
+    if fp is None:
+        return None, []
+    better = next((d.better for d in data.details if d.better in ("lower", "higher")), "lower")
+    return fp, factorial.claims(fp, better=str(better), alpha=opts.alpha, margin=opts.margin)
 
 
 # --- per series -------------------------------------------------------------------------------
@@ -407,16 +441,23 @@ def _run_info(data: RunData) -> dict[str, Any]:
 def analyse(data: RunData, opts: Options = Options()) -> Report:
     """Everything the report shows, as one JSON-serialisable dict (plus arrays for plots)."""
     m = Matrix(data)
-    ps, comps = comparisons(data, m, opts)
+    fp, claims = factorial_section(data, m, opts)
+    ps, comps, adjusted = comparisons(data, m, opts, {c.name: c.comparison for c in claims})
+    family = len(comps) + len(claims)
+    fact = None
+    if fp is not None:
+        better = claims[0].comparison.better if claims else "lower"
+        fact = factorial.view(fp, claims, adjusted, better=better, alpha=opts.alpha,
+                              margin=opts.margin, family=family)
     rows = series_rows(data, m, opts)
     vc = block_components(data)
     result = {
         "run": _run_info(data),
         "options": {"alpha": opts.alpha, "margin": opts.margin, "confidence": opts.confidence,
-                    "holm_family": len(comps)},
+                    "holm_family": family},
         "trials": data.n_trials, "blocks": int(m.blocks.size),
         "series": rows, "comparisons": comps, "block_variance": vc,
-        "grid": grid_view(data, rows), "provenance": provenance(data),
+        "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
         "warnings": _warnings(data, comps, vc),
     }
     return Report(data=data, result=clean(result), paired=ps)

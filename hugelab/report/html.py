@@ -72,6 +72,9 @@ def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = Non
     for w in result["warnings"]:
         cls = "tcg" if w.startswith("TCG") else "warn"
         out.append(f'<div class="{cls}">WARNING: {esc(w)}</div>')
+    summary = tables.what_matters(result)
+    if summary:
+        out.append(f"<h2>What matters</h2><p>{esc(summary)}</p>")
     out += [_table(t) for t in tables.all_tables(result)]
     lines = tables.context_lines(result)
     if lines:

@@ -36,6 +36,9 @@ def render(result: dict[str, Any]) -> str:
     out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
     for w in result["warnings"]:
         out += [f"> **WARNING:** {esc(w)}", ""]
+    summary = tables.what_matters(result)
+    if summary:
+        out += ["## What matters", "", esc(summary), ""]
     for t in tables.all_tables(result):
         out += _table(t)
     lines = tables.context_lines(result)

@@ -245,13 +245,52 @@ def forest(report: Report, p: Paired, comparison: dict[str, object]) -> bytes:
     return _png(fig)
 
 
+def along(lines: list[dict[str, object]]) -> bytes:
+    """Effect with its interval against an ordered workload parameter (workers 1 -> 16), one
+    line per factor level; log x when the levels span a factor of 4 or more."""
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    xs: list[float] = []
+    for i, line in enumerate(lines):
+        pts = line["points"]
+        assert isinstance(pts, list)
+        x = np.array([float(q["x"]) for q in pts])
+        e = np.array([np.nan if q["effect_pct"] is None else q["effect_pct"] for q in pts],
+                     dtype=float)
+        lo = np.array([np.nan if q["ci_low_pct"] is None else q["ci_low_pct"] for q in pts],
+                      dtype=float)
+        hi = np.array([np.nan if q["ci_high_pct"] is None else q["ci_high_pct"] for q in pts],
+                      dtype=float)
+        shift = 1 + 0.015 * (i - (len(lines) - 1) / 2)  # keep overlapping bars apart
+        ax.errorbar(x * shift, e, yerr=[e - lo, hi - e], fmt="o-", capsize=3, markersize=4,
+                    label=label(f"{line['factor']}: {line['level']} vs {line['base_level']}"))
+        xs += list(x)
+    if xs and min(xs) > 0 and max(xs) / min(xs) >= 4:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(xs)), [f"{v:g}" for v in sorted(set(xs))])
+    ax.axhline(0, color="grey", linewidth=0.5)
+    ax.set_xlabel(label(lines[0]["parameter"]) if lines else "")
+    ax.set_ylabel("effect vs baseline level, % (unadjusted interval)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"Effects along {label(lines[0]['parameter']) if lines else ''}")
+    return _png(fig)
+
+
+MAX_COMPARISON_FIGURES = 12  # per-comparison drift and forest plots: a factorial has many
+
+
 def all_figures(report: Report) -> list[tuple[str, bytes]]:
     """(caption, PNG) for every figure of the report."""
     out = [("Means with t-based margin of error", means(report)),
            ("Distribution per arm, outliers beyond ±3σ marked", histograms(report)),
            ("Empirical CDFs (log x)", ecdfs(report))]
+    fact = report.result.get("factorial") or {}
+    params = dict.fromkeys(str(line["parameter"]) for line in fact.get("along") or [])
+    for param in params:
+        lines = [x for x in fact["along"] if x["parameter"] == param]
+        out.append((f"How each factor's effect changes along {param}", along(lines)))
     comps = {c["name"]: c for c in report.result["comparisons"]}
-    for p in report.paired:
+    for p in report.paired[:MAX_COMPARISON_FIGURES]:
         out.append((f"Drift over the run: {p.name}", drift(report, p)))
         out.append((f"Per-block forest plot: {p.name}", forest(report, p, comps[p.name])))
     return out

@@ -4,29 +4,32 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
 def arm_summary(rows: list[tuple[int, int, str, str, str, float | None]], arms: list[str],
-                baseline: str, better: str | None) -> list[dict[str, Any]]:
+                baseline: str | Mapping[str, str], better: str | None) -> list[dict[str, Any]]:
     """rows: (block, position, arm, target, status, value). Ratios are of medians; the paired
-    per-block analysis with intervals and verdicts is `hugelab report`."""
+    per-block analysis with intervals and verdicts is `hugelab report`. `baseline`: one arm,
+    or per arm the arm it is compared with (a factorial's cell: its scenario's baseline)."""
     values: dict[str, list[float]] = defaultdict(list)
     counts: dict[str, dict[str, int]] = defaultdict(lambda: {"ok": 0, "flagged": 0, "failed": 0})
     for _b, _p, arm, _t, status, value in rows:
         counts[arm][status] += 1
         if status == "ok" and value is not None:
             values[arm].append(value)
-    base = statistics.median(values[baseline]) if values.get(baseline) else None
+    base_of = baseline if isinstance(baseline, Mapping) else dict.fromkeys(arms, baseline)
     out = []
     for arm in arms:
+        b_arm = base_of.get(arm, arm)
+        base = statistics.median(values[b_arm]) if values.get(b_arm) else None
         v = values.get(arm, [])
         med = statistics.median(v) if v else None
         row: dict[str, Any] = {"arm": arm, "n": len(v), **{k: counts[arm][k] for k in ("flagged", "failed")},
                                "median": med, "mean": statistics.fmean(v) if v else None,
                                "min": min(v) if v else None, "max": max(v) if v else None,
-                               "baseline": arm == baseline}
+                               "baseline": arm == b_arm}
         if med is not None and base:
             ratio = med / base
             row["ratio"] = ratio

@@ -236,10 +236,49 @@ def context_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
+def what_matters(result: dict[str, Any]) -> str | None:
+    """A factorial's one-paragraph summary (None for a flat run)."""
+    f = result.get("factorial")
+    return str(f["summary"]) if f else None
+
+
+def _effect(e: dict[str, Any]) -> str:
+    return f"{pct(e['effect_pct'], 1)} [{pct(e['ci_low_pct'], 1)}, {pct(e['ci_high_pct'], 1)}]"
+
+
+def factor_tables(result: dict[str, Any]) -> list[Table]:
+    """Main effects (overall and per scenario) and two-way interactions of a factorial."""
+    f = result.get("factorial")
+    if not f:
+        return []
+    o = result["options"]
+    conf = 100 * (1 - o["alpha"])
+    main = Table("main_effects", f"Main effects of each factor (within-block contrasts; Holm "
+                 f"across {o['holm_family']} claims)",
+                 ["factor: level vs baseline", "scope", "verdict", f"effect [{conf:g}% CI]", "p",
+                  "n"], [], right={3, 4, 5})
+    for e in f["main_effects"]:
+        main.rows.append([e["name"].split(" [")[0], e["scope"], verdict_text(e), _effect(e),
+                          pval(e["p_adjusted"]), f"{e['n_units']:,} blocks"])
+    main.notes.append("a main effect averages the level's effect over every other factor's "
+                      "levels, within each block; 'overall' pools every scenario")
+    inter = Table("interactions", "Two-way interactions (does one factor's effect depend on "
+                  "another's level?)", ["interaction", "verdict", f"change [{conf:g}% CI]", "p"],
+                  [], right={2, 3})
+    for e in f["interactions"]:
+        inter.rows.append([e["name"], e["interaction_verdict"], _effect(e),
+                           pval(e["p_adjusted"])])
+    inter.notes.append("change: how much the first factor's effect (a ratio) moves when the "
+                       "second goes from its baseline to the level named; 'equivalent': within "
+                       f"±{100 * o['margin']:g}%")
+    return [main] + ([inter] if inter.rows else [])
+
+
 def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
     """Every table, or (full=False) the compact set: verdicts, trials, evidence, grids, and
     drift only when the effect changed over the run."""
     drifts = [drift(result)] if result["comparisons"] else []
-    every = [verdicts(result), *drifts, tails(result), classic(result), trials(result),
+    every = [*factor_tables(result), verdicts(result), *drifts, tails(result), classic(result),
+             trials(result),
              evidence(result), *grid_tables(result)]
     return [t for t in every if full or not t.full]

@@ -78,6 +78,9 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
         style = "bold white on red" if w.startswith("TCG") else "bold yellow"
         con.print(Text("WARNING: " + w, style=style))
         said.add(w)
+    summary = tables.what_matters(result)
+    if summary:
+        con.print(Text("What matters: ", style="bold") + Text(summary))
     for t in tables.all_tables(result, full=full):
         if not t.rows:
             con.print(Text(t.title, style="bold"))

@@ -22,6 +22,7 @@ import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
 from hugelab.errors import ExperimentError
+from hugelab.experiment import Experiment
 from hugelab.workloads.base import Workload
 
 # kind -> (module, class)
@@ -165,3 +166,25 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
         raise ExperimentError(f"workload '{kind}': {msg}", hint=exc.hint) from None
     except (TypeError, ValueError) as exc:
         raise ExperimentError(f"workload '{kind}': {exc}") from exc
+
+
+def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
+    """The experiment's workload, and each cell's own where its scenario sets parameters: one
+    object per scenario, all built (so validated) before any trial runs."""
+    def build(table: dict[str, Any]) -> Workload:
+        return build_workload(table["kind"], {k: v for k, v in table.items() if k != "kind"})
+
+    default = build(exp.workload)
+    per_arm: dict[str, Workload] = {}
+    built: dict[tuple[tuple[str, Any], ...], Workload] = {}
+    for arm in exp.arms:
+        if not arm.workload:
+            continue
+        if arm.workload not in built:
+            try:
+                built[arm.workload] = build(exp.workload_for(arm))
+            except ExperimentError as exc:
+                where = ", ".join(f"{k} = {v!r}" for k, v in arm.workload)
+                raise ExperimentError(f"scenario {where}: {exc.message}", hint=exc.hint) from None
+        per_arm[arm.name] = built[arm.workload]
+    return default, per_arm

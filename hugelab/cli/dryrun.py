@@ -1,0 +1,193 @@
+"""`hugelab run --dry-run`: the cells, what each changes on the host, the guests it boots, and
+what the whole run will cost, before anything changes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from hugelab.errors import UsageError
+from hugelab.experiment import Arm, Experiment
+from hugelab.experiment.cost import Measured, cuts, estimate, human
+from hugelab.host.inspect import inspect_host
+from hugelab.host.journal import state_dir
+from hugelab.runner import pool_plan, unsupported_arms
+from hugelab.store import Store
+from hugelab.vm.trial import vm_spec
+from hugelab.workloads.base import Workload
+
+RECENT_RUNS = 20  # boot times are taken from this many latest runs of the store
+
+
+def parse_budget(text: str) -> float:
+    """'90m', '2h', '45s', '1h30m' -> seconds."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", text.strip().lower())
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s", "", text.lower()):
+        raise argparse.ArgumentTypeError(f"not a duration like 90m, 2h or 1h30m: {text!r}")
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+
+
+def measured(store_path: Path, exp: Experiment) -> tuple[Measured, str | None]:
+    """Median guest boot seconds (latest runs) and per-arm trial seconds (this experiment's
+    earlier run), from the store when it exists; and the accelerator guests last had."""
+    if not store_path.exists():
+        return Measured(), None
+    boots: list[float] = []
+    accel = None
+    per_arm: dict[str, list[float]] = {}
+    with Store(store_path) as store:
+        runs = store.runs()[-RECENT_RUNS:]
+        for run in runs:
+            mine = run.get("key") == exp.key()
+            for t in store.trials(run["id"]):
+                prov = t.get("provenance") or {}
+                if prov.get("boot_s"):
+                    boots.append(float(prov["boot_s"]))
+                    accel = prov.get("accel") or accel
+                if mine and t.get("status") == "ok" and t.get("started") and t.get("ended"):
+                    per_arm.setdefault(t["arm"], []).append(float(t["ended"]) - float(t["started"]))
+    trial_s = {a: statistics.median(v) for a, v in per_arm.items()}
+    return Measured(statistics.median(boots) if boots else None, trial_s or None), accel
+
+
+def _guests(arm: Arm) -> str:
+    """`1x1024M file-2M+prealloc`: guests, their RAM and its backing."""
+    vm = arm.vm
+    if vm is None:
+        return "native"
+    backing = vm.backing + (f"-{vm.page_size}" if vm.page_size else "") + \
+        ("+prealloc" if vm.prealloc else "")
+    return f"{vm.vms}x{vm.mem_mib}M {backing}"
+
+
+def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
+         store_path: Path, budget_s: float | None) -> dict[str, Any]:
+    """Everything the dry run reports, as one JSON-able dict; validates every guest cell."""
+    from hugelab.runner import _workload_bytes
+    host = inspect_host()
+    skipped = unsupported_arms(exp, host)
+    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
+    for a in exp.arms:
+        if a.vm is not None:
+            vm_spec(a, _workload_bytes(per_arm.get(a.name, workload)), hugetlbfs)
+    runnable = [a for a in exp.arms if a.name not in skipped]
+    thp_now = host["thp"].get("enabled")
+    modes = sorted({(a.thp or thp_now or "-", a.thp_defrag or host["thp"].get("defrag") or "-")
+                    for a in runnable})
+    pools = pool_plan(exp, workload, runnable, per_arm)
+    mounts = sorted({a.vm.page_size for a in runnable
+                     if a.vm and a.vm.backing == "file" and a.vm.page_size})
+    meas, accel = measured(store_path, exp)
+    est = estimate(exp, meas, accel or "tcg")
+    out: dict[str, Any] = {
+        "experiment": exp.name, "blocks": exp.blocks, "design": exp.design,
+        "cells": [{"name": a.name, "layer": a.layer, "levels": dict(a.levels),
+                   "host_thp": a.thp or "(unchanged)", "guests": _guests(a),
+                   "trial_s": est.per_arm[a.name], "basis": est.basis[a.name],
+                   "skipped": skipped.get(a.name)} for a in exp.arms],
+        "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
+                    for f in exp.factors],
+        "trials_per_block": len(runnable), "trials": len(runnable) * exp.blocks,
+        "host_changes": {"thp_modes": [{"enabled": e, "defrag": d} for e, d in modes],
+                         "pools": [{"size": s, "node": n, "pages": p}
+                                   for (s, n), p in sorted(pools.items(), key=str)],
+                         "hugetlbfs_mounts": mounts},
+        "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
+        "boot_s": est.boot_s, "boot_basis": est.boot_basis,
+        "estimated_s": est.seconds, "budget_s": budget_s, "warnings": [],
+    }
+    if "unknown" in est.basis.values():
+        out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
+                               "trials count as 0 s; run one block first (--blocks 1) to measure")
+    if budget_s is not None and est.seconds > budget_s:
+        out["warnings"].append(_over_budget(exp, meas, accel or "tcg", est.seconds, budget_s))
+    return out
+
+
+def _over_budget(exp: Experiment, meas: Measured, accel: str, seconds: float,
+                 budget_s: float) -> str:
+    text = f"estimated {human(seconds)} is over the budget of {human(budget_s)}"
+    options = cuts(exp, meas, accel)
+    fits = [(name, s) for name, s in options if s <= budget_s]
+    if fits:  # the factor whose cut keeps the most of the design while fitting
+        name, s = max(fits, key=lambda x: x[1])
+        text += f": cut factor '{name}' to one level ({human(s)})"
+    elif options:
+        name, s = options[0]
+        text += f": cutting factor '{name}' to one level saves the most and still leaves " \
+            f"{human(s)}"
+    blocks = int(budget_s // (seconds / exp.blocks)) if seconds else exp.blocks
+    if 0 < blocks < exp.blocks:
+        text += f"; or run {blocks} blocks instead of {exp.blocks}"
+    return text
+
+
+def _rows(cells: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+    """One row per arm combination (a cell less its scenario), and the scenarios."""
+    rows: dict[str, list[str]] = {}
+    secs: dict[str, list[float]] = {}
+    scenarios: list[str] = []
+    for c in cells:
+        arm, _, scen = c["name"].partition(" [")
+        if scen and scen[:-1] not in scenarios:
+            scenarios.append(scen[:-1])
+        skipped = f" [yellow](skipped: {c['skipped']})[/]" if c["skipped"] else ""
+        rows.setdefault(arm, [arm + skipped, c["host_thp"], c["guests"], ""])
+        if c["trial_s"] is not None:
+            secs.setdefault(arm, []).append(c["trial_s"])
+    for arm, row in rows.items():
+        v = secs.get(arm, [])
+        row[3] = "?" if not v else f"{min(v):.1f}" if min(v) == max(v) else \
+            f"{min(v):.1f}-{max(v):.1f}"
+    return list(rows.values()), scenarios
+
+
+def print_plan(p: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(p, indent=2))
+        return
+    con = Console()
+    rows, scenarios = _rows(p["cells"])
+    t = Table(title=f"{p['experiment']}: {len(p['cells'])} cell(s), {p['blocks']} block(s), "
+              f"design {p['design']} (dry run: nothing changes)", box=box.SIMPLE_HEAD)
+    for col in ("cell", "host THP", "guests", "s/trial"):
+        t.add_column(col, overflow="fold", justify="right" if col == "s/trial" else "left",
+                     no_wrap=col != "cell")
+    for row in rows:
+        t.add_row(*row)
+    con.print(t)
+    if scenarios:
+        con.print(f"scenarios (every cell above runs in each): {', '.join(scenarios)}",
+                  highlight=False)
+    h = p["host_changes"]
+    modes = ", ".join(f"{m['enabled']}/{m['defrag']}" for m in h["thp_modes"]) or "none"
+    pools = ", ".join(f"{x['pages']} x {x['size']}" + (f" on node {x['node']}" if x["node"]
+                      is not None else "") for x in h["pools"]) or "none"
+    measured = any(c["basis"] == "measured" for c in p["cells"])
+    con.print(f"trials: {p['trials_per_block']} per block, {p['trials']} in all; guests booted "
+              f"per block: {p['guests_per_block']} (boot {p['boot_s']:.1f} s, {p['boot_basis']})",
+              highlight=False)
+    con.print(f"host changes (journaled, restored at the end): THP enabled/defrag {modes}; "
+              f"pools {pools}; hugetlbfs mounts {', '.join(h['hugetlbfs_mounts']) or 'none'}",
+              highlight=False)
+    line = f"estimated duration: {human(p['estimated_s'])}"
+    line += " (trial times measured in this store's earlier run)" if measured else \
+        " (configured workload time + 0.5 s per trial + boot)"
+    if p["budget_s"] is not None:
+        line += f"; budget {human(p['budget_s'])}"
+    con.print(line, highlight=False)
+    for w in p["warnings"]:
+        con.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def check_budget_args(args: argparse.Namespace) -> None:
+    if getattr(args, "budget", None) is not None and not args.dry_run:
+        raise UsageError("--budget goes with --dry-run")

@@ -1,0 +1,102 @@
+"""What an experiment will cost before it runs: trials, seconds per trial, and which factor to
+cut when it does not fit a budget. Pure: measured figures are passed in."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hugelab.experiment.model import Arm, Experiment
+
+# the key each workload kind reads its run time from (seconds)
+TIME_KEYS = {"sysbench": ("time_s", 10.0), "stress-ng": ("timeout_s", 10.0),
+             "iperf3": ("duration_s", 5.0), "hugelab-mem": ("duration", 1.0),
+             "build": ("timeout_s", None), "command": ("timeout_s", None),
+             "redis": ("timeout_s", None)}
+OVERHEAD_S = 0.5  # per trial: starting processes, evidence, committing
+ASSUMED_BOOT_S = {"kvm": 2.0, "tcg": 8.0}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Figures from earlier runs in the store: median guest boot seconds, per-arm trial seconds."""
+
+    boot_s: float | None = None
+    trial_s: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    per_block_s: float
+    trials: int
+    basis: dict[str, str]  # arm -> "measured" | "configured" | "unknown"
+    per_arm: dict[str, float | None]  # seconds per trial of each arm
+    boot_s: float
+    boot_basis: str
+
+
+def _duration(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)?", str(value).strip())
+    if not m:
+        return None
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
+
+
+def workload_seconds(table: dict[str, Any]) -> float | None:
+    """The run time a [workload] table configures, or None when it does not say."""
+    key, default = TIME_KEYS.get(str(table.get("kind")), (None, None))
+    if table.get("kind") == "hugelab-mem" and "duration_s" in table:
+        key = "duration_s"
+    if key and key in table:
+        return _duration(table[key])
+    return default
+
+
+def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
+                  measured: dict[str, float]) -> tuple[float | None, str]:
+    if arm.name in measured:
+        return measured[arm.name], "measured"
+    run = workload_seconds(exp.workload_for(arm))
+    if run is None:
+        return None, "unknown"
+    return run + OVERHEAD_S + (boot_s if arm.vm is not None else 0.0), "configured"
+
+
+def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg") -> Estimate:
+    """Seconds for the whole experiment: blocks x the sum of every arm's trial time (a duet runs
+    a block's arms at once: its longest). Unknown workload times count as zero and say so."""
+    boot = measured.boot_s if measured.boot_s is not None else ASSUMED_BOOT_S.get(accel, 8.0)
+    basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
+    times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}
+    secs = [t or 0.0 for t, _ in times.values()]
+    per_block = max(secs, default=0.0) if exp.design == "duet" else sum(secs)
+    return Estimate(per_block * exp.blocks, per_block, exp.blocks * len(exp.arms),
+                    {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},
+                    boot, basis_boot)
+
+
+def cuts(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg"
+         ) -> list[tuple[str, float]]:
+    """Per factor with more than one level: the experiment's seconds if that factor kept only
+    its first level (a scenario factor: its first value). Cheapest first."""
+    out = []
+    for f in exp.factors:
+        if len(f.levels) < 2:
+            continue
+        keep = tuple(a for a in exp.arms if dict(a.levels).get(f.name) == f.levels[0])
+        out.append((f.name, estimate(replace(exp, arms=keep), measured, accel).seconds))
+    return sorted(out, key=lambda x: x[1])
+
+
+def human(seconds: float) -> str:
+    """3 min 20 s, 2 h 05 min."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60:02d} s" if s % 60 else "")
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"

@@ -1,0 +1,198 @@
+"""The experiment's model: arms and their layers, the experiment, its seeded schedule. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    size: str  # "2M" or "1G"
+    pages: int
+    node: int | None = None
+
+
+@dataclass(frozen=True)
+class VmLayer:
+    """How QEMU backs guest RAM, and the guest shape; `vms` guests run the arm at once."""
+
+    backing: str = "anon"  # anon | file | memfd
+    page_size: str | None = None  # "2M" | "1G" for file (hugetlbfs) or memfd hugetlb
+    prealloc: bool = False
+    share: bool = False
+    mem_mib: int = 512
+    vcpus: int = 1
+    vms: int = 1
+    numa_node: int | None = None
+    cpu_pin: tuple[int, ...] | None = None
+    kernel: str | None = None
+    accel: str = "auto"
+
+
+@dataclass(frozen=True)
+class GuestLayer:
+    """The guest kernel's own huge pages: THP mode and hugetlb pools (None/0 = defaults)."""
+
+    thp: str | None = None
+    pools_2m: int | None = None
+    pools_1g: int | None = None
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    backing: str
+    thp: str | None = None
+    thp_defrag: str | None = None
+    pools: tuple[PoolSpec, ...] = ()
+    description: str = ""
+    vm: VmLayer | None = None
+    guest: GuestLayer | None = None
+    # a cell of a factorial experiment: (factor, level) for every factor, arm and scenario ones
+    levels: tuple[tuple[str, str], ...] = ()
+    # the cell's scenario: workload parameters that override the experiment's [workload]
+    workload: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def layer(self) -> str:
+        return "guest" if self.vm else "native"
+
+    def targets(self) -> list[str]:
+        return [f"vm{i}" for i in range(self.vm.vms)] if self.vm else ["native"]
+
+    @property
+    def hugetlb_size(self) -> str | None:
+        return self.backing.split("-", 1)[1] if self.backing.startswith("hugetlb-") else None
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One swept setting. An arm factor sets host, QEMU, guest or workload-backing settings and
+    is compared; a scenario factor sets a workload parameter, and its levels are different
+    workloads, compared never with each other but as the background of every arm comparison.
+    Level names come in order; an arm factor's first level is its baseline."""
+
+    name: str
+    levels: tuple[str, ...]
+    scenario: bool = False
+    ordered: bool = False  # numeric levels (workers 1, 4, 16): effects are drawn along them
+    positions: tuple[float, ...] = ()  # the numeric value of each level, when ordered
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    arms: tuple[Arm, ...]
+    workload: dict[str, Any] = field(default_factory=lambda: {"kind": "hugelab-mem"})
+    seed: int = 1
+    blocks: int = 10
+    design: str = "paired"
+    baseline: str = ""
+    thp_min_fraction: float = 0.5
+    description: str = ""
+    factors: tuple[Factor, ...] = ()
+
+    @property
+    def baseline_arm(self) -> str:
+        return self.baseline or self.arms[0].name
+
+    @property
+    def scenario_factors(self) -> tuple[Factor, ...]:
+        return tuple(f for f in self.factors if f.scenario)
+
+    def baseline_of(self, arm: str) -> str:
+        """The arm a cell is compared with: the baseline cell of its own scenario."""
+        scen = {f.name for f in self.scenario_factors}
+        mine = next(a for a in self.arms if a.name == arm)
+        if not scen:
+            return self.baseline_arm
+        base = next(a for a in self.arms if a.name == self.baseline_arm)
+        want = {k: v for k, v in mine.levels if k in scen} | \
+            {k: v for k, v in base.levels if k not in scen}
+        return next((a.name for a in self.arms if dict(a.levels) == want), self.baseline_arm)
+
+    def workload_for(self, arm: Arm) -> dict[str, Any]:
+        """The [workload] table this arm runs: the experiment's, with its scenario's values."""
+        return {**self.workload, **dict(arm.workload)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-able dicts; keys a flat experiment never sets are left out, so a flat
+        experiment keeps the identity (key) it had before factors existed."""
+        d = asdict(self)
+        if not self.factors:
+            del d["factors"]
+        for arm in d["arms"]:
+            for k in ("levels", "workload"):
+                if not arm[k]:
+                    del arm[k]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Experiment:
+        def vm(v: dict[str, Any] | None) -> VmLayer | None:
+            if v is None:
+                return None
+            pin = v.get("cpu_pin")
+            return VmLayer(**{**v, "cpu_pin": tuple(pin) if pin is not None else None})
+
+        def pairs(v: Any) -> tuple[tuple[Any, Any], ...]:
+            return tuple((k, x) for k, x in v or ())
+
+        arms = tuple(Arm(**{**a, "pools": tuple(PoolSpec(**p) for p in a["pools"]),
+                            "vm": vm(a.get("vm")),
+                            "guest": GuestLayer(**a["guest"]) if a.get("guest") else None,
+                            "levels": pairs(a.get("levels")),
+                            "workload": pairs(a.get("workload"))})
+                     for a in d["arms"])
+        factors = tuple(Factor(**{**f, "levels": tuple(f["levels"]),
+                                  "positions": tuple(f.get("positions") or ())})
+                        for f in d.get("factors") or ())
+        return cls(**{**d, "arms": arms, "factors": factors})
+
+    def key(self) -> str:
+        """Identity of a run of this experiment: same file, same seed -> same run (resume)."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    block: int
+    position: int
+    arm: str
+
+
+def schedule(exp: Experiment) -> list[TrialSpec]:
+    """Every arm once per block, in a fresh random order per block, from the stored seed."""
+    rng = random.Random(exp.seed)
+    out: list[TrialSpec] = []
+    names = [a.name for a in exp.arms]
+    for block in range(exp.blocks):
+        order = names[:]
+        rng.shuffle(order)
+        out.extend(TrialSpec(block, pos, arm) for pos, arm in enumerate(order))
+    return out
+
+
+# --- the built-in default experiment -------------------------------------------------------
+
+def default_experiment() -> Experiment:
+    """hugelab-mem dependent random loads on 1 GiB (far beyond any TLB's reach: 1,536 4 KiB
+    entries cover 6 MiB), four backings, 10 blocks of ~2.5 s trials: a few minutes here."""
+    return Experiment(
+        name="default",
+        description="pointer chase over 1 GiB: 4k vs THP vs hugetlb 2M vs hugetlb 1G",
+        workload={"kind": "hugelab-mem", "workload": "chase", "size": "1G", "duration": 1.0},
+        arms=tuple(Arm(name=b, backing=b) for b in BACKINGS),
+        seed=20261122,
+        blocks=10,
+        baseline="4k",
+    )
+
+
