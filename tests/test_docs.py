@@ -36,3 +36,17 @@ def test_every_command_has_help_that_exits_zero():
         r = subprocess.run([sys.executable, "-m", "hugelab.cli", *args, "--help"],
                            capture_output=True, text=True)
         assert r.returncode == 0 and "usage:" in r.stdout, name
+
+
+def test_every_toml_example_in_the_readme_parses():
+    import re
+    import tomllib
+
+    from hugelab.experiment import parse_experiment
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    assert blocks, "the README shows no experiment file"
+    for block in blocks:
+        exp = parse_experiment(tomllib.loads(block), block)
+        assert exp.arms

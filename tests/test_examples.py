@@ -9,7 +9,7 @@ import pytest
 from hugelab.experiment import load_experiment, schedule
 from hugelab.vm.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.trial import vm_spec
-from hugelab.workloads.registry import build_workload
+from hugelab.workloads.registry import build_for
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
 
@@ -18,9 +18,8 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.tom
 def test_example(path, tmp_path):
     exp = load_experiment(path)
     assert len(schedule(exp)) == exp.blocks * len(exp.arms)
-    params = {k: v for k, v in exp.workload.items() if k != "kind"}
-    workload = build_workload(exp.workload["kind"], params)
-    size = getattr(workload, "size_bytes", None)
+    default, per_arm = build_for(exp)  # every scenario's workload
+    size = getattr(default, "size_bytes", None)
     paths = QemuPaths(tmp_path / "s.log", tmp_path / "q.sock", tmp_path / "a.sock", tmp_path / "i")
     for arm in exp.arms:
         if arm.vm is not None:

@@ -19,6 +19,8 @@ pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+# blocks per example: 2 (enough to pair), 1 for the 8-guest factorial (~2 min a block here)
+BLOCKS = {"001-mnstory-factorial": 1}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -26,7 +28,8 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}  # cold caches
     before, procs = host_state(), workload_processes()
     store = tmp_path / "s.db"
-    r = subprocess.run([*HUGELAB, "run", str(path), "--blocks", "2", "--store", str(store)],
+    blocks = BLOCKS.get(path.stem, 2)
+    r = subprocess.run([*HUGELAB, "run", str(path), "--blocks", str(blocks), "--store", str(store)],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr
@@ -35,7 +38,7 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
                            capture_output=True, text=True, env=env, check=True)
     trials = json.loads(shown.stdout)["trials"]
     arms = {t["arm"] for t in trials}
-    assert len({(t["block"], t["arm"]) for t in trials}) == 2 * len(arms)
+    assert len({(t["block"], t["arm"]) for t in trials}) == blocks * len(arms)
     for t in trials:
         where = f"{t['arm']} block {t['block']} {t['target']}"
         assert t["status"] == "ok", f"{where}: {t['error'] or t['flag']}"
@@ -46,3 +49,14 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
         if t["target"] != "native":  # guest arms: both sides' evidence
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")
+    report = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
+                                       capture_output=True, text=True, env=env,
+                                       check=True).stdout)
+    exp = report["run"]
+    factors = [f for f in (json.loads(shown.stdout)["run"]["experiment"].get("factors") or [])
+               if not f["scenario"]]
+    if factors:  # a factorial example: every arm factor has a main effect, pairs interact
+        fact = report["factorial"]
+        assert {e["factor"] for e in fact["main_effects"]} == {f["name"] for f in factors}, exp
+        assert len(fact["interactions"]) >= len(factors) * (len(factors) - 1) // 2
+        assert fact["summary"].startswith("By size of effect")

@@ -114,3 +114,9 @@ def test_spec_is_frozen_and_hashable():
     with pytest.raises(AttributeError):
         spec.mem_mib = 1  # type: ignore[misc]
     assert hash(spec) == hash(VmSpec())
+
+
+def test_a_factorial_cell_name_is_one_value_for_qemus_option_parser():
+    av = qemu_argv(VmSpec(mem_mib=256), PATHS, kernel="/boot/vmlinuz", accel="tcg",
+                   name="host=thp,qemu=anon [workers=4]")
+    assert opt(av, "-name") == ["hugelab-host=thp_qemu=anon__workers=4_,debug-threads=on"]

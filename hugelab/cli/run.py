@@ -156,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = {"sequential": seq, "run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
               "comparisons": verdicts.get("comparisons", []), "unit": unit,
+              "factorial": verdicts.get("factorial"),
               "problems": problems, "retried": retried(trials)}
     if args.json:
         from hugelab.cli.output import print_json
@@ -218,13 +219,13 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
     for c in result.get("comparisons", []):  # one row per arm: its first target's comparison
         comps.setdefault(str(c["candidate"]).split("@")[0], c)
     unit = result.get("unit") or ""
-    t = Table(title=f"{exp.name}: each arm against '{exp.baseline_arm}' (paired by block)",
-              box=box.SIMPLE_HEAD)
-    longest = max((len(r["arm"]) for r in result["arms"]), default=3)
+    against = f"'{exp.baseline_arm}'" if not exp.scenario_factors else \
+        "the baseline cell of its scenario"
+    t = Table(title=f"{exp.name}: each {'cell' if exp.factors else 'arm'} against {against} "
+              "(paired by block)", box=box.SIMPLE_HEAD)
     for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
         t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
-                     no_wrap=col.startswith("effect") or col in ("verdict", "arm"),
-                     min_width=longest if col == "arm" else None)
+                     no_wrap=col != "arm", overflow="fold")
     for r in result["arms"]:
         c = comps.get(r["arm"])
         if r["baseline"]:
@@ -237,6 +238,7 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         t.add_row(r["arm"], str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
                   effect, verdict)
     con.print(t)
+    _print_factorial(con, result)
     seq = result.get("sequential")
     if seq:
         at = seq["stopped_at_look"]
@@ -258,6 +260,13 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         con.print(f"note: {note}")
     con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
               "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
+
+
+def _print_factorial(con: Console, result: dict[str, Any]) -> None:
+    if result.get("factorial"):
+        con.print(f"[bold]What matters:[/] {result['factorial']['summary']}", highlight=False)
+        con.print("(main effects, interactions and effects along ordered parameters: "
+                  "hugelab report)")
 
 
 def _tries(tr: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from hugelab.vm.initramfs import (
 )
 from hugelab.vm.libvirt_xml import domain_name, domain_xml
 from hugelab.vm.netserver import GUEST_PORTS
-from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv
+from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, safe_name
 from hugelab.vm.trial import net_specs, vm_spec
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -77,13 +77,14 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
     size = None
     from hugelab.workloads.hugelab_mem import parse_size
-    if "size" in exp.workload:
-        size = parse_size(str(exp.workload["size"]))
+    table = exp.workload_for(arm)  # a factorial cell: its scenario's values
+    if "size" in table:
+        size = parse_size(str(table["size"]))
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     spec = vm_spec(arm, size, hugetlbfs)
-    kind = str(exp.workload.get("kind", ""))
+    kind = str(table.get("kind", ""))
     if kind in GUEST_PORTS:  # server in the guest: a NIC and a 127.0.0.1 forward (port: example)
-        spec = net_specs(spec, 1, int(exp.workload.get("port") or GUEST_PORTS[kind]))[0]
+        spec = net_specs(spec, 1, int(table.get("port") or GUEST_PORTS[kind]))[0]
     kernel = spec.kernel or str(default_kernel())
     accel = args.accel or (spec.accel if spec.accel != "auto" else "kvm")
     return arm.name, spec, kernel, accel
@@ -91,7 +92,7 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
 
 def cmd_qemu_args(args: argparse.Namespace) -> int:
     name, spec, kernel, accel = _arm_spec(args)
-    run_dir = Path("/run/hugelab") / name
+    run_dir = Path("/run/hugelab") / safe_name(name)  # a cell's name has commas, spaces
     paths = QemuPaths(run_dir / "serial.log", run_dir / "qmp.sock", run_dir / "agent.sock",
                       run_dir / "initrd.cpio")
     argv = qemu_argv(spec, paths, kernel=kernel, accel=accel, name=name)
@@ -110,7 +111,7 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
         release = kernel_release(Path(kernel))
         initrd = cached_initramfs(InitramfsSpec(release, modules_dir_for(release)),
                                   state_dir() / "initramfs")
-    xml = domain_xml(spec, name=name, kernel=kernel, initrd=str(initrd), accel=accel)
+    xml = domain_xml(spec, name=safe_name(name), kernel=kernel, initrd=str(initrd), accel=accel)
     if args.json:
         from hugelab.cli.output import print_json
         print_json({"arm": name, "domain": domain_name(name), "xml": xml})

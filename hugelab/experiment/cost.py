@@ -69,6 +69,9 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
 def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg") -> Estimate:
     """Seconds for the whole experiment: blocks x the sum of every arm's trial time (a duet runs
     a block's arms at once: its longest). Unknown workload times count as zero and say so."""
+    if all(a.vm.accel == "kvm" for a in exp.arms if a.vm is not None) and \
+            any(a.vm is not None for a in exp.arms):
+        accel = "kvm"  # the file asks for KVM (a run fails rather than fall back to TCG)
     boot = measured.boot_s if measured.boot_s is not None else ASSUMED_BOOT_S.get(accel, 8.0)
     basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
     times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}

@@ -34,7 +34,7 @@ SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools"}
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
                   "cpu_pin", "kernel", "accel"}
 GUEST_FACTOR_KEYS = {"thp", "pools"}
-LEVEL_NAME = re.compile(r"[A-Za-z0-9_.+\-=]{1,40}")
+LEVEL_NAME = re.compile(r"[A-Za-z0-9_.+\-=/]{1,60}")
 SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
 
@@ -51,11 +51,12 @@ def _fail(msg: str, hint: str | None = None) -> ExperimentError:
 
 
 def level_name(value: Any) -> str:
-    """A level's name from its value: true/false, 4, "2M=64,1G=1", "none"."""
+    """A level's name from its value: true/false, 4, "2M=64+1G=1", "none" (never a comma:
+    commas separate the factors of a cell's name)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in value.items()) or "none"
+        return "+".join(f"{k}={v}" for k, v in value.items()) or "none"
     if isinstance(value, list):
         return "+".join(str(v) for v in value) or "none"
     return str(value)
@@ -88,7 +89,8 @@ def _distinct(name: str, names: list[str]) -> None:
         raise _fail(f"factor '{name}' has no levels")
     for n in names:
         if not LEVEL_NAME.fullmatch(n):
-            raise _fail(f"factor '{name}': level name {n!r} must be 1-40 letters, digits or '_.+-='")
+            raise _fail(f"factor '{name}': level name {n!r} must be 1-60 letters, digits or "
+                        "'_.+-=/'")
 
 
 def _flatten(prefix: str, value: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -130,14 +132,25 @@ def parse_factors(raw: Any) -> list[Levels]:
                     hint="e.g. thp = [\"never\", \"always\"]")
     out: list[Levels] = []
     for name, value in raw.items():
+        if name == "arm":
+            raise _fail("[factors] arm: the name 'arm' is reserved for a flat [[arms]] list "
+                        "swept by [scenarios]", hint="name the factor something else")
+        layer = {"vm": VM_FACTOR_KEYS, "guest": GUEST_FACTOR_KEYS}.get(name)
         if isinstance(value, list):
             out.append(_swept(name, value))
-        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        elif isinstance(value, dict) and not value:
+            raise _fail(f"[factors] {name} is empty: give its levels")
+        elif isinstance(value, dict) and layer is not None and (
+                set(value) <= layer or not any(isinstance(v, dict) for v in value.values())):
+            out += [_swept(path, v) for path, v in _flatten(name, value)]  # vm.prealloc = [...]
+        elif isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
             out.append(_named(name, value))
-        elif isinstance(value, dict) and name in ("vm", "guest"):
-            out += [_swept(path, v) for path, v in _flatten(name, value)]
         else:
-            raise _fail(f"[factors] {name}: give a list of levels or a table of named levels")
+            raise _fail(f"[factors] {name}: give a list of levels or a table of named levels",
+                        hint=f"{name} = [\"a\", \"b\"], or [factors.{name}] with one table of "
+                        "arm settings per level")
+    if not out:
+        raise _fail("[factors] declares no factor")
     return out
 
 
@@ -249,6 +262,10 @@ def expand(levels: list[Levels], base: dict[str, Any], cells: Any, baseline: Any
         raise _fail(f"factor '{next(n for n in names if names.count(n) > 1)}' is declared twice "
                     "(in [factors] and [scenarios]?)")
     pick = _pick(baseline, levels, "baseline") if baseline is not None else {}
+    scen = [k for k in pick if any(lv.factor.name == k and lv.factor.scenario for lv in levels)]
+    if scen:
+        raise _fail(f"baseline names '{scen[0]}', a scenario: every scenario has its own "
+                    "baseline cell", hint="name only [factors] in baseline")
     levels = _baseline_first(levels, pick)
     wanted = [_pick(c, levels, "cells entry") for c in cells] if cells is not None else None
     if cells is not None and not wanted:
@@ -288,7 +305,8 @@ def _cell(levels: list[Levels], combo: tuple[int, ...], base: dict[str, Any],
         f, s = lv.factor, lv.settings[i]
         if f.scenario:
             workload += list(s.items())
-            scenario.append(f"{f.name}={f.levels[i]}")
+            if len(f.levels) > 1:  # a one-value scenario is the same for every cell
+                scenario.append(f"{f.name}={f.levels[i]}")
             continue
         arm_part.append((f, f.levels[i]))
         if "__arm__" in s:

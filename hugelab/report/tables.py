@@ -56,15 +56,21 @@ SAID_AS_WARNING = "needed for any verdict"
 
 def header(result: dict[str, Any]) -> str:
     run = result["run"]
+    base = f"baseline '{run['baseline']}'"
+    fact = result.get("factorial") or {}
+    if any(f["scenario"] and len(f["levels"]) > 1 for f in fact.get("factors", [])):
+        base = f"baseline cell '{str(run['baseline']).split(' [')[0]}' of each scenario"
     return (f"run {run['id']} '{run['name']}' ({run['status']}): {result['trials']:,} trials in "
-            f"{result['blocks']:,} blocks; baseline '{run['baseline']}'")
+            f"{result['blocks']:,} blocks; {base}")
 
 
 def verdicts(result: dict[str, Any]) -> Table:
     o = result["options"]
     conf = 100 * (1 - o["alpha"])
-    t = Table("verdicts", f"Paired verdicts (by block; Holm across {o['holm_family']} "
-              f"comparison(s), alpha {o['alpha']:g}, equivalence margin ±{100 * o['margin']:g}%)",
+    family = f"{o['holm_family']} claims" if result.get("factorial") else \
+        f"{o['holm_family']} comparison(s)"
+    t = Table("verdicts", f"Paired verdicts (by block; Holm across {family}, "
+              f"alpha {o['alpha']:g}, equivalence margin ±{100 * o['margin']:g}%)",
               ["comparison", "verdict", f"effect [{conf:g}% CI]", "p", "TOST p", "n"], [],
               right={2, 3, 4, 5})
     for c in result["comparisons"]:

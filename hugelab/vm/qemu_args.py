@@ -21,6 +21,7 @@ guest's /init gives the NIC slirp's default address (initramfs.GUEST_NET_ADDR).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,6 +207,11 @@ def _cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(str(c) for c in sorted(set(cpus)))
 
 
+def safe_name(name: str) -> str:
+    """A name QEMU's option parser reads as one value (a factorial cell's name has commas)."""
+    return re.sub(r"[^A-Za-z0-9_.+=-]", "_", name)
+
+
 def qemu_argv(spec: VmSpec, paths: QemuPaths, *, kernel: str | Path, accel: str | None = None,
               qemu: str = "qemu-system-x86_64", name: str = "vm0") -> list[str]:
     """Full argv for one guest. `accel` overrides spec.accel and must be resolved (kvm|tcg)."""
@@ -219,7 +225,7 @@ def qemu_argv(spec: VmSpec, paths: QemuPaths, *, kernel: str | Path, accel: str 
         argv += ["taskset", "--cpu-list", _cpu_list(spec.cpu_pin)]
     argv += [
         qemu,
-        "-name", f"hugelab-{name},debug-threads=on",
+        "-name", f"hugelab-{safe_name(name)},debug-threads=on",
         "-machine", "pc,memory-backend=mem0",
         "-accel", accel,
         "-cpu", "host" if accel == "kvm" else "max",

@@ -174,7 +174,6 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
     def build(table: dict[str, Any]) -> Workload:
         return build_workload(table["kind"], {k: v for k, v in table.items() if k != "kind"})
 
-    default = build(exp.workload)
     per_arm: dict[str, Workload] = {}
     built: dict[tuple[tuple[str, Any], ...], Workload] = {}
     for arm in exp.arms:
@@ -187,4 +186,8 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
                 where = ", ".join(f"{k} = {v!r}" for k, v in arm.workload)
                 raise ExperimentError(f"scenario {where}: {exc.message}", hint=exc.hint) from None
         per_arm[arm.name] = built[arm.workload]
+    # with scenarios every cell has its own values: the default is the first cell's, so a
+    # [workload] table that is only valid with them (stressor from [scenarios]) still builds
+    first = exp.arms[0]
+    default = per_arm[first.name] if first.name in per_arm else build(exp.workload)
     return default, per_arm
