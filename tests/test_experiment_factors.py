@@ -758,3 +758,10 @@ def test_estimate_assumes_a_kvm_boot_when_every_guest_asks_for_kvm():
     exp = exp_of(factors={"vm.backing": ["anon", "memfd"]}, vm={"accel": "kvm"})
     est = estimate(exp)
     assert est.boot_s == 2.0 and est.boot_basis == "assumed (kvm)"
+
+
+def test_cuts_never_leave_nothing_to_compare():
+    exp = exp_of(factors={"thp": ["never", "always"]}, scenarios={"threads": [1, 2, 4, 8]})
+    assert [name for name, _ in cuts(exp)] == ["threads"]  # cutting thp leaves no comparison
+    two = exp_of(factors={"thp": ["never", "always"], "backing": ["4k", "thp"]})
+    assert {name for name, _ in cuts(two)} == {"thp", "backing"}

@@ -7,12 +7,15 @@ import argparse
 import json
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Arm, Experiment
@@ -20,6 +23,7 @@ from hugelab.experiment.cost import Measured, cuts, estimate, human
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
 from hugelab.runner import pool_plan, unsupported_arms
+from hugelab.stats.paired import MIN_UNITS
 from hugelab.store import Store
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
@@ -86,12 +90,13 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     mounts = sorted({a.vm.page_size for a in runnable
                      if a.vm and a.vm.backing == "file" and a.vm.page_size})
     meas, accel = measured(store_path, exp)
-    est = estimate(exp, meas, accel or "tcg")
+    exp_run = replace(exp, arms=tuple(runnable))  # skipped cells cost nothing
+    est = estimate(exp_run, meas, accel or "tcg")
     out: dict[str, Any] = {
         "experiment": exp.name, "blocks": exp.blocks, "design": exp.design,
         "cells": [{"name": a.name, "layer": a.layer, "levels": dict(a.levels),
                    "host_thp": a.thp or "(unchanged)", "guests": _guests(a),
-                   "trial_s": est.per_arm[a.name], "basis": est.basis[a.name],
+                   "trial_s": est.per_arm.get(a.name), "basis": est.basis.get(a.name, "skipped"),
                    "skipped": skipped.get(a.name)} for a in exp.arms],
         "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
                     for f in exp.factors],
@@ -108,14 +113,15 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
                                "trials count as 0 s; run one block first (--blocks 1) to measure")
     if budget_s is not None and est.seconds > budget_s:
-        out["warnings"].append(_over_budget(exp, meas, accel or "tcg", est.seconds, budget_s))
+        out["warnings"].append(_over_budget(exp_run, meas, accel or "tcg", est.seconds,
+                                            budget_s))
     return out
 
 
 def _over_budget(exp: Experiment, meas: Measured, accel: str, seconds: float,
                  budget_s: float) -> str:
     text = f"estimated {human(seconds)} is over the budget of {human(budget_s)}"
-    options = cuts(exp, meas, accel)
+    options = cuts(exp, meas, accel)  # only cuts that leave something to compare
     fits = [(name, s) for name, s in options if s <= budget_s]
     if fits:  # the factor whose cut keeps the most of the design while fitting
         name, s = max(fits, key=lambda x: x[1])
@@ -125,8 +131,10 @@ def _over_budget(exp: Experiment, meas: Measured, accel: str, seconds: float,
         text += f": cutting factor '{name}' to one level saves the most and still leaves " \
             f"{human(s)}"
     blocks = int(budget_s // (seconds / exp.blocks)) if seconds else exp.blocks
-    if 0 < blocks < exp.blocks:
+    if MIN_UNITS <= blocks < exp.blocks:
         text += f"; or run {blocks} blocks instead of {exp.blocks}"
+    elif blocks < MIN_UNITS:
+        text += f"; fewer blocks will not do: a verdict needs at least {MIN_UNITS}"
     return text
 
 
@@ -139,7 +147,7 @@ def _rows(cells: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
         arm, _, scen = c["name"].partition(" [")
         if scen and scen[:-1] not in scenarios:
             scenarios.append(scen[:-1])
-        skipped = f" [yellow](skipped: {c['skipped']})[/]" if c["skipped"] else ""
+        skipped = f" (skipped: {c['skipped']})" if c["skipped"] else ""
         rows.setdefault(arm, [arm + skipped, c["host_thp"], c["guests"], ""])
         if c["trial_s"] is not None:
             secs.setdefault(arm, []).append(c["trial_s"])
@@ -156,17 +164,18 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         return
     con = Console()
     rows, scenarios = _rows(p["cells"])
-    t = Table(title=f"{p['experiment']}: {len(p['cells'])} cell(s), {p['blocks']} block(s), "
-              f"design {p['design']} (dry run: nothing changes)", box=box.SIMPLE_HEAD)
+    t = Table(title=escape(f"{p['experiment']}: {len(p['cells'])} cell(s), {p['blocks']} "
+                           f"block(s), design {p['design']} (dry run: nothing changes)"),
+              box=box.SIMPLE_HEAD)
     for col in ("cell", "host THP", "guests", "s/trial"):
         t.add_column(col, overflow="fold", justify="right" if col == "s/trial" else "left",
                      no_wrap=col != "cell")
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(Text(cell) for cell in row))
     con.print(t)
     if scenarios:
         con.print(f"scenarios (every cell above runs in each): {', '.join(scenarios)}",
-                  highlight=False)
+                  highlight=False, markup=False)
     h = p["host_changes"]
     modes = ", ".join(f"{m['enabled']}/{m['defrag']}" for m in h["thp_modes"]) or "none"
     pools = ", ".join(f"{x['pages']} x {x['size']}" + (f" on node {x['node']}" if x["node"]
@@ -174,7 +183,7 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     measured = any(c["basis"] == "measured" for c in p["cells"])
     con.print(f"trials: {p['trials_per_block']} per block, {p['trials']} in all; guests booted "
               f"per block: {p['guests_per_block']} (boot {p['boot_s']:.1f} s, {p['boot_basis']})",
-              highlight=False)
+              highlight=False, markup=False)
     con.print(f"host changes (journaled, restored at the end): THP enabled/defrag {modes}; "
               f"pools {pools}; hugetlbfs mounts {', '.join(h['hugetlbfs_mounts']) or 'none'}",
               highlight=False)
@@ -185,7 +194,7 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         line += f"; budget {human(p['budget_s'])}"
     con.print(line, highlight=False)
     for w in p["warnings"]:
-        con.print(f"[yellow]warning:[/] {w}", highlight=False)
+        con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
 
 
 def check_budget_args(args: argparse.Namespace) -> None:

@@ -145,6 +145,17 @@ def _arms_of(run: dict[str, Any], rows: list[tuple[Any, ...]]) -> tuple[list[str
     return names, str(exp.get("baseline") or names[0])
 
 
+def _baselines(run: dict[str, Any], arms: list[str], baseline: str) -> dict[str, str]:
+    """Per arm, the arm it is compared with: in a factorial, its scenario's baseline cell."""
+    exp = run["experiment"]
+    if not exp.get("factors"):
+        return dict.fromkeys(arms, baseline)
+    from hugelab.experiment import Experiment
+    model = Experiment.from_dict(exp)
+    known = {a.name for a in model.arms}
+    return {a: model.baseline_of(a) if a in known else baseline for a in arms}
+
+
 def _meta(store: Store, run_id: int) -> dict[str, dict[str, Any]]:
     """Per arm: unit, better, metric and kernels, from the first trials that say."""
     out: dict[str, dict[str, Any]] = {}
@@ -398,16 +409,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with store:
         rows = store.values(run["id"])
     arms, baseline = _arms_of(run, rows)
+    base_of = _baselines(run, arms, baseline)  # a factorial: each scenario has its own
     if args.arm:
-        if args.arm not in arms or args.arm == baseline:
+        if args.arm not in arms or args.arm == base_of[args.arm]:
             raise UsageError(f"arm {args.arm!r} is not a non-baseline arm of run {run['id']}",
                              hint=f"arms: {', '.join(arms)}; baseline: {baseline}")
         todo = [args.arm]
     else:
-        todo = [a for a in arms if a != baseline]
+        todo = [a for a in arms if a != base_of[a]]
     if not todo:
         raise UsageError(f"run {run['id']} has only the baseline arm: nothing to plan against")
-    plans = [_plan_one(run, rows, baseline, arm, opts) for arm in todo]
+    plans = [_plan_one(run, rows, base_of[arm], arm, opts) for arm in todo]
     data = {"run": run["id"], "store": str(args.store), "name": run["name"],
             "blocks_needed": max(p["blocks_needed"] for p in plans), "arms": plans}
     if args.json:

@@ -9,8 +9,10 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
@@ -121,13 +123,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     con = Console(stderr=True)
     with Store(args.store) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[last]}"), TimeRemainingColumn(),
+                      TextColumn("{task.fields[last]}", markup=False), TimeRemainingColumn(),
                       console=con, transient=False) as bar:
             task = bar.add_task(exp.name, total=None, last="")
 
             def progress(e: RunEvent) -> None:
                 if e.kind == "skip":
-                    bar.console.print(f"[yellow]skipping arm[/] {e.message}")
+                    bar.console.print(f"[yellow]skipping arm[/] {escape(e.message)}")
                 elif e.kind == "start":
                     bar.update(task, total=e.total)
                 elif e.kind == "trial" and e.trial:
@@ -137,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     bar.update(task, completed=e.done, last=last)
 
                 elif e.kind == "stop":
-                    bar.console.print(f"[green]{e.message}[/]")
+                    bar.console.print(f"[green]{escape(e.message)}[/]")
 
             stopper = _stopper(args, exp, store)
             outcome = Runner(exp, store, workload, target=_target(), progress=progress,
@@ -167,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         f"evidence and plots: hugelab report --store {args.store} --html report.html")
     empty = [p["arm"] for p in problems if p["no_ok_trial"]]
     if empty:
-        Console(stderr=True).print(f"[red]error:[/] no ok trial for arm(s) {', '.join(empty)}: "
+        Console(stderr=True).print(f"[red]error:[/] no ok trial for arm(s) {escape(', '.join(empty))}: "
                                    "nothing to compare them with (see the reasons above)")
         return 1
     return 0
@@ -219,10 +221,10 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
     for c in result.get("comparisons", []):  # one row per arm: its first target's comparison
         comps.setdefault(str(c["candidate"]).split("@")[0], c)
     unit = result.get("unit") or ""
-    against = f"'{exp.baseline_arm}'" if not exp.scenario_factors else \
-        "the baseline cell of its scenario"
-    t = Table(title=f"{exp.name}: each {'cell' if exp.factors else 'arm'} against {against} "
-              "(paired by block)", box=box.SIMPLE_HEAD)
+    several = any(len(f.levels) > 1 for f in exp.scenario_factors)
+    against = "the baseline cell of its scenario" if several else f"'{exp.baseline_arm}'"
+    t = Table(title=escape(f"{exp.name}: each {'cell' if exp.factors else 'arm'} against "
+                           f"{against} (paired by block)"), box=box.SIMPLE_HEAD)
     for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
         t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
                      no_wrap=col != "arm", overflow="fold")
@@ -235,7 +237,7 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         else:
             effect = _effect(c)
             verdict = str(c["verdict"])
-        t.add_row(r["arm"], str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
+        t.add_row(Text(r["arm"]), str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
                   effect, verdict)
     con.print(t)
     _print_factorial(con, result)
@@ -245,26 +247,27 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
         con.print(f"until-verdict: {'stopped at look ' + str(at) if at else 'ran every planned look'}"
                   f" of {seq['plan']['looks']} (looks after blocks {seq['plan']['look_sizes']})")
         for arm, d in seq["decided"].items():
-            con.print(f"  {arm}: {d['decision']} at look {d['look']}")
+            con.print(f"  {arm}: {d['decision']} at look {d['look']}", markup=False)
     for arm, why in result["skipped"].items():
-        con.print(f"[yellow]skipped[/] {arm}: {why}")
+        con.print(f"[yellow]skipped[/] {escape(arm)}: {escape(why)}")
     for p in result.get("problems", []):
-        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {p['text']}",
-                  markup=True, highlight=False)
+        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {escape(p['text'])}",
+                  highlight=False)
     if result.get("retried"):
         con.print(f"retried: {len(result['retried'])} trial(s) that failed for outside reasons "
                   "ran again (hugelab show RUN lists them)")
     notes = {n for c in result.get("comparisons", []) if c.get("effect_pct") is None
              for n in c.get("notes", [])[:1]}
     for note in sorted(notes):
-        con.print(f"note: {note}")
+        con.print(f"note: {note}", markup=False)
     con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
               "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
 
 
 def _print_factorial(con: Console, result: dict[str, Any]) -> None:
     if result.get("factorial"):
-        con.print(f"[bold]What matters:[/] {result['factorial']['summary']}", highlight=False)
+        con.print(f"[bold]What matters:[/] {escape(result['factorial']['summary'])}",
+                  highlight=False)
         con.print("(main effects, interactions and effects along ordered parameters: "
                   "hugelab report)")
 
@@ -305,18 +308,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         for col in ("id", "name", "status", "trials", "flagged", "failed", "skipped arms"):
             t.add_column(col)
         for r in data:
-            t.add_row(str(r["id"]), r["name"], r["status"], str(r["trials"]), str(r["flagged"]),
-                      str(r["failed"]), ", ".join(r["skipped"]) or "-")
+            t.add_row(str(r["id"]), Text(r["name"]), r["status"], str(r["trials"]), str(r["flagged"]),
+                      str(r["failed"]), Text(", ".join(r["skipped"]) or "-"))
         con.print(t)
         return 0
     unit = next((tr["unit"] for tr in data["trials"] if tr["unit"]), "")
-    t = Table(title=f"run {args.run}: {data['run']['name']} (values in {unit or '-'})",
+    t = Table(title=escape(f"run {args.run}: {data['run']['name']} (values in {unit or '-'})"),
               box=box.SIMPLE_HEAD)
     for col in ("block", "arm", "target", "status", "tries", "value"):
         t.add_column(col, no_wrap=True, justify="right" if col in ("block", "value") else "left")
     t.add_column("evidence / error", overflow="fold", ratio=1)
     for tr in data["trials"]:
-        t.add_row(str(tr["block"]), tr["arm"], tr["target"], tr["status"], _tries(tr),
-                  _fmt(tr["value"]), _note(tr))
+        t.add_row(str(tr["block"]), Text(tr["arm"]), tr["target"], tr["status"], _tries(tr),
+                  _fmt(tr["value"]), Text(_note(tr)))
     con.print(t)
     return 0

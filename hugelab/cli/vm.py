@@ -114,7 +114,7 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
     xml = domain_xml(spec, name=safe_name(name), kernel=kernel, initrd=str(initrd), accel=accel)
     if args.json:
         from hugelab.cli.output import print_json
-        print_json({"arm": name, "domain": domain_name(name), "xml": xml})
+        print_json({"arm": name, "domain": domain_name(safe_name(name)), "xml": xml})
     else:
         print(xml, end="")
     return 0

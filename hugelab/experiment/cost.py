@@ -85,10 +85,13 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
 def cuts(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg"
          ) -> list[tuple[str, float]]:
     """Per factor with more than one level: the experiment's seconds if that factor kept only
-    its first level (a scenario factor: its first value). Cheapest first."""
+    its first level (a scenario factor: its first value). Cheapest first. An arm factor is a
+    candidate only while another arm factor still has two levels: a cut must leave something
+    to compare."""
     out = []
+    compared = [f for f in exp.factors if not f.scenario and len(f.levels) > 1]
     for f in exp.factors:
-        if len(f.levels) < 2:
+        if len(f.levels) < 2 or (not f.scenario and len(compared) < 2):
             continue
         keep = tuple(a for a in exp.arms if dict(a.levels).get(f.name) == f.levels[0])
         out.append((f.name, estimate(replace(exp, arms=keep), measured, accel).seconds))

@@ -34,6 +34,7 @@ SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools"}
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
                   "cpu_pin", "kernel", "accel"}
 GUEST_FACTOR_KEYS = {"thp", "pools"}
+FACTOR_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
 LEVEL_NAME = re.compile(r"[A-Za-z0-9_.+\-=/]{1,60}")
 SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
@@ -132,6 +133,11 @@ def parse_factors(raw: Any) -> list[Levels]:
                     hint="e.g. thp = [\"never\", \"always\"]")
     out: list[Levels] = []
     for name, value in raw.items():
+        if not FACTOR_NAME.fullmatch(name):
+            raise _fail(f"[factors] {name!r}: a factor name is 1-40 letters, digits or '_.-'")
+        if name in ("baseline", "cells"):
+            raise _fail(f"[factors] {name}: {name} is a top-level key",
+                        hint=f"put `{name} = ...` above the first table ([factors], [workload])")
         if name == "arm":
             raise _fail("[factors] arm: the name 'arm' is reserved for a flat [[arms]] list "
                         "swept by [scenarios]", hint="name the factor something else")
@@ -171,6 +177,8 @@ def parse_scenarios(raw: Any) -> list[Levels]:
         raise _fail("[scenarios] must be a table of workload parameters, e.g. workers = [1, 4]")
     out = []
     for key, values in raw.items():
+        if not FACTOR_NAME.fullmatch(key):
+            raise _fail(f"[scenarios] {key!r}: a parameter name is 1-40 letters, digits or '_.-'")
         if key == "kind":
             raise _fail("[scenarios] cannot sweep the workload kind",
                         hint="write one experiment file per workload kind")

@@ -244,15 +244,18 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
 
 
 def factorial_section(data: RunData, m: Matrix, opts: Options
-                      ) -> tuple[factorial.Plan | None, list[factorial.Claim]]:
-    """The run's factorial layout and its unadjusted claims (none for a flat run)."""
+                      ) -> tuple[factorial.Plan | None, list[factorial.Claim], list[str]]:
+    """The run's factorial layout, its unadjusted claims (none for a flat run) and the claims
+    no block could estimate."""
     if opts.pairs:
-        return None, []  # the user chose the comparisons: only those
+        return None, [], []  # the user chose the comparisons: only those
     fp = factorial.plan(data.run, data.series_arm, m.values)
     if fp is None:
-        return None, []
+        return None, [], []
     better = next((d.better for d in data.details if d.better in ("lower", "higher")), "lower")
-    return fp, factorial.claims(fp, better=str(better), alpha=opts.alpha, margin=opts.margin)
+    claims, empty = factorial.claims(fp, better=str(better), alpha=opts.alpha,
+                                     margin=opts.margin)
+    return fp, claims, empty
 
 
 # --- per series -------------------------------------------------------------------------------
@@ -441,15 +444,16 @@ def _run_info(data: RunData) -> dict[str, Any]:
 def analyse(data: RunData, opts: Options = Options()) -> Report:
     """Everything the report shows, as one JSON-serialisable dict (plus arrays for plots)."""
     m = Matrix(data)
-    fp, claims = factorial_section(data, m, opts)
+    fp, claims, empty = factorial_section(data, m, opts)
     ps, comps, adjusted = comparisons(data, m, opts, {c.name: c.comparison for c in claims})
     family = len(comps) + len(claims)
+    rows = series_rows(data, m, opts)
     fact = None
     if fp is not None:
         better = claims[0].comparison.better if claims else "lower"
         fact = factorial.view(fp, claims, adjusted, better=better, alpha=opts.alpha,
-                              margin=opts.margin, family=family)
-    rows = series_rows(data, m, opts)
+                              margin=opts.margin, family=family, empty=empty,
+                              medians=[r["median"] for r in rows])
     vc = block_components(data)
     result = {
         "run": _run_info(data),

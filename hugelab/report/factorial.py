@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from hugelab.experiment import Experiment
 from hugelab.stats import factorial as fx
-from hugelab.stats.paired import Comparison
+from hugelab.stats.paired import MIN_UNITS, Comparison
 
 MAX_ALONG = 24  # lines drawn along an ordered parameter (factor levels x parameters)
 
@@ -39,15 +39,15 @@ class Plan:
 
     exp: Experiment
     layout: fx.Layout
-    columns: list[int]  # series index per layout column
+    columns: list[int]  # first series index per layout column
     logy: NDArray[np.float64]  # blocks x cells
 
 
 def plan(run: dict[str, Any], series_arm: list[str], values: NDArray[np.float64]
          ) -> Plan | None:
     """The layout of a run with factors (None for a flat run, or one factor with one level).
-    `values`: the report's blocks x series matrix (NaN = no usable value). A cell's column is
-    its arm's first series (its first guest, when it ran several)."""
+    `values`: the report's blocks x series matrix (NaN = no usable value). A cell that ran in
+    several guests at once is the mean of their log values in each block."""
     d = run.get("experiment") or {}
     if not d.get("factors"):
         return None
@@ -57,18 +57,25 @@ def plan(run: dict[str, Any], series_arm: list[str], values: NDArray[np.float64]
         return None
     cells, columns = [], []
     for arm in exp.arms:
-        if arm.name not in series_arm:
+        idx = [i for i, a in enumerate(series_arm) if a == arm.name]
+        if not idx:
             continue  # skipped or never ran
         lv = dict(arm.levels)
         cells.append(tuple(f.levels.index(lv[f.name]) for f in factors))
-        columns.append(series_arm.index(arm.name))
+        columns.append(idx)
     if not cells:
         return None
     layout = fx.Layout(tuple(f.name for f in factors), tuple(f.levels for f in factors),
                        tuple(not f.scenario for f in factors), tuple(cells))
     with np.errstate(divide="ignore", invalid="ignore"):
-        logy = np.log(values[:, columns])
-    return Plan(exp, layout, columns, logy)
+        logs = np.log(values)
+        logy = np.full((values.shape[0], len(columns)), np.nan)
+        for j, idx in enumerate(columns):
+            sub = logs[:, idx]
+            n = np.sum(np.isfinite(sub), axis=1)
+            total = np.nansum(sub, axis=1)
+            logy[:, j] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return Plan(exp, layout, [c[0] for c in columns], logy)
 
 
 def _scope(p: Plan, where: tuple[tuple[int, int], ...]) -> str:
@@ -93,14 +100,19 @@ def label(p: Plan, s: fx.EffectSpec) -> str:
     return text + (f" [{_scope(p, s.where)}]" if s.where else "")
 
 
-def claims(p: Plan, *, better: str, alpha: float, margin: float) -> list[Claim]:
-    """Every main effect and interaction the report states, unadjusted."""
-    out = []
+def claims(p: Plan, *, better: str, alpha: float, margin: float
+           ) -> tuple[list[Claim], list[str]]:
+    """Every main effect and interaction the report states, unadjusted; and the names of
+    those no block could estimate (a cell with no ok trial): they stay out of the family."""
+    out, empty = [], []
     for s in fx.effect_specs(p.layout):
         d = fx.contrasts(p.logy, p.layout, s)
+        if not np.any(np.isfinite(d)):
+            empty.append(label(p, s))
+            continue
         c = fx.judge(d, better=better, alpha=alpha, margin=margin)
         out.append(Claim(s, label(p, s), _scope(p, s.where), c, d))
-    return out
+    return out, empty
 
 
 def _entry(p: Plan, c: Claim, comp: Comparison) -> dict[str, Any]:
@@ -150,47 +162,80 @@ def _pct(v: float | None) -> str:
 
 
 def _interval(e: dict[str, Any]) -> str:
+    if e["n_units"] < MIN_UNITS:
+        return f"{_pct(e['effect_pct'])} (only {e['n_units']} block(s): too few for an interval)"
     return f"{_pct(e['effect_pct'])} [{_pct(e['ci_low_pct'])}, {_pct(e['ci_high_pct'])}]"
+
+
+def _how(e: dict[str, Any], margin: float) -> str:
+    if e["verdict"] == "equivalent":
+        return f"no difference beyond ±{100 * margin:g}% (equivalent)"
+    if e["verdict"] == "inconclusive":
+        return "inconclusive (no verdict after Holm)"
+    return str(e["verdict"])
+
+
+def _rank(levels: list[dict[str, Any]]) -> float:
+    """A factor's weight: its largest effect with a verdict of difference, else its largest."""
+    decided = [abs(e["effect_pct"]) for e in levels if e["verdict"] in ("faster", "slower")]
+    return max(decided) + 1e6 if decided else max(abs(e["effect_pct"]) for e in levels)
 
 
 def what_matters(main: list[dict[str, Any]], inter: list[dict[str, Any]],
                  family: int, margin: float) -> str:
-    """One paragraph in the manner of mnstory's conclusions: factors ranked by the size of
-    their largest overall effect, every claim with its interval and its verdict."""
+    """One paragraph in the manner of mnstory's conclusions: factors ranked by effect (those
+    with a verdict of difference first), every level's claim with its interval and verdict."""
     overall = [e for e in main if e["scope"] == "overall" and e["effect_pct"] is not None]
     if not overall:
         return "No factor has an estimate yet (too few complete blocks)."
-    best: dict[str, dict[str, Any]] = {}
+    by: dict[str, list[dict[str, Any]]] = {}
     for e in overall:
-        if e["factor"] not in best or abs(e["effect_pct"]) > abs(best[e["factor"]]["effect_pct"]):
-            best[e["factor"]] = e
-    ranked = sorted(best.values(), key=lambda e: -abs(e["effect_pct"]))
+        by.setdefault(e["factor"], []).append(e)
     parts = []
-    for e in ranked:
-        verdict = e["verdict"]
-        if verdict == "equivalent":
-            how = f"makes no difference beyond ±{100 * margin:g}% (equivalent)"
-        elif verdict == "inconclusive":
-            how = "inconclusive (no verdict after Holm)"
-        else:
-            how = f"{verdict}"
-        parts.append(f"{e['factor']} ({e['level']} vs {e['base_level']}): {_interval(e)}, {how}")
-    text = "By size of effect: " + "; ".join(parts) + "."
-    found = [e for e in inter if e["scope"] == "overall"
-             and e.get("interaction_verdict") == "interaction"]
+    for factor, levels in sorted(by.items(), key=lambda kv: -_rank(kv[1])):
+        said = "; ".join(f"{e['level']} vs {e['base_level']} {_interval(e)}, {_how(e, margin)}"
+                         for e in sorted(levels, key=lambda e: -abs(e["effect_pct"])))
+        parts.append(f"{factor}: {said}")
+    text = "By size of effect: " + ". ".join(parts) + "."
+    top = [e for e in inter if e["scope"] == "overall"]
+    found = [e for e in top if e.get("interaction_verdict") == "interaction"]
     if found:
         text += " Interactions: " + "; ".join(
             f"{e['factor']}={e['level']}'s effect changes by {_interval(e)} when {e['by']} is "
             f"{e['by_level']} instead of {e['by_base']}" for e in found) + "."
-    elif inter:
-        eq = sum(1 for e in inter if e.get("interaction_verdict") == "equivalent")
-        text += (f" No interaction detected among {len(inter)} tested"
-                 + (f" ({eq} shown equivalent within ±{100 * margin:g}%)" if eq else "") + ".")
+    elif top:
+        eq = sum(1 for e in top if e.get("interaction_verdict") == "equivalent")
+        big = max(top, key=lambda e: abs(e["effect_pct"] or 0.0))
+        text += (f" No interaction detected among {len(top)} tested"
+                 + (f" ({eq} shown equivalent within ±{100 * margin:g}%)" if eq else "")
+                 + f"; the largest, {big['factor']} × {big['by']}: {_interval(big)}.")
     return text + f" Holm across all {family} claims of this report."
 
 
+def two_way(p: Plan, medians: list[float | None]) -> list[dict[str, Any]]:
+    """With exactly two arm factors (002's host x guest): per scenario, a table of cell
+    medians, rows the first factor's levels, columns the second's."""
+    arm = [i for i, a in enumerate(p.layout.arm) if a]
+    if len(arm) != 2:
+        return []
+    f, g = arm
+    scen = [i for i, a in enumerate(p.layout.arm) if not a]
+    out: dict[tuple[int, ...], dict[str, Any]] = {}
+    for col, cell in enumerate(p.layout.cells):
+        key = tuple(cell[i] for i in scen)
+        grid = out.setdefault(key, {
+            "scope": ",".join(f"{p.layout.factors[i]}={p.layout.levels[i][cell[i]]}"
+                              for i in scen) or "overall",
+            "rows": p.layout.factors[f], "columns": p.layout.factors[g],
+            "row_levels": list(p.layout.levels[f]), "column_levels": list(p.layout.levels[g]),
+            "medians": [[None] * len(p.layout.levels[g]) for _ in p.layout.levels[f]]})
+        grid["medians"][cell[f]][cell[g]] = medians[p.columns[col]]
+    return list(out.values())
+
+
 def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: str,
-         alpha: float, margin: float, family: int) -> dict[str, Any]:
+         alpha: float, margin: float, family: int, empty: list[str],
+         medians: list[float | None]) -> dict[str, Any]:
     """The report's `factorial` section from the adjusted claims."""
     entries = [_entry(p, c, adjusted[c.name]) for c in cl]
     main = [e for e in entries if e["kind"] == "main"]
@@ -199,4 +244,5 @@ def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: s
                          "ordered": f.ordered} for f in p.exp.factors],
             "cells": len(p.columns), "main_effects": main, "interactions": inter,
             "along": along(p, better=better, alpha=alpha, margin=margin),
-            "summary": what_matters(main, inter, family, margin)}
+            "summary": what_matters(main, inter, family, margin),
+            "not_estimable": empty, "two_way": two_way(p, medians)}

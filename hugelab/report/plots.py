@@ -251,6 +251,7 @@ def along(lines: list[dict[str, object]]) -> bytes:
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
     xs: list[float] = []
+    names: dict[float, str] = {}  # tick labels: the levels as written (64M, not 6.7e7)
     for i, line in enumerate(lines):
         pts = line["points"]
         assert isinstance(pts, list)
@@ -265,9 +266,10 @@ def along(lines: list[dict[str, object]]) -> bytes:
         ax.errorbar(x * shift, e, yerr=[e - lo, hi - e], fmt="o-", capsize=3, markersize=4,
                     label=label(f"{line['factor']}: {line['level']} vs {line['base_level']}"))
         xs += list(x)
+        names.update({float(q["x"]): str(q["level"]) for q in pts})
     if xs and min(xs) > 0 and max(xs) / min(xs) >= 4:
         ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(set(xs)), [f"{v:g}" for v in sorted(set(xs))])
+    ax.set_xticks(sorted(set(xs)), [label(names[v]) for v in sorted(set(xs))])
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_xlabel(label(lines[0]["parameter"]) if lines else "")
     ax.set_ylabel("effect vs baseline level, % (unadjusted interval)")

@@ -277,7 +277,19 @@ def factor_tables(result: dict[str, Any]) -> list[Table]:
     inter.notes.append("change: how much the first factor's effect (a ratio) moves when the "
                        "second goes from its baseline to the level named; 'equivalent': within "
                        f"±{100 * o['margin']:g}%")
-    return [main] + ([inter] if inter.rows else [])
+    for name in f.get("not_estimable") or []:
+        main.notes.append(f"{name}: not estimable (a cell it needs has no ok trial in any "
+                          "block); left out of the Holm family")
+    grids: list[Table] = []
+    for g in f.get("two_way") or []:
+        title = f"Medians: {g['rows']} (rows) × {g['columns']} (columns)" + \
+            (f" [{g['scope']}]" if g["scope"] != "overall" else "")
+        grids.append(Table(f"two_way_{len(grids)}", title,
+                           [f"{g['rows']} \\ {g['columns']}", *g["column_levels"]],
+                           [[lv, *(num(v) for v in row)]
+                            for lv, row in zip(g["row_levels"], g["medians"], strict=True)],
+                           right=set(range(1, len(g["column_levels"]) + 1))))
+    return [main] + ([inter] if inter.rows else []) + grids
 
 
 def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:

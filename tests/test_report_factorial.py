@@ -1,0 +1,133 @@
+"""A factorial run's report on stores built here with known injected effects: main effects,
+interactions, the two-way grid, claims no block can estimate, the summary, `plan` against
+each scenario's baseline, and cell names shown whole in the terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from hugelab.experiment import parse_experiment
+from hugelab.report.analysis import Options, analyse
+from hugelab.report.load import load_run
+from hugelab.store import Store, Trial
+
+HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+EXP = {
+    "name": "fx", "blocks": 12,
+    "workload": {"kind": "hugelab-mem", "workload": "chase", "size": "64M"},
+    "factors": {"thp": ["never", "always"], "backing": ["4k", "thp", "hugetlb-2M"]},
+    "scenarios": {"size": ["64M", "1G"]},
+}
+# true multiplicative effects on a time (lower is better)
+EFFECT = {("thp", "always"): 1.00, ("backing", "thp"): 0.90, ("backing", "hugetlb-2M"): 0.80,
+          ("size", "1G"): 3.0}
+
+
+def build(path: Path, *, failed: set[str] = frozenset(), noise: float = 0.005,  # type: ignore[assignment]
+          blocks: int = 12) -> int:
+    exp = parse_experiment({**EXP, "blocks": blocks})
+    rng = np.random.default_rng(5)
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("k", "fx", exp.to_dict(), {})
+        for b in range(blocks):
+            shift = float(np.exp(rng.normal(0, 0.05)))
+            for pos, arm in enumerate(exp.arms):
+                factor = np.prod([EFFECT.get(lv, 1.0) for lv in arm.levels])
+                value = 100 * factor * shift * float(np.exp(rng.normal(0, noise)))
+                bad = arm.name in failed
+                st.add_trial(Trial(run_id, b, pos, arm.name, "failed" if bad else "ok",
+                                   None if bad else value, "ns_per_load", "ns", "lower",
+                                   error="exit 1" if bad else None))
+    return run_id
+
+
+def report(path: Path) -> dict:
+    with Store(path) as st:
+        return analyse(load_run(st, 1), Options()).result
+
+
+def test_main_effects_interactions_grid_and_summary(tmp_path):
+    build(tmp_path / "s.db")
+    r = report(tmp_path / "s.db")
+    f = r["factorial"]
+    main = {(e["factor"], e["level"], e["scope"]): e for e in f["main_effects"]}
+    thp2 = main[("backing", "thp", "overall")]
+    assert thp2["verdict"] == "faster" and abs(thp2["effect_pct"] + 10) < 1
+    assert main[("backing", "hugetlb-2M", "size=1G")]["verdict"] == "faster"
+    assert main[("thp", "always", "overall")]["verdict"] in ("equivalent", "inconclusive")
+    assert {e["factor"] for e in f["main_effects"]} == {"thp", "backing"}  # never size itself
+    # every level of a factor is stated, the larger effect first
+    s = f["summary"]
+    assert s.index("hugetlb-2M vs 4k") < s.index("thp vs 4k") and "always vs never" in s
+    # 2 arm factors: a medians grid per scenario, rows thp, columns backing
+    grids = {g["scope"]: g for g in f["two_way"]}
+    assert set(grids) == {"size=64M", "size=1G"}
+    g = grids["size=1G"]
+    assert g["row_levels"] == ["never", "always"] and g["column_levels"] == ["4k", "thp",
+                                                                          "hugetlb-2M"]
+    assert g["medians"][0][2] < g["medians"][0][0]  # hugetlb-2M shortens the time
+    # each cell against the baseline cell of its own scenario, one Holm family
+    assert all(c["baseline"].split(" [")[1] == c["candidate"].split(" [")[1]
+               for c in r["comparisons"])
+    assert r["options"]["holm_family"] == len(r["comparisons"]) + len(f["main_effects"]) + \
+        len(f["interactions"])
+
+
+def test_a_cell_with_no_ok_trial_leaves_its_claims_out_of_the_family(tmp_path):
+    build(tmp_path / "s.db", failed={"thp=never,backing=4k [size=64M]",
+                                     "thp=never,backing=4k [size=1G]"})
+    f = report(tmp_path / "s.db")["factorial"]
+    assert f["not_estimable"], f["not_estimable"]
+    assert all(e["n_units"] > 0 for e in f["main_effects"] + f["interactions"])
+
+
+def test_too_few_blocks_say_so_instead_of_an_interval(tmp_path):
+    build(tmp_path / "s.db", blocks=3)
+    s = report(tmp_path / "s.db")["factorial"]["summary"]
+    assert "too few for an interval" in s and "[-100" not in s
+
+
+def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
+    build(tmp_path / "s.db")
+    r = subprocess.run([*HUGELAB, "plan", "--store", str(tmp_path / "s.db"), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for p in json.loads(r.stdout)["arms"]:
+        assert p["arm"].split(" [")[1] == p["baseline"].split(" [")[1], p
+
+
+@pytest.mark.parametrize("cmd", [["show", "1"], ["show"], ["report"]])
+def test_cell_names_are_printed_whole(tmp_path, cmd):
+    build(tmp_path / "s.db")
+    r = subprocess.run([*HUGELAB, *cmd, "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
+    assert r.returncode == 0, r.stderr
+    if cmd != ["show"]:
+        assert "[size=64M]" in r.stdout and "[size=1G]" in r.stdout
+
+
+def test_run_summary_keeps_the_scenario_in_cell_names():
+    from hugelab.cli.run import _print_summary
+    exp = parse_experiment(EXP)
+    rows = [{"arm": a.name, "n": 1, "flagged": 0, "failed": 0, "median": 1.0,
+             "baseline": a.name == exp.baseline_of(a.name)} for a in exp.arms]
+    buf = io.StringIO()
+    import hugelab.cli.run as run_mod
+    real = run_mod.Console
+    run_mod.Console = lambda *a, **k: Console(file=buf, width=200)  # type: ignore[assignment,misc]
+    try:
+        _print_summary(exp, {"resumed": False, "run": 1, "store": "s.db", "executed": 1,
+                             "arms": rows, "comparisons": [], "skipped": {"x [size=1G]": "why"}})
+    finally:
+        run_mod.Console = real  # type: ignore[misc]
+    out = buf.getvalue()
+    assert "thp=always,backing=thp [size=1G]" in out and "x [size=1G]: why" in out
+    assert "baseline cell of its scenario" in out
