@@ -16,12 +16,15 @@ from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
 from hugelab.vm.guest import kill_leftover_qemus
+from hugelab.vm.libvirt_guest import recover_domains
 
 
 def kill_leftovers() -> list[str]:
-    """Workload process trees and QEMUs whose hugelab is gone, with their temporary files."""
+    """Workload process trees, QEMUs and transient libvirt domains whose hugelab is gone, with
+    their temporary files and disk overlays."""
     done = kill_leftover_workloads(state_dir())
-    return done + [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+    done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+    return done + [f"destroyed leftover transient domain {name}" for name in recover_domains()]
 
 
 def clear_for_a_run() -> list[str]:

@@ -24,6 +24,7 @@ from hugelab.store import Store, Trial
 from hugelab.trial import monitors
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
+from hugelab.vm.libvirt_guest import resolve_experiment
 from hugelab.vm.trial import (
     GuestOutcome,
     host_pool_need,
@@ -135,6 +136,7 @@ class Runner:
         self.stopper = stopper
 
     def run(self) -> RunOutcome:
+        self.exp = resolve_experiment(self.exp)  # users' domains: their memory, or an error
         host = inspect_host(self.paths)
         skipped = unsupported_arms(self.exp, host)
         self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
@@ -188,8 +190,9 @@ class Runner:
         return todo
 
     def _mount_hugetlbfs(self, control: HostControl, skipped: dict[str, str]) -> None:
-        sizes = {a.vm.page_size for a in self.exp.arms
-                 if a.vm and a.vm.backing == "file" and a.vm.page_size and a.name not in skipped}
+        sizes = {a.vm.page_size for a in self.exp.arms  # a user's domain: libvirt's own mount
+                 if a.vm and a.vm.backing == "file" and a.vm.page_size and a.name not in skipped
+                 and a.vm.domain is None}
         for size in sorted(s for s in sizes if s):
             control.mount_hugetlbfs(size_kb_from_name(size), self.hugetlbfs[size])
 

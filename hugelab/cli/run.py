@@ -113,6 +113,8 @@ def _build(exp: Experiment) -> tuple[Any, dict[str, Any]]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
+    from hugelab.vm.libvirt_guest import resolve_experiment
+    exp = resolve_experiment(exp)  # users' own domains: their memory and vCPUs, or an error
     workload, per_arm = _build(exp)
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun

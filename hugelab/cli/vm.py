@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,6 +66,32 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    "copy it where libvirt's QEMU can read it)")
     add_json(x)
     x.set_defaults(func=cmd_libvirt_xml)
+    d = vsub.add_parser(
+        "diff", help="show the change an arm makes to your own libvirt domain (vm domain = ...)",
+        description="For an arm whose [arms.vm] names a libvirt domain (domain = \"NAME\"), "
+        "prints a unified diff of the domain's persistent XML against the same domain with the "
+        "arm's guest memory: <memoryBacking> (hugepages and page size, source file or memfd, "
+        "allocation immediate, access shared), <memory> and <vcpu>. Apply it by hand with "
+        "`virsh edit NAME` to run that configuration yourself. hugelab itself never changes "
+        "the definition: each trial runs a transient copy with disk overlays.")
+    d.add_argument("arm", help="arm (or cell) name")
+    d.add_argument("experiment", type=Path, help="experiment file")
+    add_json(d)
+    d.set_defaults(func=cmd_diff)
+    m = vsub.add_parser(
+        "demo-domain", help="build a small Debian image and define a libvirt domain booting it",
+        description="Builds hugelab's Debian bookworm guest image with debootstrap "
+        "(qemu-guest-agent, sysbench, stress-ng; a few minutes the first time, then cached by "
+        "its recipe in /var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it where libvirt's "
+        "QEMU can read it and defines domain NAME booting it directly from its kernel and "
+        "initrd. For trying `domain = NAME` in an experiment when you have no VM at hand. An "
+        "existing domain of that name is left as it is.")
+    m.add_argument("name", nargs="?", default="hugelab-demo-debian", help="domain name")
+    m.add_argument("--uri", default="qemu:///system", help="libvirt URI (qemu:///system)")
+    m.add_argument("--accel", choices=("kvm", "tcg"), default="tcg",
+                   help="domain type: kvm, or tcg (type 'qemu', the default: works anywhere)")
+    add_json(m)
+    m.set_defaults(func=cmd_demo_domain)
 
 
 def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
@@ -117,4 +144,49 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
         print_json({"arm": name, "domain": domain_name(safe_name(name)), "xml": xml})
     else:
         print(xml, end="")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from hugelab.vm import domain as dx
+    from hugelab.vm import libvirt_guest as lg
+    exp = load_experiment(args.experiment)
+    arm = next((a for a in exp.arms if a.name == args.arm), None)
+    if arm is None:
+        raise UsageError(f"no arm '{args.arm}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
+    if arm.vm is None or arm.vm.domain is None:
+        raise UsageError(f"arm '{arm.name}' does not name a libvirt domain",
+                         hint="set domain = \"NAME\" in its [arms.vm] (or [vm])")
+    arm = lg.resolve(arm)
+    assert arm.vm is not None and arm.vm.domain is not None
+    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
+    spec = vm_spec(arm, None, hugetlbfs)
+    conn = lg.connect(arm.vm.uri)
+    try:
+        xml = lg.user_xml(lg.lookup(conn, arm.vm.domain))
+    finally:
+        conn.close()
+    text = dx.diff(xml, dx.with_arm(xml, spec), name=arm.vm.domain)
+    if args.json:
+        from hugelab.cli.output import print_json
+        print_json({"arm": arm.name, "domain": arm.vm.domain, "uri": arm.vm.uri, "diff": text})
+    else:
+        print(text or f"no change: domain '{arm.vm.domain}' already runs as arm '{arm.name}'",
+              end="" if text else "\n")
+    return 0
+
+
+def cmd_demo_domain(args: argparse.Namespace) -> int:
+    from hugelab.host.control import require_root
+    from hugelab.vm.libvirt_guest import define_image_domain
+    require_root("hugelab vm demo-domain")
+    home = define_image_domain(args.name, uri=args.uri, accel=args.accel,
+                               progress=None if args.json else
+                               (lambda msg: print(f"image: {msg}", file=sys.stderr)))
+    if args.json:
+        from hugelab.cli.output import print_json
+        print_json({"domain": args.name, "uri": args.uri, "files": str(home)})
+    else:
+        print(f"domain '{args.name}' is defined at {args.uri} (files in {home}); use it with "
+              f'domain = "{args.name}" in an experiment\'s [vm] table')
     return 0

@@ -33,6 +33,8 @@ class VmLayer:
     cpu_pin: tuple[int, ...] | None = None
     kernel: str | None = None
     accel: str = "auto"
+    domain: str | None = None  # a user's libvirt domain: the arm runs a transient copy of it
+    uri: str = "qemu:///system"
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ class Experiment:
             for k in ("levels", "workload"):
                 if not arm[k]:
                     del arm[k]
+            if arm.get("vm") and arm["vm"]["domain"] is None:  # hugelab's own guest
+                del arm["vm"]["domain"], arm["vm"]["uri"]
         return d
 
     @classmethod

@@ -33,9 +33,9 @@ TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", 
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
-           "cpu_pin", "kernel", "accel"}
+           "cpu_pin", "kernel", "accel", "domain", "uri"}
 GUEST_KEYS = {"thp", "pools"}
-VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus"}
+VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
 
 
@@ -176,11 +176,25 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
     pin = d.get("cpu_pin")
     if pin is not None and not (isinstance(pin, list) and all(isinstance(c, int) for c in pin)):
         raise _err(loc, f"{what}vm cpu_pin must be a list of host CPU numbers", "cpu_pin", arm=idx, table="vm")
+    domain = d.get("domain")
+    if domain is not None and (not isinstance(domain, str) or not domain.strip()):
+        raise _err(loc, f"{what}vm domain must name a libvirt domain", "domain", arm=idx,
+                   table="vm")
+    if domain is not None and d.get("kernel"):
+        raise _err(loc, f"{what}vm kernel goes with hugelab's own guests, not a domain "
+                   "(it boots as it is defined)", "kernel", arm=idx, table="vm")
+    uri = d.get("uri", "qemu:///system")
+    if not isinstance(uri, str) or not re.fullmatch(r"[a-z+]+://[^\s]*", uri):
+        raise _err(loc, f"{what}vm uri = {uri!r} is not a libvirt URI", "uri", arm=idx,
+                   table="vm", hint="e.g. qemu:///system")
+    own = 0 if domain is not None else None  # 0: the domain's own, read when the run starts
     return VmLayer(backing, page, bool(d.get("prealloc", False)), bool(d.get("share", False)),
-                   parse_mib(d.get("mem", 512), "mem", loc, idx, "vm"), ints.get("vcpus", 1),
+                   parse_mib(d["mem"], "mem", loc, idx, "vm") if "mem" in d else (512 if own is None else own),
+                   ints.get("vcpus", own if own is not None else 1),
                    ints.get("vms", 1), ints.get("numa_node"), tuple(pin) if pin else None,
                    d.get("kernel"), _choice(d.get("accel", "auto"), ("auto", "kvm", "tcg"),
-                                            "accel", loc, idx, f"{what}vm ", "vm"))
+                                            "accel", loc, idx, f"{what}vm ", "vm"),
+                   domain, uri)
 
 
 def parse_guest(d: Any, loc: _Locator | None, idx: int, what: str) -> GuestLayer:

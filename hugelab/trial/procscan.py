@@ -123,13 +123,16 @@ def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | N
     return out
 
 
-def measure(pids: Iterable[int], proc: str = "/proc") -> dict[str, object]:
-    """One sample: the tree's smaps_rollup totals and hugetlb kB per page size."""
+def measure(pids: Iterable[int], proc: str = "/proc",
+            read: Callable[[str], str | bytes | None] | None = None) -> dict[str, object]:
+    """One sample: the tree's smaps_rollup totals and hugetlb kB per page size. `read` reads a
+    file (default: this machine's; a user's guest passes one that reads through its agent)."""
+    read = read or _read
     tot: dict[str, int] = {v: 0 for v in ROLLUP_FIELDS.values()}
     by_size: dict[int, int] = {}
     n = 0
     for pid in pids:
-        text = _read(f"{proc}/{pid}/smaps_rollup")
+        text = read(f"{proc}/{pid}/smaps_rollup")
         if not isinstance(text, str) or not text:
             continue  # gone, a zombie, or a kernel thread
         n += 1
@@ -137,7 +140,7 @@ def measure(pids: Iterable[int], proc: str = "/proc") -> dict[str, object]:
         for src, dst in ROLLUP_FIELDS.items():
             tot[dst] += fields.get(src, 0)
         if fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0):
-            smaps = _read(f"{proc}/{pid}/smaps")
+            smaps = read(f"{proc}/{pid}/smaps")
             for size, kb in hugetlb_by_page_size(smaps if isinstance(smaps, str) else "").items():
                 by_size[size] = by_size.get(size, 0) + kb
     return {**tot, "processes": n, "hugetlb_by_page_kb": by_size}

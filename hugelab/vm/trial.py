@@ -141,6 +141,15 @@ def _run_one(g: Guest, workload: Workload, backing: str, guest_port: int | None,
     return result
 
 
+def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
+    """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
+    assert arm.vm is not None
+    if arm.vm.domain is None:
+        return Guest(spec, name=name)
+    from hugelab.vm.libvirt_guest import DomainGuest
+    return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name)
+
+
 def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                     client: Target | None = None) -> list[GuestOutcome]:
     """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest.
@@ -151,9 +160,13 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
     names = arm.targets()
     guest_port = server_guest_port(workload)
     client = client or NativeTarget()
+    if guest_port is not None and arm.vm.domain is not None:
+        return [GuestOutcome(n, None, f"{workload.kind} runs its server in hugelab's own guests "
+                             "(a NIC with a 127.0.0.1 forward); a user's domain keeps its own "
+                             "network", cause="workload") for n in names]
     with ExitStack() as stack:
         try:
-            guests = [stack.enter_context(Guest(s, name=n))
+            guests = [stack.enter_context(_guest(arm, s, n))
                       for s, n in zip(net_specs(spec, len(names), guest_port), names, strict=True)]
         except HugelabError as exc:
             why = f"guest boot failed{pool_state(spec)}: {exc.message}"
