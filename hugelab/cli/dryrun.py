@@ -124,7 +124,8 @@ def _over_budget(exp: Experiment, meas: Measured, accel: str, seconds: float,
     options = cuts(exp, meas, accel)  # only cuts that leave something to compare
     fits = [(name, s) for name, s in options if s <= budget_s]
     if fits:  # the factor whose cut keeps the most of the design while fitting
-        name, s = max(fits, key=lambda x: x[1])
+        scen = {f.name for f in exp.factors if f.scenario}  # on a tie: a workload parameter
+        name, s = max(fits, key=lambda x: (x[1], x[0] in scen))
         text += f": cut factor '{name}' to one level ({human(s)})"
     elif options:
         name, s = options[0]

@@ -105,4 +105,4 @@ def human(seconds: float) -> str:
         return f"{s} s"
     if s < 3600:
         return f"{s // 60} min" + (f" {s % 60:02d} s" if s % 60 else "")
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 3600} h" + (f" {s % 3600 // 60:02d} min" if s % 3600 // 60 else "")
