@@ -72,7 +72,7 @@ def test_transient_copy_renames_redirects_writable_disks_and_sets_the_backing():
     assert root.findtext("name") == "hugelab-fedora-vm0"
     assert root.find("uuid") is None and root.find("title") is None and "id" not in root.attrib
     mb = root.find("memoryBacking")
-    assert mb is not None and mb.find("nosharepages") is None  # the arm's backing, only
+    assert mb is not None and mb.find("nosharepages") is not None  # the user's, kept
     assert mb.find("hugepages/page").get("size") == "2048"  # type: ignore[union-attr]
     assert mb.find("source").get("type") == "file"  # type: ignore[union-attr]
     assert mb.find("allocation").get("mode") == "immediate"  # type: ignore[union-attr]
@@ -85,8 +85,7 @@ def test_transient_copy_renames_redirects_writable_disks_and_sets_the_backing():
     assert root.find("devices/disk/backingStore") is None
     iface = root.find("devices/interface")
     assert iface is not None and iface.find("mac") is None and iface.find("target") is None
-    g = root.find("devices/graphics")
-    assert g is not None and g.get("autoport") == "yes" and "port" not in g.attrib
+    assert root.find("devices/graphics") is None  # no console on the network
     chans = [c.find("target").get("name") for c in root.findall("devices/channel")]  # type: ignore[union-attr]
     assert chans == [dx.AGENT_CHANNEL]
 
@@ -98,8 +97,9 @@ def test_transient_copy_renames_redirects_writable_disks_and_sets_the_backing():
 ])
 def test_every_vm_backing(kw, want):
     xml = dx.transient_xml(USER, spec(**kw), name="x", overlays={})
-    if want is None:
-        assert "<memoryBacking" not in xml
+    if want is None:  # no <hugepages>/<source>: only the user's own settings stay
+        mb = ET.fromstring(xml).find("memoryBacking")
+        assert mb is not None and [c.tag for c in mb] == ["nosharepages"]
     else:
         assert want in xml
 
@@ -144,3 +144,61 @@ def test_experiment_domain_keys_and_identity():
 def test_domain_errors(vm, words):
     with pytest.raises(ExperimentError, match=words):
         parse_experiment({"arms": [{"name": "a", "backing": "4k", "vm": vm}]})
+
+
+UEFI = USER.replace("<os><type arch='x86_64' machine='q35'>hvm</type></os>", """<os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE.fd</loader>
+    <nvram template='/usr/share/OVMF/OVMF_VARS.fd'>/var/lib/libvirt/qemu/nvram/fedora_VARS.fd</nvram>
+  </os>""").replace("<graphics type='vnc' port='5901' autoport='no'/>", """
+    <filesystem type='mount'><source dir='/srv/data'/><target dir='data'/></filesystem>
+    <serial type='file'><source path='/var/log/fedora-serial.log'/><target port='0'/></serial>""")
+
+
+def test_the_copy_never_writes_the_users_nvram_shares_or_logs():
+    root = dx.parse(UEFI)
+    assert dx.nvram(root) == "/var/lib/libvirt/qemu/nvram/fedora_VARS.fd"
+    xml = dx.transient_xml(UEFI, spec(), name="c", overlays={}, private="/ov/c",
+                           nvram_copy="/ov/c/VARS.fd")
+    new = ET.fromstring(xml)
+    nv = new.find("os/nvram")
+    assert nv is not None and nv.text == "/ov/c/VARS.fd" and "template" not in nv.attrib
+    assert new.find("devices/filesystem/readonly") is not None
+    assert new.find("devices/serial/source").get("path") == "/ov/c/serial0.log"  # type: ignore[union-attr]
+    with pytest.raises(VMError, match="UEFI variable store"):
+        dx.transient_xml(UEFI, spec(), name="c", overlays={})
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ("<disk type='block' device='disk'>\n      <driver name='qemu' type='raw'/>\n"
+     "      <source dev='/dev/vg/data'/>",
+     "<disk type='volume' device='disk'>\n      <driver name='qemu' type='raw'/>\n"
+     "      <source pool='default' volume='data.img'/>", "volume disk"),
+    ("<disk type='block' device='disk'>\n      <driver name='qemu' type='raw'/>\n"
+     "      <source dev='/dev/vg/data'/>",
+     "<disk type='network' device='disk'>\n      <driver name='qemu' type='raw'/>\n"
+     "      <source protocol='rbd' name='pool/img'/>", "network disk"),
+])
+def test_a_disk_hugelab_cannot_overlay_is_refused(old, new, words):
+    assert old in USER
+    with pytest.raises(VMError, match=words):
+        dx.disks(dx.parse(USER.replace(old, new)))
+
+
+def test_vcpus_tied_to_a_topology_and_memory_tied_to_numa_cells_are_refused():
+    topo = USER.replace("<os>", "<cpu><topology sockets='1' cores='2' threads='1'/></cpu><os>")
+    with pytest.raises(VMError, match="CPU topology"):
+        dx.transient_xml(topo, spec(vcpus=1), name="c", overlays={})
+    dx.transient_xml(topo, spec(vcpus=2), name="c", overlays={})  # unchanged: fine
+    numa = USER.replace("<os>", "<cpu><numa><cell id='0' cpus='0-1' memory='2' unit='GiB'/>"
+                        "</numa></cpu><os>")
+    with pytest.raises(VMError, match="NUMA cells"):
+        dx.transient_xml(numa, spec(mem_mib=1024), name="c", overlays={})
+
+
+def test_the_arms_pins_and_numa_node():
+    xml = dx.transient_xml(USER, spec(cpu_pin=(2, 3), numa_node=1), name="c", overlays={})
+    root = ET.fromstring(xml)
+    assert [p.get("cpuset") for p in root.findall("cputune/vcpupin")] == ["2,3", "2,3"]
+    assert root.find("cputune/emulatorpin").get("cpuset") == "2,3"  # type: ignore[union-attr]
+    assert root.find("numatune/memory").attrib == {"mode": "strict", "nodeset": "1"}  # type: ignore[union-attr]

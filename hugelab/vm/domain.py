@@ -25,7 +25,7 @@ from hugelab.vm.qemu_args import VmSpec
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 MEMORY_UNITS_KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "kib": 1, "k": 1, "kb": 1000 / 1024,
                     "mib": 1024, "m": 1024, "mb": 1e6 / 1024, "gib": 1024 ** 2, "g": 1024 ** 2,
-                    "gb": 1e9 / 1024, "tib": 1024 ** 3, "t": 1024 ** 3}
+                    "gb": 1e9 / 1024, "tib": 1024 ** 3, "t": 1024 ** 3, "tb": 1e12 / 1024}
 
 
 @dataclass(frozen=True)
@@ -61,24 +61,34 @@ def memory_mib(root: ET.Element) -> int:
 
 
 def vcpus(root: ET.Element) -> int:
+    """The vCPUs the domain runs with (`current=` when set, else the maximum)."""
     el = root.find("vcpu")
-    return int((el.text or "1").strip()) if el is not None else 1
+    if el is None:
+        return 1
+    return int(el.get("current") or (el.text or "1").strip())
 
 
 def disks(root: ET.Element) -> list[Disk]:
-    """File-backed disks (type='file' or 'block'), in device order."""
+    """Every disk with an image, in device order. A writable disk hugelab cannot put an
+    overlay over (a storage-pool volume or a network disk: rbd, iscsi, nbd...) is an error:
+    the copy would write the user's data."""
     out = []
     for d in root.findall("./devices/disk"):
         src = d.find("source")
-        path = None if src is None else (src.get("file") or src.get("dev"))
-        if path is None:
-            continue  # an empty CD-ROM drive, or a network disk: left as it is
         drv = d.find("driver")
         tgt = d.find("target")
-        out.append(Disk(tgt.get("dev", "?") if tgt is not None else "?", path,
-                        (drv.get("type") if drv is not None else None) or "raw",
-                        d.find("readonly") is not None or d.get("device") == "cdrom",
-                        d.get("device") or "disk"))
+        target = tgt.get("dev", "?") if tgt is not None else "?"
+        readonly = d.find("readonly") is not None or d.get("device") in ("cdrom", "floppy")
+        path = None if src is None else (src.get("file") or src.get("dev"))
+        if path is None:
+            if src is None or readonly:
+                continue  # an empty drive, or a read-only disk the copy may share
+            raise VMError(f"disk {target} of the domain is a {d.get('type')} disk "
+                          f"({', '.join(f'{k}={v}' for k, v in src.attrib.items())}): hugelab "
+                          "can put a copy-on-write overlay only over a file or block device",
+                          hint="mark that disk <readonly/>, or point it at an image file")
+        out.append(Disk(target, path, (drv.get("type") if drv is not None else None) or "raw",
+                        readonly, d.get("device") or "disk"))
     return out
 
 
@@ -91,16 +101,39 @@ def _set(root: ET.Element, tag: str, text: str, **attrs: str) -> None:
     el.attrib.update(attrs)
 
 
+ARM_BACKING = ("hugepages", "source", "access", "allocation")  # what an arm decides
+
+
 def _memory(root: ET.Element, spec: VmSpec) -> None:
-    kib = str(spec.mem_mib * 1024)
-    _set(root, "memory", kib, unit="KiB")
-    _set(root, "currentMemory", kib, unit="KiB")
-    for mb in root.findall("memoryBacking"):
+    """The arm's memory size and backing; the domain's other backing settings (locked,
+    nosharepages, discard) stay, and a ballooned domain keeps its balloon below the size."""
+    old_kib = dx_kib(root.find("memory"))
+    cur_kib = dx_kib(root.find("currentMemory"))
+    kib = spec.mem_mib * 1024
+    _set(root, "memory", str(kib), unit="KiB")
+    current = kib if cur_kib is None or old_kib is None or cur_kib >= old_kib else \
+        min(kib, cur_kib)
+    _set(root, "currentMemory", str(current), unit="KiB")
+    mb = root.find("memoryBacking")
+    keep = [c for c in (mb if mb is not None else []) if c.tag not in ARM_BACKING]
+    if mb is not None:
         root.remove(mb)
     new = memory_backing(spec)
+    if new is None and keep:
+        new = ET.Element("memoryBacking")
     if new is not None:
+        for c in keep:
+            new.append(c)
         at = list(root).index(root.find("currentMemory"))  # type: ignore[arg-type]
         root.insert(at + 1, new)
+
+
+def dx_kib(el: ET.Element | None) -> int | None:
+    """A memory element's size in KiB (None when absent)."""
+    if el is None or not (el.text or "").strip():
+        return None
+    unit = (el.get("unit") or "KiB").lower()
+    return int(int(el.text or "0") * MEMORY_UNITS_KIB.get(unit, 1))
 
 
 def _disks(root: ET.Element, overlays: Mapping[str, str]) -> None:
@@ -122,7 +155,11 @@ def _disks(root: ET.Element, overlays: Mapping[str, str]) -> None:
                 d.remove(child)
 
 
-def _devices(root: ET.Element) -> None:
+def _devices(root: ET.Element, private: str | None) -> None:
+    """What the copy must not share with the user's domain: consoles on the network
+    (graphics: removed; the copy's console needs no screen), host directories (shared
+    read-only), log files (file-backed serial/console/channel devices write into the copy's
+    own directory `private`), MAC addresses and tap names."""
     dev = root.find("devices")
     if dev is None:
         dev = ET.SubElement(root, "devices")
@@ -131,10 +168,24 @@ def _devices(root: ET.Element) -> None:
             iface.remove(mac)
         for target in iface.findall("target"):  # tap names are per domain
             iface.remove(target)
-    for el in dev.iter():
-        if el.tag in ("graphics",) and el.get("autoport") != "yes":
-            el.set("autoport", "yes")
-            el.attrib.pop("port", None)
+    for g in dev.findall("graphics"):
+        dev.remove(g)
+    for fs in dev.findall("filesystem"):
+        if fs.find("readonly") is None:
+            ET.SubElement(fs, "readonly")
+    for i, ch in enumerate(el for el in dev if el.tag in ("serial", "console", "channel",
+                                                          "parallel")):
+        src = ch.find("source")
+        if ch.get("type") == "file" and src is not None and src.get("path"):
+            src.set("path", f"{private}/{ch.tag}{i}.log" if private else "/dev/null")
+        log = ch.find("log")
+        if log is not None:
+            ch.remove(log)
+    _agent_channel(dev)
+
+
+def _agent_channel(dev: ET.Element) -> None:
+    """The guest agent's virtio-serial channel, on a socket libvirt picks for the copy."""
     channels = dev.findall("channel")
     if not any((c.find("target") is not None and
                 c.find("target").get("name") == AGENT_CHANNEL) for c in channels):  # type: ignore[union-attr]
@@ -147,12 +198,66 @@ def _devices(root: ET.Element) -> None:
             src.attrib.pop("path", None)
 
 
+def nvram(root: ET.Element) -> str | None:
+    """The domain's UEFI variable store, which the guest writes (boot entries)."""
+    el = root.find("os/nvram")
+    return (el.text or "").strip() or None if el is not None else None
+
+
+def _nvram(root: ET.Element, copy_path: str | None) -> None:
+    el = root.find("os/nvram")
+    if el is not None:
+        if copy_path is None:
+            raise VMError("the domain has a UEFI variable store but no copy of it was made")
+        el.text = copy_path
+        el.attrib.pop("template", None)
+
+
+def _vcpus(root: ET.Element, n: int) -> None:
+    """The arm's vCPU count; refused where the domain ties vCPUs to a topology, NUMA cells or
+    pins (changing them consistently is the domain owner's call)."""
+    el = root.find("vcpu")
+    have = vcpus(root)
+    if n == have:
+        return
+    ties = [what for what, path in (("a CPU topology", "cpu/topology"), ("NUMA cells", "cpu/numa"),
+                                    ("vCPU pins", "cputune/vcpupin"), ("a <vcpus> list", "vcpus"))
+            if root.find(path) is not None]
+    if ties or (el is not None and el.get("current")):
+        raise VMError(f"the arm asks for {n} vCPUs and the domain has {have}, tied to "
+                      f"{', '.join(ties) or 'a current= count'}",
+                      hint="leave vcpus out of the arm (the domain's own count is used)")
+    if el is None:
+        el = ET.SubElement(root, "vcpu")
+    el.text = str(n)
+
+
+def _placement(root: ET.Element, spec: VmSpec) -> None:
+    """The arm's cpu_pin (every vCPU and the emulator) and numa_node (strict memory)."""
+    if spec.cpu_pin:
+        cpus = ",".join(str(c) for c in spec.cpu_pin)
+        for old in root.findall("cputune"):
+            root.remove(old)
+        tune = ET.SubElement(root, "cputune")
+        for v in range(spec.vcpus):
+            ET.SubElement(tune, "vcpupin", vcpu=str(v), cpuset=cpus)
+        ET.SubElement(tune, "emulatorpin", cpuset=cpus)
+    if spec.numa_node is not None:
+        for old in root.findall("numatune"):
+            root.remove(old)
+        ET.SubElement(ET.SubElement(root, "numatune"), "memory", mode="strict",
+                      nodeset=str(spec.numa_node))
+
+
 def _apply_arm(root: ET.Element, spec: VmSpec) -> None:
+    if root.find("cpu/numa/cell") is not None and dx_kib(root.find("memory")) != \
+            spec.mem_mib * 1024:
+        raise VMError("the domain has NUMA cells: libvirt sizes its memory from the cells, so "
+                      "the arm cannot change it",
+                      hint="leave mem out of the arm (the domain's own size is used)")
     _memory(root, spec)
-    vcpu = root.find("vcpu")
-    if vcpu is None:
-        vcpu = ET.SubElement(root, "vcpu")
-    vcpu.text = str(spec.vcpus)
+    _vcpus(root, spec.vcpus)
+    _placement(root, spec)
 
 
 def with_arm(user_xml: str, spec: VmSpec) -> str:
@@ -165,7 +270,8 @@ def with_arm(user_xml: str, spec: VmSpec) -> str:
 
 
 def transient_xml(user_xml: str, spec: VmSpec, *, name: str,
-                  overlays: Mapping[str, str]) -> str:
+                  overlays: Mapping[str, str], private: str | None = None,
+                  nvram_copy: str | None = None) -> str:
     """The XML of the transient copy: `name`, no UUID, the spec's memory backing, memory and
     vCPUs (the domain's own unless the arm set them: see libvirt_guest.resolve), and the disks
     in `overlays` (image -> overlay path) redirected."""
@@ -177,7 +283,8 @@ def transient_xml(user_xml: str, spec: VmSpec, *, name: str,
     root.attrib.pop("id", None)
     _apply_arm(root, spec)
     _disks(root, overlays)
-    _devices(root)
+    _devices(root, private)
+    _nvram(root, nvram_copy)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode") + "\n"
 

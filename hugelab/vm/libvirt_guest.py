@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import shutil
 import threading
 import time
@@ -39,10 +40,11 @@ from hugelab.vm.qemu_args import VmSpec, safe_name
 from hugelab.workloads.base import ExecResult
 
 OVERLAY_ROOT = Path("/var/lib/libvirt/images/hugelab")
+LOCAL_URIS = ("qemu:///system",)
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
 AGENT_WAIT_S = {"kvm": 120.0, "tcg": 300.0}
 PID_DIR = Path("/run/libvirt/qemu")
-SAMPLE_S = 0.25
+SAMPLE_S = 1.0  # each sample is several agent round trips: keep them rare
 COPIED_TOOLS = {"hugelab-mem"}  # static, built by hugelab: copied into a user's guest
 COPY_CHUNK = 48 << 10  # qemu-ga reads requests in small buffers: keep each write small
 
@@ -81,7 +83,13 @@ def lookup(conn: Any, name: str) -> Any:
     try:
         return conn.lookupByName(name)
     except lv.libvirtError as exc:
-        known = ", ".join(sorted(d.name() for d in conn.listAllDomains())) or "none"
+        if exc.get_error_code() != lv.VIR_ERR_NO_DOMAIN:
+            raise DomainError(f"libvirt cannot look up domain '{name}': "
+                              f"{exc.get_error_message()}") from exc
+        try:
+            known = ", ".join(sorted(d.name() for d in conn.listAllDomains())) or "none"
+        except lv.libvirtError:
+            known = "(cannot list them)"
         raise DomainError(f"no libvirt domain named '{name}' at {conn.getURI()}",
                           hint=f"domains there: {known}") from exc
 
@@ -92,13 +100,20 @@ def user_xml(dom: Any) -> str:
     return str(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
 
 
-def resolve(arm: Arm) -> Arm:
+def resolve(arm: Arm, *, check: bool = True) -> Arm:
     """The arm with the domain's own memory and vCPUs where it did not set them; errors a user
-    can act on (libvirtd down, no such domain) before anything changes."""
+    can act on (libvirtd down, no such domain, a running domain with writable disks, no
+    hugetlbfs mount for file backing) before anything changes. `check=False`: only the
+    memory and vCPUs (for `vm diff`, which runs nothing)."""
     vm = arm.vm
     if vm is None or vm.domain is None:
         return arm
-    if vm.backing == "file" and vm.page_size and not _hugetlbfs_mounted(vm.page_size):
+    if vm.uri not in LOCAL_URIS:
+        raise DomainError(f"arm '{arm.name}': uri {vm.uri!r}: hugelab runs a domain's copy on "
+                          "this host only (its overlays, pools and evidence are local)",
+                          hint="run hugelab on the domain's host, with uri = "
+                          "\"qemu:///system\"")
+    if check and vm.backing == "file" and vm.page_size and not _hugetlbfs_mounted(vm.page_size):
         raise DomainError(
             f"arm '{arm.name}': libvirt backs a domain's RAM with hugetlbfs files only from a "
             f"hugetlbfs mount of {vm.page_size} pages that existed when libvirtd started, and "
@@ -109,7 +124,14 @@ def resolve(arm: Arm) -> Arm:
             "page_size, which needs no mount")
     conn = connect(vm.uri)
     try:
-        root = dx.parse(user_xml(lookup(conn, vm.domain)))
+        dom = lookup(conn, vm.domain)
+        root = dx.parse(user_xml(dom))
+        writable = [d.target for d in dx.disks(root) if not d.readonly]
+        if check and dom.isActive() and writable:
+            raise DomainError(f"domain '{vm.domain}' is running: a copy would write its disks "
+                              f"({', '.join(writable)}) beside it",
+                              hint="shut it down first (virsh shutdown), or mark its disks "
+                              "<readonly/>")
     finally:
         conn.close()
     return replace(arm, vm=replace(vm, mem_mib=vm.mem_mib or dx.memory_mib(root),
@@ -136,7 +158,8 @@ def _hugetlbfs_mounted(size: str, mounts: str = "/proc/mounts") -> bool:
 
 
 def transient_name(domain: str, target: str) -> str:
-    return f"hugelab-{safe_name(domain)}-{target}-{os.getpid()}-{int(time.time() * 1000) % 10**8}"
+    """Unique per copy: two arms of a duet block start copies of one domain at once."""
+    return f"hugelab-{safe_name(domain)}-{target}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
 # --- the agent ---------------------------------------------------------------------------------
@@ -250,9 +273,10 @@ class AgentTarget:
         except DomainError as exc:
             if "No such file" in exc.message or "not found" in exc.message.lower():
                 tool = Path(argv[0]).name
-                raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool)) from exc
+                raise ToolMissingError(tool, f"{APT_PACKAGES.get(tool, tool)} (in the guest "
+                                             f"{self.name}, with its package manager)") from exc
             raise
-        pid = int(started["pid"])
+        pid = int(started["pid"])  # guest-exec failed above when the program is missing
         deadline = None if timeout is None else t0 + timeout + self.slack_s
         peak: dict[str, Any] = {}
         samples = 0
@@ -271,10 +295,9 @@ class AgentTarget:
             self.trees.append({**peak, "samples": samples})
         out = base64.b64decode(status.get("out-data", "")).decode(errors="replace")
         err = base64.b64decode(status.get("err-data", "")).decode(errors="replace")
-        code = int(status.get("exitcode", -1 if status.get("signal") else 0))
-        if code == 127 or "No such file or directory" in err and not out:
-            tool = Path(argv[0]).name
-            raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool))
+        code = -int(status["signal"]) if status.get("signal") else int(status.get("exitcode", 0))
+        if status.get("out-truncated") or status.get("err-truncated"):
+            err += "\n[hugelab: the guest agent truncated this output]"
         return ExecResult(argv, code, out, err, time.monotonic() - t0, {})
 
     def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
@@ -313,6 +336,7 @@ class DomainGuest:
         self.conn: Any = None
         self.record: Path | None = None
         self.overlays = OVERLAY_ROOT / transient_name(domain, name)
+        self.owner = _owner()
         self.dom_name = self.overlays.name
         self.xml = ""
 
@@ -327,7 +351,10 @@ class DomainGuest:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _overlays(self, disks: list[dx.Disk]) -> dict[str, str]:
+    def _overlays(self, disks: list[dx.Disk], nvram: str | None) -> tuple[dict[str, str],
+                                                                          str | None]:
+        """qcow2 overlays over the writable disks (0600: they hold what the guest writes;
+        libvirt hands them to its QEMU user), and a private copy of the UEFI variables."""
         OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
         os.chmod(OVERLAY_ROOT, 0o711)
         self.overlays.mkdir(mode=0o711)
@@ -336,40 +363,50 @@ class DomainGuest:
             path = self.overlays / f"{i}-{d.target}.qcow2"
             run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", d.format, "-b", d.source,
                  str(path)])
+            os.chmod(path, 0o600)
             out[d.source] = str(path)
-        return out
+        vars_copy = None
+        if nvram:
+            vars_copy = str(self.overlays / "VARS.fd")
+            shutil.copyfile(nvram, vars_copy)
+            os.chmod(vars_copy, 0o600)
+        return out, vars_copy
 
     def _write_record(self) -> None:
         ensure_private_dir(records_dir())
-        self.record = records_dir() / f"{self.dom_name}.json"
-        fd = os.open(self.record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        record = records_dir() / f"{self.dom_name}.json"
+        fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        self.record = record  # only once it is ours
         with os.fdopen(fd, "w") as f:
             json.dump({"domain": self.dom_name, "uri": self.uri, "overlays": str(self.overlays),
-                       "of": self.domain, "pid": os.getpid()}, f)
+                       "of": self.domain, **self.owner}, f)
 
     def start(self) -> None:
         lv = _libvirt()
         self.conn = connect(self.uri)
         original = lookup(self.conn, self.domain)
         xml = user_xml(original)
-        disks = dx.disks(dx.parse(xml))
+        root = dx.parse(xml)
+        disks = dx.disks(root)
         if original.isActive() and any(not d.readonly for d in disks):
             raise DomainError(f"domain '{self.domain}' is running: a second copy of its "
                               "writable disks would run beside it",
                               hint="shut it down first (virsh shutdown), or mark its disks "
                               "<readonly/>")
         self._write_record()  # before anything exists that a killed run would leave
-        self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name,
-                                    overlays=self._overlays(disks))
+        overlays, vars_copy = self._overlays(disks, dx.nvram(root))
+        self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name, overlays=overlays,
+                                    private=str(self.overlays), nvram_copy=vars_copy)
         t0 = time.monotonic()
-        try:
-            self.dom = self.conn.createXML(self.xml, 0)
+        try:  # autodestroy: libvirtd ends the copy when this connection goes (a killed run)
+            self.dom = self.conn.createXML(self.xml, lv.VIR_DOMAIN_START_AUTODESTROY)
         except lv.libvirtError as exc:
+            file = self.spec.backing == "file"
             raise DomainError(f"libvirt could not start a copy of '{self.domain}': "
                               f"{exc.get_error_message()}",
-                              hint="for hugetlbfs backing libvirt needs its own hugetlbfs mount: "
-                              "set hugetlbfs_mount in /etc/libvirt/qemu.conf or mount one before "
-                              "libvirtd starts") from exc
+                              hint="for hugetlbfs file backing libvirt needs its own hugetlbfs "
+                              "mount: set hugetlbfs_mount in /etc/libvirt/qemu.conf or mount one "
+                              "before libvirtd starts" if file else None) from exc
         self.accel = "kvm" if dx.parse(self.dom.XMLDesc(0)).get("type") == "kvm" else "tcg"
         self._wait_agent(t0)
         self.target = AgentTarget(Agent(self.dom), self.name)
@@ -397,6 +434,10 @@ class DomainGuest:
                 return
             except DomainError as exc:
                 last = exc.message
+                if not self.alive():
+                    raise DomainError(f"the copy of '{self.domain}' stopped while booting",
+                                      hint="see its log in /var/log/libvirt/qemu/"
+                                      f"{self.dom_name}.log") from exc
                 time.sleep(1.0)
         raise DomainError(f"the guest agent of the copy of '{self.domain}' did not answer within "
                           f"{limit:.0f}s ({last})",
@@ -405,7 +446,11 @@ class DomainGuest:
 
     @property
     def qemu_pid(self) -> int:
-        return int((PID_DIR / f"{self.dom_name}.pid").read_text().strip())
+        try:
+            return int((PID_DIR / f"{self.dom_name}.pid").read_text().strip())
+        except (OSError, ValueError) as exc:
+            raise VMError(f"cannot find the QEMU process of {self.dom_name} "
+                          f"({PID_DIR}/{self.dom_name}.pid): {exc}") from exc
 
     def evidence(self) -> dict[str, Any]:
         ev = qemu_memory_evidence(self.qemu_pid, self.spec.mem_bytes)
@@ -422,7 +467,8 @@ class DomainGuest:
             return False
 
     def close(self) -> None:
-        destroy(self.conn, self.dom_name)
+        if self.conn is not None and not destroy(self.conn, self.dom_name):
+            return  # still there: the record stays for recover, and so do its overlays
         shutil.rmtree(self.overlays, ignore_errors=True)
         if self.record is not None:
             self.record.unlink(missing_ok=True)
@@ -434,20 +480,19 @@ class DomainGuest:
             self.conn = None
 
 
-def destroy(conn: Any, name: str) -> bool:
-    """Destroy a transient domain if it exists; True when one was running."""
-    if conn is None:
-        return False
+def destroy(conn: Any, name: str, tries: int = 3) -> bool:
+    """Make sure transient domain `name` is gone: True when it is (destroyed now, or never
+    there), False when libvirt could not end it (a busy QEMU, a lost connection)."""
     lv = _libvirt()
-    try:
-        dom = conn.lookupByName(name)
-    except lv.libvirtError:
-        return False
-    try:
-        dom.destroy()
-    except lv.libvirtError:
-        return False
-    return True
+    for attempt in range(tries):
+        try:
+            conn.lookupByName(name).destroy()
+            return True
+        except lv.libvirtError as exc:
+            if exc.get_error_code() == lv.VIR_ERR_NO_DOMAIN:
+                return True
+            time.sleep(0.5 * (attempt + 1))
+    return False
 
 
 def recover_domains() -> list[str]:
@@ -462,17 +507,19 @@ def recover_domains() -> list[str]:
         except (OSError, ValueError):
             rec.unlink(missing_ok=True)
             continue
-        if _alive(int(d.get("pid", 0))):
+        if _owner_alive(d):
             continue  # its run is still going
         try:
             conn = connect(str(d["uri"]))
         except DomainError:
             continue  # libvirtd down: keep the record for the next recover
         try:
-            if destroy(conn, str(d["domain"])):
-                out.append(str(d["domain"]))
+            gone = destroy(conn, str(d["domain"]))
         finally:
             conn.close()
+        if not gone:
+            continue  # libvirt could not end it: keep the record for the next recover
+        out.append(str(d["domain"]))
         overlays = Path(str(d["overlays"]))
         if overlays.parent == OVERLAY_ROOT:
             shutil.rmtree(overlays, ignore_errors=True)
@@ -480,14 +527,17 @@ def recover_domains() -> list[str]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+def _owner() -> dict[str, Any]:
+    from hugelab.vm.guest import _starttime
+    return {"pid": os.getpid(), "starttime": _starttime(os.getpid())}
+
+
+def _owner_alive(rec: dict[str, Any]) -> bool:
+    """The run that wrote the record still lives (same pid and start time: a reused pid, or a
+    record from before a reboot, is not it)."""
+    from hugelab.vm.guest import _alive
+    pid = int(rec.get("pid", 0))
+    return pid > 0 and pid != os.getpid() and _alive(pid, rec.get("starttime"))
 
 
 # --- a domain of hugelab's Debian image, for trying this out and for the tests -----------------
@@ -528,16 +578,16 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     (IMAGES_ROOT/NAME) and define domain NAME booting it. Returns the copy's directory. An
     existing domain of that name is left as it is (and its directory reused)."""
     from hugelab.vm.image import build_image
-    image = build_image(progress=progress)
     home = IMAGES_ROOT / safe_name(name)
     conn = connect(uri)
     lv = _libvirt()
     try:
         try:
             conn.lookupByName(name)
-            return home
+            return home  # defined already: nothing to build
         except lv.libvirtError:
             pass
+        image = build_image(progress=progress)
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
         for src in (image.disk, image.kernel, image.initrd):

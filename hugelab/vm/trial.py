@@ -89,6 +89,25 @@ def _guest_vmstat(guest: Guest) -> dict[str, int]:
     return {k: v for k, v in parse_vmstat(text).items() if k.startswith(GUEST_VMSTAT_PREFIXES)}
 
 
+GUEST_MEMINFO_KEYS = ("MemTotal", "AnonHugePages", "ShmemPmdMapped", "HugePages_Total",
+                      "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize",
+                      "Hugetlb")
+
+
+def _guest_meminfo(guest: Any) -> dict[str, int]:
+    """The guest's own view of its huge pages (kB, or pages for HugePages_*)."""
+    try:
+        text = guest.target.read_file("/proc/meminfo")
+    except HugelabError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in GUEST_MEMINFO_KEYS and rest.split():
+            out[key] = int(rest.split()[0])
+    return out
+
+
 def server_guest_port(workload: object) -> int | None:
     """The port a client/server workload's server listens on in the guest; None for others."""
     kind = str(getattr(workload, "kind", ""))
@@ -198,7 +217,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             assert o is not None
             after = _guest_vmstat(g)
             o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in b.items()
-                                           if k in after and after[k] != v}}
+                                           if k in after and after[k] != v},
+                          "guest_meminfo": _guest_meminfo(g)}
             try:
                 o.evidence = {"qemu": g.evidence()}
             except (HugelabError, OSError) as exc:
