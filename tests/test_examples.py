@@ -22,7 +22,9 @@ def test_example(path, tmp_path):
     size = getattr(default, "size_bytes", None)
     paths = QemuPaths(tmp_path / "s.log", tmp_path / "q.sock", tmp_path / "a.sock", tmp_path / "i")
     for arm in exp.arms:
-        if arm.vm is not None:
+        if arm.vm is not None and arm.vm.domain is not None:
+            assert arm.vm.mem_mib == 0  # the domain's own size, read from libvirt at run time
+        elif arm.vm is not None:
             spec = vm_spec(arm, size, {"2M": tmp_path / "h2", "1G": tmp_path / "h1"})
             argv = qemu_argv(spec, paths, kernel="/boot/vmlinuz", accel="tcg")
             assert "-object" in argv

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,12 @@ BLOCKS = {"001-mnstory-factorial": 1}
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_path):
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}  # cold caches
+    domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
+    if domain:  # "your own VM": the demo domain the README tells a user to define
+        from hugelab.vm.libvirt_guest import define_image_domain
+        from tests.test_vm_libvirt import _libvirt_missing
+        assert _libvirt_missing() is None
+        define_image_domain(domain.group(1))
     before, procs = host_state(), workload_processes()
     store = tmp_path / "s.db"
     blocks = BLOCKS.get(path.stem, 2)
