@@ -113,12 +113,12 @@ def _build(exp: Experiment) -> tuple[Any, dict[str, Any]]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
-    from hugelab.vm.libvirt_guest import resolve_experiment
-    exp = resolve_experiment(exp)  # users' own domains: their memory and vCPUs, or an error
     workload, per_arm = _build(exp)
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
+        from hugelab.vm.libvirt_guest import resolve_experiment
         dryrun.check_budget_args(args)
+        exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
         dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)
         return 0
     require_root("hugelab run")

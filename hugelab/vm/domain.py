@@ -52,12 +52,12 @@ def parse(xml: str) -> ET.Element:
 def memory_mib(root: ET.Element) -> int:
     """The domain's `<memory>` in MiB."""
     el = root.find("memory")
-    if el is None or not (el.text or "").strip():
+    if el is not None and (el.get("unit") or "KiB").lower() not in MEMORY_UNITS_KIB:
+        raise VMError(f"the domain's <memory> has an unknown unit {el.get('unit')!r}")
+    kib = kib_of(el)
+    if kib is None:
         raise VMError("the domain's XML has no <memory>")
-    unit = (el.get("unit") or "KiB").lower()
-    if unit not in MEMORY_UNITS_KIB:
-        raise VMError(f"the domain's <memory> has an unknown unit {unit!r}")
-    return int(round(int(el.text or "0") * MEMORY_UNITS_KIB[unit] / 1024))
+    return int(round(kib / 1024))
 
 
 def vcpus(root: ET.Element) -> int:
@@ -107,8 +107,8 @@ ARM_BACKING = ("hugepages", "source", "access", "allocation")  # what an arm dec
 def _memory(root: ET.Element, spec: VmSpec) -> None:
     """The arm's memory size and backing; the domain's other backing settings (locked,
     nosharepages, discard) stay, and a ballooned domain keeps its balloon below the size."""
-    old_kib = dx_kib(root.find("memory"))
-    cur_kib = dx_kib(root.find("currentMemory"))
+    old_kib = kib_of(root.find("memory"))
+    cur_kib = kib_of(root.find("currentMemory"))
     kib = spec.mem_mib * 1024
     _set(root, "memory", str(kib), unit="KiB")
     current = kib if cur_kib is None or old_kib is None or cur_kib >= old_kib else \
@@ -128,7 +128,7 @@ def _memory(root: ET.Element, spec: VmSpec) -> None:
         root.insert(at + 1, new)
 
 
-def dx_kib(el: ET.Element | None) -> int | None:
+def kib_of(el: ET.Element | None) -> int | None:
     """A memory element's size in KiB (None when absent)."""
     if el is None or not (el.text or "").strip():
         return None
@@ -250,7 +250,7 @@ def _placement(root: ET.Element, spec: VmSpec) -> None:
 
 
 def _apply_arm(root: ET.Element, spec: VmSpec) -> None:
-    if root.find("cpu/numa/cell") is not None and dx_kib(root.find("memory")) != \
+    if root.find("cpu/numa/cell") is not None and kib_of(root.find("memory")) != \
             spec.mem_mib * 1024:
         raise VMError("the domain has NUMA cells: libvirt sizes its memory from the cells, so "
                       "the arm cannot change it",
