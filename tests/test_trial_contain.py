@@ -75,7 +75,11 @@ def test_scope_samples_the_whole_tree_and_kills_what_outlives_it(state):
     with TrialScope("test") as scope:
         p = spawn([sys.executable, "-c", ALLOC, "1.0"], stdout=subprocess.PIPE, text=True)
         assert os.getsid(p.pid) == p.pid  # a session of its own
-        env = Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0")
+        deadline = time.monotonic() + 5  # /proc/PID/environ is empty until the child execs
+        while not (raw := Path(f"/proc/{p.pid}/environ").read_bytes()) and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        env = raw.split(b"\0")
         assert f"HUGELAB_TRIAL={scope.token}".encode() in env
         assert f"TMPDIR={scope.scratch}".encode() in env and Path(scope.scratch).is_dir()
         record = json.loads((state / f"workload-{scope.token}.json").read_text())

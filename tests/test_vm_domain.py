@@ -134,12 +134,44 @@ def test_experiment_domain_keys_and_identity():
     assert again == exp and again.key() == exp.key()
     own = parse_experiment({"arms": [{"name": "g", "backing": "4k", "vm": {}}]})
     assert "domain" not in own.to_dict()["arms"][0]["vm"]  # own guests keep their identity
+    assert "access" not in exp.to_dict()["arms"][0]["vm"]  # so do runs from before SSH
+    ssh = parse_experiment({**d, "vm": {"domain": "fedora", "access": "ssh", "ssh_user": "bob",
+                                        "ssh_key": "/home/bob/.ssh/id_ed25519"}})
+    assert ssh.arms[0].vm is not None and ssh.arms[0].vm.access == "ssh"
+    assert ssh.arms[0].vm.ssh_user == "bob" and ssh.key() != exp.key()
+    assert Experiment.from_dict(ssh.to_dict()) == ssh
+
+
+def test_the_ssh_nic_is_reachable_from_loopback_only_on_a_free_slot():
+    xml = dx.transient_xml(USER, spec(), name="c", overlays={
+        "/var/lib/libvirt/images/fedora.qcow2": "/o/0.qcow2", "/dev/vg/data": "/o/1.qcow2"},
+        ssh_forward=(40022, 22))
+    root = ET.fromstring(xml)
+    args = [a.get("value") for a in root.iter(f"{{{dx.QEMU_NS}}}arg")]
+    assert args[0] == "-netdev" and args[2] == "-device"
+    assert "restrict=on" in args[1] and "hostfwd=tcp:127.0.0.1:40022-:22" in args[1]
+    assert args[3].endswith("addr=0x1e")
+    assert "xmlns:qemu=" in xml  # libvirt reads the namespace
+    taken = USER.replace("<graphics", "<video><address type='pci' domain='0x0000' bus='0x00' "
+                         "slot='0x1e' function='0x0'/></video><graphics")
+    xml = dx.transient_xml(taken, spec(), name="c", overlays={
+        "/var/lib/libvirt/images/fedora.qcow2": "/o/0.qcow2", "/dev/vg/data": "/o/1.qcow2"},
+        ssh_forward=(40022, 22))
+    assert "addr=0x1d" in xml
+    plain = dx.transient_xml(USER, spec(), name="c", overlays={
+        "/var/lib/libvirt/images/fedora.qcow2": "/o/0.qcow2", "/dev/vg/data": "/o/1.qcow2"})
+    assert "qemu:commandline" not in plain and "hugelab-ssh" not in plain
 
 
 @pytest.mark.parametrize(("vm", "words"), [
     ({"domain": ""}, "must name a libvirt domain"),
     ({"domain": "x", "kernel": "/boot/vmlinuz"}, "kernel goes with hugelab's own guests"),
     ({"domain": "x", "uri": "not a uri"}, "is not a libvirt URI"),
+    ({"access": "ssh"}, "goes with a user's domain"),
+    ({"domain": "x", "access": "telnet"}, "access"),
+    ({"domain": "x", "ssh_user": "root; rm -rf /"}, "is not a user name"),
+    ({"domain": "x", "ssh_key": "id_rsa"}, "absolute path of a private key"),
+    ({"domain": "x", "access": "agent", "ssh_user": "bob"}, "go with access"),
 ])
 def test_domain_errors(vm, words):
     with pytest.raises(ExperimentError, match=words):

@@ -31,7 +31,7 @@ blocks = 1
 
 [vm]
 domain = "{domain}"
-
+{access}
 [workload]
 {workload}
 
@@ -52,6 +52,10 @@ WORKLOADS = {
     "sysbench": 'kind = "sysbench"\nblock_size = "1M"\ntotal_size = "64M"\ntime_s = 2',
     "hugelab-mem": 'kind = "hugelab-mem"\nworkload = "chase"\nsize = "64M"\nduration = 1.0',
 }
+# the same workloads over SSH, for guests without the agent (the image's sshd takes
+# hugelab's demo key, named on the domain's kernel command line)
+KEY: list[Path] = []
+ACCESS = {"agent": 'access = "agent"\n', "ssh": 'access = "ssh"\nssh_key = "{key}"\n'}
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +63,10 @@ def domain():
     reason = _libvirt_missing()
     if reason:
         pytest.fail(reason)  # a real component this feature needs: never a silent skip
-    from hugelab.vm.libvirt_guest import define_image_domain
+    from hugelab.vm.libvirt_guest import define_image_domain, demo_key
     t0 = time.monotonic()
     home = define_image_domain(DOMAIN)
+    KEY[:] = [demo_key()]  # the key the domain lets in (the tests then move the state dir)
     print(f"image and domain ready in {time.monotonic() - t0:.1f} s")
     return DOMAIN, home
 
@@ -81,18 +86,20 @@ def overlays() -> list[Path]:
     return [p for p in OVERLAY_ROOT.glob(f"{PREFIX}*")] if OVERLAY_ROOT.exists() else []
 
 
-def write(tmp: Path, kind: str, workload: str) -> Path:
+def write(tmp: Path, kind: str, workload: str, access: str = "agent") -> Path:
     path = tmp / f"{kind}.toml"
-    path.write_text(EXPERIMENT.format(kind=kind, domain=DOMAIN, workload=workload))
+    path.write_text(EXPERIMENT.format(kind=kind, domain=DOMAIN, workload=workload,
+                                      access=ACCESS[access].format(key=KEY[0])))
     return path
 
 
-@pytest.mark.parametrize("kind", list(WORKLOADS))
-def test_two_arms_in_the_users_domain_through_its_agent(domain, kind, tmp_path, monkeypatch):
+@pytest.mark.parametrize(("kind", "access"), [("sysbench", "agent"), ("hugelab-mem", "agent"),
+                                              ("hugelab-mem", "ssh")])
+def test_two_arms_in_the_users_domain(domain, kind, access, tmp_path, monkeypatch):
     name, home = domain
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
     before, mark = host_state(), fingerprint(name, home)
-    exp = write(tmp_path, kind, WORKLOADS[kind])
+    exp = write(tmp_path, kind, WORKLOADS[kind], access)
     diff = subprocess.run([*HUGELAB, "vm", "diff", "memfd-2M", str(exp)], capture_output=True,
                           text=True)
     assert diff.returncode == 0 and '<source type="memfd" />' in diff.stdout, diff.stderr
@@ -111,13 +118,15 @@ def test_two_arms_in_the_users_domain_through_its_agent(domain, kind, tmp_path, 
         assert ev["checks"]["vm"]["status"] == "verified", ev["checks"]
         assert ev["checks"]["workload"]["status"] in ("verified", "not applicable"), ev["checks"]
         assert ev["qemu"]["domain"]["of"] == name
+        assert ev["qemu"]["domain"]["access"] == access
         assert ev["tree"]["where"].startswith("guest") and ev["tree"].get("samples"), ev["tree"]
         want = 2048 if t["arm"] == "memfd-2M" else 4
         assert ev["qemu"]["kernel_page_size_kb"] == want, ev["qemu"]
         assert t["provenance"]["boot_s"] > 0
         assert t["monitors"]["guest_meminfo"]["MemTotal"] > 0  # the guest's own view
     boots = [t["provenance"]["boot_s"] for t in shown["trials"]]
-    print(f"{kind}: 2 trials in {took:.0f} s, boot-to-agent {min(boots):.0f}-{max(boots):.0f} s")
+    print(f"{kind} through {access}: 2 trials in {took:.0f} s, boot-to-{access} "
+          f"{min(boots):.0f}-{max(boots):.0f} s")
     assert transient() == [] and overlays() == []
     assert host_state() == before
     assert fingerprint(name, home) == mark  # the user's definition and disk, byte for byte
@@ -161,7 +170,7 @@ def test_errors_a_user_can_act_on(domain, tmp_path):
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before = host_state()
     missing = tmp_path / "missing.toml"
-    missing.write_text(EXPERIMENT.format(kind="x", domain="no-such-domain",
+    missing.write_text(EXPERIMENT.format(kind="x", domain="no-such-domain", access="",
                                          workload=WORKLOADS["sysbench"]))
     r = subprocess.run([*HUGELAB, "run", str(missing), "--store", "s.db"], capture_output=True,
                        text=True, cwd=tmp_path, env=env)

@@ -81,11 +81,13 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     m = vsub.add_parser(
         "demo-domain", help="build a small Debian image and define a libvirt domain booting it",
         description="Builds hugelab's Debian bookworm guest image with debootstrap "
-        "(qemu-guest-agent, sysbench, stress-ng; a few minutes the first time, then cached by "
-        "its recipe in /var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it where libvirt's "
-        "QEMU can read it and defines domain NAME booting it directly from its kernel and "
-        "initrd. For trying `domain = NAME` in an experiment when you have no VM at hand. An "
-        "existing domain of that name is left as it is.")
+        "(qemu-guest-agent, sysbench, stress-ng, an SSH server; a few minutes the first time, "
+        "then cached by its recipe in /var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it "
+        "where libvirt's QEMU can read it and defines domain NAME booting it directly from its "
+        "kernel and initrd, its sshd taking hugelab's own key (made once in the state "
+        "directory, ssh/id_ed25519). For trying `domain = NAME` in an experiment when you have "
+        "no VM at hand. A domain of that name defined from the same image is left as it is; "
+        "one of an older image is defined again; any other is refused.")
     m.add_argument("name", nargs="?", default="hugelab-demo-debian", help="domain name")
     m.add_argument("--uri", default="qemu:///system", help="libvirt URI (qemu:///system)")
     m.add_argument("--accel", choices=("kvm", "tcg"), default="tcg",
@@ -178,15 +180,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_demo_domain(args: argparse.Namespace) -> int:
     from hugelab.host.control import require_root
-    from hugelab.vm.libvirt_guest import define_image_domain
+    from hugelab.vm.libvirt_guest import define_image_domain, demo_key
     require_root("hugelab vm demo-domain")
     home = define_image_domain(args.name, uri=args.uri, accel=args.accel,
                                progress=None if args.json else
                                (lambda msg: print(f"image: {msg}", file=sys.stderr)))
     if args.json:
         from hugelab.cli.output import print_json
-        print_json({"domain": args.name, "uri": args.uri, "files": str(home)})
+        print_json({"domain": args.name, "uri": args.uri, "files": str(home),
+                    "ssh_key": str(demo_key())})
     else:
         print(f"domain '{args.name}' is defined at {args.uri} (files in {home}); use it with "
-              f'domain = "{args.name}" in an experiment\'s [vm] table')
+              f'domain = "{args.name}" in an experiment\'s [vm] table (through its guest '
+              f'agent; for SSH add access = "ssh" and ssh_key = "{demo_key()}")')
     return 0

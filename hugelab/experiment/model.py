@@ -35,6 +35,19 @@ class VmLayer:
     accel: str = "auto"
     domain: str | None = None  # a user's libvirt domain: the arm runs a transient copy of it
     uri: str = "qemu:///system"
+    # how hugelab reaches a domain's guest: its qemu-guest-agent, SSH (as ssh_user, with
+    # ssh_key or ssh's own defaults, through a NIC hugelab adds with a 127.0.0.1 forward), or
+    # auto: whichever answers first
+    access: str = "auto"
+    ssh_user: str = "root"
+    ssh_key: str | None = None
+    # hugelab's own guest: QEMU started by hugelab ("qemu"), or a transient domain of libvirtd
+    manager: str = "qemu"
+
+
+ACCESS_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu"}
+MANAGERS = ("qemu", "libvirt")
+ACCESS_MODES = ("auto", "agent", "ssh")
 
 
 @dataclass(frozen=True)
@@ -133,8 +146,12 @@ class Experiment:
             for k in ("levels", "workload"):
                 if not arm[k]:
                     del arm[k]
-            if arm.get("vm") and arm["vm"]["domain"] is None:  # hugelab's own guest
-                del arm["vm"]["domain"], arm["vm"]["uri"]
+            vm = arm.get("vm")
+            if vm and vm["domain"] is None:  # hugelab's own guest
+                del vm["domain"], vm["uri"]
+            for k, default in ACCESS_DEFAULTS.items():  # keys a run before SSH did not have
+                if vm and vm.get(k, default) == default:
+                    vm.pop(k, None)
         return d
 
     @classmethod

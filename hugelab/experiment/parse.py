@@ -16,7 +16,9 @@ from hugelab.experiment.factors import (
     parse_scenarios,
 )
 from hugelab.experiment.model import (
+    ACCESS_MODES,
     BACKINGS,
+    MANAGERS,
     Arm,
     Experiment,
     Factor,
@@ -33,9 +35,11 @@ TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", 
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
-           "cpu_pin", "kernel", "accel", "domain", "uri"}
+           "cpu_pin", "kernel", "accel", "domain", "uri", "access", "ssh_user", "ssh_key", "manager"}
+DOMAIN_ONLY_KEYS = ("access", "ssh_user", "ssh_key")
 GUEST_KEYS = {"thp", "pools"}
-VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri"}
+VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
+                   "ssh_key", "manager"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
 
 
@@ -188,13 +192,45 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
         raise _err(loc, f"{what}vm uri = {uri!r} is not a libvirt URI", "uri", arm=idx,
                    table="vm", hint="e.g. qemu:///system")
     own = 0 if domain is not None else None  # 0: the domain's own, read when the run starts
+    access = _access(d, domain, loc, idx, what)
+    manager = _choice(d.get("manager", "qemu"), MANAGERS, "manager", loc, idx, f"{what}vm ", "vm")
+    if domain is not None and "manager" in d:
+        raise _err(loc, f"{what}vm manager goes with hugelab's own guests (a domain is always "
+                   "libvirt's)", "manager", arm=idx, table="vm")
     return VmLayer(backing, page, bool(d.get("prealloc", False)), bool(d.get("share", False)),
                    parse_mib(d["mem"], "mem", loc, idx, "vm") if "mem" in d else (512 if own is None else own),
                    ints.get("vcpus", own if own is not None else 1),
                    ints.get("vms", 1), ints.get("numa_node"), tuple(pin) if pin else None,
                    d.get("kernel"), _choice(d.get("accel", "auto"), ("auto", "kvm", "tcg"),
                                             "accel", loc, idx, f"{what}vm ", "vm"),
-                   domain, uri)
+                   domain, uri, *access, manager)
+
+
+def _access(d: dict[str, Any], domain: str | None, loc: _Locator | None, idx: int,
+            what: str) -> tuple[str, str, str | None]:
+    """(access, ssh_user, ssh_key) of a domain's arm; hugelab's own guests take none."""
+    given = [k for k in DOMAIN_ONLY_KEYS if k in d]
+    if domain is None:
+        if given:
+            raise _err(loc, f"{what}vm {given[0]} goes with a user's domain (vm domain = ...); "
+                       "hugelab reaches its own guests through its own agent", given[0],
+                       arm=idx, table="vm")
+        return "auto", "root", None
+    access = _choice(d.get("access", "auto"), ACCESS_MODES, "access", loc, idx, f"{what}vm ",
+                     "vm")
+    user = d.get("ssh_user", "root")
+    if not isinstance(user, str) or not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", user):
+        raise _err(loc, f"{what}vm ssh_user = {user!r} is not a user name", "ssh_user",
+                   arm=idx, table="vm")
+    key = d.get("ssh_key")
+    if key is not None and (not isinstance(key, str) or not key.startswith("/")):
+        raise _err(loc, f"{what}vm ssh_key = {key!r} must be the absolute path of a private key",
+                   "ssh_key", arm=idx, table="vm",
+                   hint="leave it out to use ssh's own defaults (~/.ssh, ssh-agent)")
+    if access == "agent" and ("ssh_user" in d or key is not None):
+        raise _err(loc, f"{what}vm ssh_user/ssh_key go with access = \"ssh\" or \"auto\"",
+                   "access", arm=idx, table="vm")
+    return access, user, key
 
 
 def parse_guest(d: Any, loc: _Locator | None, idx: int, what: str) -> GuestLayer:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hugelab.errors import VMError
-from hugelab.vm.libvirt_xml import memory_backing
+from hugelab.vm.libvirt_xml import QEMU_NS, memory_backing
 from hugelab.vm.qemu_args import VmSpec
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
@@ -271,10 +271,12 @@ def with_arm(user_xml: str, spec: VmSpec) -> str:
 
 def transient_xml(user_xml: str, spec: VmSpec, *, name: str,
                   overlays: Mapping[str, str], private: str | None = None,
-                  nvram_copy: str | None = None) -> str:
+                  nvram_copy: str | None = None, ssh_forward: tuple[int, int] | None = None
+                  ) -> str:
     """The XML of the transient copy: `name`, no UUID, the spec's memory backing, memory and
     vCPUs (the domain's own unless the arm set them: see libvirt_guest.resolve), and the disks
-    in `overlays` (image -> overlay path) redirected."""
+    in `overlays` (image -> overlay path) redirected. `ssh_forward` (host port, guest port):
+    a NIC of its own reaching the guest's SSH server from 127.0.0.1 (see `_ssh_nic`)."""
     root = copy.deepcopy(parse(user_xml))
     _set(root, "name", name)
     for tag in ("uuid", "title", "description"):
@@ -285,8 +287,38 @@ def transient_xml(user_xml: str, spec: VmSpec, *, name: str,
     _disks(root, overlays)
     _devices(root, private)
     _nvram(root, nvram_copy)
+    if ssh_forward is not None:
+        _ssh_nic(root, *ssh_forward)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _ssh_nic(root: ET.Element, host_port: int, guest_port: int) -> None:
+    """A user-mode NIC whose only way in is 127.0.0.1:host_port -> guest_port (restrict=on:
+    the guest reaches nothing through it). libvirt 9 forwards ports of a user NIC only with
+    passt, so the NIC is given to QEMU directly (libvirt's qemu:commandline)."""
+    ET.register_namespace("qemu", QEMU_NS)
+    cmd = root.find(f"{{{QEMU_NS}}}commandline")  # the user's own QEMU arguments stay
+    if cmd is None:
+        cmd = ET.SubElement(root, f"{{{QEMU_NS}}}commandline")
+    netdev = (f"user,id=hugelab-ssh,restrict=on,"
+              f"hostfwd=tcp:127.0.0.1:{int(host_port)}-:{int(guest_port)}")
+    nic = f"virtio-net-pci,netdev=hugelab-ssh,addr=0x{_free_root_slot(root):x}"
+    for arg in ("-netdev", netdev, "-device", nic):
+        ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=arg)
+
+
+def _free_root_slot(root: ET.Element) -> int:
+    """The highest slot of the root PCI bus no device of the domain has: QEMU places devices
+    given on its command line before libvirt's, and libvirt gives its own devices (and the
+    controllers it adds at start) the lowest free slots."""
+    used = {int(a.get("slot", "0"), 16) for a in root.iter("address")
+            if a.get("type") == "pci" and int(a.get("bus", "0"), 16) == 0}
+    for slot in range(0x1e, 0x02, -1):  # 0x1f: q35's LPC/SATA/SMBus
+        if slot not in used:
+            return slot
+    raise VMError("the domain's root PCI bus has no free slot for the SSH NIC hugelab adds",
+                  hint="use access = \"agent\"")
 
 
 def diff(user_xml: str, new_xml: str, *, name: str) -> str:

@@ -476,7 +476,7 @@ class Guest:
             raise VMError("a Guest can be started once")
         kernel, accel, initrd = self._resolve()
         self.kernel, self.accel = kernel, accel
-        self._tmpdir = Path(tempfile.mkdtemp(prefix="hugelab-vm-"))
+        self._tmpdir = self._workdir()
         try:
             self._launch(kernel, accel, initrd)
         except BaseException as exc:
@@ -490,6 +490,10 @@ class Guest:
                 why = f"QEMU exited with status {exited} ({why})"
             hint = exc.hint if isinstance(exc, VMError) and exc.hint else failure_hint(detail)
             raise VMError(f"guest {self.name} failed to boot: {why}\n{detail}", hint=hint) from exc
+
+    def _workdir(self) -> Path:
+        """Where the guest's sockets, logs and initrd link live while it runs."""
+        return Path(tempfile.mkdtemp(prefix="hugelab-vm-"))
 
     def _launch(self, kernel: Path, accel: str, initrd: Path) -> None:
         assert self._tmpdir is not None
@@ -517,7 +521,12 @@ class Guest:
         self._qmp = QEMUMonitorProtocol(str(paths.qmp_socket))
         self._qmp.connect()
         self._qmp.settimeout(30.0)
-        self._channel = AgentChannel(paths.agent_socket, self.alive)
+        self._connect_agent(paths.agent_socket, t0, timeout, accel)
+
+    def _connect_agent(self, socket: Path, t0: float, timeout: float, accel: str) -> None:
+        """hugelab's agent answers on `socket` before t0 + timeout; then the guest layer."""
+        deadline = t0 + timeout
+        self._channel = AgentChannel(socket, self.alive)
         self._channel.connect(deadline)
         self._target = GuestTarget(self._channel, self.name, slack_s=EXEC_SLACK_S[accel])
         remaining = max(1.0, deadline - time.monotonic())

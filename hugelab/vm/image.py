@@ -75,6 +75,17 @@ MiB = 1 << 20
 # The guest's apt sources: fixed, whatever mirror the build used.
 _GUEST_SOURCES = "deb http://deb.debian.org/debian bookworm main\n"
 _INITRAMFS_MODULES = ("virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "virtio_console", "ext4")
+# The root key sshd accepts, from the kernel command line: hugelab.ssh_key=TYPE,BASE64 (a
+# public key; define_image_domain puts hugelab's own there). Nothing secret is in the image.
+SSH_KEY_ARG = "hugelab.ssh_key"
+SSH_KEYS_COMMAND = "/usr/local/sbin/hugelab-ssh-keys"
+_SSH_KEYS_SCRIPT = f"""#!/bin/sh
+# sshd's AuthorizedKeysCommand: root's key from the kernel command line ({SSH_KEY_ARG}=TYPE,KEY)
+[ "$1" = root ] || exit 0
+for word in $(cat /proc/cmdline); do
+    case "$word" in {SSH_KEY_ARG}=*) echo "${{word#*=}}" | tr , ' ' ;; esac
+done
+"""
 # Timers that would wake up in the middle of a benchmark.
 _QUIET_TIMERS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer",
                  "e2scrub_all.timer", "fstrim.timer")
@@ -106,7 +117,7 @@ class Recipe:
     variant: str = "minbase"
     packages: tuple[str, ...] = (
         "systemd-sysv", "udev", "qemu-guest-agent", "sysbench", "stress-ng",
-        "linux-image-amd64", "initramfs-tools", "procps", "iproute2",
+        "linux-image-amd64", "initramfs-tools", "procps", "iproute2", "openssh-server",
     )
     # (absolute path in the guest, content), written in order after debootstrap
     files: tuple[tuple[str, str], ...] = (
@@ -119,10 +130,20 @@ class Recipe:
         ("/etc/initramfs-tools/modules", "".join(f"{m}\n" for m in _INITRAMFS_MODULES)),
         ("/etc/initramfs-tools/conf.d/hugelab.conf", "MODULES=list\nCOMPRESS=gzip\nRESUME=none\n"),
         ("/etc/machine-id", ""),  # empty: every boot of every copy gets its own id
+        # SSH, for guests reached without the agent: DHCP on any NIC (hugelab adds one with a
+        # 127.0.0.1 forward), root's key read from the kernel command line (SSH_KEY_ARG)
+        ("/etc/systemd/network/80-hugelab-dhcp.network", "[Match]\nName=en* eth*\n\n"
+                                                         "[Network]\nDHCP=ipv4\n"),
+        (SSH_KEYS_COMMAND, _SSH_KEYS_SCRIPT),
+        ("/etc/ssh/sshd_config.d/hugelab.conf",
+         f"AuthorizedKeysCommand {SSH_KEYS_COMMAND} %u\nAuthorizedKeysCommandUser nobody\n"
+         "PasswordAuthentication no\nUseDNS no\n"),
     )
     # argv run inside the root with chroot, in order, after the files are written
     commands: tuple[tuple[str, ...], ...] = (
         ("systemctl", "enable", "serial-getty@ttyS0.service"),
+        ("systemctl", "enable", "systemd-networkd.service", "ssh.service"),
+        ("chmod", "0755", SSH_KEYS_COMMAND),
         ("systemctl", "disable", *_QUIET_TIMERS),
         ("passwd", "--lock", "root"),  # no password is ever stored; use the guest agent
         ("update-initramfs", "-u", "-k", "all"),

@@ -25,33 +25,56 @@ import secrets
 import shutil
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hugelab.errors import CommandError, HugelabError, ToolMissingError, VMError
-from hugelab.experiment import Arm, Experiment
+from hugelab.errors import HugelabError, ToolMissingError, VMError
+from hugelab.experiment import Arm, Experiment, VmLayer
 from hugelab.host.journal import ensure_private_dir, state_dir
 from hugelab.proc import APT_PACKAGES, run
-from hugelab.trial import procscan
 from hugelab.vm import domain as dx
 from hugelab.vm.evidence import qemu_memory_evidence
+from hugelab.vm.image import SSH_KEY_ARG
 from hugelab.vm.qemu_args import VmSpec, safe_name
+from hugelab.vm.remote import RemoteTarget
+from hugelab.vm.ssh import Ssh, SshTarget
 from hugelab.workloads.base import ExecResult
+from hugelab.workloads.command import free_port
 
 OVERLAY_ROOT = Path("/var/lib/libvirt/images/hugelab")
 LOCAL_URIS = ("qemu:///system",)
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
 AGENT_WAIT_S = {"kvm": 120.0, "tcg": 300.0}
 PID_DIR = Path("/run/libvirt/qemu")
-SAMPLE_S = 1.0  # each sample is several agent round trips: keep them rare
-POLL_S = 0.05  # guest-exec-status is one cheap round trip
-COPIED_TOOLS = {"hugelab-mem"}  # static, built by hugelab: copied into a user's guest
 COPY_CHUNK = 48 << 10  # qemu-ga reads requests in small buffers: keep each write small
 
 
 class DomainError(VMError):
     """libvirt or the guest agent cannot do what the arm needs."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """How hugelab reaches the copy's guest (the arm's vm access, ssh_user, ssh_key)."""
+
+    mode: str = "auto"  # auto | agent | ssh
+    ssh_user: str = "root"
+    ssh_key: str | None = None
+
+    @classmethod
+    def of(cls, vm: VmLayer) -> Access:
+        return cls(vm.access, vm.ssh_user, vm.ssh_key)
+
+
+SSH_PORT = 22
+_AGENT_HINT = ("install and enable qemu-guest-agent in the guest (hugelab adds its virtio-serial "
+               "channel org.qemu.guest_agent.0)")
+_SSH_HINT = ("or let hugelab in over SSH: an SSH server on port 22 that takes ssh_user's key "
+             "(ssh_key, or ssh's defaults), and DHCP on the NIC hugelab adds (NetworkManager "
+             "and systemd-networkd configure a new NIC by default)")
+_ACCESS_HINTS = {"agent": _AGENT_HINT, "ssh": _SSH_HINT.removeprefix("or "),
+                 "auto": f"{_AGENT_HINT}; {_SSH_HINT}"}
 
 
 def _libvirt() -> Any:
@@ -209,64 +232,33 @@ class Agent:
                 pass
 
 
-class AgentTarget:
+class AgentTarget(RemoteTarget):
     """The Target protocol in a user's guest, through qemu-guest-agent."""
 
     def __init__(self, agent: Agent, name: str, *, slack_s: float = 60.0) -> None:
-        self.name = name
+        super().__init__(name, slack_s=slack_s)
         self.agent = agent
-        self.slack_s = slack_s
-        self.trees: list[dict[str, Any]] = []
-        self.copied: dict[str, str] = {}
 
-    def tree(self) -> dict[str, Any]:
-        seen = [t for t in self.trees if t.get("samples")]
-        out: dict[str, Any] = {}
-        for t in seen:
-            out = procscan.merge_peak(out, t)
-        if seen:
-            out["samples"] = sum(int(t["samples"]) for t in seen)
-        return out
+    def read(self, path: str) -> str | None:
+        return self.agent.read(path)
 
-    def _members(self, root: int) -> list[int]:
-        out, todo = [], [root]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            text = self.agent.read(f"/proc/{pid}/task/{pid}/children") or ""
-            todo += [int(c) for c in text.split() if c.isdigit()]
-        return out
-
-    def _sample(self, pid: int) -> dict[str, Any]:
-        return procscan.measure(self._members(pid), read=self.agent.read)
-
-    def _copy_in(self, host_path: str) -> str:
-        """hugelab's own static tools (hugelab-mem) are copied into the guest once."""
-        if host_path in self.copied:
-            return self.copied[host_path]
-        guest = f"/tmp/{Path(host_path).name}"
-        data = Path(host_path).read_bytes()
+    def _install(self, guest_path: str, data: bytes) -> None:
         try:
-            handle = self.agent.call("guest-file-open", {"path": guest, "mode": "wb"})
+            handle = self.agent.call("guest-file-open", {"path": guest_path, "mode": "wb"})
             for i in range(0, len(data), COPY_CHUNK):
                 self.agent.call("guest-file-write", {
                     "handle": handle,
                     "buf-b64": base64.b64encode(data[i:i + COPY_CHUNK]).decode()})
             self.agent.call("guest-file-close", {"handle": handle})
             pid = self.agent.call("guest-exec", {"path": "/bin/chmod",
-                                                 "arg": ["0755", guest]})["pid"]
+                                                 "arg": ["0755", guest_path]})["pid"]
             while not self.agent.call("guest-exec-status", {"pid": pid}).get("exited"):
                 time.sleep(0.1)  # guest-exec returns at once: wait for the mode to be set
         except DomainError as exc:
-            raise VMError(f"cannot copy {Path(host_path).name} into the guest: {exc.message}"
-                          ) from exc
-        self.copied[host_path] = guest
-        return guest
+            raise VMError(exc.message) from exc
 
     def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
-        argv = [str(a) for a in argv]
-        if Path(argv[0]).name in COPIED_TOOLS and Path(argv[0]).is_absolute():
-            argv = [self._copy_in(argv[0]), *argv[1:]]
+        argv = self.with_tools([str(a) for a in argv])
         t0 = time.monotonic()
         try:
             started = self.agent.call("guest-exec", {"path": argv[0], "arg": argv[1:],
@@ -278,38 +270,20 @@ class AgentTarget:
                                              f"{self.name}, with its package manager)") from exc
             raise
         pid = int(started["pid"])  # guest-exec failed above when the program is missing
-        deadline = None if timeout is None else t0 + timeout + self.slack_s
-        peak: dict[str, Any] = {}
-        samples = 0
-        next_sample = time.monotonic()  # at once, then every SAMPLE_S
-        while True:
-            status = self.agent.call("guest-exec-status", {"pid": pid})
-            if status.get("exited"):
-                break
-            now = time.monotonic()
-            if deadline is not None and now > deadline:
-                raise CommandError(argv, -1, f"timed out after {timeout}s (in guest "
-                                   f"{self.name})")
-            if now >= next_sample:
-                s = self._sample(pid)
-                if s.get("processes"):
-                    peak, samples = procscan.merge_peak(peak, s), samples + 1
-                next_sample = time.monotonic() + SAMPLE_S
-            time.sleep(POLL_S)  # the end of the program is seen within POLL_S (its wall time)
-        if samples:
-            self.trees.append({**peak, "samples": samples})
+        last: dict[str, Any] = {}
+
+        def exited() -> bool:
+            last.update(self.agent.call("guest-exec-status", {"pid": pid}))
+            return bool(last.get("exited"))
+
+        self._watch(argv, t0, timeout, exited, lambda: pid, lambda: None)
+        status = last
         out = base64.b64decode(status.get("out-data", "")).decode(errors="replace")
         err = base64.b64decode(status.get("err-data", "")).decode(errors="replace")
         code = -int(status["signal"]) if status.get("signal") else int(status.get("exitcode", 0))
         if status.get("out-truncated") or status.get("err-truncated"):
             err += "\n[hugelab: the guest agent truncated this output]"
         return ExecResult(argv, code, out, err, time.monotonic() - t0, {})
-
-    def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
-        text = self.agent.read(path)
-        if text is None:
-            raise VMError(f"guest cannot read {path}")
-        return text
 
     def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
         try:
@@ -327,21 +301,36 @@ def records_dir() -> Path:
     return state_dir() / "domains"
 
 
+def write_record(dom_name: str, uri: str, files: Path, of: str) -> Path:
+    """The 0600 record `recover_domains` acts on: the transient domain `dom_name` on `uri`, its
+    files (a directory under OVERLAY_ROOT), what it is a copy of, and the run that owns it."""
+    ensure_private_dir(records_dir())
+    record = records_dir() / f"{dom_name}.json"
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"domain": dom_name, "uri": uri, "overlays": str(files), "of": of,
+                   **_owner()}, f)
+    return record
+
+
 class DomainGuest:
     """A transient copy of the arm's domain for one trial (context manager)."""
 
-    def __init__(self, spec: VmSpec, *, domain: str, uri: str, name: str = "vm0") -> None:
+    def __init__(self, spec: VmSpec, *, domain: str, uri: str, name: str = "vm0",
+                 access: Access | None = None) -> None:
         self.spec = spec
         self.domain = domain
         self.uri = uri
         self.name = name
+        self.access = access or Access()
+        self.ssh: Ssh | None = None
+        self.target: RemoteTarget | None = None
         self.accel = "unknown"
         self.boot_s: float | None = None
         self.dom: Any = None
         self.conn: Any = None
         self.record: Path | None = None
         self.overlays = OVERLAY_ROOT / transient_name(domain, name)
-        self.owner = _owner()
         self.dom_name = self.overlays.name
         self.xml = ""
 
@@ -377,14 +366,6 @@ class DomainGuest:
             os.chmod(vars_copy, 0o600)
         return out, vars_copy
 
-    def _write_record(self) -> None:
-        ensure_private_dir(records_dir())
-        record = records_dir() / f"{self.dom_name}.json"
-        fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        self.record = record  # only once it is ours
-        with os.fdopen(fd, "w") as f:
-            json.dump({"domain": self.dom_name, "uri": self.uri, "overlays": str(self.overlays),
-                       "of": self.domain, **self.owner}, f)
 
     def start(self) -> None:
         lv = _libvirt()
@@ -398,10 +379,16 @@ class DomainGuest:
                               "writable disks would run beside it",
                               hint="shut it down first (virsh shutdown), or mark its disks "
                               "<readonly/>")
-        self._write_record()  # before anything exists that a killed run would leave
+        # before anything exists that a killed run would leave
+        self.record = write_record(self.dom_name, self.uri, self.overlays, self.domain)
         overlays, vars_copy = self._overlays(disks, dx.nvram(root))
+        forward = None
+        if self.access.mode != "agent":
+            self.ssh = Ssh(free_port(), user=self.access.ssh_user, key=self.access.ssh_key)
+            forward = (self.ssh.port, SSH_PORT)
         self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name, overlays=overlays,
-                                    private=str(self.overlays), nvram_copy=vars_copy)
+                                    private=str(self.overlays), nvram_copy=vars_copy,
+                                    ssh_forward=forward)
         t0 = time.monotonic()
         try:  # autodestroy: libvirtd ends the copy when this connection goes (a killed run)
             self.dom = self.conn.createXML(self.xml, lv.VIR_DOMAIN_START_AUTODESTROY)
@@ -413,14 +400,14 @@ class DomainGuest:
                               "mount: set hugetlbfs_mount in /etc/libvirt/qemu.conf or mount one "
                               "before libvirtd starts" if file else None) from exc
         self.accel = "kvm" if dx.parse(self.dom.XMLDesc(0)).get("type") == "kvm" else "tcg"
-        self._wait_agent(t0)
-        self.target = AgentTarget(Agent(self.dom), self.name)
+        self.target = self._wait_access(t0)
         self._guest_settings()
 
     def _guest_settings(self) -> None:
-        """The arm's guest layer, written through the agent (hugelab's own guests get it on
-        their kernel command line)."""
+        """The arm's guest layer, written through the agent or SSH (hugelab's own guests get it
+        on their kernel command line)."""
         spec = self.spec
+        assert self.target is not None
         if spec.guest_thp:
             self.target.write_file("/sys/kernel/mm/transparent_hugepage/enabled", spec.guest_thp)
         for kb, pages in ((2048, spec.guest_hugepages_2m), (1048576, spec.guest_hugepages_1g)):
@@ -428,26 +415,34 @@ class DomainGuest:
                 self.target.write_file(f"/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages",
                                        str(pages))
 
-    def _wait_agent(self, t0: float) -> None:
-        agent = Agent(self.dom)
+    def _wait_access(self, t0: float) -> RemoteTarget:
+        """The first way into the guest that answers: its agent, or SSH (access = auto tries
+        both, every second, until the boot limit)."""
+        agent = Agent(self.dom) if self.access.mode != "ssh" else None
         limit = AGENT_WAIT_S.get(self.accel, 600.0)
-        last = ""
+        last: dict[str, str] = {}
         while time.monotonic() - t0 < limit:
-            try:
-                agent.call("guest-ping", timeout_s=5)
-                self.boot_s = time.monotonic() - t0
-                return
-            except DomainError as exc:
-                last = exc.message
-                if not self.alive():
-                    raise DomainError(f"the copy of '{self.domain}' stopped while booting",
-                                      hint="see its log in /var/log/libvirt/qemu/"
-                                      f"{self.dom_name}.log") from exc
-                time.sleep(1.0)
-        raise DomainError(f"the guest agent of the copy of '{self.domain}' did not answer within "
-                          f"{limit:.0f}s ({last})",
-                          hint="install and enable qemu-guest-agent in the guest; the domain "
-                          "needs a virtio-serial channel org.qemu.guest_agent.0 (hugelab adds it)")
+            if agent is not None:
+                try:
+                    agent.call("guest-ping", timeout_s=2)
+                    self.boot_s = time.monotonic() - t0
+                    return AgentTarget(agent, self.name)
+                except DomainError as exc:
+                    last["agent"] = exc.message
+            if self.ssh is not None:
+                why = self.ssh.ready()
+                if why is None:
+                    self.boot_s = time.monotonic() - t0
+                    return SshTarget(self.ssh, self.name)
+                last["ssh"] = why
+            if not self.alive():
+                raise DomainError(f"the copy of '{self.domain}' stopped while booting",
+                                  hint="see its log in /var/log/libvirt/qemu/"
+                                  f"{self.dom_name}.log")
+            time.sleep(1.0)
+        tried = "; ".join(f"{k}: {v}" for k, v in last.items())
+        raise DomainError(f"the copy of '{self.domain}' did not answer within {limit:.0f}s "
+                          f"({tried})", hint=_ACCESS_HINTS[self.access.mode])
 
     @property
     def qemu_pid(self) -> int:
@@ -460,7 +455,8 @@ class DomainGuest:
     def evidence(self) -> dict[str, Any]:
         ev = qemu_memory_evidence(self.qemu_pid, self.spec.mem_bytes)
         ev["accel"] = self.accel
-        ev["domain"] = {"of": self.domain, "transient": self.dom_name, "uri": self.uri}
+        ev["domain"] = {"of": self.domain, "transient": self.dom_name, "uri": self.uri,
+                        "access": "ssh" if isinstance(self.target, SshTarget) else "agent"}
         return ev
 
     def alive(self) -> bool:
@@ -472,6 +468,9 @@ class DomainGuest:
             return False
 
     def close(self) -> None:
+        if self.ssh is not None:
+            self.ssh.close()
+            self.ssh = None
         if self.conn is not None and not destroy(self.conn, self.dom_name):
             return  # still there: the record stays for recover, and so do its overlays
         shutil.rmtree(self.overlays, ignore_errors=True)
@@ -547,20 +546,41 @@ def _owner_alive(rec: dict[str, Any]) -> bool:
 
 # --- a domain of hugelab's Debian image, for trying this out and for the tests -----------------
 
+def demo_key() -> Path:
+    """hugelab's own SSH key for the domains `define_image_domain` makes (their kernel command
+    line names its public half: see hugelab.vm.image.SSH_KEY_ARG). Made once, 0600."""
+    home = ensure_private_dir(state_dir() / "ssh")
+    key = home / "id_ed25519"
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hugelab demo domains",
+             "-f", str(key)])
+    os.chmod(key, 0o600)
+    return key
+
+
+def _key_arg(key: Path) -> str:
+    kind, blob = Path(f"{key}.pub").read_text().split()[:2]
+    return f"{SSH_KEY_ARG}={kind},{blob}"
+
+
 def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_mib: int = 512,
-                     accel: str = "tcg") -> str:
+                     accel: str = "tcg", key_arg: str = "", stamp: str = "") -> str:
     """A persistent domain booting hugelab's Debian image (hugelab.vm.image) directly from its
-    kernel and initrd, root on a virtio disk, the guest agent's channel, the console on a pty."""
+    kernel and initrd, root on a virtio disk, the guest agent's channel, the console on a pty;
+    `key_arg` (hugelab.ssh_key=...) lets hugelab's key in over SSH; `stamp` describes it."""
     import xml.etree.ElementTree as ET
     dom = ET.Element("domain", type="kvm" if accel == "kvm" else "qemu")
     ET.SubElement(dom, "name").text = name
+    if stamp:
+        ET.SubElement(dom, "description").text = stamp
     ET.SubElement(dom, "memory", unit="MiB").text = str(mem_mib)
     ET.SubElement(dom, "vcpu").text = "1"
     os_el = ET.SubElement(dom, "os")
     ET.SubElement(os_el, "type", arch="x86_64", machine="pc").text = "hvm"
     ET.SubElement(os_el, "kernel").text = str(kernel)
     ET.SubElement(os_el, "initrd").text = str(initrd)
-    ET.SubElement(os_el, "cmdline").text = "root=/dev/vda rw console=ttyS0 panic=-1"
+    ET.SubElement(os_el, "cmdline").text = " ".join(
+        ["root=/dev/vda", "rw", "console=ttyS0", "panic=-1", *([key_arg] if key_arg else [])])
     ET.SubElement(ET.SubElement(dom, "features"), "acpi")
     ET.SubElement(dom, "on_reboot").text = "destroy"
     dev = ET.SubElement(dom, "devices")
@@ -580,18 +600,19 @@ def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_m
 def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int = 512,
                         accel: str = "tcg", progress: Any = None) -> Path:
     """Build (or reuse) hugelab's Debian image, copy it where libvirt's QEMU can read it
-    (IMAGES_ROOT/NAME) and define domain NAME booting it. Returns the copy's directory. An
-    existing domain of that name is left as it is (and its directory reused)."""
-    from hugelab.vm.image import build_image
+    (IMAGES_ROOT/NAME) and define domain NAME booting it, hugelab's key (`demo_key`) let in
+    over SSH. Returns the copy's directory. A domain of that name defined from the same image
+    and key is left as it is; one of an older image is redefined (when it is not running);
+    any other domain of that name is refused."""
+    from hugelab.vm.image import build_image, recipe_hash
     home = IMAGES_ROOT / safe_name(name)
+    key = demo_key()
+    stamp = f"{STAMP_PREFIX} {recipe_hash()}, key {_key_arg(key)[-12:]}"
     conn = connect(uri)
     lv = _libvirt()
     try:
-        try:
-            conn.lookupByName(name)
-            return home  # defined already: nothing to build
-        except lv.libvirtError:
-            pass
+        if _defined_as(conn, name, stamp):
+            return home
         image = build_image(progress=progress)
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
@@ -599,7 +620,8 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
             shutil.copyfile(src, home / src.name)
             os.chmod(home / src.name, 0o644)
         xml = image_domain_xml(name, home / image.disk.name, home / image.kernel.name,
-                               home / image.initrd.name, mem_mib=mem_mib, accel=accel)
+                               home / image.initrd.name, mem_mib=mem_mib, accel=accel,
+                               key_arg=_key_arg(key), stamp=stamp)
         try:
             conn.defineXML(xml)
         except lv.libvirtError as exc:
@@ -608,3 +630,30 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     finally:
         conn.close()
     return home
+
+
+STAMP_PREFIX = "hugelab demo domain: image"
+
+
+def _defined_as(conn: Any, name: str, stamp: str) -> bool:
+    """True when domain `name` is defined with `stamp`; undefines a stale demo domain (another
+    image or key) so it can be defined again; refuses to touch any other domain."""
+    lv = _libvirt()
+    try:
+        dom = conn.lookupByName(name)
+    except lv.libvirtError:
+        return False
+    root = dx.parse(user_xml(dom))
+    have = root.findtext("description") or ""
+    if have == stamp:
+        return True
+    home = str(IMAGES_ROOT / safe_name(name))
+    if not (have.startswith(STAMP_PREFIX) or any(d.source.startswith(f"{home}/")
+                                                 for d in dx.disks(root))):
+        raise DomainError(f"a domain named '{name}' exists and hugelab did not define it",
+                          hint="pick another name (--name)")
+    if dom.isActive():
+        raise DomainError(f"demo domain '{name}' is of an older image and is running",
+                          hint=f"shut it down (virsh destroy {name}) and run this again")
+    dom.undefine()
+    return False

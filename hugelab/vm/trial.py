@@ -163,10 +163,14 @@ def _run_one(g: Guest, workload: Workload, backing: str, guest_port: int | None,
 def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
     """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
     assert arm.vm is not None
+    if arm.vm.domain is None and arm.vm.manager == "libvirt":
+        from hugelab.vm.libvirt_own import LibvirtGuest
+        return LibvirtGuest(spec, name=name, uri=arm.vm.uri)
     if arm.vm.domain is None:
         return Guest(spec, name=name)
-    from hugelab.vm.libvirt_guest import DomainGuest
-    return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name)
+    from hugelab.vm.libvirt_guest import Access, DomainGuest
+    return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name,
+                       access=Access.of(arm.vm))
 
 
 def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,

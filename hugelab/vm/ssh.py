@@ -1,0 +1,191 @@
+"""A user's guest reached over SSH, for guests without qemu-guest-agent.
+
+hugelab adds a NIC of its own to the transient copy whose only way in is a 127.0.0.1 port
+forward to the guest's SSH port (see hugelab.vm.domain._ssh_nic), and talks to it with OpenSSH's
+client: argv lists, never a local shell; the remote command is one string for the guest user's
+shell, every word quoted with shlex. One master connection per copy (ControlMaster) keeps each
+round trip cheap. The copy's host key is accepted on first contact into a known_hosts file of
+the copy's own: it is the copy hugelab just started, reached through its own loopback forward.
+Authentication is ssh's: `key` (a private key file) or ssh's defaults (~/.ssh, ssh-agent);
+hugelab never handles a password (BatchMode).
+
+A user other than root runs the workload as itself and writes guest settings (/sys) through
+`sudo -n`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from hugelab.errors import CommandError, ToolMissingError, VMError
+from hugelab.proc import APT_PACKAGES, which
+from hugelab.vm.remote import RemoteTarget
+from hugelab.workloads.base import ExecResult
+
+ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)
+CONNECT_S = 5
+
+
+class SshError(VMError):
+    """The guest cannot be reached over SSH, or refused a command."""
+
+
+class Ssh:
+    """Connection settings and the master connection of one copy (context: `close`)."""
+
+    def __init__(self, port: int, *, user: str = "root", key: str | None = None,
+                 host: str = "127.0.0.1") -> None:
+        self.port = port
+        self.user = user
+        self.key = key
+        self.host = host
+        self.dir = tempfile.mkdtemp(prefix="hugelab-ssh-")  # 0700: known_hosts, the master
+        self.ssh = which("ssh")
+
+    def options(self) -> list[str]:
+        opts = {"BatchMode": "yes", "StrictHostKeyChecking": "accept-new",
+                "UserKnownHostsFile": f"{self.dir}/known_hosts", "GlobalKnownHostsFile":
+                "/dev/null", "ControlMaster": "auto", "ControlPath": f"{self.dir}/master",
+                "ControlPersist": "60", "ConnectTimeout": str(CONNECT_S), "LogLevel": "ERROR",
+                "ServerAliveInterval": "15"}
+        if self.key:
+            opts["IdentitiesOnly"] = "yes"
+        out = ["-p", str(self.port), "-T"]
+        for k, v in opts.items():
+            out += ["-o", f"{k}={v}"]
+        if self.key:
+            out += ["-i", self.key]
+        return out
+
+    def argv(self, remote: list[str]) -> list[str]:
+        """ssh's argv running `remote` (argv in the guest) as one quoted command string."""
+        return [self.ssh, *self.options(), f"{self.user}@{self.host}", "--",
+                shlex.join(remote)]
+
+    def run(self, remote: list[str], *, data: bytes | None = None,
+            timeout: float = ROUND_TRIP_S) -> subprocess.CompletedProcess[bytes]:
+        feed: dict[str, Any] = {"input": data} if data is not None else {
+            "stdin": subprocess.DEVNULL}
+        try:
+            return subprocess.run(self.argv(remote), capture_output=True,  # noqa: S603 - argv list
+                                  timeout=timeout, check=False, **feed)
+        except subprocess.TimeoutExpired as exc:
+            raise SshError(f"ssh {self.user}@{self.host}:{self.port}: "
+                           f"{shlex.join(remote[:2])} did not end within {timeout:.0f}s") from exc
+
+    def ready(self) -> str | None:
+        """None when the guest's SSH server lets us in, else why not (ssh's last words)."""
+        try:
+            cp = self.run(["true"], timeout=CONNECT_S * 3)
+        except SshError as exc:
+            return exc.message
+        if cp.returncode == 0:
+            return None
+        lines = cp.stderr.decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"ssh exited {cp.returncode}"
+
+    def close(self) -> None:
+        if os.path.exists(f"{self.dir}/master"):
+            subprocess.run([self.ssh, *self.options(), "-O", "exit",  # noqa: S603 - argv list
+                            f"{self.user}@{self.host}"], capture_output=True, timeout=10,
+                           check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SshTarget(RemoteTarget):
+    """The Target protocol in a user's guest, over SSH."""
+
+    def __init__(self, ssh: Ssh, name: str, *, slack_s: float = 60.0) -> None:
+        super().__init__(name, slack_s=slack_s)
+        self.ssh = ssh
+        self.found: set[str] = set()
+        self.sudo = [] if ssh.user == "root" else ["sudo", "-n"]
+
+    def read(self, path: str) -> str | None:
+        try:
+            cp = self.ssh.run(["cat", path])
+        except SshError:
+            return None
+        return cp.stdout.decode(errors="replace") if cp.returncode == 0 else None
+
+    def _install(self, guest_path: str, data: bytes) -> None:
+        cp = self.ssh.run(["sh", "-c", 'cat > "$0" && chmod 0755 "$0"', guest_path], data=data,
+                          timeout=120)
+        if cp.returncode != 0:
+            raise SshError(cp.stderr.decode(errors="replace").strip() or "ssh failed")
+
+    def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
+        cp = self.ssh.run([*self.sudo, "sh", "-c", 'cat > "$0"', path], data=data.encode())
+        if cp.returncode != 0:
+            raise VMError(f"guest {self.name} cannot write {path}: "
+                          f"{cp.stderr.decode(errors='replace').strip()}",
+                          hint=None if not self.sudo else f"{self.ssh.user} needs sudo without "
+                          "a password for hugelab's guest settings")
+
+    def _check_program(self, program: str) -> None:
+        """A missing program is an error naming its package, before anything runs."""
+        if program in self.found:
+            return
+        cp = self.ssh.run(["sh", "-c", 'command -v "$0"', program])
+        if cp.returncode == 255:
+            raise SshError(f"ssh to guest {self.name} failed: "
+                           f"{cp.stderr.decode(errors='replace').strip()}")
+        if cp.returncode != 0:
+            tool = os.path.basename(program)
+            raise ToolMissingError(tool, f"{APT_PACKAGES.get(tool, tool)} (in the guest "
+                                         f"{self.name}, with its package manager)")
+        self.found.add(program)
+
+    def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
+        argv = self.with_tools([str(a) for a in argv])
+        self._check_program(argv[0])
+        pidfile = f"/tmp/hugelab-{secrets.token_hex(6)}.pid"
+        # sshd starts the command in a session of its own: its pid is also its process group,
+        # which `stop` kills whole
+        remote = ["sh", "-c", 'echo "$$" > "$0" && exec "$@"', pidfile, *argv]
+        known: dict[str, int] = {}
+
+        def pid() -> int | None:
+            if "pid" not in known:
+                text = (self.read(pidfile) or "").strip()
+                if text.isdigit():
+                    known["pid"] = int(text)
+            return known.get("pid")
+
+        t0 = time.monotonic()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.Popen(self.ssh.argv(remote), stdin=subprocess.DEVNULL,  # noqa: S603 - argv list
+                                 stdout=out, stderr=err)
+
+            def stop() -> None:
+                root = pid()
+                if root is not None:
+                    self.ssh.run(["kill", "-KILL", "--", f"-{root}"])
+                p.kill()
+                p.wait()
+
+            try:
+                self._watch(argv, t0, timeout, lambda: p.poll() is not None, pid, stop)
+            except BaseException:
+                if p.poll() is None:
+                    stop()
+                raise
+            wall = time.monotonic() - t0
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(errors="replace"), err.read().decode(
+                errors="replace")
+        if p.returncode == 255 and "pid" not in known and not stdout:
+            raise CommandError(argv, 255, f"ssh to guest {self.name} failed: {stderr.strip()}")
+        return ExecResult(argv, int(p.returncode), stdout, stderr, wall, {})
+
+    def info(self) -> dict[str, Any]:
+        return {"channel": "ssh", "user": self.ssh.user, "port_forward":
+                f"{self.ssh.host}:{self.ssh.port}"}

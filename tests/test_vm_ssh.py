@@ -1,0 +1,104 @@
+"""The SSH way into a user's guest (hugelab.vm.ssh), against a real OpenSSH server on
+127.0.0.1 started by the fixture: programs run with their arguments intact (no shell
+injection), the process tree is sampled, files round-trip, a missing program names its
+package, a timeout kills the remote program, and a closed target leaves no master connection.
+The guest end to end (a libvirt domain reached over SSH) is in test_vm_user_domain."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hugelab.errors import CommandError, ToolMissingError
+from hugelab.vm.ssh import Ssh, SshTarget
+from hugelab.workloads.command import free_port
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(SSHD):
+        pytest.fail("sshd is missing: apt-get install openssh-server (./bootstrap setup)")
+    d = tmp_path_factory.mktemp("sshd")
+    os.chmod(d, 0o700)
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)],
+                       check=True)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    os.chmod(d / "authorized_keys", 0o600)
+    port = free_port()
+    os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", "/dev/null", "-p", str(port),
+                             "-h", str(d / "host"), "-o", "ListenAddress=127.0.0.1",
+                             "-o", f"AuthorizedKeysFile={d}/authorized_keys",
+                             "-o", "StrictModes=no", "-o", "PidFile=none",
+                             "-o", "PasswordAuthentication=no", "-o", "UsePAM=no"],
+                            stderr=subprocess.PIPE)
+    ssh = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
+    deadline = time.monotonic() + 20
+    while (why := ssh.ready()) is not None:
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd died"
+        assert time.monotonic() < deadline, why
+        time.sleep(0.2)
+    yield ssh
+    ssh.close()
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def target(server):
+    return SshTarget(server, "vm0", slack_s=1.0)
+
+
+def test_arguments_arrive_intact_and_the_tree_is_sampled(target, tmp_path):
+    marker = tmp_path / "not-created"
+    weird = f"a b; touch {marker}; $(id) 'q' \"d\" \\ *"
+    r = target.exec([sys.executable, "-c", "import sys, time; time.sleep(1.5); "
+                     "print(sys.argv[1])", weird])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == weird and not marker.exists()  # no shell ever saw it
+    assert 1.4 < r.wall_s < 10
+    tree = target.tree()
+    assert tree.get("samples", 0) >= 1 and tree.get("processes", 0) >= 1, tree
+
+
+def test_files_round_trip_and_exit_codes(target, tmp_path):
+    path = tmp_path / "x y.txt"
+    target.write_file(str(path), "hello\n")
+    assert path.read_text() == "hello\n" and target.read_file(str(path)) == "hello\n"
+    assert target.read(str(tmp_path / "missing")) is None
+    assert target.exec(["sh", "-c", "exit 7"]).returncode == 7
+
+
+def test_a_missing_program_names_its_package(target):
+    with pytest.raises(ToolMissingError, match="sysbench") as e:
+        target.exec(["no-such-sysbench"])
+    assert "in the guest vm0" in (e.value.hint or "")
+
+
+def test_a_timeout_kills_the_remote_program(target, tmp_path):
+    flag = tmp_path / "still-running"
+    t0 = time.monotonic()
+    with pytest.raises(CommandError, match="timed out"):
+        target.exec(["sh", "-c", f"sleep 4; touch {flag}"], timeout=0.5)
+    assert time.monotonic() - t0 < 4
+    time.sleep(4.5)
+    assert not flag.exists()  # the remote program's group was killed, not only ssh
+
+
+def test_hugelab_mem_is_copied_in_once(target, tmp_path, monkeypatch):
+    tool = tmp_path / "hugelab-mem"
+    tool.write_text("#!/bin/sh\necho copied \"$@\"\n")
+    tool.chmod(0o755)
+    r = target.exec([str(tool), "x"])
+    assert r.stdout.strip() == "copied x" and target.copied[str(tool)] == "/tmp/hugelab-mem"
+    assert Path("/tmp/hugelab-mem").read_text() == tool.read_text()
