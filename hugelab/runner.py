@@ -112,7 +112,60 @@ def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
             out[arm.name] = "this kernel has no transparent huge pages"
         elif arm.backing == "thp" and arm.vm is None and (arm.thp or host["thp"].get("enabled")) == "never":
             out[arm.name] = "THP is 'never' on this host and the arm does not set thp"
+        elif why := _new_backing_problem(arm, host):
+            out[arm.name] = why
     return out
+
+
+def _new_backing_problem(arm: Arm, host: dict[str, Any]) -> str | None:
+    """Why this host cannot give a native mthp-<size> or shmem-thp arm its memory, or None."""
+    if arm.vm is not None:
+        return None
+    mthp = host.get("mthp") or {}
+    if arm.mthp_kb:
+        offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get("enabled")]
+        if not mthp.get("supported"):
+            return str(mthp.get("reason") or "multi-size THP is not supported by this kernel")
+        if arm.mthp_kb not in offered:
+            return (f"this kernel offers no {arm.mthp_kb} kB multi-size THP for anonymous "
+                    f"memory (it offers {', '.join(f'{s} kB' for s in offered)})")
+        if arm.thp == "never":
+            return f"arm sets thp = 'never': its {arm.mthp_kb} kB folios would never be used"
+    if arm.backing == "shmem-thp" and not host["thp"].get("shmem_enabled"):
+        return "this kernel has no THP for shmem (no shmem_enabled)"
+    return None
+
+
+PMD_KB = 2048  # x86-64's PMD size: the folio size `thp` means
+
+
+def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[int | None, str]]:
+    """The per-size THP modes (anonymous memory, by folio kB) and shmem_enabled modes (None:
+    the top-level one) an arm's trials run under; `host` is inspect_host() at the run's start.
+
+    mthp-<S>    size S gets the arm's `thp` (default madvise: hugelab-mem madvises its buffer;
+                a workload that cannot needs thp = "always"); every other size, 2M included,
+                `never`, so the buffer can get S folios or 4 KiB pages and nothing else. The
+                top-level `enabled` stays as found: it only matters for `inherit` sizes.
+    shmem-thp   shmem_enabled `advise` (the memfd is madvised); per-size shmem 2M `inherit`,
+                every other size `never`.
+    any other   every knob as found at the run's start (so earlier arms leave no trace);
+                guest arms too, whatever their backing inside the guest.
+    """
+    sizes = (host.get("mthp") or {}).get("sizes") or []
+    anon = {s["size_kb"]: s["enabled"] for s in sizes if s.get("enabled")}
+    shmem: dict[int | None, str] = {s["size_kb"]: s["shmem_enabled"] for s in sizes
+                                    if s.get("shmem_enabled")}
+    if host["thp"].get("shmem_enabled"):
+        shmem[None] = host["thp"]["shmem_enabled"]
+    if arm.vm is not None:
+        return anon, shmem
+    if arm.mthp_kb:
+        anon = {k: (arm.thp or "madvise") if k == arm.mthp_kb else "never" for k in anon}
+    if arm.backing == "shmem-thp":
+        shmem = {k: "advise" if k is None else "inherit" if k == PMD_KB else "never"
+                 for k in shmem}
+    return anon, shmem
 
 
 class Runner:
@@ -137,7 +190,7 @@ class Runner:
 
     def run(self) -> RunOutcome:
         self.exp = resolve_experiment(self.exp)  # users' domains: their memory, or an error
-        host = inspect_host(self.paths)
+        host = self.host = inspect_host(self.paths)
         skipped = unsupported_arms(self.exp, host)
         self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
         self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a)), self.hugetlbfs)
@@ -216,10 +269,27 @@ class Runner:
 
     def _apply_arm(self, control: HostControl, arm: Arm,
                    thp_initial: tuple[str | None, str | None]) -> None:
-        enabled = arm.thp or thp_initial[0]
+        native_mthp = arm.mthp_kb and arm.vm is None  # its `thp` is the size's mode
+        enabled = (None if native_mthp else arm.thp) or thp_initial[0]
         defrag = arm.thp_defrag or thp_initial[1]
         if enabled or defrag:
             control.set_thp(enabled, defrag)
+        anon, shmem = arm_thp_knobs(arm, self.host)
+        for size_kb, mode in anon.items():
+            control.set_mthp(size_kb, mode)
+        for shmem_kb, mode in shmem.items():
+            control.set_shmem_thp(mode, shmem_kb)
+
+    def _wants_folios(self, arm: Arm) -> bool:
+        """Sample folio sizes (pagemap; some CPU during the measured phase) only where smaps
+        cannot tell: an mthp or collapse arm, or any native arm while a size below the PMD's
+        is not `never` (its 4 KiB or THP memory could get mTHP folios)."""
+        if arm.vm is not None:
+            return False
+        if arm.mthp_kb or arm.backing == "thp-collapse":
+            return True
+        anon, _ = arm_thp_knobs(arm, self.host)
+        return any(mode != "never" for kb, mode in anon.items() if kb != PMD_KB)
 
     def _workload(self, arm: Arm) -> Workload:
         return self.workloads.get(arm.name, self.workload)
@@ -267,7 +337,7 @@ class Runner:
         raises: a failure becomes a failed outcome with its cause."""
         names = arm.targets() if arm.vm else [self.target.name]
         try:
-            with TrialScope(f"arm {arm.name}") as scope:
+            with TrialScope(f"arm {arm.name}", folios=self._wants_folios(arm)) as scope:
                 outs = (run_guest_trial(arm, self._workload(arm), self.specs[arm.name])
                         if arm.vm is not None else [self._native(arm, duet)])
         except HugelabError as exc:
@@ -279,6 +349,7 @@ class Runner:
         for o in outs:
             if arm.vm is None:
                 o.evidence["tree"] = {**scope.tree, "where": "host"}
+                o.evidence["folios"] = scope.folios
             elif scope.tree.get("samples"):
                 o.monitors["host_tree"] = scope.tree  # host-side clients of a guest server
             if scope.leftovers_killed:

@@ -54,6 +54,27 @@ def make_host(root: Path, *, nodes: int = 1, pdpe1gb: bool = True, thp: str = "m
     return HostPaths(root)
 
 
+def add_mthp(host: HostPaths, anon_kb: tuple[int, ...] = (16, 32, 64, 128, 256, 512, 1024, 2048),
+             shmem_only_kb: tuple[int, ...] = (8,)) -> HostPaths:
+    """Give a fake host the per-size THP knobs of Linux 6.8+ (shmem ones of 6.11+), as this
+    machine's kernel has them: every size `never` but PMD size, which is `inherit`."""
+    thp_dir = host.p(THP_DIR)
+    (thp_dir / "shmem_enabled").write_text("always within_size advise [never] deny force\n")
+    for size in sorted((*anon_kb, *shmem_only_kb)):
+        d = thp_dir / f"hugepages-{size}kB"
+        (d / "stats").mkdir(parents=True)
+        sel = "inherit" if size == 2048 else "never"
+        if size in anon_kb:
+            (d / "enabled").write_text(" ".join(f"[{m}]" if m == sel else m for m in
+                                                ("always", "inherit", "madvise", "never")) + "\n")
+            (d / "stats" / "anon_fault_alloc").write_text("0\n")
+        (d / "shmem_enabled").write_text(" ".join(
+            f"[{m}]" if m == sel else m
+            for m in ("always", "inherit", "within_size", "advise", "never")) + "\n")
+    (host.osrelease).write_text("6.18.0-fake\n")
+    return host
+
+
 class FakeKernel:
     """A writer that behaves like the kernel's sysfs files: THP files keep their choices and
     bracket the selected one; pools grow only up to `pool_cap` pages (fragmented memory),
@@ -67,7 +88,7 @@ class FakeKernel:
 
     def __call__(self, path: Path, value: str) -> None:
         self.writes.append((str(path), value))
-        if path.name in ("enabled", "defrag") and THP_DIR in str(path):
+        if path.name in ("enabled", "defrag", "shmem_enabled") and THP_DIR in str(path):
             choices = [w.strip("[]") for w in path.read_text().split()]
             if value not in choices:
                 from hugelab.errors import HostError

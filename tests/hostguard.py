@@ -14,6 +14,13 @@ def host_state() -> dict[str, str]:
     for size in REAL.pool_sizes_kb():
         state[f"pool{size}"] = REAL.pool_file(size).read_text().strip()
         state[f"surplus{size}"] = REAL.pool_file(size, "surplus_hugepages").read_text().strip()
+    for size in REAL.mthp_sizes_kb():  # multi-size THP and shmem THP knobs (Linux 6.8+)
+        for name, path in (("mthp", REAL.mthp_enabled(size)),
+                           ("mthp_shmem", REAL.mthp_shmem_enabled(size))):
+            if path.exists():
+                state[f"{name}{size}"] = parse_selected(path.read_text())
+    if REAL.shmem_enabled.exists():
+        state["shmem_enabled"] = parse_selected(REAL.shmem_enabled.read_text())
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
               if " hugetlbfs " in line]
     state["hugetlbfs"] = ",".join(sorted(mounts))

@@ -86,6 +86,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                   f"pages_collapsed={thp['khugepaged'].get('pages_collapsed')}")
     else:
         con.print("[bold]THP[/] not supported")
+    con.print(mthp_line(info))
     t = Table(title="hugetlb pools")
     for col in ("size", "node", "total", "free", "reserved", "surplus"):
         t.add_column(col, justify="right")
@@ -107,6 +108,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for w in info["warnings"]:
         con.print(f"[yellow]warning:[/] {w}")
     return 0
+
+
+def mthp_line(info: dict[str, Any]) -> str:
+    """The sizes multi-size THP offers and their modes, on one line (pure)."""
+    mthp, thp = info.get("mthp") or {}, info.get("thp") or {}
+    if not mthp.get("supported"):
+        return f"[bold]multi-size THP[/] {mthp.get('reason', 'not supported')}"
+    anon = ", ".join(f"{s['size']} {s['enabled']}" for s in mthp["sizes"] if s["enabled"])
+    shmem = ", ".join(f"{s['size']} {s['shmem_enabled']}" for s in mthp["sizes"]
+                      if s["shmem_enabled"])
+    line = f"[bold]multi-size THP[/] anon: {anon or 'none'}"
+    if thp.get("shmem_enabled"):
+        line += f"; shmem_enabled={thp['shmem_enabled']}"
+    return line + (f" (per size: {shmem})" if shmem else "")
 
 
 def parse_pool_arg(text: str) -> tuple[int, int, int | None]:

@@ -1,8 +1,15 @@
 /*
  * hugelab-mem: a small memory micro-benchmark whose results are sensitive to the
  * page size backing its buffer.  It maps one buffer with a chosen backing (4k,
- * THP, hugetlb 2 MiB / 1 GiB), proves the backing through /proc/self/smaps, runs
- * one workload for a fixed duration, and prints ONE JSON object on stdout.
+ * THP, hugetlb 2 MiB / 1 GiB, multi-size THP, THP by MADV_COLLAPSE, shmem THP),
+ * proves the backing through /proc/self/smaps, runs one workload for a fixed
+ * duration, and prints ONE JSON object on stdout.
+ *
+ * mthp-<size> maps like thp (MADV_HUGEPAGE); which folio size the kernel gives is
+ * decided by the host's per-size knobs, which hugelab sets for the arm.
+ * thp-collapse populates in 4 KiB pages (MADV_NOHUGEPAGE), then MADV_HUGEPAGE and
+ * MADV_COLLAPSE over the buffer; the collapse's time and result are reported apart.
+ * shmem-thp maps a memfd MAP_SHARED with MADV_HUGEPAGE (shmem_enabled 'advise').
  *
  * Build: cc -O2 -Wall -Wextra -Werror -static -pthread hugelab-mem.c -o hugelab-mem
  * Static so the same binary runs on the host and inside guests.
@@ -31,6 +38,9 @@
 #ifndef MAP_HUGETLB
 #define MAP_HUGETLB 0x40000
 #endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1+ */
+#endif
 
 #define TOOL_VERSION 1
 #define BASE_PAGE 4096UL
@@ -39,11 +49,22 @@
 #define SEQ_CHUNK (256UL << 10)     /* bytes between stop-flag checks (seq) */
 
 enum workload { W_CHASE, W_RANDOM, W_SEQ_READ, W_SEQ_WRITE, W_POPULATE };
-enum backing { B_4K, B_THP, B_HUGE2M, B_HUGE1G };
+enum backing {
+    B_4K, B_THP, B_HUGE2M, B_HUGE1G, B_COLLAPSE, B_SHMEM,
+    B_MTHP16K, B_MTHP32K, B_MTHP64K, B_MTHP128K, B_MTHP256K, B_MTHP512K, B_MTHP1M,
+    N_BACKINGS
+};
 
 static const char *const workload_names[] = {"chase", "random", "seq-read", "seq-write",
                                              "populate"};
-static const char *const backing_names[] = {"4k", "thp", "hugetlb-2M", "hugetlb-1G"};
+static const char *const backing_names[N_BACKINGS] = {
+    "4k", "thp", "hugetlb-2M", "hugetlb-1G", "thp-collapse", "shmem-thp",
+    "mthp-16K", "mthp-32K", "mthp-64K", "mthp-128K", "mthp-256K", "mthp-512K", "mthp-1M"};
+
+static int is_mthp(enum backing b) { return b >= B_MTHP16K && b <= B_MTHP1M; }
+
+/* Folio size (kB) an mthp-<size> backing asks for; 0 for the others. */
+static unsigned mthp_kb(enum backing b) { return is_mthp(b) ? 16U << (b - B_MTHP16K) : 0; }
 
 struct config {
     enum workload workload;
@@ -142,7 +163,9 @@ static inline uint64_t bounded(uint64_t r, uint64_t bound)
 static void usage(FILE *out)
 {
     fputs("usage: hugelab-mem --workload chase|random|seq-read|seq-write|populate\n"
-          "                   --backing 4k|thp|hugetlb-2M|hugetlb-1G\n"
+          "                   --backing 4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|shmem-thp|\n"
+          "                             mthp-16K|mthp-32K|mthp-64K|mthp-128K|mthp-256K|\n"
+          "                             mthp-512K|mthp-1M\n"
           "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
           "                   [--seed N] [--stride BYTES]\n"
           "\n"
@@ -151,7 +174,8 @@ static void usage(FILE *out)
           "  random     independent random 8-byte loads (ns_per_access, accesses_per_s)\n"
           "  seq-read   sequential read bandwidth (mib_per_s)\n"
           "  seq-write  sequential write bandwidth (mib_per_s)\n"
-          "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB)\n"
+          "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB;\n"
+          "             with thp-collapse each round's MADV_COLLAPSE is timed too)\n"
           "\n"
           "Prints one JSON object on stdout.  Exit 2: bad arguments; exit 3: a hugetlb\n"
           "mapping failed (pool too small).  --stride applies to chase only.\n",
@@ -229,8 +253,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
             have_w = 1;
             break;
         case 'b':
-            if ((idx = lookup(optarg, backing_names, 4)) < 0)
-                die(2, "unknown backing '%s' (4k|thp|hugetlb-2M|hugetlb-1G)", optarg);
+            if ((idx = lookup(optarg, backing_names, N_BACKINGS)) < 0)
+                die(2, "unknown backing '%s' (4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|"
+                       "shmem-thp|mthp-16K..mthp-1M)", optarg);
             cfg->backing = (enum backing)idx;
             have_b = 1;
             break;
@@ -366,6 +391,38 @@ static int map_4k(size_t size, struct mapping *m)
     return 0;
 }
 
+/* Populated in 4 KiB pages first (MADV_NOHUGEPAGE); collapse_buffer() comes later. */
+static int map_collapse(size_t size, struct mapping *m)
+{
+    if (map_guarded(round_up(size, PMD_SIZE), PMD_SIZE, 0, m) != 0)
+        return -1;
+    madvise(m->base, m->len, MADV_NOHUGEPAGE);
+    return 0;
+}
+
+/* A memfd (shmem) mapped shared over the reserved range; its THP follows shmem_enabled. */
+static int map_shmem(size_t size, struct mapping *m)
+{
+    size_t len = round_up(size, PMD_SIZE);
+    if (map_guarded(len, PMD_SIZE, 0, m) != 0)
+        return -1;
+    int fd = memfd_create("hugelab-mem", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 ||
+        mmap(m->base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        munmap(m->resv, m->resv_len);
+        errno = e;
+        return -1;
+    }
+    close(fd); /* the mapping keeps the file */
+    if (madvise(m->base, m->len, MADV_HUGEPAGE) != 0)
+        fprintf(stderr, "hugelab-mem: warning: madvise(MADV_HUGEPAGE) on shmem failed: %s\n",
+                strerror(errno));
+    return 0;
+}
+
 /* Maps `size` bytes with the backing or exits with a message (3 for hugetlb pools). */
 static void map_buffer(enum backing b, size_t size, struct mapping *m)
 {
@@ -381,7 +438,14 @@ static void map_buffer(enum backing b, size_t size, struct mapping *m)
         }
         return;
     }
-    rc = b == B_THP ? map_thp(size, m) : map_4k(size, m);
+    if (b == B_THP || is_mthp(b))
+        rc = map_thp(size, m); /* the folio size comes from the host's per-size knobs */
+    else if (b == B_COLLAPSE)
+        rc = map_collapse(size, m);
+    else if (b == B_SHMEM)
+        rc = map_shmem(size, m);
+    else
+        rc = map_4k(size, m);
     if (rc != 0)
         die(1, "%s mapping of %zu bytes failed: %s", backing_names[b], size, strerror(errno));
 }
@@ -398,13 +462,56 @@ static void populate(char *base, size_t len)
         base[off] = (char)1;
 }
 
+/* One MADV_COLLAPSE over a populated buffer: its own wall time and result. */
+struct collapse_rec {
+    int done;
+    int err;        /* 0, or the errno of MADV_COLLAPSE (or of MADV_HUGEPAGE before it) */
+    double seconds; /* MADV_COLLAPSE alone */
+};
+
+/* Collapses the whole buffer into PMD-size THP.  MADV_HUGEPAGE first: MADV_COLLAPSE
+ * refuses a VM_NOHUGEPAGE range (EINVAL), and the populate phase set that flag. */
+static void collapse_buffer(struct mapping *m, struct collapse_rec *c)
+{
+    c->done = 1;
+    c->err = 0;
+    c->seconds = 0;
+    if (madvise(m->base, m->len, MADV_HUGEPAGE) != 0) {
+        c->err = errno;
+        return;
+    }
+    double t0 = now_s();
+    int rc = madvise(m->base, m->len, MADV_COLLAPSE);
+    c->seconds = now_s() - t0;
+    c->err = rc == 0 ? 0 : errno;
+}
+
+static const char *errno_name(int e)
+{
+    switch (e) {
+    case 0: return "0";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EINVAL: return "EINVAL";
+    case EPERM: return "EPERM";
+    case EBUSY: return "EBUSY";
+    case EFAULT: return "EFAULT";
+    case ENOSYS: return "ENOSYS";
+    default: return "EOTHER";
+    }
+}
+
+/* Collapse counts of the populate loop's rounds (thp-collapse), summed by workers. */
+static uint64_t g_loop_collapses, g_loop_collapse_failures, g_loop_collapse_ns;
+
 /* ------------------------------------------------------------------------- */
 /* Evidence from /proc/self/smaps                                              */
 
-#define N_EVIDENCE 8
+#define N_EVIDENCE 10
 static const char *const evidence_keys[N_EVIDENCE] = {
     "Size", "Rss", "AnonHugePages", "KernelPageSize", "MMUPageSize",
-    "Private_Hugetlb", "Shared_Hugetlb", "THPeligible"};
+    "Private_Hugetlb", "Shared_Hugetlb", "ShmemPmdMapped", "FilePmdMapped",
+    "THPeligible"}; /* THPeligible (a flag) stays last: print_evidence_fields relies on it */
 
 struct evidence {
     long long v[N_EVIDENCE]; /* -1: field absent */
@@ -581,6 +688,14 @@ static void *populate_worker(void *arg)
         struct mapping m;
         map_buffer(w->cfg->backing, w->len, &m);
         populate(m.base, w->len);
+        if (w->cfg->backing == B_COLLAPSE) {
+            struct collapse_rec c;
+            collapse_buffer(&m, &c);
+            __atomic_add_fetch(&g_loop_collapses, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&g_loop_collapse_ns, (uint64_t)(c.seconds * 1e9), __ATOMIC_RELAXED);
+            if (c.err)
+                __atomic_add_fetch(&g_loop_collapse_failures, 1, __ATOMIC_RELAXED);
+        }
         sum += (unsigned char)m.base[w->len - 1];
         unmap_buffer(&m);
         pages += (w->len + BASE_PAGE - 1) / BASE_PAGE;
@@ -702,6 +817,8 @@ struct outcome {
     double wall, setup, thread_time;
     uint64_t ops, checksum;
     struct evidence ev_setup, ev_end;
+    struct collapse_rec collapse; /* thp-collapse: the setup's collapse (not measured) */
+    struct evidence ev_before_collapse;
 };
 
 static void print_metrics(const struct config *cfg, const struct outcome *o)
@@ -755,6 +872,20 @@ static void print_json(const struct config *cfg, const struct outcome *o)
     print_metrics(cfg, o);
     printf("},");
     print_primary(cfg->workload);
+    if (mthp_kb(cfg->backing))
+        printf(",\"mthp_kb\":%u", mthp_kb(cfg->backing));
+    if (o->collapse.done) {
+        printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f",
+               errno_name(o->collapse.err), o->collapse.err, o->collapse.seconds);
+        if (cfg->workload == W_POPULATE)
+            printf(",\"loop_collapses\":%llu,\"loop_failures\":%llu,\"loop_seconds\":%.6f",
+                   (unsigned long long)g_loop_collapses,
+                   (unsigned long long)g_loop_collapse_failures,
+                   (double)g_loop_collapse_ns * 1e-9);
+        printf(",\"before\":{");
+        print_evidence_fields(&o->ev_before_collapse);
+        printf("}}");
+    }
     printf(",\"evidence\":{");
     print_evidence_fields(&o->ev_end);
     printf(",\"after_populate\":{");
@@ -836,12 +967,20 @@ int main(int argc, char **argv)
         /* One untimed map+touch proves the backing; the timed loop maps its own. */
         map_buffer(cfg.backing, round_up(cfg.size / cfg.threads, BASE_PAGE), &m);
         populate(m.base, round_up(cfg.size / cfg.threads, BASE_PAGE));
+        if (cfg.backing == B_COLLAPSE) {
+            read_evidence(m.base, &o.ev_before_collapse);
+            collapse_buffer(&m, &o.collapse);
+        }
         read_evidence(m.base, &o.ev_setup);
         unmap_buffer(&m);
         m.base = NULL;
     } else {
         map_buffer(cfg.backing, cfg.size, &m);
         populate(m.base, m.len);
+        if (cfg.backing == B_COLLAPSE) {
+            read_evidence(m.base, &o.ev_before_collapse);
+            collapse_buffer(&m, &o.collapse);
+        }
         if (cfg.workload == W_CHASE)
             build_chase(m.base, cfg.size / cfg.stride, cfg.stride, cfg.seed);
         read_evidence(m.base, &o.ev_setup);

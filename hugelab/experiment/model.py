@@ -8,7 +8,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
+# the vocabulary lives in hugelab.experiment.backings; BACKINGS is re-exported from here
+from hugelab.experiment.backings import BACKINGS as BACKINGS
+from hugelab.experiment.backings import CLASSIC, mthp_size_kb
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,11 @@ class Arm:
     @property
     def hugetlb_size(self) -> str | None:
         return self.backing.split("-", 1)[1] if self.backing.startswith("hugetlb-") else None
+
+    @property
+    def mthp_kb(self) -> int | None:
+        """The multi-size THP folio size of an `mthp-<size>` backing, in kB."""
+        return mthp_size_kb(self.backing)
 
 
 @dataclass(frozen=True)
@@ -210,7 +217,7 @@ def default_experiment() -> Experiment:
         name="default",
         description="pointer chase over 1 GiB: 4k vs THP vs hugetlb 2M vs hugetlb 1G",
         workload={"kind": "hugelab-mem", "workload": "chase", "size": "1G", "duration": 1.0},
-        arms=tuple(Arm(name=b, backing=b) for b in BACKINGS),
+        arms=tuple(Arm(name=b, backing=b) for b in CLASSIC),
         seed=20261122,
         blocks=10,
         baseline="4k",

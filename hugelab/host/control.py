@@ -18,10 +18,21 @@ from pathlib import Path
 from hugelab import proc
 from hugelab.errors import HostError, HugelabError, NotRootError, PoolError
 from hugelab.host.journal import Journal
-from hugelab.host.paths import REAL, HostPaths, parse_choices, parse_kv_kb, parse_selected
+from hugelab.host.paths import (
+    REAL,
+    HostPaths,
+    parse_choices,
+    parse_kv_kb,
+    parse_selected,
+    read_text,
+)
 
 THP_ENABLED = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
+MTHP_ENABLED = ("always", "inherit", "madvise", "never")
+SHMEM_ENABLED = ("always", "within_size", "advise", "never", "deny", "force")
+MTHP_SHMEM_ENABLED = ("always", "inherit", "within_size", "advise", "never")
+MTHP_SINCE = "6.8"
 SIZE_NAMES = {"2M": 2048, "1G": 1048576}
 
 
@@ -90,6 +101,50 @@ class HostControl:
             current = parse_selected(text)
             if current != value:
                 self.write(path, value, old=current)
+
+    def _set_choice(self, path: Path, value: str, allowed: tuple[str, ...], what: str) -> None:
+        """Write a bracketed sysfs choice (journaled) when it differs from the current one."""
+        text = self._read(path)
+        if value not in allowed or value not in parse_choices(text):
+            raise HostError(f"{what} mode '{value}' is not valid for {path}",
+                            hint=f"choose one of: {', '.join(parse_choices(text))}")
+        current = parse_selected(text)
+        if current != value:
+            self.write(path, value, old=current)
+
+    # --- multi-size THP (Linux 6.8+) ---------------------------------------------------
+    def require_mthp(self) -> None:
+        """HostError unless the kernel has per-size THP knobs (hugepages-<N>kB directories)."""
+        if not self.paths.mthp_sizes_kb():
+            raise HostError(mthp_unsupported_message(self.paths),
+                            hint="run on Linux 6.8 or later, or use thp (2 MiB) arms")
+
+    def set_mthp(self, size_kb: int, mode: str) -> None:
+        """Set the anonymous-memory mode of one folio size (always|inherit|madvise|never)."""
+        self.require_mthp()
+        path = self.paths.mthp_enabled(size_kb)
+        if not path.exists():
+            offered = ", ".join(f"{s} kB" for s in self.paths.mthp_anon_sizes_kb()) or "none"
+            raise HostError(f"this kernel offers no {size_kb} kB multi-size THP for anonymous "
+                            f"memory (it offers {offered})")
+        self._set_choice(path, mode, MTHP_ENABLED, f"{size_kb} kB THP")
+
+    def set_shmem_thp(self, mode: str, size_kb: int | None = None) -> None:
+        """Set shmem_enabled: the top-level one (always|within_size|advise|never|deny|force),
+        or one folio size's (always|inherit|within_size|advise|never; Linux 6.11+)."""
+        if size_kb is None:
+            path = self.paths.shmem_enabled
+            if not path.exists():
+                raise HostError("this kernel has no THP for shmem",
+                                hint=f"{path} is missing (CONFIG_TRANSPARENT_HUGEPAGE off)")
+            self._set_choice(path, mode, SHMEM_ENABLED, "shmem THP")
+            return
+        self.require_mthp()
+        path = self.paths.mthp_shmem_enabled(size_kb)
+        if not path.exists():
+            raise HostError(f"this kernel has no per-size shmem THP knob for {size_kb} kB",
+                            hint=f"{path} is missing (per-size shmem_enabled came in Linux 6.11)")
+        self._set_choice(path, mode, MTHP_SHMEM_ENABLED, f"{size_kb} kB shmem THP")
 
     # --- pools ---------------------------------------------------------------
     def pool_pages(self, size_kb: int, node: int | None = None) -> int:
@@ -178,6 +233,12 @@ class HostControl:
     def restore(self) -> list[str]:
         """Put back everything in the journal, newest first; return what was done."""
         return restore_journal(self.journal, self.paths, self.writer)
+
+
+def mthp_unsupported_message(paths: HostPaths) -> str:
+    release = (read_text(paths.osrelease, "") or "").strip() or "unknown"
+    return (f"multi-size THP is not supported by this kernel (added in Linux {MTHP_SINCE}; "
+            f"this is {release})")
 
 
 def _write_sysfs(path: Path, value: str) -> None:

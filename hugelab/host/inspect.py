@@ -7,7 +7,7 @@ import platform
 import shutil
 from typing import Any
 
-from hugelab.host.control import size_name
+from hugelab.host.control import mthp_unsupported_message, size_name
 from hugelab.host.paths import (
     REAL,
     HostPaths,
@@ -58,8 +58,32 @@ def thp_state(paths: HostPaths, cmdline: dict[str, list[str]]) -> dict[str, Any]
         if value is not None:
             kh[key] = int(value.strip()) if value.strip().isdigit() else value.strip()
     state["khugepaged"] = kh
+    shmem = read_text(paths.shmem_enabled)
+    if shmem is not None:
+        state["shmem_enabled"] = parse_selected(shmem)
     state["cmdline"] = cmdline.get("transparent_hugepage", [None])[-1]
     return state
+
+
+def _size_label(size_kb: int) -> str:
+    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
+
+
+def mthp_state(paths: HostPaths) -> dict[str, Any]:
+    """The folio sizes multi-size THP offers (Linux 6.8+) and each one's modes: `enabled`
+    (anonymous memory; absent for sizes only shmem can have) and `shmem_enabled` (6.11+)."""
+    sizes = paths.mthp_sizes_kb()
+    if not sizes:
+        return {"supported": False, "reason": mthp_unsupported_message(paths)}
+    out = []
+    for size_kb in sizes:
+        entry: dict[str, Any] = {"size": _size_label(size_kb), "size_kb": size_kb}
+        for key, path in (("enabled", paths.mthp_enabled(size_kb)),
+                          ("shmem_enabled", paths.mthp_shmem_enabled(size_kb))):
+            text = read_text(path)
+            entry[key] = parse_selected(text) if text is not None else None
+        out.append(entry)
+    return {"supported": True, "sizes": out}
 
 
 def pools(paths: HostPaths) -> list[dict[str, Any]]:
@@ -114,6 +138,7 @@ def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu": {"pse": "pse" in flags, "pdpe1gb": "pdpe1gb" in flags, "cpus": os.cpu_count()},
         "thp": thp_state(paths, cmdline),
+        "mthp": mthp_state(paths),
         "pools": pools(paths),
         "cmdline_hugepages": {k: v for k, v in cmdline.items()
                               if k in ("hugepages", "hugepagesz", "default_hugepagesz",

@@ -38,6 +38,36 @@ class HostPaths:
     def khugepaged(self, name: str) -> Path:
         return self.p(f"{THP_DIR}/khugepaged/{name}")
 
+    @property
+    def shmem_enabled(self) -> Path:
+        return self.p(f"{THP_DIR}/shmem_enabled")
+
+    # --- multi-size THP (Linux 6.8+): one directory per folio size ---------------------
+    def mthp_sizes_kb(self) -> list[int]:
+        """Folio sizes with a hugepages-<N>kB directory (anon and/or shmem); [] before 6.8."""
+        d = self.p(THP_DIR)
+        if not d.is_dir():
+            return []
+        out = []
+        for entry in d.iterdir():
+            m = re.fullmatch(r"hugepages-(\d+)kB", entry.name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def mthp_anon_sizes_kb(self) -> list[int]:
+        """Sizes anonymous memory can get (an `enabled` file; 8 kB has only shmem_enabled)."""
+        return [s for s in self.mthp_sizes_kb() if self.mthp_enabled(s).exists()]
+
+    def mthp_enabled(self, size_kb: int) -> Path:
+        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/enabled")
+
+    def mthp_shmem_enabled(self, size_kb: int) -> Path:
+        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/shmem_enabled")
+
+    def mthp_stats_dir(self, size_kb: int) -> Path:
+        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/stats")
+
     # --- hugetlb pools -------------------------------------------------------
     def pool_sizes_kb(self) -> list[int]:
         d = self.p(HUGEPAGES_DIR)

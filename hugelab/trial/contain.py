@@ -4,6 +4,7 @@
         p = proc.spawn(["stress-ng", "--malloc", "2"])  # new session, token in env, parent-death
         ...
     scope.tree                                        # peak smaps evidence of the whole tree
+    scope.folios                                      # folio sizes of its largest mappings
 
 A scope writes `workload-<token>.json` (0600) to the state directory *before* the first process
 starts, and removes it when every process of the trial is gone. Each process is started by
@@ -35,6 +36,7 @@ from typing import Any
 from hugelab.errors import HostError
 from hugelab.host.journal import ensure_private_dir, state_dir, write_private
 from hugelab.proc import bind
+from hugelab.trial.folios import FolioSampler
 from hugelab.trial.procscan import TreeSampler, find_members, stat_fields
 
 RECORD_PREFIX = "workload-"
@@ -72,7 +74,7 @@ class TrialScope:
     end (a workload that outlives its trial is killed, counted and reported)."""
 
     def __init__(self, label: str = "", *, state: Path | None = None,
-                 sample_interval_s: float = 0.25) -> None:
+                 sample_interval_s: float = 0.25, folios: bool = False) -> None:
         self.label = label
         self.token = uuid.uuid4().hex
         self.state = state or state_dir()
@@ -81,6 +83,9 @@ class TrialScope:
         self.since = 0
         self.scratch: str | None = None
         self.tree: dict[str, Any] = {}
+        self.folios: dict[str, Any] = {}  # with folios=True: hugelab.trial.folios evidence
+        self._want_folios = folios
+        self._folio_sampler: FolioSampler | None = None
         self.leftovers_killed = 0
         self._record = self.state / f"{RECORD_PREFIX}{self.token}.json"
         self._lock = threading.Lock()
@@ -111,6 +116,8 @@ class TrialScope:
         self._write()
         bind(self)
         self._sampler = TreeSampler(self.members, self.sample_interval_s).start()
+        if self._want_folios:
+            self._folio_sampler = FolioSampler(self.members).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -118,6 +125,8 @@ class TrialScope:
         try:
             if self._sampler is not None:
                 self.tree = self._sampler.stop()
+            if self._folio_sampler is not None:
+                self.folios = self._folio_sampler.stop()
         finally:
             self.leftovers_killed = len(kill_members(self.members))
             if self.scratch:

@@ -9,6 +9,13 @@ workload layer (where the workload runs: the host, or inside a guest)
       4k          KernelPageSize 4 kB and no AnonHugePages
       thp         AnonHugePages >= thp_min_fraction of the mapping's Rss
       hugetlb-2M  KernelPageSize 2048 kB;  hugetlb-1G  KernelPageSize 1048576 kB
+      thp-collapse as thp, after MADV_COLLAPSE (the collapse's result is in the reason)
+      shmem-thp   ShmemPmdMapped >= thp_min_fraction of the mapping's Rss
+      mthp-<S>    KernelPageSize 4 kB, no PMD-size THP, and the folio evidence below
+  - folio sizes (/proc/PID/pagemap + /proc/kpageflags of the largest anonymous/shmem mappings,
+    sampled while the trial runs; for hugelab-mem the buffer's own mapping):
+      mthp-<S>    at least thp_min_fraction of the present bytes in folios of size S
+      4k          no folio larger than 4 KiB
   - process tree (every other workload: the peak of the whole tree's smaps_rollup, sampled
     while it runs; hugetlb pages by page size from smaps):
       4k          no AnonHugePages, no ShmemPmdMapped, no hugetlb pages in any process
@@ -29,8 +36,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hugelab.experiment.backings import mthp_size_kb
+
 VERIFIED, CONTRADICTED, NOT_APPLICABLE = "verified", "contradicted", "not applicable"
-PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576}
+PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576, "thp-collapse": 4,
+           "shmem-thp": 4}
 HUGE_KB = {"2M": 2048, "1G": 1048576}
 MIN_ANON_FOR_THP_KB = 4096  # two 2 MiB pages: below this a THP-less tree proves nothing
 # A thp tree needs at least this share of its anonymous memory in THP. Lower than hugelab-mem's
@@ -62,7 +72,7 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
                       layer: str = "workload") -> Check:
     """hugelab-mem's evidence of its own buffer (smaps of exactly that mapping)."""
     page = ev.get("KernelPageSize_kB")
-    want = PAGE_KB.get(backing)
+    want = 4 if mthp_size_kb(backing) else PAGE_KB.get(backing)
     if page is None or want is None:
         return Check(NOT_APPLICABLE, f"no mapping rule for backing {backing!r}", layer)
     if page != want:
@@ -73,12 +83,21 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
     if backing == "4k" and anon_huge > 0:
         return Check(CONTRADICTED, f"asked for 4k, but {anon_huge} kB are in transparent huge "
                                    "pages", layer)
-    if backing == "thp":
-        share = anon_huge / rss if rss else 0.0
+    if backing in ("thp", "thp-collapse", "shmem-thp"):
+        huge = (ev.get("ShmemPmdMapped_kB") or 0) if backing == "shmem-thp" else anon_huge
+        share = huge / rss if rss else 0.0
+        what = "shmem huge pages" if backing == "shmem-thp" else "huge pages"
         if share < thp_min_fraction:
-            return Check(CONTRADICTED, f"asked for thp, but only {share:.0%} of the mapping is in "
-                                       f"huge pages (threshold {thp_min_fraction:.0%})", layer)
-        return Check(VERIFIED, f"{share:.0%} of the buffer in transparent huge pages", layer)
+            return Check(CONTRADICTED, f"asked for {backing}, but only {share:.0%} of the mapping "
+                                       f"is in {what} (threshold {thp_min_fraction:.0%})"
+                                       f"{_collapse_note(ev)}", layer)
+        return Check(VERIFIED, f"{share:.0%} of the buffer in transparent {what}"
+                               f"{_collapse_note(ev)}", layer)
+    if mthp_size_kb(backing):
+        if anon_huge > 0:
+            return Check(CONTRADICTED, f"asked for {backing}, but {anon_huge} kB are in PMD-size "
+                                       "(2 MiB) THP", layer)
+        return Check(VERIFIED, "buffer in 4 kB page table entries, no PMD-size THP", layer)
     if backing.startswith("hugetlb-"):
         return Check(VERIFIED, f"buffer in {page} kB hugetlb pages", layer)
     return Check(VERIFIED, "buffer in 4 kB pages, no transparent huge pages", layer)
@@ -134,12 +153,85 @@ def check_tree(backing: str, tree: dict[str, Any], where: str = "host",
     return Check(CONTRADICTED, f"asked for {backing}, but {who} mapped no hugetlb pages", layer)
 
 
+def _collapse_note(ev: dict[str, Any]) -> str:
+    c = ev.get("collapse")
+    if not isinstance(c, dict):
+        return ""
+    return f" (MADV_COLLAPSE: {c.get('result')} in {float(c.get('seconds') or 0) * 1000:.1f} ms)"
+
+
+def _distribution(folios_kb: dict[str, int], present_kb: int) -> str:
+    parts = sorted(folios_kb.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v / present_kb:.0%}" for k, v in parts if v) if present_kb else "none"
+
+
+def _folio_data(folios: dict[str, Any], mapping_kb: int | None) -> dict[str, Any] | None:
+    """The sampled mapping of `mapping_kb` (hugelab-mem's buffer), or all mappings together."""
+    if mapping_kb is None:
+        return folios
+    return next((m for m in folios.get("mappings") or [] if m.get("size_kb") == mapping_kb),
+                None)
+
+
+def check_folios(backing: str, folios: dict[str, Any] | None, min_fraction: float = 0.5,
+                 mapping_kb: int | None = None, layer: str = "workload") -> Check:
+    """Folio sizes from pagemap + kpageflags (hugelab.trial.folios) against the backing: an
+    mthp-<S> mapping mostly in S folios, a 4k one with no folio larger than 4 KiB."""
+    want = mthp_size_kb(backing)
+    if backing != "4k" and not want:
+        return Check(NOT_APPLICABLE, f"no folio rule for backing {backing!r}", layer)
+    if not folios or not folios.get("available"):
+        why = (folios or {}).get("reason") or "folio sizes were not sampled"
+        return Check(NOT_APPLICABLE, f"folio sizes unknown: {why}", layer)
+    data = _folio_data(folios, mapping_kb)
+    if data is None:
+        return Check(NOT_APPLICABLE, "no folio sample caught the buffer's mapping", layer)
+    present = int(data.get("present_kb") or 0)
+    dist = {k: int(v) for k, v in (data.get("folios_kb") or {}).items()}
+    if not present:
+        return Check(NOT_APPLICABLE, "no page of the sampled memory was present", layer)
+    shown = _distribution(dist, present)
+    if want is None:  # 4k
+        large = sum(v for k, v in dist.items() if k != "4K")
+        if large:
+            return Check(CONTRADICTED, f"asked for 4k, but {human_kb(large)} of "
+                                       f"{human_kb(present)} sampled are in larger folios "
+                                       f"({shown})", layer)
+        return Check(VERIFIED, f"{human_kb(present)} sampled, all in 4K folios", layer)
+    label = f"{want // 1024}M" if want % 1024 == 0 else f"{want}K"
+    share = dist.get(label, 0) / present
+    if share < min_fraction:
+        return Check(CONTRADICTED, f"asked for {backing}, but only {share:.0%} of "
+                                   f"{human_kb(present)} sampled is in {label} folios "
+                                   f"(threshold {min_fraction:.0%}; folios: {shown})", layer)
+    return Check(VERIFIED, f"{share:.0%} of {human_kb(present)} sampled in {label} folios "
+                           f"({shown})", layer)
+
+
 def check_workload(backing: str, evidence: dict[str, Any], thp_min_fraction: float = 0.5,
                    where: str = "host") -> Check:
-    """The workload layer: the workload's own mapping when it reports one, else its tree."""
+    """The workload layer: the workload's own mapping when it reports one, else its tree;
+    for mthp-<S> and 4k also the folio sizes, when they were sampled."""
+    folio_rule = backing == "4k" or mthp_size_kb(backing) is not None
     if "KernelPageSize_kB" in evidence:
-        return check_own_mapping(backing, evidence, thp_min_fraction)
-    return check_tree(backing, evidence.get("tree") or {}, where)
+        own = check_own_mapping(backing, evidence, thp_min_fraction)
+        if own.status == CONTRADICTED or not folio_rule:
+            return own
+        size = evidence.get("Size_kB")
+        folio = check_folios(backing, evidence.get("folios"), thp_min_fraction,
+                             int(size) if size is not None else None)
+    else:
+        own = check_tree(backing, evidence.get("tree") or {}, where)
+        if own.status == CONTRADICTED or not folio_rule:
+            return own
+        folio = check_folios(backing, evidence.get("folios"), thp_min_fraction)
+    if folio.status == CONTRADICTED or (folio.status == VERIFIED and own.status != VERIFIED):
+        return folio
+    if folio.status == VERIFIED:
+        return Check(VERIFIED, f"{own.reason}; {folio.reason}", own.layer)
+    if mthp_size_kb(backing):  # smaps cannot tell a 64K folio from a 4K page
+        return Check(NOT_APPLICABLE, f"{own.reason}; {folio.reason}", own.layer)
+    return own
 
 
 def check_vm(vm_backing: str, page_size: str | None, qemu: dict[str, Any],

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hugelab.host.paths import NODE_DIR, REAL, HostPaths, parse_kv_kb, parse_vmstat, read_text
+from hugelab.host.paths import (
+    NODE_DIR,
+    REAL,
+    THP_DIR,
+    HostPaths,
+    parse_kv_kb,
+    parse_vmstat,
+    read_text,
+)
+from hugelab.trial.folios import mthp_stats, stats_delta
 
 VMSTAT_PREFIXES = ("thp_", "compact_", "numa_", "pswp", "pgfault", "pgmajfault", "htlb_")
 MEMINFO_KEYS = ("MemFree", "AnonHugePages", "HugePages_Total", "HugePages_Free",
@@ -17,6 +26,7 @@ class Snapshot:
     vmstat: dict[str, int]
     meminfo: dict[str, int]
     numastat: dict[int, dict[str, int]] = field(default_factory=dict)
+    mthp: dict[str, dict[str, int]] = field(default_factory=dict)  # per-size THP stats
 
 
 def numastat(paths: HostPaths = REAL) -> dict[int, dict[str, int]]:
@@ -33,7 +43,8 @@ def snapshot(paths: HostPaths = REAL) -> Snapshot:
     vm = parse_vmstat(read_text(paths.vmstat, "") or "")
     mi = parse_kv_kb(read_text(paths.meminfo, "") or "")
     return Snapshot({k: v for k, v in vm.items() if k.startswith(VMSTAT_PREFIXES)},
-                    {k: mi[k] for k in MEMINFO_KEYS if k in mi}, numastat(paths))
+                    {k: mi[k] for k in MEMINFO_KEYS if k in mi}, numastat(paths),
+                    mthp_stats(paths.p(THP_DIR)))
 
 
 def _moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -41,10 +52,14 @@ def _moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 
 def delta(before: Snapshot, after: Snapshot) -> dict[str, Any]:
-    """vmstat counter deltas (only those that moved), meminfo before/after, numastat per node."""
+    """vmstat counter deltas (only those that moved), meminfo before/after, numastat per node,
+    and the per-size THP stats that moved (hugepages-<N>kB/stats: anon_fault_alloc, ...)."""
     numa = {str(n): _moved(v, after.numastat.get(n, {})) for n, v in before.numastat.items()}
-    return {"vmstat": _moved(before.vmstat, after.vmstat), "meminfo_before": before.meminfo,
-            "meminfo_after": after.meminfo, "numastat": numa}
+    out = {"vmstat": _moved(before.vmstat, after.vmstat), "meminfo_before": before.meminfo,
+           "meminfo_after": after.meminfo, "numastat": numa}
+    if before.mthp:
+        out["mthp_stats"] = stats_delta(before.mthp, after.mthp)
+    return out
 
 
 def thp_fault_share(vmstat_delta: dict[str, int]) -> float | None:

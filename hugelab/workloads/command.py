@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
+from hugelab.experiment.backings import BACKINGS as BACKINGS
+from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
 from hugelab.proc import APT_PACKAGES, spawn
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 
-BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 LOOPBACK = "127.0.0.1"  # the only address any hugelab network workload uses
 
 THP_ONLY_NOTE = ("this workload cannot request huge pages itself: its backing is set only by "
@@ -70,8 +71,15 @@ def check_exit(res: ExecResult, tool: str) -> None:
 
 
 def check_backing(backing: str) -> None:
-    if backing not in BACKINGS:
-        raise WorkloadError(f"unknown backing {backing!r}; one of: {', '.join(BACKINGS)}")
+    """A backing an outside program can have: its memory is set by the host's knobs."""
+    problem = backing_error(backing)
+    if problem:
+        raise WorkloadError(problem)
+    if backing in BACKINGS_SELF_REQUESTED:
+        raise WorkloadError(f"backing {backing!r} needs a workload that maps its own memory "
+                            "that way (hugelab-mem); this program cannot be told to",
+                            hint="use hugelab-mem, or thp / mthp-<size> with the arm's "
+                                 "thp = \"always\"")
 
 
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}

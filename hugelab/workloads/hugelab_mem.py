@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
+from hugelab.experiment.backings import BACKINGS as BACKINGS
+from hugelab.experiment.backings import backing_error, mthp_size_kb
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.build import ensure_hugelab_mem
 
 WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
-BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 EXIT_BAD_ARGS = 2
 EXIT_HUGETLB = 3
 
@@ -49,8 +50,13 @@ def backing_problem(backing: str, evidence: dict[str, Any]) -> str | None:
     rss = evidence.get("Rss_kB") or 0
     if backing == "4k" and (kps != 4 or anon_huge):
         return f"4k backing but KernelPageSize_kB={kps}, AnonHugePages_kB={anon_huge}"
-    if backing == "thp" and anon_huge * 2 <= rss:
-        return f"thp backing but only {anon_huge} of {rss} kB resident are huge pages"
+    if backing in ("thp", "thp-collapse") and anon_huge * 2 <= rss:
+        return f"{backing} backing but only {anon_huge} of {rss} kB resident are huge pages"
+    shmem_huge = evidence.get("ShmemPmdMapped_kB") or 0
+    if backing == "shmem-thp" and shmem_huge * 2 <= rss:
+        return f"shmem-thp backing but only {shmem_huge} of {rss} kB resident are shmem huge pages"
+    if mthp_size_kb(backing) and anon_huge:
+        return f"{backing} backing but {anon_huge} kB are PMD-size (2 MiB) THP"
     want = {"hugetlb-2M": 2048, "hugetlb-1G": 1048576}.get(backing)
     if want is not None and kps != want:
         return f"{backing} backing but KernelPageSize_kB={kps}"
@@ -81,9 +87,9 @@ class HugelabMem:
 
     def argv(self, backing: str, binary: Path) -> list[str]:
         """The command line for one trial with `backing` (pure)."""
-        if backing not in BACKINGS:
-            raise ExperimentError(f"unknown backing {backing!r}",
-                                  hint=f"one of: {', '.join(BACKINGS)}")
+        problem = backing_error(backing)
+        if problem:
+            raise ExperimentError(problem)
         argv = [str(binary), "--workload", self.workload, "--backing", backing,
                 "--size", str(self.size_bytes), "--threads", str(self.threads),
                 "--duration", f"{self.duration_s:g}", "--seed", str(self.seed)]
@@ -109,6 +115,13 @@ class HugelabMem:
         info: dict[str, Any] = {k: data.get(k) for k in (
             "tool", "version", "workload", "backing", "size_bytes", "threads", "seed",
             "checksum", "interrupted")}
+        collapse = data.get("collapse")
+        if isinstance(collapse, dict):  # thp-collapse: MADV_COLLAPSE's own time and result
+            evidence["collapse"] = collapse
+            info["collapse"] = {k: v for k, v in collapse.items() if k != "before"}
+            metrics["collapse_s"] = float(collapse.get("seconds") or 0.0)
+        if data.get("mthp_kb"):
+            info["mthp_kb"] = int(data["mthp_kb"])
         warnings = [ln for ln in result.stderr.splitlines() if ln.strip()]
         problem = backing_problem(str(data.get("backing")), evidence)
         if problem:
