@@ -33,3 +33,14 @@ def test_example(path, tmp_path):
 def test_there_are_examples_for_every_reference_study():
     names = {p.name[:3] for p in EXAMPLES}
     assert {"001", "002", "003", "004"} <= names
+
+
+def test_a_thp_workload_in_a_guest_gets_guest_thp_unless_the_arm_says():
+    """A guest under 512 MiB boots with THP off: a thp arm would flag every trial."""
+    from hugelab.experiment import Arm, GuestLayer, VmLayer
+    from hugelab.vm.trial import guest_thp
+    vm = VmLayer(mem_mib=384)
+    assert guest_thp(Arm("t", "thp", vm=vm)) == "madvise"
+    assert guest_thp(Arm("c", "thp-collapse", vm=vm)) == "madvise"
+    assert guest_thp(Arm("k", "4k", vm=vm)) is None  # the guest's own default
+    assert guest_thp(Arm("n", "thp", vm=vm, guest=GuestLayer(thp="never"))) == "never"

@@ -100,3 +100,32 @@ def test_guest_that_cannot_boot_fails_its_trial_and_leaves_nothing(env):
     assert bad[0]["status"] == "failed" and "boot failed" in bad[0]["error"]
     assert "/nonexistent" in bad[0]["error"]
     assert set(qemus()) == qemu_before
+
+
+def test_several_trials_per_boot_keep_their_values_and_raise_the_workload_share(env):
+    """trials_per_boot = 3: one row per boot (the unit), its value the geometric mean of its
+    three trials, the three kept; most of the boot's wall time is the workload's."""
+    tmp, store = env
+    vm = VmLayer(backing="anon", mem_mib=256, accel="tcg", trials_per_boot=3)
+    arms = (Arm("k1", "4k", vm=VmLayer(backing="anon", mem_mib=256, accel="tcg")),
+            Arm("k3", "4k", vm=vm))
+    exp = Experiment("reps", arms, {"kind": "hugelab-mem"}, seed=3, blocks=1)
+    wl = HugelabMem(workload="chase", size_bytes=16 << 20, duration_s=1.0)
+    out = Runner(exp, store, wl, target=NativeTarget(),
+                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    trials = {t["arm"]: t for t in store.trials(out.run_id)}
+    for t in trials.values():
+        assert t["status"] == "ok", (t["arm"], t["error"], t["flag"])
+    one, three = trials["k1"]["provenance"], trials["k3"]["provenance"]
+    assert "reps" not in one and one["trials_per_boot"] == 1
+    reps = three["reps"]
+    assert reps["n"] == 3 and len(reps["values"]) == 3 and len(reps["wall_s"]) == 3
+    import math
+    geo = math.exp(sum(math.log(v) for v in reps["values"]) / 3)
+    assert trials["k3"]["value"] == pytest.approx(geo)
+    assert three["workload_s"] == pytest.approx(sum(reps["wall_s"]), abs=0.01)
+    # the boot is paid once: the share of the guest's wall time spent in the workload grows
+    share = {a: p["workload_s"] / p["guest_wall_s"] for a, p in (("k1", one), ("k3", three))}
+    print(f"workload share of guest wall time: k=1 {share['k1']:.0%}, k=3 {share['k3']:.0%}")
+    assert share["k3"] > share["k1"]
+    assert trials["k3"]["evidence"]["tree"].get("samples")

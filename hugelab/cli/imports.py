@@ -72,8 +72,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
         "plan", help="blocks needed for a verdict, from a pilot run (>= 10 blocks)",
         description="From a pilot run's paired blocks (baseline arm against ARM) estimates the "
         "noise and prints the blocks needed to detect --effect at --confidence with --power; "
-        "with --budget N also the smallest effect N blocks can detect. Percentages may be "
-        "written 1% or 0.01.")
+        "with --budget N also the smallest effect N blocks can detect. When the pilot's guest "
+        "boots ran several trials (trials_per_boot), also the share of variance between and "
+        "within boots, the trials per boot that the pilot's measured boot and trial costs "
+        "recommend, and the boots needed at that k. Percentages may be written 1% or 0.01.")
     q.add_argument("run", nargs="?", type=int, help="pilot run id (default: the latest run)")
     add_store(q)
     add_json(q)
@@ -379,8 +381,47 @@ def _too_short(run: dict[str, Any], arm: str, baseline: str, n: int) -> Exceptio
         f"needs at least {MIN_PILOT}: run {more} more block(s)", hint=how)
 
 
+def _plan_reps(boots: dict[tuple[str, str], list[Any]], baseline: str, arm: str,
+               targets: list[str], unit_sd: float, opts: dict[str, Any]) -> dict[str, Any] | None:
+    """Where the pilot's boots ran several trials: variance between and within boots per arm,
+    the trials per boot its measured costs recommend, and the boots needed at that k (the
+    paired SD rescaled by `components.scale_pair_sd` from the two arms' pooled components)."""
+    from hugelab.stats import StatsInputError
+    from hugelab.stats import components as comp
+    from hugelab.stats.plan import blocks_for
+    mine = {a: [b for t in targets for b in boots.get((a, t), [])] for a in (arm, baseline)}
+    mine = {a: b for a, b in mine.items() if b}
+    if not mine:
+        return None
+    try:
+        per_arm = {a: comp.repetitions(b) for a, b in mine.items()}
+    except StatsInputError as exc:
+        return {"error": exc.message}
+    every = [b for bs in mine.values() for b in bs]
+    both = comp.pooled([r.components for r in per_arm.values()])
+    k0 = float(np.median([len(b.values) for b in every]))
+    cost = comp.costs(every)
+    out: dict[str, Any] = {"k_pilot": k0, "arms": {a: r.to_dict() for a, r in per_arm.items()},
+                           "pooled": both.to_dict()}
+    if cost is None:
+        out["notes"] = ["the pilot recorded no boot or trial wall times: no recommended k"]
+        return out
+    choice = both.choose_k(*cost)
+    sd_k = comp.scale_pair_sd(unit_sd, both, k0, choice.k)
+    boots_k = blocks_for(sd_k, opts["effect"], opts["confidence"], opts["power"])
+    boots_k0 = blocks_for(unit_sd, opts["effect"], opts["confidence"], opts["power"])
+    per_block = len(mine)  # the arms of this pair whose boots ran repetitions
+    out.update({"recommended_k": choice.k, **{k: v for k, v in choice.to_dict().items()
+                                              if k != "k"},
+                "unit_sd_at_k": sd_k, "boots_needed": boots_k,
+                "guest_s_at_k": boots_k * per_block * (cost[0] + choice.k * cost[1]),
+                "guest_s_at_pilot_k": boots_k0 * per_block * (cost[0] + k0 * cost[1])})
+    return out
+
+
 def _plan_one(run: dict[str, Any], rows: list[tuple[Any, ...]], baseline: str, arm: str,
-              opts: dict[str, Any]) -> dict[str, Any]:
+              opts: dict[str, Any], boots: dict[tuple[str, str], list[Any]] | None = None
+              ) -> dict[str, Any]:
     from hugelab.stats import detectable_effect, plan
     from hugelab.stats.plan import MIN_PILOT
     pairs = pilot_pairs(rows, baseline, arm)
@@ -391,6 +432,9 @@ def _plan_one(run: dict[str, Any], rows: list[tuple[Any, ...]], baseline: str, a
              power=opts["power"])
     out: dict[str, Any] = {"arm": arm, "baseline": baseline, "targets": pairs["targets"],
                            **p.to_dict(), "more_blocks": max(0, p.blocks_needed - n)}
+    reps = _plan_reps(boots or {}, baseline, arm, pairs["targets"], p.unit_sd, opts)
+    if reps is not None:
+        out["reps"] = reps
     if opts["budget"] is not None:
         det = detectable_effect(pairs["d"], opts["budget"], confidence=opts["confidence"],
                                 power=opts["power"])
@@ -405,9 +449,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "power": parse_fraction(args.power, "--power"), "budget": args.budget}
     if args.budget is not None and args.budget < 1:
         raise UsageError("--budget must be at least 1 block")
+    from hugelab.report.load import rep_boots
     store, run = _open_run(args.store, args.run)
     with store:
         rows = store.values(run["id"])
+        boots = rep_boots(store.rep_rows(run["id"]))
     arms, baseline = _arms_of(run, rows)
     base_of = _baselines(run, arms, baseline)  # a factorial: each scenario has its own
     if args.arm:
@@ -419,7 +465,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         todo = [a for a in arms if a != base_of[a]]
     if not todo:
         raise UsageError(f"run {run['id']} has only the baseline arm: nothing to plan against")
-    plans = [_plan_one(run, rows, base_of[arm], arm, opts) for arm in todo]
+    plans = [_plan_one(run, rows, base_of[arm], arm, opts, boots) for arm in todo]
     data = {"run": run["id"], "store": str(args.store), "name": run["name"],
             "blocks_needed": max(p["blocks_needed"] for p in plans), "arms": plans}
     if args.json:
@@ -448,5 +494,27 @@ def _print_plan(data: dict[str, Any], opts: dict[str, Any]) -> None:
                 con.print(f"    note: {n}", markup=False)
         for n in p["notes"]:
             con.print(f"    note: {n}", markup=False)
+        if "reps" in p:
+            _print_reps(con, p["reps"])
     if len(data["arms"]) > 1:
         con.print(f"every arm: {data['blocks_needed']} blocks", markup=False)
+
+
+def _print_reps(con: Any, r: dict[str, Any]) -> None:
+    if "error" in r:
+        con.print(f"    repetitions within boots: {r['error']}", markup=False)
+        return
+    shares = "; ".join(f"{a} {100 * c['share_between']:.0f}% / {100 * c['share_within']:.0f}%"
+                       for a, c in r["arms"].items())
+    con.print(f"    repetitions within boots (pilot k = {r['k_pilot']:g}): variance of log "
+              f"values between / within boots: {shares}", markup=False)
+    if "recommended_k" in r:
+        con.print(f"    recommended trials_per_boot = {r['recommended_k']} (a boot costs "
+                  f"{r['cost_boot_s']:.3g} s beyond its workload, a trial "
+                  f"{r['cost_trial_s']:.3g} s) -> {r['boots_needed']} boots per arm at k = "
+                  f"{r['recommended_k']}: about {r['guest_s_at_k'] / 3600:.2g} h of guest time, "
+                  f"against {r['guest_s_at_pilot_k'] / 3600:.2g} h at k = {r['k_pilot']:g}",
+                  markup=False)
+    notes = list(r.get("notes") or []) + list(r.get("pooled", {}).get("notes") or [])
+    for n in dict.fromkeys(notes):
+        con.print(f"    note: {n}", markup=False)

@@ -45,9 +45,15 @@ class VmLayer:
     ssh_key: str | None = None
     # hugelab's own guest: QEMU started by hugelab ("qemu"), or a transient domain of libvirtd
     manager: str = "qemu"
+    # trials of the arm per guest boot: the boot is the unit of analysis (its value the
+    # geometric mean of its trials), the trials within it repeated measures
+    trials_per_boot: int = 1
 
 
-ACCESS_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu"}
+# vm keys added after runs were stored: left out of to_dict at their default, so an experiment
+# that does not set them keeps its identity (key)
+VM_LATER_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu",
+                     "trials_per_boot": 1}
 MANAGERS = ("qemu", "libvirt")
 ACCESS_MODES = ("auto", "agent", "ssh")
 
@@ -156,7 +162,7 @@ class Experiment:
             vm = arm.get("vm")
             if vm and vm["domain"] is None:  # hugelab's own guest
                 del vm["domain"], vm["uri"]
-            for k, default in ACCESS_DEFAULTS.items():  # keys a run before SSH did not have
+            for k, default in VM_LATER_DEFAULTS.items():
                 if vm and vm.get(k, default) == default:
                     vm.pop(k, None)
         return d

@@ -35,11 +35,12 @@ TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", 
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
-           "cpu_pin", "kernel", "accel", "domain", "uri", "access", "ssh_user", "ssh_key", "manager"}
+           "cpu_pin", "kernel", "accel", "domain", "uri", "access", "ssh_user", "ssh_key",
+           "manager", "trials_per_boot"}
 DOMAIN_ONLY_KEYS = ("access", "ssh_user", "ssh_key")
 GUEST_KEYS = {"thp", "pools"}
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
-                   "ssh_key", "manager"}
+                   "ssh_key", "manager", "trials_per_boot"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
 
 
@@ -173,7 +174,7 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
     if backing == "anon" and page is not None:
         raise _err(loc, f"{what}vm backing 'anon' takes no page_size (THP follows the host mode)",
                    "page_size", arm=idx, table="vm", hint="use backing = \"file\" or \"memfd\" for hugetlb")
-    ints = {k: d[k] for k in ("vcpus", "vms", "numa_node") if k in d}
+    ints = {k: d[k] for k in ("vcpus", "vms", "numa_node", "trials_per_boot") if k in d}
     for k, v in ints.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "numa_node" else 1):
             raise _err(loc, f"{what}vm {k} must be a positive integer (got {v!r})", k, arm=idx, table="vm")
@@ -203,7 +204,7 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
                    ints.get("vms", 1), ints.get("numa_node"), tuple(pin) if pin else None,
                    d.get("kernel"), _choice(d.get("accel", "auto"), ("auto", "kvm", "tcg"),
                                             "accel", loc, idx, f"{what}vm ", "vm"),
-                   domain, uri, *access, manager)
+                   domain, uri, *access, manager, ints.get("trials_per_boot", 1))
 
 
 def _access(d: dict[str, Any], domain: str | None, loc: _Locator | None, idx: int,

@@ -34,7 +34,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.report import factorial
 from hugelab.report.load import RunData
-from hugelab.stats import classic, drift, grid, multiple, paired, tails
+from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
 
@@ -363,6 +363,28 @@ def block_components(data: RunData) -> dict[str, Any] | None:
     return vc
 
 
+def repetitions(data: RunData) -> list[dict[str, Any]] | None:
+    """Per series whose boots ran several trials: the variance of log values between boots
+    and within them, and the trials per boot that the run's own costs recommend (None when
+    no trial has repetitions)."""
+    if not data.reps:
+        return None
+    out = []
+    for i, name in enumerate(data.series):
+        boots = data.reps.get((data.series_arm[i], data.series_target[i]))
+        if not boots:
+            continue
+        row: dict[str, Any] = {"name": name, "arm": data.series_arm[i],
+                               "target": data.series_target[i]}
+        try:
+            row.update(components.repetitions(boots).to_dict())
+        except StatsInputError as exc:
+            row.update({"boots": len(boots), "k_run": float(median(len(b.values) for b in boots)),
+                        "error": exc.message})
+        out.append(row)
+    return out or None
+
+
 def _cell(data: RunData, i: int) -> tuple[str, str]:
     prov = data.details[i].provenance[0] if data.details[i].provenance else {}
     arms = {a.get("name"): a for a in (data.run.get("experiment") or {}).get("arms", [])}
@@ -462,6 +484,7 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         "trials": data.n_trials, "blocks": int(m.blocks.size),
         "series": rows, "comparisons": comps, "block_variance": vc,
         "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
+        "repetitions": repetitions(data),
         "warnings": _warnings(data, comps, vc),
     }
     return Report(data=data, result=clean(result), paired=ps)

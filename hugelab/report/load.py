@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from hugelab.stats.components import RepBoot
 from hugelab.store import Store
 
 STATUSES = ("ok", "flagged", "failed")
@@ -57,6 +58,8 @@ class RunData:
     value: NDArray[np.float64]  # NaN where the trial has no value
     details: list[SeriesDetails]
     accel: dict[str, list[str]] = field(default_factory=dict)  # target -> accelerators seen
+    # (arm, target) -> its ok boots that ran several repetitions (trials_per_boot > 1)
+    reps: dict[tuple[str, str], list[RepBoot]] = field(default_factory=dict)
 
     @property
     def n_trials(self) -> int:
@@ -159,6 +162,23 @@ def _read_accel(store: Store, data: RunData, run_id: int) -> None:
     data.accel = {t: sorted(a) for t, a in sorted(out.items())}
 
 
+RepRow = tuple[str, str, int, list[float], list[float], float | None, float | None,
+               float | None, float | None]
+
+
+def rep_boots(rows: list[RepRow]) -> dict[tuple[str, str], list[RepBoot]]:
+    """`Store.rep_rows()` grouped by (arm, target): each boot's repetitions and wall times."""
+    out: dict[tuple[str, str], list[RepBoot]] = {}
+    for arm, target, _block, vals, walls, _boot_s, work_s, started, ended in rows:
+        if not vals:
+            continue
+        trial_s = ended - started if started is not None and ended is not None else None
+        out.setdefault((arm, target), []).append(
+            RepBoot(tuple(vals), tuple(walls), trial_s,
+                    None if work_s is None else float(work_s)))
+    return out
+
+
 def load_run(store: Store, run_id: int | None = None) -> RunData:
     """The run (latest when `run_id` is None) with arrays and sampled details."""
     run = store.run(run_id)
@@ -166,4 +186,5 @@ def load_run(store: Store, run_id: int | None = None) -> RunData:
     if data.n_trials:
         _read_details(store, data, run["id"])
         _read_accel(store, data, run["id"])
+        data.reps = rep_boots(store.rep_rows(run["id"]))
     return data

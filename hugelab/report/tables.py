@@ -190,6 +190,48 @@ def evidence(result: dict[str, Any]) -> Table:
     return t
 
 
+REPS_NOTE = ("spend repetitions where the variance is: when most of it lies between boots, only "
+             "more boots help; when most lies within a boot, more trials per boot average it "
+             "away at a fraction of a boot's cost. recommended k = sqrt((boot cost / trial "
+             "cost) x within / between), costs as measured in this run (Kalibera & Jones, ISMM "
+             "2013); set it as trials_per_boot in the arm's [arms.vm]")
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def repetitions(result: dict[str, Any]) -> list[Table]:
+    """Variance between boots and within them, for series whose boots ran several trials."""
+    reps = result.get("repetitions")
+    if not reps:
+        return []
+    t = Table("repetitions", "Repetitions within boots (variance of log values)",
+              ["arm", "boots", "k", "between boots", "within boots", "recommended k"], [],
+              right={1, 2, 3, 4, 5})
+    for r in reps:
+        k_run = num(r.get("k_run"), "g")
+        if "error" in r:
+            t.rows.append([r["name"], f"{r['boots']:,}", k_run, "-", "-", "-"])
+            t.notes.append(f"{r['name']}: {r['error']}")
+            continue
+        rec = r.get("recommended")
+        t.rows.append([r["name"], f"{r['boots']:,}", k_run, _share(r["share_between"]),
+                       _share(r["share_within"]), "-" if rec is None else str(rec["k"])])
+        if rec is None:
+            t.notes.append(f"{r['name']}: no recommended k: the run recorded no boot or trial "
+                           "wall times")
+        else:
+            t.notes.append(f"{r['name']}: k = {rec['k']} measures a boot mean "
+                           f"{rec['gain_vs_k1']:.2g}x as precisely per second of wall time as "
+                           f"k = 1 (a boot costs {rec['cost_boot_s']:.3g} s beyond its "
+                           f"workload, a trial {rec['cost_trial_s']:.3g} s)")
+            t.notes += [f"{r['name']}: {n}" for n in rec["notes"]]
+        t.notes += [f"{r['name']}: {n}" for n in r.get("notes") or []]
+    t.notes.append(REPS_NOTE)
+    return [t]
+
+
 def grid_tables(result: dict[str, Any]) -> list[Table]:
     g = result.get("grid")
     if not g:
@@ -297,6 +339,6 @@ def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
     drift only when the effect changed over the run."""
     drifts = [drift(result)] if result["comparisons"] else []
     every = [*factor_tables(result), verdicts(result), *drifts, tails(result), classic(result),
-             trials(result),
+             trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     return [t for t in every if full or not t.full]

@@ -253,3 +253,24 @@ class Store:
         return cur.execute(
             "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
             "ORDER BY block, position", (run_id,)).fetchall()
+
+    def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
+                                                  float | None, float | None, float | None,
+                                                  float | None]]:
+        """Ok trials that ran several repetitions in one guest boot (provenance `reps`):
+        (arm, target, block, rep values, rep wall times, boot_s, workload_s, started, ended),
+        in block order. Empty when no trial has repetitions."""
+        cur = self.db.cursor()
+        cur.row_factory = None
+        out = []
+        for arm, target, block, reps, boot_s, work_s, started, ended in cur.execute(
+                "SELECT arm, target, block, json_extract(provenance, '$.reps'), "
+                "json_extract(provenance, '$.boot_s'), json_extract(provenance, '$.workload_s'), "
+                "started, ended FROM trials WHERE run_id = ? AND status = 'ok' AND "
+                "json_extract(provenance, '$.reps') IS NOT NULL ORDER BY block, position",
+                (run_id,)):
+            r = json.loads(reps)
+            vals = [float(v) for v in r.get("values") or [] if v is not None]
+            walls = [float(w) for w in r.get("wall_s") or [] if w is not None]
+            out.append((arm, target, block, vals, walls, boot_s, work_s, started, ended))
+        return out

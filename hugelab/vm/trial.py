@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from hugelab.host.control import size_kb_from_name, size_name
 from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
+from hugelab.vm import reps
 from hugelab.vm.guest import Guest
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.qemu_args import VmSpec, validate
@@ -54,6 +56,15 @@ def guest_pool_pages(arm: Arm, workload_bytes: int | None) -> tuple[int, int]:
     return two, one
 
 
+def guest_thp(arm: Arm) -> str | None:
+    """The guest's THP mode: as the arm says, or `madvise` when the workload in the guest asks
+    for THP (backing thp or thp-collapse: hugelab-mem madvises its buffer) - a guest kernel
+    with under 512 MiB of RAM boots with THP off, which would flag every such trial."""
+    if arm.guest and arm.guest.thp is not None:
+        return arm.guest.thp
+    return "madvise" if arm.backing in ("thp", "thp-collapse") else None
+
+
 def host_pool_need(arm: Arm) -> tuple[str, int] | None:
     """(size, pages) of the host pool one trial of this arm takes: all its guests' RAM."""
     vm = arm.vm
@@ -72,7 +83,7 @@ def vm_spec(arm: Arm, workload_bytes: int | None, hugetlbfs: dict[str, Path]) ->
         mem_mib=vm.mem_mib, vcpus=vm.vcpus, backing=vm.backing, prealloc=vm.prealloc, share=vm.share,
         hugetlbfs_path=str(hugetlbfs[vm.page_size]) if vm.backing == "file" and vm.page_size else None,
         hugetlb_size_kb=size_kb, numa_node=vm.numa_node, cpu_pin=vm.cpu_pin, kernel=vm.kernel,
-        accel=vm.accel, guest_thp=arm.guest.thp if arm.guest else None,
+        accel=vm.accel, guest_thp=guest_thp(arm),
         guest_hugepages_2m=two, guest_hugepages_1g=one)
     try:
         validate(spec)
@@ -160,6 +171,21 @@ def _run_one(g: Guest, workload: Workload, backing: str, guest_port: int | None,
     return result
 
 
+def _run_reps(g: Guest, workload: Workload, backing: str, guest_port: int | None,
+              client: Target, k: int, workload_s: list[float], i: int) -> WorkloadResult:
+    """k trials of the workload in one boot of `g` (see hugelab.vm.reps); the time they took
+    is added to workload_s[i]. The first failure fails the boot."""
+    results, walls = [], []
+    for _ in range(k):
+        t = time.monotonic()
+        try:
+            results.append(_run_one(g, workload, backing, guest_port, client))
+        finally:
+            walls.append(time.monotonic() - t)
+            workload_s[i] += walls[-1]
+    return results[0] if k == 1 else reps.combine(results, walls)
+
+
 def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
     """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
     assert arm.vm is not None
@@ -181,12 +207,15 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
     default a NativeTarget) through that guest's 127.0.0.1 port forward."""
     assert arm.vm is not None
     names = arm.targets()
+    k = arm.vm.trials_per_boot
     guest_port = server_guest_port(workload)
     client = client or NativeTarget()
     if guest_port is not None and arm.vm.domain is not None:
         return [GuestOutcome(n, None, f"{workload.kind} runs its server in hugelab's own guests "
                              "(a NIC with a 127.0.0.1 forward); a user's domain keeps its own "
                              "network", cause="workload") for n in names]
+    t0 = time.monotonic()
+    workload_s = [0.0] * len(names)
     with ExitStack() as stack:
         try:
             guests = [stack.enter_context(_guest(arm, s, n))
@@ -202,8 +231,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
         def work(i: int) -> None:
             g = guests[i]
             try:
-                outcomes[i] = GuestOutcome(
-                    g.target.name, _run_one(g, workload, arm.backing, guest_port, client), None)
+                outcomes[i] = GuestOutcome(g.target.name, _run_reps(
+                    g, workload, arm.backing, guest_port, client, k, workload_s, i), None)
             except HugelabError as exc:
                 outcomes[i] = GuestOutcome(g.target.name, None, exc.message, cause=exc.cause)
             except Exception as exc:  # noqa: BLE001 - a bug fails this guest's trial only
@@ -216,6 +245,7 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             t.start()
         for t in threads:
             t.join()
+        guest_wall = time.monotonic() - t0  # boot to the end of the workload
         final: list[GuestOutcome] = []
         for g, b, o in zip(guests, before, outcomes, strict=True):
             assert o is not None
@@ -230,6 +260,9 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             tree = g.target.tree() if g.alive() else {}
             o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
             o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
+                            "trials_per_boot": k,
+                            "guest_wall_s": round(guest_wall, 3),
+                            "workload_s": round(workload_s[len(final)], 3),
                             "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
                             "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib}
             if guest_port is not None:
