@@ -14,7 +14,7 @@ from typing import Any
 
 from hugelab import __version__
 from hugelab.errors import HugelabError, PoolError
-from hugelab.experiment import Arm, Experiment, TrialSpec, schedule
+from hugelab.experiment import Arm, Experiment, TrialSpec, VmLayer, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
@@ -118,9 +118,10 @@ def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
 
 
 def _new_backing_problem(arm: Arm, host: dict[str, Any]) -> str | None:
-    """Why this host cannot give a native mthp-<size> or shmem-thp arm its memory, or None."""
+    """Why this host cannot give a native mthp-<size> or shmem-thp arm, or a guest arm's
+    vm mthp, its memory, or None."""
     if arm.vm is not None:
-        return None
+        return _vm_mthp_problem(arm.vm, host)
     mthp = host.get("mthp") or {}
     if arm.mthp_kb:
         offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get("enabled")]
@@ -132,6 +133,25 @@ def _new_backing_problem(arm: Arm, host: dict[str, Any]) -> str | None:
         if arm.thp == "never":
             return f"arm sets thp = 'never': its {arm.mthp_kb} kB folios would never be used"
     if arm.backing == "shmem-thp" and not host["thp"].get("shmem_enabled"):
+        return "this kernel has no THP for shmem (no shmem_enabled)"
+    return None
+
+
+def _vm_mthp_problem(vm: VmLayer, host: dict[str, Any]) -> str | None:
+    """Why the host cannot back this guest's RAM (anon, or memfd: shmem) in vm mthp folios."""
+    kb = vm.mthp_kb
+    if not kb:
+        return None
+    mthp = host.get("mthp") or {}
+    if not mthp.get("supported"):
+        return str(mthp.get("reason") or "multi-size THP is not supported by this kernel")
+    knob = "enabled" if vm.backing == "anon" else "shmem_enabled"
+    offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get(knob)]
+    if kb not in offered:
+        what = "anonymous memory" if vm.backing == "anon" else "shmem (memfd)"
+        return (f"this kernel offers no {kb} kB multi-size THP for {what} (it offers "
+                f"{', '.join(f'{s} kB' for s in offered) or 'none'})")
+    if vm.backing == "memfd" and not host["thp"].get("shmem_enabled"):
         return "this kernel has no THP for shmem (no shmem_enabled)"
     return None
 
@@ -149,6 +169,10 @@ def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[
                 top-level `enabled` stays as found: it only matters for `inherit` sizes.
     shmem-thp   shmem_enabled `advise` (the memfd is madvised); per-size shmem 2M `inherit`,
                 every other size `never`.
+    vm mthp S   (guest arms) anon guest RAM: size S `madvise` (QEMU madvises guest RAM),
+                every other size `never`; memfd guest RAM (shmem): shmem_enabled `advise`,
+                per-size shmem S `advise`, every other size `never` (both are needed: on
+                Linux 6.18 a memfd gets S folios only with both on).
     any other   every knob as found at the run's start (so earlier arms leave no trace);
                 guest arms too, whatever their backing inside the guest.
     """
@@ -159,6 +183,11 @@ def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[
     if host["thp"].get("shmem_enabled"):
         shmem[None] = host["thp"]["shmem_enabled"]
     if arm.vm is not None:
+        kb = arm.vm.mthp_kb
+        if kb and arm.vm.backing == "anon":
+            anon = {k: "madvise" if k == kb else "never" for k in anon}
+        elif kb:
+            shmem = {k: "advise" if k in (None, kb) else "never" for k in shmem}
         return anon, shmem
     if arm.mthp_kb:
         anon = {k: (arm.thp or "madvise") if k == arm.mthp_kb else "never" for k in anon}
@@ -376,6 +405,8 @@ class Runner:
             return arm.backing, "native"
         if arm.vm.page_size:
             return f"hugetlb-{arm.vm.page_size}", arm.backing
+        if arm.vm.mthp:
+            return f"mthp-{arm.vm.mthp}", arm.backing
         if arm.vm.backing == "memfd":
             return "shmem", arm.backing
         thp = parse_selected(read_text(self.paths.thp_enabled, "never") or "never")
@@ -414,7 +445,8 @@ class Runner:
         if arm.vm is not None:
             host_thp = "never" if host_backing == "4k" else "always/madvise"
             checks.append(check_vm(arm.vm.backing, arm.vm.page_size, evidence.get("qemu") or {},
-                                   host_thp))
+                                   host_thp, mthp=arm.vm.mthp,
+                                   min_fraction=self.exp.thp_min_fraction))
         return checks
 
 

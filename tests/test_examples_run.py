@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 # blocks per example: 2 (enough to pair), 1 for the 8-guest factorial (~2 min a block here)
-BLOCKS = {"001-mnstory-factorial": 1}
+# and for the 22-cell page-size study (~15 s a block)
+BLOCKS = {"001-mnstory-factorial": 1, "mthp-sizes": 1}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

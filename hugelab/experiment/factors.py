@@ -32,8 +32,8 @@ from hugelab.experiment.model import Arm, Factor
 
 SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools"}
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
-                  "cpu_pin", "kernel", "accel"}
-GUEST_FACTOR_KEYS = {"thp", "pools"}
+                  "cpu_pin", "kernel", "accel", "mthp"}
+GUEST_FACTOR_KEYS = {"thp", "pools", "mthp"}
 FACTOR_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,40}")
 LEVEL_NAME = re.compile(r"[A-Za-z0-9_.+\-=/]{1,60}")
 SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)

@@ -48,12 +48,20 @@ class VmLayer:
     # trials of the arm per guest boot: the boot is the unit of analysis (its value the
     # geometric mean of its trials), the trials within it repeated measures
     trials_per_boot: int = 1
+    # guest RAM (anon, or memfd without page_size) in host multi-size THP folios of this size
+    # ("16K" .. "1M"): the runner sets that size's knob for the arm, every other size never
+    mthp: str | None = None
+
+    @property
+    def mthp_kb(self) -> int | None:
+        """vm mthp in kB (64 for "64K")."""
+        return mthp_size_kb(f"mthp-{self.mthp}") if self.mthp else None
 
 
 # vm keys added after runs were stored: left out of to_dict at their default, so an experiment
 # that does not set them keeps its identity (key)
 VM_LATER_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu",
-                     "trials_per_boot": 1}
+                     "trials_per_boot": 1, "mthp": None}
 MANAGERS = ("qemu", "libvirt")
 ACCESS_MODES = ("auto", "agent", "ssh")
 
@@ -65,6 +73,9 @@ class GuestLayer:
     thp: str | None = None
     pools_2m: int | None = None
     pools_1g: int | None = None
+    # guest multi-size THP: (size, mode) pairs, ("64K", "always"), written to the guest's
+    # hugepages-<N>kB/enabled
+    mthp: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,8 @@ class Experiment:
             for k in ("levels", "workload"):
                 if not arm[k]:
                     del arm[k]
+            if arm.get("guest") and not arm["guest"]["mthp"]:
+                del arm["guest"]["mthp"]  # a key added later: identities stay as they were
             vm = arm.get("vm")
             if vm and vm["domain"] is None:  # hugelab's own guest
                 del vm["domain"], vm["uri"]
@@ -178,9 +191,12 @@ class Experiment:
         def pairs(v: Any) -> tuple[tuple[Any, Any], ...]:
             return tuple((k, x) for k, x in v or ())
 
+        def guest(g: dict[str, Any] | None) -> GuestLayer | None:
+            return GuestLayer(**{**g, "mthp": pairs(g.get("mthp"))}) if g else None
+
         arms = tuple(Arm(**{**a, "pools": tuple(PoolSpec(**p) for p in a["pools"]),
                             "vm": vm(a.get("vm")),
-                            "guest": GuestLayer(**a["guest"]) if a.get("guest") else None,
+                            "guest": guest(a.get("guest")),
                             "levels": pairs(a.get("levels")),
                             "workload": pairs(a.get("workload"))})
                      for a in d["arms"])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import ExperimentError
+from hugelab.experiment.backings import MTHP_SIZES_KB, mthp_size_label
 from hugelab.experiment.factors import (
     Levels,
     arms_as_factor,
@@ -36,9 +37,11 @@ ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm"
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
            "cpu_pin", "kernel", "accel", "domain", "uri", "access", "ssh_user", "ssh_key",
-           "manager", "trials_per_boot"}
+           "manager", "trials_per_boot", "mthp"}
 DOMAIN_ONLY_KEYS = ("access", "ssh_user", "ssh_key")
-GUEST_KEYS = {"thp", "pools"}
+GUEST_KEYS = {"thp", "pools", "mthp"}
+MTHP_LABELS = tuple(mthp_size_label(s) for s in MTHP_SIZES_KB)  # 16K .. 1M
+MTHP_MODES = ("always", "inherit", "madvise", "never")
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
                    "ssh_key", "manager", "trials_per_boot"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
@@ -174,6 +177,7 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
     if backing == "anon" and page is not None:
         raise _err(loc, f"{what}vm backing 'anon' takes no page_size (THP follows the host mode)",
                    "page_size", arm=idx, table="vm", hint="use backing = \"file\" or \"memfd\" for hugetlb")
+    mthp = _vm_mthp(d, backing, page, loc, idx, what)
     ints = {k: d[k] for k in ("vcpus", "vms", "numa_node", "trials_per_boot") if k in d}
     for k, v in ints.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "numa_node" else 1):
@@ -204,7 +208,25 @@ def parse_vm(d: Any, defaults: dict[str, Any], loc: _Locator | None, idx: int,
                    ints.get("vms", 1), ints.get("numa_node"), tuple(pin) if pin else None,
                    d.get("kernel"), _choice(d.get("accel", "auto"), ("auto", "kvm", "tcg"),
                                             "accel", loc, idx, f"{what}vm ", "vm"),
-                   domain, uri, *access, manager, ints.get("trials_per_boot", 1))
+                   domain, uri, *access, manager, ints.get("trials_per_boot", 1), mthp)
+
+
+def _vm_mthp(d: dict[str, Any], backing: str, page: Any, loc: _Locator | None, idx: int,
+             what: str) -> str | None:
+    """vm mthp: a host multi-size THP size for guest RAM (anon, or memfd without page_size)."""
+    if "mthp" not in d:
+        return None
+    size = _choice(d["mthp"], MTHP_LABELS, "mthp", loc, idx, f"{what}vm ", "vm")
+    if backing not in ("anon", "memfd") or page is not None:
+        raise _err(loc, f"{what}vm mthp goes with guest RAM the host's THP can back: backing "
+                   "\"anon\", or \"memfd\" without page_size", "mthp", arm=idx, table="vm",
+                   hint="leave out page_size (hugetlb pages are not THP)")
+    if backing == "memfd" and not d.get("share", False):
+        raise _err(loc, f"{what}vm mthp with memfd guest RAM needs share = true: a private "
+                   "mapping of a memfd gives every page the guest writes a 4 KiB anonymous "
+                   "copy, never a shmem folio", "mthp", arm=idx, table="vm",
+                   hint="add share = true, or use backing = \"anon\"")
+    return size
 
 
 def _access(d: dict[str, Any], domain: str | None, loc: _Locator | None, idx: int,
@@ -241,7 +263,26 @@ def parse_guest(d: Any, loc: _Locator | None, idx: int, what: str) -> GuestLayer
     thp = (_choice(d["thp"], THP_MODES, "thp", loc, idx, f"{what}guest ", "guest")
            if "thp" in d else None)
     pools = {p.size: p.pages for p in parse_pools(d["pools"], loc, idx, "guest")} if "pools" in d else {}
-    return GuestLayer(thp, pools.get("2M"), pools.get("1G"))
+    return GuestLayer(thp, pools.get("2M"), pools.get("1G"), _guest_mthp(d, loc, idx, what))
+
+
+def _guest_mthp(d: dict[str, Any], loc: _Locator | None, idx: int,
+                what: str) -> tuple[tuple[str, str], ...]:
+    """guest mthp = { "64K" = "always" }: the guest's hugepages-<N>kB/enabled, by size."""
+    value = d.get("mthp", {})
+    if not isinstance(value, dict):
+        raise _err(loc, f"{what}guest mthp must be a table of size = mode, e.g. "
+                   "{ \"64K\" = \"always\" }", "mthp", arm=idx, table="guest")
+    out = []
+    for size, mode in value.items():
+        _choice(size, (*MTHP_LABELS, "2M"), "mthp", loc, idx, f"{what}guest ", "guest")
+        out.append((size, _choice(mode, MTHP_MODES, "mthp", loc, idx, f"{what}guest {size} ",
+                                  "guest")))
+    return tuple(sorted(out, key=lambda sm: _label_kb(sm[0])))
+
+
+def _label_kb(label: str) -> int:
+    return int(label[:-1]) * (1024 if label.endswith("M") else 1)
 
 
 def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | None) -> int:

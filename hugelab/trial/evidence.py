@@ -28,6 +28,9 @@ vm layer (how QEMU backs guest RAM: QEMU's own smaps of the guest-RAM mapping)
       anon        host THP 'never': no AnonHugePages; otherwise AnonHugePages > 0 (not applicable
                   while less than 4 MiB of guest RAM is resident)
       memfd       without page_size: not applicable (shmem THP follows shmem_enabled)
+      mthp S      (anon, or memfd without page_size) the folio sizes of QEMU's guest-RAM
+                  mapping (pagemap + kpageflags, read after the workload): at least
+                  thp_min_fraction of its present bytes in folios of size S
 Host-wide counters (/proc/vmstat thp_*, pool free counts) explain results; they never prove.
 """
 
@@ -235,13 +238,19 @@ def check_workload(backing: str, evidence: dict[str, Any], thp_min_fraction: flo
 
 
 def check_vm(vm_backing: str, page_size: str | None, qemu: dict[str, Any],
-             host_thp: str | None) -> Check:
+             host_thp: str | None, *, mthp: str | None = None,
+             min_fraction: float = 0.5) -> Check:
     """The vm layer: QEMU's guest-RAM mapping against the arm's [arms.vm] backing."""
     if not qemu or "kernel_page_size_kb" not in qemu:
         why = qemu.get("error") if qemu else None
         return Check(NOT_APPLICABLE, f"QEMU's smaps were not read{': ' + str(why) if why else ''}",
                      "vm")
     kps = int(qemu["kernel_page_size_kb"])
+    if mthp and not page_size:
+        c = check_folios(f"mthp-{mthp}", qemu.get("folios"), min_fraction, layer="vm")
+        return Check(c.status, f"guest RAM under host {mthp} mTHP: {c.reason}"
+                               f"{_misaligned(qemu, mthp) if c.status == CONTRADICTED else ''}",
+                     "vm")
     if page_size:
         want = HUGE_KB[page_size]
         if kps != want:
@@ -267,6 +276,20 @@ def check_vm(vm_backing: str, page_size: str | None, qemu: dict[str, Any],
         return Check(NOT_APPLICABLE, f"only {human_kb(rss)} of guest RAM resident", "vm")
     return Check(CONTRADICTED, f"host THP is on, but none of the {human_kb(rss)} resident guest "
                                "RAM is in huge pages", "vm")
+
+
+def _misaligned(qemu: dict[str, Any], mthp: str) -> str:
+    """Why a file (memfd) mapping of guest RAM cannot get folios of `mthp`: the kernel maps a
+    large page-cache folio only where the virtual address and the file offset agree modulo
+    its size, and QEMU 7.2 aligns non-hugetlb memfd RAM to 4 KiB only."""
+    size = int(mthp[:-1]) * (1024 if mthp.endswith("M") else 1) * 1024
+    bad = [start for start, _end, path in qemu.get("ranges") or []
+           if path and int(start, 16) % size]
+    if not bad:
+        return ""
+    return (f" (QEMU mapped guest RAM at {bad[0]}, not aligned to {mthp}: a shared file "
+            "mapping gets large folios only where its addresses align with the file's; QEMU "
+            "aligns memfd RAM to the fd's page size only)")
 
 
 def combine(checks: list[Check]) -> tuple[str, str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import VMError
+from hugelab.trial.folios import PfnHidden, scan_mappings, summarize
 
 _HEADER = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) [0-9a-f]+ \S+ \d+\s*(.*)$")
 _FIELD = re.compile(r"^(\w+):\s+(\d+) kB$")
@@ -80,6 +81,7 @@ def guest_ram_evidence(smaps_text: str, size_bytes: int | None = None) -> dict[s
     out["kernel_page_size_kb"] = kps
     out["mmu_page_size_kb"] = max(v["fields"].get("MMUPageSize", 4) for v in chosen)
     out["paths"] = sorted({v["path"] for v in chosen})
+    out["ranges"] = [[hex(v["start"]), hex(v["end"]), v["path"]] for v in chosen]
     out["vmas"] = len(chosen)
     out["thp_eligible"] = any(v.get("thp_eligible", False) for v in chosen)
     out["madv_hugepage"] = any("hg" in v.get("vmflags", []) for v in chosen)
@@ -104,3 +106,21 @@ def qemu_memory_evidence(pid: int, size_bytes: int | None = None) -> dict[str, A
     ev = guest_ram_evidence(text, size_bytes)
     ev["pid"] = pid
     return ev
+
+
+def qemu_folio_evidence(pid: int, ev: dict[str, Any], proc: str = "/proc") -> dict[str, Any]:
+    """The folio sizes of QEMU's guest-RAM mapping(s) (`ev`: qemu_memory_evidence's, with
+    their ranges), from pagemap + kpageflags within the sampler's page budget: the proof that
+    guest RAM is in multi-size THP folios, which smaps cannot give (root only)."""
+    maps = [(pid, int(s, 16), int(e, 16), name) for s, e, name in ev.get("ranges") or []]
+    if not maps:
+        return {"available": False, "reason": "no guest-RAM mapping found"}
+    try:
+        found = scan_mappings(maps, proc=proc)
+    except PfnHidden as exc:
+        return {"available": False, "reason": str(exc)}
+    except OSError as exc:
+        return {"available": False, "reason": f"cannot read QEMU's pagemap: {exc.strerror}"}
+    if not found:
+        return {"available": False, "reason": "QEMU ended before its guest RAM was read"}
+    return {"available": True, "samples": 1, **summarize(found), "mappings": found}

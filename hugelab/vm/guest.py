@@ -41,7 +41,7 @@ from hugelab.vm.initramfs import (
     kernel_release,
     modules_dir_for,
 )
-from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, validate
+from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, validate, write_guest_mthp
 from hugelab.workloads.base import ExecResult
 
 DEFAULT_STATE_DIR = "/var/lib/hugelab"
@@ -550,6 +550,7 @@ class Guest:
         t = self.target
         if self.spec.guest_thp is not None:
             t.write_file(GUEST_THP_ENABLED, self.spec.guest_thp)
+        write_guest_mthp(t, self.spec)
         for size_kb, want in ((2048, self.spec.guest_hugepages_2m),
                               (1048576, self.spec.guest_hugepages_1g)):
             if not want:

@@ -36,7 +36,7 @@ from hugelab.proc import APT_PACKAGES, run
 from hugelab.vm import domain as dx
 from hugelab.vm.evidence import qemu_memory_evidence
 from hugelab.vm.image import SSH_KEY_ARG
-from hugelab.vm.qemu_args import VmSpec, safe_name
+from hugelab.vm.qemu_args import VmSpec, safe_name, write_guest_mthp
 from hugelab.vm.remote import RemoteTarget
 from hugelab.vm.ssh import Ssh, SshTarget
 from hugelab.workloads.base import ExecResult
@@ -410,6 +410,7 @@ class DomainGuest:
         assert self.target is not None
         if spec.guest_thp:
             self.target.write_file("/sys/kernel/mm/transparent_hugepage/enabled", spec.guest_thp)
+        write_guest_mthp(self.target, spec)
         for kb, pages in ((2048, spec.guest_hugepages_2m), (1048576, spec.guest_hugepages_1g)):
             if pages:
                 self.target.write_file(f"/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages",

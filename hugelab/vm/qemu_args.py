@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hugelab.errors import VMError
 from hugelab.vm.initramfs import AGENT_PORT, ROOT_TAG
@@ -54,6 +55,8 @@ class VmSpec:
     guest_cmdline_extra: tuple[str, ...] = ()
     guest_thp: str | None = None  # always | madvise | never; None = guest kernel default
     guest_hugepages_2m: int = 0
+    # guest multi-size THP, (size, mode) pairs: ("64K", "always") -> hugepages-64kB/enabled
+    guest_mthp: tuple[tuple[str, str], ...] = ()
     guest_hugepages_1g: int = 0
     # (host port, guest port) TCP forwards: 127.0.0.1:host on the host -> 10.0.2.15:guest
     port_forwards: tuple[tuple[int, int], ...] = ()
@@ -71,6 +74,27 @@ class QemuPaths:
     qmp_socket: Path
     agent_socket: Path
     initrd: Path
+
+
+def guest_mthp_writes(spec: VmSpec) -> list[tuple[str, str]]:
+    """(sysfs path, mode) the guest layer writes for guest mthp, smallest size first."""
+    out = []
+    for label, mode in spec.guest_mthp:
+        kb = int(label[:-1]) * (1024 if label.endswith("M") else 1)
+        out.append((f"/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled", mode))
+    return out
+
+
+def write_guest_mthp(target: Any, spec: VmSpec) -> None:
+    """Make guest mthp true through a guest target (its write_file), with a clear error for a
+    guest kernel without that size (multi-size THP came in Linux 6.8)."""
+    for path, mode in guest_mthp_writes(spec):
+        try:
+            target.write_file(path, mode)
+        except VMError as exc:
+            raise VMError(f"the guest cannot set {path} to {mode!r}: {exc.message}",
+                          hint="multi-size THP needs a guest kernel of Linux 6.8 or later "
+                               "offering that size") from exc
 
 
 def _hugetlb_label(size_kb: int) -> str:

@@ -24,6 +24,7 @@ from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
 from hugelab.vm import reps
+from hugelab.vm.evidence import qemu_folio_evidence
 from hugelab.vm.guest import Guest
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.qemu_args import VmSpec, validate
@@ -65,6 +66,21 @@ def guest_thp(arm: Arm) -> str | None:
     return "madvise" if arm.backing in ("thp", "thp-collapse") else None
 
 
+def guest_mthp(arm: Arm) -> tuple[tuple[str, str], ...]:
+    """The guest's multi-size THP modes: as the arm's guest mthp says; an mthp-<S> backing in
+    the guest also gets S `madvise` (hugelab-mem madvises its buffer) and 2M `never` (so the
+    buffer gets S folios or 4 KiB pages, as natively) unless guest mthp names them."""
+    given = dict(arm.guest.mthp) if arm.guest else {}
+    if arm.mthp_kb:
+        given = {arm.backing.removeprefix("mthp-"): "madvise", "2M": "never", **given}
+    return tuple(sorted(given.items(), key=lambda sm: size_kb_from_label(sm[0])))
+
+
+def size_kb_from_label(label: str) -> int:
+    """'64K' -> 64, '1M' -> 1024, '2M' -> 2048."""
+    return int(label[:-1]) * (1024 if label.endswith("M") else 1)
+
+
 def host_pool_need(arm: Arm) -> tuple[str, int] | None:
     """(size, pages) of the host pool one trial of this arm takes: all its guests' RAM."""
     vm = arm.vm
@@ -83,7 +99,7 @@ def vm_spec(arm: Arm, workload_bytes: int | None, hugetlbfs: dict[str, Path]) ->
         mem_mib=vm.mem_mib, vcpus=vm.vcpus, backing=vm.backing, prealloc=vm.prealloc, share=vm.share,
         hugetlbfs_path=str(hugetlbfs[vm.page_size]) if vm.backing == "file" and vm.page_size else None,
         hugetlb_size_kb=size_kb, numa_node=vm.numa_node, cpu_pin=vm.cpu_pin, kernel=vm.kernel,
-        accel=vm.accel, guest_thp=guest_thp(arm),
+        accel=vm.accel, guest_thp=guest_thp(arm), guest_mthp=guest_mthp(arm),
         guest_hugepages_2m=two, guest_hugepages_1g=one)
     try:
         validate(spec)
@@ -253,10 +269,7 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in b.items()
                                            if k in after and after[k] != v},
                           "guest_meminfo": _guest_meminfo(g)}
-            try:
-                o.evidence = {"qemu": g.evidence()}
-            except (HugelabError, OSError) as exc:
-                o.evidence = {"qemu": {"error": str(exc)}}
+            o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
             tree = g.target.tree() if g.alive() else {}
             o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
             o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
@@ -264,13 +277,26 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                             "guest_wall_s": round(guest_wall, 3),
                             "workload_s": round(workload_s[len(final)], 3),
                             "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
-                            "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib}
+                            "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,
+                            **({"guest_mthp": dict(spec.guest_mthp)} if spec.guest_mthp else {})}
             if guest_port is not None:
                 o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
                                            "port_forwards": [list(f) for f in
                                                              g.spec.port_forwards]}
             final.append(o)
         return final
+
+
+def _qemu_evidence(g: Any, folios: bool) -> dict[str, Any]:
+    """QEMU's side of a guest (hugelab.vm.evidence); with `folios` (vm mthp) also the folio
+    sizes of guest RAM, since smaps cannot tell a 64K folio from a 4K page."""
+    try:
+        ev: dict[str, Any] = g.evidence()
+        if folios:
+            ev["folios"] = qemu_folio_evidence(g.qemu_pid, ev)
+    except (HugelabError, OSError) as exc:
+        return {"error": str(exc)}
+    return ev
 
 
 def pool_state(spec: VmSpec, paths: HostPaths = REAL) -> str:
