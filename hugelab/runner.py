@@ -93,7 +93,8 @@ def pool_plan(exp: Experiment, workload: Workload, arms: list[Arm] | None = None
     for arm in exp.arms if arms is None else arms:
         nbytes = _workload_bytes(per_arm.get(arm.name, workload))
         for key, pages in arm_pool_need(arm, nbytes).items():
-            need[key] = need.get(key, 0) + pages if exp.design == "duet" else \
+            together = exp.design in ("duet", "interleaved")  # every arm of a block at once
+            need[key] = need.get(key, 0) + pages if together else \
                 max(need.get(key, 0), pages)
     return need
 
@@ -260,13 +261,14 @@ class Runner:
 
     def _remaining(self, run_id: int, skipped: dict[str, str]) -> list[TrialSpec]:
         """Trials still to run: never run, cut short by a killed run, failed for a reason
-        outside the workload (or any failure, with retry_failed). A duet block runs whole."""
+        outside the workload (or any failure, with retry_failed). A duet or interleaved block
+        runs whole."""
         done = self.store.done_keys(run_id, retry_failed=self.retry_failed)
         targets = {a.name: a.targets() if a.vm else [self.target.name] for a in self.exp.arms}
         sched = [t for t in schedule(self.exp) if t.arm not in skipped]
         todo = [t for t in sched if any((t.block, t.arm, name) not in done
                                         for name in targets[t.arm])]
-        if self.exp.design == "duet":
+        if self.exp.design in ("duet", "interleaved"):
             blocks = {t.block for t in todo}
             todo = [t for t in sched if t.block in blocks]
         return todo
@@ -334,7 +336,9 @@ class Runner:
         self._apply_arm(control, self._arm(unit[0].arm), thp_initial)  # duet: arms share THP
         before = monitors.snapshot(self.paths)
         started = time.time()
-        if len(unit) == 1:
+        if self.exp.design == "interleaved":
+            results = self._interleaved([self._arm(t.arm) for t in unit])
+        elif len(unit) == 1:
             results = [self._execute(self._arm(unit[0].arm))]
         else:
             results = [[] for _ in unit]
@@ -384,6 +388,32 @@ class Runner:
             if scope.leftovers_killed:
                 o.monitors["leftovers_killed"] = scope.leftovers_killed
         return outs
+
+    def _interleaved(self, arms: list[Arm]) -> list[list[GuestOutcome]]:
+        """Every arm of a block in one hugelab-mem process, measured in alternating windows
+        (design 'interleaved'); one outcome per arm, its buffer's own evidence. Never raises."""
+        name = self.target.name
+        try:
+            with TrialScope("interleaved block") as scope:
+                results = self.workload.run_interleaved(  # type: ignore[attr-defined]
+                    self.target, [a.backing for a in arms])
+        except HugelabError as exc:
+            return [[GuestOutcome(name, None, exc.message, cause=exc.cause)] for _ in arms]
+        except Exception as exc:  # noqa: BLE001 - a bug must fail the trial, not the run
+            why = "".join(traceback.format_exception_only(exc)).strip()
+            return [[GuestOutcome(name, None, f"internal error (please report it): {why}",
+                                  cause="environment")] for _ in arms]
+        out = []
+        for r in results:
+            o = GuestOutcome(name, r, None)
+            o.evidence["tree"] = {**scope.tree, "where": "host (one process: every arm's "
+                                  "buffer)"}
+            o.monitors["perf"] = "not separable in an interleaved block"
+            o.provenance["workload_s"] = r.metrics.get("duration_s")  # the measured phase
+            if scope.leftovers_killed:
+                o.monitors["leftovers_killed"] = scope.leftovers_killed
+            out.append([o])
+        return out
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:
@@ -451,8 +481,9 @@ class Runner:
 
 
 def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:
-    """paired: each trial alone, in schedule order; duet: each block's trials together."""
-    if design != "duet":
+    """paired: each trial alone, in schedule order; duet and interleaved: each block's trials
+    together."""
+    if design not in ("duet", "interleaved"):
         return [[t] for t in todo]
     out: list[list[TrialSpec]] = []
     for t in todo:

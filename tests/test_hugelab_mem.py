@@ -330,3 +330,42 @@ def test_backings_constant_matches_the_binary(binary: Path) -> None:
     res = _exec([str(binary), "--help"])
     for name in (*BACKINGS, *WORKLOADS):
         assert name in res.stdout
+
+
+# --- interleaved windows (design 'interleaved') -------------------------------------
+
+def test_interleaved_a_a_buffers_alternate_in_balanced_windows(binary: Path) -> None:
+    """Two 4k buffers in one process: equal windows each, every round a random order and its
+    mirror (ABBA), each buffer its own evidence; parsed into one result per buffer whose value
+    is the geometric mean of its windows."""
+    wl = HugelabMem(workload="chase", size_bytes=16 * MiB, duration_s=0.5, window_ms=10)
+    res = _exec(wl.argv_interleaved(["4k", "4k"], binary))
+    data = json.loads(res.stdout)
+    order = data["order"]
+    assert len(order) >= 8 and len(order) % 4 == 0
+    for r in range(0, len(order), 4):  # a round and its mirror
+        first, mirror = order[r:r + 2], order[r + 2:r + 4]
+        assert sorted(first) == [0, 1] and mirror == first[::-1]
+    a, b = wl.parse_interleaved(res)
+    import math
+    assert a.info["reps"]["n"] == b.info["reps"]["n"] == len(order) // 2
+    w = a.info["reps"]["values"]
+    assert a.value == pytest.approx(math.exp(sum(map(math.log, w)) / len(w)))
+    for r in (a, b):
+        assert r.evidence["KernelPageSize_kB"] == 4 and not r.info["warnings"]
+        assert r.info["interleaved"]["buffers"] == 2 and r.primary == "ns_per_access"
+    assert 0.5 < a.value / b.value < 2.0  # the same walk over alike memory
+
+
+def test_interleaved_refuses_what_it_cannot_interleave(binary: Path) -> None:
+    for extra, words in ((["--threads", "2"], "one thread"),
+                         (["--workload", "seq-read"], "chase and random")):
+        argv = [str(binary), "--workload", "chase", "--interleave", "4k,thp", "--size", "4M",
+                "--duration", "1", *extra]
+        cp = subprocess.run(argv, capture_output=True, text=True)
+        assert cp.returncode == 2 and words in cp.stderr, cp.stderr
+    cp = subprocess.run([str(binary), "--workload", "chase", "--interleave", "4k", "--size", "4M"],
+                        capture_output=True, text=True)
+    assert cp.returncode == 2 and "at least two" in cp.stderr
+    with pytest.raises(ExperimentError, match="window"):
+        HugelabMem(window_ms=0.1)

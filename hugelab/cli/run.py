@@ -63,6 +63,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="with --until-verdict: family-wise false-positive rate (0.05)")
     p.add_argument("--margin", type=_fraction, default=0.01,
                    help="with --until-verdict: equivalence margin, e.g. 1%% (default)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="for a duet: run the baseline arm and an identical twin side by side, "
+                   "then one after the other, and say what the duet comparison can claim (are "
+                   "the two slots symmetric? how much does the neighbour move each guest?)")
     p.set_defaults(func=cmd_run)
 
     s = sub.add_parser("show", help="list the runs in a store, or one run's trials")
@@ -111,9 +115,10 @@ def _build(exp: Experiment) -> tuple[Any, dict[str, Any]]:
     return build_for(exp)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    exp = _load(args)
-    workload, per_arm = _build(exp)
+def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: Any,
+                          per_arm: dict[str, Any]) -> int | None:
+    """`--dry-run` (nothing runs) or `--calibrate` (a duet's A/A runs): its exit code; None
+    for a plain run (root checked)."""
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
         from hugelab.vm.libvirt_guest import resolve_experiment
@@ -121,7 +126,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
         dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)
         return 0
+    if args.calibrate:
+        from hugelab.cli import calibrate
+        calibrate.experiments(exp)  # a duet, or a clear error before root is asked for
+        if args.until_verdict:
+            raise UsageError("--calibrate runs the planned blocks: leave out --until-verdict")
     require_root("hugelab run")
+    if args.calibrate:
+        return calibrate.cmd(args, exp, lambda e, store: _run_quiet(e, store, args))
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    exp = _load(args)
+    workload, per_arm = _build(exp)
+    other = _dry_run_or_calibrate(args, exp, workload, per_arm)
+    if other is not None:
+        return other
     con = Console(stderr=True)
     with Store(args.store) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -175,6 +196,25 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    "nothing to compare them with (see the reasons above)")
         return 1
     return 0
+
+
+def _run_quiet(exp: Experiment, store: Store, args: argparse.Namespace
+               ) -> tuple[int, list[dict[str, Any]]]:
+    """One run with a progress bar: (run id, its comparisons)."""
+    workload, per_arm = _build(exp)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True)) as bar:
+        task = bar.add_task(escape(exp.name), total=None)
+
+        def progress(e: RunEvent) -> None:
+            if e.kind == "start":
+                bar.update(task, total=e.total)
+            elif e.kind == "trial":
+                bar.update(task, completed=e.done)
+
+        out = Runner(exp, store, workload, target=_target(), progress=progress,
+                     retry_failed=args.retry_failed, workloads=per_arm).run()
+    return out.run_id, _verdicts(store, out.run_id).get("comparisons", [])
 
 
 def _target() -> Target:

@@ -43,6 +43,7 @@
 #endif
 
 #define TOOL_VERSION 1
+#define MAX_INTERLEAVE 8
 #define BASE_PAGE 4096UL
 #define PMD_SIZE (2UL << 20)
 #define CHUNK_LOADS 4096UL          /* loads between stop-flag checks (chase/random) */
@@ -75,6 +76,10 @@ struct config {
     uint64_t seed;
     size_t stride;
     int stride_given;
+    /* --interleave: one buffer per backing, measured in alternating windows */
+    unsigned n_inter;
+    enum backing inter[MAX_INTERLEAVE];
+    double window;
 };
 
 /* Set by the SIGINT handler; workers poll it together with g_stop. */
@@ -168,6 +173,8 @@ static void usage(FILE *out)
           "                             mthp-512K|mthp-1M\n"
           "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
           "                   [--seed N] [--stride BYTES]\n"
+          "       hugelab-mem --workload chase|random --interleave BACKING,BACKING[,...]\n"
+          "                   --size BYTES --duration SECONDS [--window MS] [--seed N]\n"
           "\n"
           "  chase      dependent loads over a random cyclic permutation of --stride-byte\n"
           "             slots (default 64); TLB-sensitive latency (ns_per_access)\n"
@@ -176,6 +183,11 @@ static void usage(FILE *out)
           "  seq-write  sequential write bandwidth (mib_per_s)\n"
           "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB;\n"
           "             with thp-collapse each round's MADV_COLLAPSE is timed too)\n"
+          "\n"
+          "--interleave maps one buffer of --size per backing (a backing may repeat)\n"
+          "and measures them in alternating windows of --window ms (default 50), each\n"
+          "round a random order and its mirror (ABBA), until --duration; every window's\n"
+          "value is reported, so drift hits every buffer alike.\n"
           "\n"
           "Prints one JSON object on stdout.  Exit 2: bad arguments; exit 3: a hugetlb\n"
           "mapping failed (pool too small).  --stride applies to chase only.\n",
@@ -226,6 +238,28 @@ static uint64_t parse_u64(const char *s, const char *what)
     return v;
 }
 
+/* "4k,thp,4k": the backings of the interleaved buffers (a backing may repeat: A/A). */
+static void parse_interleave(const char *list, struct config *cfg)
+{
+    char buf[512];
+    if (strlen(list) >= sizeof buf)
+        die(2, "--interleave list is too long");
+    strcpy(buf, list);
+    cfg->n_inter = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int idx = lookup(tok, backing_names, N_BACKINGS);
+        if (idx < 0)
+            die(2, "unknown backing '%s' in --interleave", tok);
+        if (cfg->n_inter == MAX_INTERLEAVE)
+            die(2, "--interleave takes at most %d buffers", MAX_INTERLEAVE);
+        cfg->inter[cfg->n_inter++] = (enum backing)idx;
+    }
+    if (cfg->n_inter < 2)
+        die(2, "--interleave needs at least two backings, e.g. 4k,thp");
+    cfg->backing = cfg->inter[0];
+}
+
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
     static const struct option opts[] = {
@@ -233,6 +267,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         {"size", required_argument, 0, 's'},     {"threads", required_argument, 0, 't'},
         {"duration", required_argument, 0, 'd'}, {"seed", required_argument, 0, 'r'},
         {"stride", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+        {"interleave", required_argument, 0, 'I'}, {"window", required_argument, 0, 'W'},
         {0, 0, 0, 0}};
     int have_w = 0, have_b = 0, have_s = 0, c, idx;
     char *end;
@@ -242,6 +277,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
     cfg->duration = 1.0;
     cfg->seed = 1;
     cfg->stride = 64;
+    cfg->window = 0.05;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (c) {
@@ -286,6 +322,17 @@ static void parse_args(int argc, char **argv, struct config *cfg)
                 die(2, "bad stride '%s': expected a positive multiple of 8 bytes", optarg);
             cfg->stride_given = 1;
             break;
+        case 'I':
+            parse_interleave(optarg, cfg);
+            have_b = 1;
+            break;
+        case 'W':
+            errno = 0;
+            cfg->window = strtod(optarg, &end) / 1000.0;
+            if (errno || end == optarg || *end != '\0' || !isfinite(cfg->window) ||
+                cfg->window < 0.001 || cfg->window > 10.0)
+                die(2, "bad window '%s': expected milliseconds in 1..10000", optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -304,6 +351,13 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         die(2, "--workload, --backing and --size are required (see --help)");
     if (cfg->stride_given && cfg->workload != W_CHASE)
         die(2, "--stride applies to the chase workload only");
+    if (cfg->n_inter && cfg->workload != W_CHASE && cfg->workload != W_RANDOM)
+        die(2, "--interleave measures the chase and random workloads only");
+    if (cfg->n_inter && cfg->threads != 1)
+        die(2, "--interleave runs one thread");
+    if (cfg->n_inter && cfg->duration < 2 * cfg->n_inter * cfg->window)
+        die(2, "--duration %.3g s is too short for one round of %u windows of %.3g ms",
+            cfg->duration, 2 * cfg->n_inter, cfg->window * 1000.0);
     if (cfg->size < BASE_PAGE)
         die(2, "size %zu is too small: at least 4096 bytes", cfg->size);
     if (cfg->workload == W_CHASE && cfg->size / cfg->stride < 2 * (size_t)cfg->threads)
@@ -588,6 +642,29 @@ static double thread_begin(struct worker *w)
     return now_s();
 }
 
+/* CHUNK_LOADS dependent loads along the chase cycle. */
+static inline void **chase_chunk(void **p)
+{
+    for (size_t k = 0; k < CHUNK_LOADS; k += 8) {
+        p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
+        p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
+    }
+    return p;
+}
+
+/* CHUNK_LOADS independent random 8-byte loads; their sum keeps them from being elided. */
+static inline uint64_t random_chunk(const uint64_t *words, uint64_t nwords, uint64_t *rng)
+{
+    uint64_t sum = 0;
+    for (size_t k = 0; k < CHUNK_LOADS; k += 4) {
+        sum += words[bounded(xorshift64s(rng), nwords)];
+        sum += words[bounded(xorshift64s(rng), nwords)];
+        sum += words[bounded(xorshift64s(rng), nwords)];
+        sum += words[bounded(xorshift64s(rng), nwords)];
+    }
+    return sum;
+}
+
 static void *chase_worker(void *arg)
 {
     struct worker *w = arg;
@@ -596,10 +673,7 @@ static void *chase_worker(void *arg)
     uint64_t n = 0;
     double t0 = thread_begin(w);
     do {
-        for (size_t k = 0; k < CHUNK_LOADS; k += 8) {
-            p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
-            p = (void **)*p; p = (void **)*p; p = (void **)*p; p = (void **)*p;
-        }
+        p = chase_chunk(p);
         n += CHUNK_LOADS;
     } while (!should_stop());
     w->elapsed = now_s() - t0;
@@ -617,12 +691,7 @@ static void *random_worker(void *arg)
     uint64_t rng = splitmix64(&seed_state) | 1;
     double t0 = thread_begin(w);
     do {
-        for (size_t k = 0; k < CHUNK_LOADS; k += 4) {
-            sum += words[bounded(xorshift64s(&rng), nwords)];
-            sum += words[bounded(xorshift64s(&rng), nwords)];
-            sum += words[bounded(xorshift64s(&rng), nwords)];
-            sum += words[bounded(xorshift64s(&rng), nwords)];
-        }
+        sum += random_chunk(words, nwords, &rng);
         n += CHUNK_LOADS;
     } while (!should_stop());
     w->elapsed = now_s() - t0;
@@ -950,6 +1019,201 @@ static void collect(struct worker *ws, unsigned n, struct outcome *o)
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* Interleaved windows: one buffer per backing, measured in turn.              */
+
+struct ibuf {
+    struct mapping m;
+    void **p;                /* chase: where the walk stands */
+    uint64_t rng, sum;       /* random */
+    double setup;
+    struct evidence ev_setup, ev_end, ev_before_collapse;
+    struct collapse_rec collapse;
+    double *win_ns;          /* ns per access of each of this buffer's windows */
+    unsigned n_win;
+    double time;
+    uint64_t ops;
+};
+
+/* Runs buffer b's workload until `deadline`; returns the seconds measured. */
+static double run_window(const struct config *cfg, struct ibuf *b, double deadline,
+                         uint64_t *ops)
+{
+    uint64_t n = 0;
+    double t0 = now_s(), t;
+    if (cfg->workload == W_CHASE) {
+        void **p = b->p;
+        do {
+            p = chase_chunk(p);
+            n += CHUNK_LOADS;
+        } while ((t = now_s()) < deadline && !g_sigint);
+        b->p = p;
+    } else {
+        const uint64_t *words = (const uint64_t *)b->m.base;
+        uint64_t nwords = cfg->size / 8, sum = b->sum, rng = b->rng;
+        do {
+            sum += random_chunk(words, nwords, &rng);
+            n += CHUNK_LOADS;
+        } while ((t = now_s()) < deadline && !g_sigint);
+        b->sum = sum;
+        b->rng = rng;
+    }
+    *ops = n;
+    return t - t0;
+}
+
+/* Faults the buffers in turn, 2 MiB of each at a time, in a random order per turn: the
+ * kernel hands them physical memory from the same places, so no buffer gets the better
+ * part of memory by being populated first (in a VM, regions of guest-physical memory can
+ * differ by 10% in latency). */
+static void populate_interleaved(struct ibuf *b, unsigned nb, uint64_t seed)
+{
+    size_t len = b[0].m.len;
+    unsigned perm[MAX_INTERLEAVE];
+    uint64_t st = seed ^ 0x9E3779B97F4A7C15ULL;
+    for (size_t off = 0; off < len; off += PMD_SIZE) {
+        for (unsigned i = 0; i < nb; i++)
+            perm[i] = i;
+        for (unsigned i = nb - 1; i > 0; i--) {
+            unsigned j = (unsigned)bounded(splitmix64(&st), i + 1);
+            unsigned tmp = perm[i]; perm[i] = perm[j]; perm[j] = tmp;
+        }
+        for (unsigned i = 0; i < nb; i++) {
+            struct mapping *m = &b[perm[i]].m;
+            size_t n = off + PMD_SIZE <= m->len ? PMD_SIZE : m->len - off;
+            if (off < m->len)
+                populate(m->base + off, n);
+        }
+    }
+}
+
+static void setup_ibuf(const struct config *cfg, enum backing bk, struct ibuf *b)
+{
+    double t0 = now_s();
+    if (bk == B_COLLAPSE) {
+        read_evidence(b->m.base, &b->ev_before_collapse);
+        collapse_buffer(&b->m, &b->collapse);
+    }
+    /* the same seed for every buffer: A/A buffers walk the same permutation */
+    if (cfg->workload == W_CHASE)
+        build_chase(b->m.base, cfg->size / cfg->stride, cfg->stride, cfg->seed);
+    b->p = (void **)b->m.base;
+    uint64_t st = cfg->seed;
+    b->rng = splitmix64(&st) | 1;
+    read_evidence(b->m.base, &b->ev_setup);
+    b->setup = now_s() - t0;
+    check_setup_interrupt();
+}
+
+static void print_window_list(const double *v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        printf("%s%.4f", i ? "," : "", v[i]);
+}
+
+static int run_interleaved(const struct config *cfg)
+{
+    unsigned nb = cfg->n_inter;
+    struct ibuf b[MAX_INTERLEAVE];
+    memset(b, 0, sizeof b);
+    size_t max_win = (size_t)(cfg->duration / cfg->window) + 4 * nb + 8;
+    unsigned *order = calloc(max_win, sizeof *order);
+    if (!order)
+        die(1, "out of memory");
+    double t_map = now_s();
+    for (unsigned i = 0; i < nb; i++) {
+        b[i].win_ns = calloc(max_win, sizeof(double));
+        if (!b[i].win_ns)
+            die(1, "out of memory");
+        map_buffer(cfg->inter[i], cfg->size, &b[i].m);
+    }
+    populate_interleaved(b, nb, cfg->seed);
+    double populated = (now_s() - t_map) / nb;
+    for (unsigned i = 0; i < nb; i++) {
+        setup_ibuf(cfg, cfg->inter[i], &b[i]);
+        b[i].setup += populated;
+    }
+    /* Rounds: a random order of the buffers, then its mirror (ABBA...), until the
+     * duration is spent; only whole rounds run, so every buffer has as many windows. */
+    uint64_t st = cfg->seed ^ 0xA5A5A5A5DEADBEEFULL;
+    unsigned perm[MAX_INTERLEAVE], n_order = 0;
+    double t_start = now_s(), t_end = t_start + cfg->duration;
+    while (!g_sigint) {
+        double round = 2.0 * nb * cfg->window;
+        if (n_order && now_s() + round > t_end)
+            break;
+        if (n_order + 2 * nb > max_win)
+            break;
+        for (unsigned i = 0; i < nb; i++)
+            perm[i] = i;
+        for (unsigned i = nb - 1; i > 0; i--) {
+            unsigned j = (unsigned)bounded(splitmix64(&st), i + 1);
+            unsigned tmp = perm[i]; perm[i] = perm[j]; perm[j] = tmp;
+        }
+        for (unsigned half = 0; half < 2; half++) {
+            for (unsigned i = 0; i < nb; i++) {
+                unsigned k = half ? perm[nb - 1 - i] : perm[i];
+                uint64_t ops;
+                double secs = run_window(cfg, &b[k], now_s() + cfg->window, &ops);
+                b[k].win_ns[b[k].n_win++] = secs * 1e9 / (double)ops;
+                b[k].time += secs;
+                b[k].ops += ops;
+                order[n_order++] = k;
+            }
+        }
+    }
+    double wall = now_s() - t_start;
+    for (unsigned i = 0; i < nb; i++)
+        read_evidence(b[i].m.base, &b[i].ev_end);
+
+    printf("{\"tool\":\"hugelab-mem\",\"version\":%d,\"mode\":\"interleaved\","
+           "\"workload\":\"%s\",\"size_bytes\":%zu,\"threads\":1,\"seed\":%llu,",
+           TOOL_VERSION, workload_names[cfg->workload], cfg->size,
+           (unsigned long long)cfg->seed);
+    if (cfg->workload == W_CHASE)
+        printf("\"stride_bytes\":%zu,", cfg->stride);
+    printf("\"duration_s\":%.6f,\"window_s\":%.6f,\"interrupted\":%s,",
+           wall, cfg->window, g_sigint ? "true" : "false");
+    print_primary(cfg->workload);
+    printf(",\"order\":[");
+    for (unsigned i = 0; i < n_order; i++)
+        printf("%s%u", i ? "," : "", order[i]);
+    printf("],\"buffers\":[");
+    for (unsigned i = 0; i < nb; i++) {
+        uint64_t checksum = cfg->workload == W_CHASE
+                                ? (uint64_t)((char *)b[i].p - b[i].m.base) : b[i].sum;
+        printf("%s{\"backing\":\"%s\",\"setup_s\":%.6f,\"checksum\":%llu,\"metrics\":{"
+               "\"ns_per_access\":%.4f,\"accesses\":%llu,\"accesses_per_s\":%.1f},"
+               "\"windows_ns\":[", i ? "," : "", backing_names[cfg->inter[i]], b[i].setup,
+               (unsigned long long)checksum,
+               b[i].ops ? b[i].time * 1e9 / (double)b[i].ops : 0.0,
+               (unsigned long long)b[i].ops, b[i].time > 0 ? (double)b[i].ops / b[i].time : 0.0);
+        print_window_list(b[i].win_ns, b[i].n_win);
+        printf("]");
+        if (mthp_kb(cfg->inter[i]))
+            printf(",\"mthp_kb\":%u", mthp_kb(cfg->inter[i]));
+        if (b[i].collapse.done) {
+            printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f,\"before\":{",
+                   errno_name(b[i].collapse.err), b[i].collapse.err, b[i].collapse.seconds);
+            print_evidence_fields(&b[i].ev_before_collapse);
+            printf("}}");
+        }
+        printf(",\"evidence\":{");
+        print_evidence_fields(&b[i].ev_end);
+        printf(",\"after_populate\":{");
+        print_evidence_fields(&b[i].ev_setup);
+        printf("}}}");
+    }
+    printf("]}\n");
+    fflush(stdout);
+    for (unsigned i = 0; i < nb; i++) {
+        unmap_buffer(&b[i].m);
+        free(b[i].win_ns);
+    }
+    free(order);
+    return g_sigint ? 130 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
@@ -958,6 +1222,8 @@ int main(int argc, char **argv)
     memset(&o, 0, sizeof o);
     parse_args(argc, argv, &cfg);
     install_signals();
+    if (cfg.n_inter)
+        return run_interleaved(&cfg);
 
     struct worker *ws = calloc(cfg.threads, sizeof *ws);
     if (!ws)

@@ -67,8 +67,8 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
 
 
 def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg") -> Estimate:
-    """Seconds for the whole experiment: blocks x the sum of every arm's trial time (a duet runs
-    a block's arms at once: its longest). Unknown workload times count as zero and say so."""
+    """Seconds for the whole experiment: blocks x the sum of every arm's trial time (a duet or
+    interleaved block runs its arms at once: its longest). Unknown workload times count as zero and say so."""
     if all(a.vm.accel == "kvm" for a in exp.arms if a.vm is not None) and \
             any(a.vm is not None for a in exp.arms):
         accel = "kvm"  # the file asks for KVM (a run fails rather than fall back to TCG)
@@ -76,7 +76,8 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
     times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    per_block = max(secs, default=0.0) if exp.design == "duet" else sum(secs)
+    together = exp.design in ("duet", "interleaved")  # a block's arms run at once
+    per_block = max(secs, default=0.0) if together else sum(secs)
     return Estimate(per_block * exp.blocks, per_block, exp.blocks * len(exp.arms),
                     {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},
                     boot, basis_boot)

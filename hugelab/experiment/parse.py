@@ -30,7 +30,9 @@ from hugelab.experiment.model import (
 
 THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
-DESIGNS = ("paired", "duet")
+DESIGNS = ("paired", "duet", "interleaved")
+# backings one hugelab-mem process can hold side by side under one set of host knobs
+INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
@@ -292,6 +294,35 @@ def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | Non
     return v
 
 
+def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
+                       loc: _Locator | None) -> None:
+    """design 'interleaved': one hugelab-mem process holds every arm's buffer and measures them
+    in alternating windows, so the arms must be able to share one process and one host."""
+    why = hint = None
+    if factorial:
+        why = "it does not mix with [factors] or [scenarios]"
+    elif not isinstance(workload, dict) or workload.get("kind") != "hugelab-mem" or \
+            workload.get("workload", "chase") not in ("chase", "random") or \
+            int(workload.get("threads", 1)) != 1:
+        why = "it interleaves hugelab-mem's chase or random workload, one thread"
+        hint = ("[workload] kind = \"hugelab-mem\", workload = \"chase\"; other workloads: "
+                "design = \"paired\"")
+    elif any(a.vm is not None for a in arms):
+        why = "its arms run in one process on the host: no guest arms"
+        hint = "use design = \"paired\" (or trials_per_boot) for guests"
+    elif len({(a.thp, a.thp_defrag, a.pools) for a in arms}) > 1:
+        why = ("one process runs under one host setting, so the arms must share thp, "
+               "thp_defrag and pools; arms that differ in host THP mode cannot be interleaved")
+        hint = "use design = \"paired\" to compare host THP modes"
+    elif bad := [a.backing for a in arms if a.backing not in INTERLEAVE_BACKINGS]:
+        why = (f"backing {bad[0]} needs host knobs of its own (set per arm), so it cannot share "
+               "a process with the others")
+        hint = f"interleave {', '.join(INTERLEAVE_BACKINGS)}; use design = \"paired\" for the rest"
+    if why:
+        raise _err(loc, f"design 'interleaved': {why}", "design",
+                   hint=hint or "use design = \"paired\"")
+
+
 def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "experiment") -> Experiment:
     loc = _Locator(text) if text is not None else None
     _check_keys(d, TOP_KEYS, loc, "the experiment")
@@ -322,6 +353,8 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
                    "host THP modes (thp, thp_defrag)", "design",
                    hint="use design = \"paired\" to compare host THP modes")
     workload = d.get("workload", {"kind": "hugelab-mem"})
+    if design == "interleaved":
+        _check_interleaved(arms, bool(factors), workload, loc)
     if not isinstance(workload, dict) or "kind" not in workload:
         raise _err(loc, "[workload] needs a kind", "workload",
                    hint="e.g. kind = \"hugelab-mem\", \"sysbench\", \"stress-ng\", \"command\"")

@@ -459,7 +459,7 @@ def _run_info(data: RunData) -> dict[str, Any]:
             "baseline": baseline_arm(r), "description": exp.get("description"),
             "workload": exp.get("workload"), "blocks_planned": exp.get("blocks"),
             "seed": exp.get("seed"), "skipped": r.get("skipped") or {},
-            "sequential": r.get("sequential") or None,
+            "sequential": r.get("sequential") or None, "design": exp.get("design", "paired"),
             "hardware_counters": (r.get("host") or {}).get("hardware_counters")}
 
 

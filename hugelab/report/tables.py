@@ -197,6 +197,15 @@ REPS_NOTE = ("spend repetitions where the variance is: when most of it lies betw
              "2013); set it as trials_per_boot in the arm's [arms.vm]")
 
 
+WINDOWS_NOTE = ("between trials: placement (where each buffer's memory landed) and anything "
+                "that differs from one process to the next; within: what the windows of one "
+                "trial disagree on, drift included, which cancels in the paired ratio because "
+                "every buffer is measured within milliseconds of the others. More windows per "
+                "trial (a longer duration, or shorter windows) shrink only the within part; "
+                "more trials (blocks) shrink both. recommended windows = sqrt((trial overhead / "
+                "window cost) x within / between)")
+
+
 def _share(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
@@ -206,8 +215,12 @@ def repetitions(result: dict[str, Any]) -> list[Table]:
     reps = result.get("repetitions")
     if not reps:
         return []
-    t = Table("repetitions", "Repetitions within boots (variance of log values)",
-              ["arm", "boots", "k", "between boots", "within boots", "recommended k"], [],
+    windows = (result.get("run") or {}).get("design") == "interleaved"
+    unit, each = ("trial", "window") if windows else ("boot", "trial")
+    t = Table("repetitions", "Windows within trials (variance of log values)" if windows else
+              "Repetitions within boots (variance of log values)",
+              ["arm", f"{unit}s", "windows" if windows else "k", f"between {unit}s",
+               f"within {unit}s", "recommended windows" if windows else "recommended k"], [],
               right={1, 2, 3, 4, 5})
     for r in reps:
         k_run = num(r.get("k_run"), "g")
@@ -222,13 +235,13 @@ def repetitions(result: dict[str, Any]) -> list[Table]:
             t.notes.append(f"{r['name']}: no recommended k: the run recorded no boot or trial "
                            "wall times")
         else:
-            t.notes.append(f"{r['name']}: k = {rec['k']} measures a boot mean "
+            t.notes.append(f"{r['name']}: k = {rec['k']} measures a {unit} mean "
                            f"{rec['gain_vs_k1']:.2g}x as precisely per second of wall time as "
-                           f"k = 1 (a boot costs {rec['cost_boot_s']:.3g} s beyond its "
-                           f"workload, a trial {rec['cost_trial_s']:.3g} s)")
+                           f"k = 1 (a {unit} costs {rec['cost_boot_s']:.3g} s beyond its "
+                           f"workload, a {each} {rec['cost_trial_s']:.3g} s)")
             t.notes += [f"{r['name']}: {n}" for n in rec["notes"]]
         t.notes += [f"{r['name']}: {n}" for n in r.get("notes") or []]
-    t.notes.append(REPS_NOTE)
+    t.notes.append(WINDOWS_NOTE if windows else REPS_NOTE)
     return [t]
 
 

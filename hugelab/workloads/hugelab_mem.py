@@ -74,6 +74,7 @@ class HugelabMem:
     duration_s: float = 1.0
     seed: int = 1
     stride_bytes: int | None = None  # chase slot size; None = the tool's default (64)
+    window_ms: float = 20.0  # design 'interleaved': each measurement window
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -82,6 +83,8 @@ class HugelabMem:
         if self.size_bytes < 4096 or self.threads < 1 or self.duration_s <= 0:
             raise ExperimentError("hugelab-mem needs size_bytes >= 4096, threads >= 1 "
                                   "and duration_s > 0")
+        if not 1 <= self.window_ms <= 10000:
+            raise ExperimentError(f"window_ms = {self.window_ms:g}: a window is 1 to 10000 ms")
         if self.stride_bytes is not None and self.workload != "chase":
             raise ExperimentError("stride_bytes applies to the chase workload only")
 
@@ -131,10 +134,95 @@ class HugelabMem:
                               unit=str(primary.get("unit", "")), better=better,
                               evidence=evidence, info=info)
 
+    def argv_interleaved(self, backings: list[str], binary: Path) -> list[str]:
+        """One process, one buffer per backing, alternating windows (pure)."""
+        for b in backings:
+            problem = backing_error(b)
+            if problem:
+                raise ExperimentError(problem)
+        argv = [str(binary), "--workload", self.workload, "--interleave", ",".join(backings),
+                "--size", str(self.size_bytes), "--duration", f"{self.duration_s:g}",
+                "--window", f"{self.window_ms:g}", "--seed", str(self.seed)]
+        if self.stride_bytes is not None:
+            argv += ["--stride", str(self.stride_bytes)]
+        return argv
+
+    def parse_interleaved(self, result: ExecResult) -> list[WorkloadResult]:
+        """One result per buffer (pure): its value the geometric mean of its windows, so the
+        log-ratio of two buffers' values is the mean of their windows' log-ratios; every
+        window kept (`reps`, as repetitions within the trial)."""
+        data = _decode_interleaved(result)
+        primary = data["primary"]
+        better: Better = "higher" if primary.get("better") == "higher" else "lower"
+        window = float(data.get("window_s", 0.0))
+        out = []
+        for i, buf in enumerate(data["buffers"]):
+            windows = [float(w) for w in buf["windows_ns"]]
+            metrics = {k: float(v) for k, v in buf["metrics"].items()}
+            metrics["ns_per_access_pooled"] = metrics["ns_per_access"]
+            metrics["ns_per_access"] = reps_geomean(windows)
+            metrics["setup_s"] = float(buf.get("setup_s", 0.0))
+            metrics["duration_s"] = float(data.get("duration_s", 0.0))
+            metrics["wall_s"] = result.wall_s
+            evidence = dict(buf.get("evidence") or {})
+            info: dict[str, Any] = {k: data.get(k) for k in (
+                "tool", "version", "workload", "size_bytes", "threads", "seed", "interrupted")}
+            info.update(backing=buf["backing"], checksum=buf.get("checksum"),
+                        interleaved={"buffers": len(data["buffers"]), "index": i,
+                                     "window_s": window, "order": data.get("order")},
+                        # a window of one buffer costs a slot of every buffer's round
+                        reps={"n": len(windows), "values": windows, "unit": "window",
+                              "wall_s": [window * len(data["buffers"])] * len(windows)})
+            if isinstance(buf.get("collapse"), dict):
+                evidence["collapse"] = buf["collapse"]
+                metrics["collapse_s"] = float(buf["collapse"].get("seconds") or 0.0)
+            problem = backing_problem(str(buf["backing"]), evidence)
+            info["warnings"] = [ln for ln in result.stderr.splitlines() if ln.strip()] + \
+                ([problem] if problem else [])
+            out.append(WorkloadResult(metrics=metrics, primary=primary["name"],
+                                      unit=str(primary.get("unit", "")), better=better,
+                                      evidence=evidence, info=info))
+        return out
+
+    def run_interleaved(self, target: Target, backings: list[str]) -> list[WorkloadResult]:
+        """One interleaved trial of every backing (design 'interleaved')."""
+        argv = self.argv_interleaved(backings, ensure_hugelab_mem())
+        timeout = self.timeout_s() + 30.0 * len(backings) * self.size_bytes / (1 << 30)
+        results = self.parse_interleaved(target.exec(argv, timeout=timeout))
+        if [r.info["backing"] for r in results] != backings:
+            raise WorkloadError(f"hugelab-mem measured {[r.info['backing'] for r in results]}, "
+                                f"not {backings}")
+        return results
+
     def run(self, target: Target, backing: str) -> WorkloadResult:
         """One trial: build (cached) -> argv -> target.exec -> parse."""
         argv = self.argv(backing, ensure_hugelab_mem())
         return self.parse(target.exec(argv, timeout=self.timeout_s()))
+
+
+def reps_geomean(values: list[float]) -> float:
+    import math
+    if not values or any(v <= 0 for v in values):
+        raise WorkloadError(f"hugelab-mem reported windows without a positive value: {values}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _decode_interleaved(result: ExecResult) -> dict[str, Any]:
+    """The interleaved JSON object, checked for what parse_interleaved relies on."""
+    if result.returncode != 0:
+        _decode(result)  # raises the same errors (pools, bad arguments)
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"hugelab-mem printed no valid JSON ({exc}): "
+                            f"{' '.join(result.argv)}") from exc
+    bufs = data.get("buffers") if isinstance(data, dict) else None
+    if data.get("mode") != "interleaved" or not isinstance(bufs, list) or len(bufs) < 2 or \
+            not all(isinstance(b, dict) and b.get("windows_ns") for b in bufs):
+        raise WorkloadError(f"not an interleaved hugelab-mem result: {result.stdout[:200]!r}")
+    if len({len(b["windows_ns"]) for b in bufs}) != 1:
+        raise WorkloadError("interleaved buffers have different numbers of windows")
+    return data
 
 
 def _decode(result: ExecResult) -> dict[str, Any]:

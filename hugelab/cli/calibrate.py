@@ -1,0 +1,132 @@
+"""`hugelab run DUET --calibrate`: what a duet comparison can and cannot claim.
+
+A duet runs every arm of a block at the same time (two guests side by side, as the Red Hat study
+ran them), so each arm's value is measured beside a neighbour. The calibration runs the baseline
+arm twice, as `A` and its twin `A-twin` (identical settings), in two runs of the same store:
+
+- together (design duet): A and A-twin at the same time. Their paired comparison is an A/A
+  check of the two slots: `equivalent` means the slots are symmetric, and its interval is the
+  smallest difference between arms the duet can tell apart;
+- alone (design paired): A and A-twin one after the other, as a paired run would.
+
+The values of both copies together against alone (a two-sample shift, hugelab.stats.twosample)
+say how much the neighbour disturbs each guest: what a duet cannot claim is how fast one VM
+would run alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+from hugelab.errors import UsageError
+from hugelab.experiment import Experiment
+from hugelab.store import Store
+
+TWIN = "A-twin"
+
+
+def experiments(exp: Experiment) -> tuple[Experiment, Experiment]:
+    """(together, alone): the baseline arm and its twin, as a duet and as a paired run."""
+    if exp.design != "duet":
+        raise UsageError(f"--calibrate measures a duet (design = \"duet\"); '{exp.name}' is "
+                         f"design = \"{exp.design}\"",
+                         hint="a paired design measures one arm at a time: there is no "
+                         "neighbour to calibrate against")
+    base = next(a for a in exp.arms if a.name == exp.baseline_arm)
+    a = replace(base, name="A", description=f"the baseline arm '{base.name}'", levels=())
+    b = replace(a, name=TWIN, description=f"a second copy of '{base.name}'")
+    pair = replace(exp, arms=(a, b), baseline="A", factors=())
+    return (replace(pair, name=f"{exp.name} calibration: together", design="duet"),
+            replace(pair, name=f"{exp.name} calibration: alone", design="paired"))
+
+
+def summary(store: Store, together_id: int, alone_id: int, comparison: dict[str, Any] | None
+            ) -> dict[str, Any]:
+    """The calibration's claims from the two runs (pure but for reading the store)."""
+    from hugelab.stats.twosample import shift
+
+    def logs(run_id: int) -> list[float]:
+        return [math.log(v) for _b, _p, _a, _t, status, v in store.values(run_id)
+                if status == "ok" and v is not None and v > 0]
+
+    out: dict[str, Any] = {"together_run": together_id, "alone_run": alone_id,
+                           "slots": comparison}
+    tog, alone = logs(together_id), logs(alone_id)
+    try:
+        s = shift(np.array(alone), np.array(tog))
+        pct, lo, hi = s.pct()
+        out["interference"] = {"shift_pct": pct, "ci_pct": [lo, hi], "n_together": s.n_b,
+                               "n_alone": s.n_a}
+    except Exception as exc:  # noqa: BLE001 - StatsInputError: too few values
+        out["interference"] = {"error": str(exc)}
+    out["claims"] = claims(out)
+    return out
+
+
+def claims(c: dict[str, Any]) -> list[str]:
+    """What the duet comparison can and cannot claim, in sentences."""
+    out = []
+    slots = c.get("slots") or {}
+    ci = slots.get("ci_pct")
+    if slots.get("verdict") == "equivalent" and ci:
+        out.append(f"the two slots are symmetric: A and its twin side by side differ by "
+                   f"{slots['effect_pct']:+.2f}% [{ci[0]:+.2f}, {ci[1]:+.2f}] (equivalent)")
+    elif ci:
+        out.append(f"the two slots are not shown symmetric ({slots.get('verdict')}: "
+                   f"{slots['effect_pct']:+.2f}% [{ci[0]:+.2f}, {ci[1]:+.2f}]); run more "
+                   "blocks, or pin the guests (cpu_pin, numa_node) to balance them")
+    if ci:
+        width = max(abs(ci[0]), abs(ci[1]))
+        out.append(f"can claim: differences between arms well beyond ±{width:.2g}% (the A/A "
+                   "interval), measured while both guests run")
+    inter = c.get("interference") or {}
+    if "shift_pct" in inter:
+        lo, hi = inter["ci_pct"]
+        out.append(f"cannot claim: how fast one VM runs alone; beside its twin each guest's "
+                   f"value moves {inter['shift_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] against "
+                   "running alone")
+    return out
+
+
+def print_summary(c: dict[str, Any], con: Console | None = None) -> None:
+    con = con or Console()
+    con.print(f"duet calibration: run {c['together_run']} (together) and run "
+              f"{c['alone_run']} (alone)", markup=False)
+    for line in c["claims"]:
+        con.print(f"  {escape(line)}")
+    inter = c.get("interference") or {}
+    if "error" in inter:
+        con.print(f"  interference: not estimated ({escape(inter['error'])})")
+
+
+def cmd(args: argparse.Namespace, exp: Experiment, run_one: Any) -> int:
+    """Run both calibration experiments with `run_one(exp, store) -> (run_id, comparisons)`,
+    then print what the duet can claim."""
+    together, alone = experiments(exp)
+    with Store(args.store) as store:
+        t_id, comps = run_one(together, store)
+        a_id, _ = run_one(alone, store)
+        slot = next((c for c in comps if str(c.get("candidate")).split("@")[0] == TWIN), None)
+        result = summary(store, t_id, a_id, _slot(slot))
+    if args.json:
+        from hugelab.cli.output import print_json
+        print_json(result)
+    else:
+        print_summary(result)
+    return 0
+
+
+def _slot(comp: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The A/A comparison of the together run, as the claims read it."""
+    if comp is None:
+        return None
+    lo, hi = comp.get("ci_low_pct"), comp.get("ci_high_pct")
+    return {"verdict": comp.get("verdict"), "effect_pct": comp.get("effect_pct"),
+            "ci_pct": [lo, hi] if lo is not None and hi is not None else None}
