@@ -1,5 +1,5 @@
-"""Duet calibration (`hugelab run DUET --calibrate`): the two-sample shift it rests on, checked by
-simulation; the claims it prints; a real native duet calibrated end to end."""
+"""Duet calibration (`hugelab run DUET --calibrate`): the ABBA order of its runs, the twin's
+placement, the claims it prints; a real native duet calibrated end to end."""
 
 from __future__ import annotations
 
@@ -7,28 +7,31 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from hugelab.cli.calibrate import claims, experiments
+from hugelab.cli.calibrate import block_order, claims, experiments
 from hugelab.errors import UsageError
 from hugelab.experiment import parse_experiment
-from hugelab.stats.twosample import shift
 from tests.hostguard import host_state
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
-def test_the_shift_interval_covers_the_true_shift_at_about_its_rate():
-    rng = np.random.default_rng(1)
-    true, runs, hits = np.log(1.04), 300, 0
-    for i in range(runs):
-        a = rng.standard_t(4, 12) * 0.02
-        b = rng.standard_t(4, 12) * 0.02 + true
-        s = shift(a, b, confidence=0.9, n_boot=400, seed=i)
-        hits += s.lo <= true <= s.hi
-    assert 0.84 <= hits / runs <= 0.97  # percentile bootstrap: near nominal at n = 12
-    assert shift([0.0, 0.1, 0.2], [0.0, 0.1, 0.2]).shift == 0.0
+def test_together_and_alone_alternate_in_abba_order():
+    assert block_order(3) == ["together", "alone", "alone", "together", "together", "alone"]
+    order = block_order(20)
+    assert order.count("together") == order.count("alone") == 20
+
+
+def test_the_twin_sits_where_the_duets_other_arm_sits():
+    arms = [{"name": "x", "backing": "4k", "vm": {"cpu_pin": [0]}},
+            {"name": "y", "backing": "4k", "vm": {"cpu_pin": [1], "backing": "memfd",
+                                                   "page_size": "2M"}}]
+    together, _ = experiments(parse_experiment({"design": "duet", "arms": arms}))
+    a, twin = together.arms
+    assert a.vm is not None and twin.vm is not None
+    assert a.vm.cpu_pin == (0,) and twin.vm.cpu_pin == (1,)  # the duet's two slots
+    assert twin.vm.backing == a.vm.backing == "anon"  # the baseline's memory, twice
 
 
 def test_claims_say_what_a_duet_can_and_cannot_claim():
@@ -56,7 +59,7 @@ def test_only_a_duet_is_calibrated_and_its_twin_is_the_baseline():
 DUET = """\
 name = "duet-native"
 seed = 2
-blocks = 4
+blocks = 6
 design = "duet"
 [workload]
 kind = "hugelab-mem"
@@ -81,11 +84,14 @@ def test_a_real_duet_calibration(tmp_path, monkeypatch):
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["slots"]["verdict"] in ("equivalent", "inconclusive", "faster", "slower")
-    assert out["interference"]["n_together"] == 8 and out["interference"]["n_alone"] == 8
+    assert out["slots"]["ci_pct"][0] <= out["slots"]["effect_pct"] <= out["slots"]["ci_pct"][1]
+    inter = out["interference"]
+    assert inter["blocks"] == 6, inter  # every block paired together vs alone
+    assert inter["ci_pct"][0] <= inter["shift_pct"] <= inter["ci_pct"][1]
     assert any(c.startswith("cannot claim") for c in out["claims"])
     shown = json.loads(subprocess.run([*HUGELAB, "show", "--store", "s.db", "--json"],
                                       cwd=tmp_path, capture_output=True, text=True).stdout)
-    names = sorted(x["name"] for x in shown)
-    assert names == ["duet-native calibration: alone", "duet-native calibration: together"]
+    names = sorted((x["name"], x["trials"]) for x in shown)
+    assert names == [("duet-native calibration: alone", 12),
+                     ("duet-native calibration: together", 12)]
     assert host_state() == before

@@ -367,5 +367,11 @@ def test_interleaved_refuses_what_it_cannot_interleave(binary: Path) -> None:
     cp = subprocess.run([str(binary), "--workload", "chase", "--interleave", "4k", "--size", "4M"],
                         capture_output=True, text=True)
     assert cp.returncode == 2 and "at least two" in cp.stderr
+    for argv, words in ((["--interleave", "4k,,thp"], "empty backing"),
+                        (["--backing", "4k", "--interleave", "4k,thp"], "exclude each other"),
+                        (["--interleave", "4k,thp", "--backing", "4k"], "exclude each other")):
+        cp = subprocess.run([str(binary), "--workload", "chase", "--size", "4M", *argv],
+                            capture_output=True, text=True)
+        assert cp.returncode == 2 and words in cp.stderr, cp.stderr
     with pytest.raises(ExperimentError, match="window"):
         HugelabMem(window_ms=0.1)

@@ -40,11 +40,25 @@ def test_arms_that_share_a_process_parse():
      {**CHASE, "workload": "seq-read"}, "chase or random"),
     ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
      {"kind": "sysbench"}, "chase or random"),
+    ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
+     {**CHASE, "threads": "x"}, "one thread"),
+    ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
+     {**CHASE, "duration": 0.05}, "shorter than one round"),
 ])
 def test_what_cannot_share_a_process_is_refused_with_the_reason(arms, workload, words):
     with pytest.raises(ExperimentError, match=words) as e:
         parse_experiment(exp(arms, workload))
-    assert "paired" in (e.value.hint or "")
+    assert "paired" in (e.value.hint or "") or "duration" in (e.value.hint or "")
+
+
+@pytest.mark.parametrize("backings", [("mthp-16K", "mthp-64K"), ("4k", "mthp-64K"),
+                                      ("4k", "shmem-thp")])
+def test_a_duet_of_arms_that_set_different_host_knobs_is_refused(backings):
+    arms = [{"name": f"a{i}", "backing": b} for i, b in enumerate(backings)]
+    with pytest.raises(ExperimentError, match="agree on them"):
+        parse_experiment({"design": "duet", "arms": arms})
+    parse_experiment({"design": "duet", "arms": [{"name": "a", "backing": "4k"},
+                                                 {"name": "b", "backing": "thp"}]})
 
 
 EXPERIMENT = """\

@@ -101,4 +101,15 @@ def test_hugelab_mem_is_copied_in_once(target, tmp_path, monkeypatch):
     tool.chmod(0o755)
     r = target.exec([str(tool), "x"])
     assert r.stdout.strip() == "copied x" and target.copied[str(tool)] == "/tmp/hugelab-mem"
-    assert Path("/tmp/hugelab-mem").read_text() == tool.read_text()
+    try:  # the "guest" is this host: its /tmp/hugelab-mem is the copy
+        assert Path("/tmp/hugelab-mem").read_text() == tool.read_text()
+    finally:
+        Path("/tmp/hugelab-mem").unlink(missing_ok=True)
+
+
+def test_auto_adds_the_ssh_nic_only_when_the_arm_names_a_key():
+    """A domain that worked through its agent is not changed by access = "auto" (the default):
+    no extra NIC unless the arm says how to get in over SSH."""
+    from hugelab.vm.libvirt_guest import Access
+    assert not Access("auto").ssh and not Access("agent", ssh_key="/k").ssh
+    assert Access("auto", ssh_key="/root/.ssh/id_ed25519").ssh and Access("ssh").ssh

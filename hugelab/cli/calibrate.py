@@ -9,9 +9,10 @@ arm twice, as `A` and its twin `A-twin` (identical settings), in two runs of the
   smallest difference between arms the duet can tell apart;
 - alone (design paired): A and A-twin one after the other, as a paired run would.
 
-The values of both copies together against alone (a two-sample shift, hugelab.stats.twosample)
-say how much the neighbour disturbs each guest: what a duet cannot claim is how fast one VM
-would run alone.
+The two runs grow a block at a time in ABBA order (together, alone, alone, together, ...), so
+drift hits both alike; per block, the mean log value of both copies together minus alone, in
+the usual paired analysis, says how much the neighbour disturbs each guest: what a duet cannot
+claim is how fast one VM would run alone.
 """
 
 from __future__ import annotations
@@ -33,39 +34,64 @@ TWIN = "A-twin"
 
 
 def experiments(exp: Experiment) -> tuple[Experiment, Experiment]:
-    """(together, alone): the baseline arm and its twin, as a duet and as a paired run."""
+    """(together, alone): the baseline arm and its twin, as a duet and as a paired run. The
+    twin sits where the duet's other arm sits (its cpu_pin and numa_node), so the slot check
+    compares the duet's two slots, not one slot with itself."""
     if exp.design != "duet":
         raise UsageError(f"--calibrate measures a duet (design = \"duet\"); '{exp.name}' is "
                          f"design = \"{exp.design}\"",
                          hint="a paired design measures one arm at a time: there is no "
                          "neighbour to calibrate against")
     base = next(a for a in exp.arms if a.name == exp.baseline_arm)
+    other = next((a for a in exp.arms if a.name != base.name), base)
     a = replace(base, name="A", description=f"the baseline arm '{base.name}'", levels=())
-    b = replace(a, name=TWIN, description=f"a second copy of '{base.name}'")
+    twin_vm = a.vm if a.vm is None or other.vm is None else replace(
+        a.vm, cpu_pin=other.vm.cpu_pin, numa_node=other.vm.numa_node)
+    b = replace(a, name=TWIN, description=f"a second copy of '{base.name}', placed as "
+                f"'{other.name}'", vm=twin_vm)
     pair = replace(exp, arms=(a, b), baseline="A", factors=())
     return (replace(pair, name=f"{exp.name} calibration: together", design="duet"),
             replace(pair, name=f"{exp.name} calibration: alone", design="paired"))
 
 
+def block_order(blocks: int) -> list[str]:
+    """Which run each step adds a block to: together and alone alternate in ABBA order, so
+    slow drift of the machine hits both alike and cancels in the per-block comparison."""
+    pattern = ("together", "alone", "alone", "together")
+    return [pattern[i % 4] for i in range(2 * blocks)]
+
+
+def interference(store: Store, together_id: int, alone_id: int, margin: float = 0.01
+                 ) -> dict[str, Any]:
+    """Per block: the mean log value of both copies together minus alone; the paired
+    analysis of those (Hodges-Lehmann shift, signed-rank interval and test)."""
+    from hugelab.stats.paired import analyse, decide
+
+    def per_block(run_id: int) -> dict[int, float]:
+        vals: dict[int, list[float]] = {}
+        for block, _p, _a, _t, status, v in store.values(run_id):
+            if status == "ok" and v is not None and v > 0:
+                vals.setdefault(block, []).append(math.log(v))
+        return {b: float(np.mean(v)) for b, v in vals.items() if len(v) == 2}
+
+    tog, alone = per_block(together_id), per_block(alone_id)
+    d = np.array([tog[b] - alone[b] for b in sorted(set(tog) & set(alone))])
+    if d.size < 6:
+        return {"error": f"{d.size} block(s) with both copies ok together and alone: the "
+                         "comparison needs at least 6", "blocks": int(d.size)}
+    r = analyse(d, alpha=0.05, margin=margin)
+    pct = [100.0 * math.expm1(float(r[k][0])) for k in ("hl", "lo", "hi")]
+    verdict = decide(float(r["p"][0]), float(r["tost_p"][0]), float(r["hl"][0]), 0.05,
+                     "two-sided")
+    return {"shift_pct": pct[0], "ci_pct": pct[1:], "blocks": int(d.size), "verdict": verdict}
+
+
 def summary(store: Store, together_id: int, alone_id: int, comparison: dict[str, Any] | None
             ) -> dict[str, Any]:
-    """The calibration's claims from the two runs (pure but for reading the store)."""
-    from hugelab.stats.twosample import shift
-
-    def logs(run_id: int) -> list[float]:
-        return [math.log(v) for _b, _p, _a, _t, status, v in store.values(run_id)
-                if status == "ok" and v is not None and v > 0]
-
+    """The calibration's claims from the two runs."""
     out: dict[str, Any] = {"together_run": together_id, "alone_run": alone_id,
-                           "slots": comparison}
-    tog, alone = logs(together_id), logs(alone_id)
-    try:
-        s = shift(np.array(alone), np.array(tog))
-        pct, lo, hi = s.pct()
-        out["interference"] = {"shift_pct": pct, "ci_pct": [lo, hi], "n_together": s.n_b,
-                               "n_alone": s.n_a}
-    except Exception as exc:  # noqa: BLE001 - StatsInputError: too few values
-        out["interference"] = {"error": str(exc)}
+                           "slots": comparison,
+                           "interference": interference(store, together_id, alone_id)}
     out["claims"] = claims(out)
     return out
 
@@ -91,7 +117,7 @@ def claims(c: dict[str, Any]) -> list[str]:
         lo, hi = inter["ci_pct"]
         out.append(f"cannot claim: how fast one VM runs alone; beside its twin each guest's "
                    f"value moves {inter['shift_pct']:+.2f}% [{lo:+.2f}, {hi:+.2f}] against "
-                   "running alone")
+                   f"running alone ({inter.get('verdict')}, {inter.get('blocks')} blocks)")
     return out
 
 
@@ -107,14 +133,22 @@ def print_summary(c: dict[str, Any], con: Console | None = None) -> None:
 
 
 def cmd(args: argparse.Namespace, exp: Experiment, run_one: Any) -> int:
-    """Run both calibration experiments with `run_one(exp, store) -> (run_id, comparisons)`,
-    then print what the duet can claim."""
+    """Run the two calibration experiments a block at a time in ABBA order with
+    `run_one(exp, store, blocks_done) -> (run_id, comparisons)` (each call adds one block,
+    resuming the run), then print what the duet can claim."""
     together, alone = experiments(exp)
+    runs = {"together": together, "alone": alone}
+    ids: dict[str, int] = {}
+    comps: list[dict[str, Any]] = []
+    done = {"together": 0, "alone": 0}
     with Store(args.store) as store:
-        t_id, comps = run_one(together, store)
-        a_id, _ = run_one(alone, store)
+        for which in block_order(exp.blocks):
+            done[which] += 1
+            ids[which], got = run_one(runs[which], store, done[which])
+            if which == "together":
+                comps = got
         slot = next((c for c in comps if str(c.get("candidate")).split("@")[0] == TWIN), None)
-        result = summary(store, t_id, a_id, _slot(slot))
+        result = summary(store, ids["together"], ids["alone"], _slot(slot))
     if args.json:
         from hugelab.cli.output import print_json
         print_json(result)

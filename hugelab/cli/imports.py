@@ -453,7 +453,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     store, run = _open_run(args.store, args.run)
     with store:
         rows = store.values(run["id"])
-        boots = rep_boots(store.rep_rows(run["id"]))
+        # an interleaved run's windows are not boots: its within-trial variance holds drift
+        # that cancels in the paired ratio, so no trials_per_boot is recommended from them
+        interleaved = (run.get("experiment") or {}).get("design") == "interleaved"
+        boots = {} if interleaved else rep_boots(store.rep_rows(run["id"]))
     arms, baseline = _arms_of(run, rows)
     base_of = _baselines(run, arms, baseline)  # a factorial: each scenario has its own
     if args.arm:

@@ -133,7 +133,7 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
             raise UsageError("--calibrate runs the planned blocks: leave out --until-verdict")
     require_root("hugelab run")
     if args.calibrate:
-        return calibrate.cmd(args, exp, lambda e, store: _run_quiet(e, store, args))
+        return calibrate.cmd(args, exp, lambda e, store, n: _run_quiet(e, store, args, n))
     return None
 
 
@@ -198,9 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_quiet(exp: Experiment, store: Store, args: argparse.Namespace
+def _run_quiet(exp: Experiment, store: Store, args: argparse.Namespace, blocks: int
                ) -> tuple[int, list[dict[str, Any]]]:
-    """One run with a progress bar: (run id, its comparisons)."""
+    """The run of `exp` (resumed) up to `blocks` blocks, with a progress bar: (run id, its
+    comparisons)."""
     workload, per_arm = _build(exp)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True)) as bar:
@@ -213,7 +214,8 @@ def _run_quiet(exp: Experiment, store: Store, args: argparse.Namespace
                 bar.update(task, completed=e.done)
 
         out = Runner(exp, store, workload, target=_target(), progress=progress,
-                     retry_failed=args.retry_failed, workloads=per_arm).run()
+                     retry_failed=args.retry_failed, workloads=per_arm,
+                     stopper=lambda _run, done, _skipped: done >= blocks).run()
     return out.run_id, _verdicts(store, out.run_id).get("comparisons", [])
 
 

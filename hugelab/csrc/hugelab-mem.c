@@ -185,7 +185,7 @@ static void usage(FILE *out)
           "             with thp-collapse each round's MADV_COLLAPSE is timed too)\n"
           "\n"
           "--interleave maps one buffer of --size per backing (a backing may repeat)\n"
-          "and measures them in alternating windows of --window ms (default 50), each\n"
+          "and measures them in alternating windows of --window ms (default 20), each\n"
           "round a random order and its mirror (ABBA), until --duration; every window's\n"
           "value is reported, so drift hits every buffer alike.\n"
           "\n"
@@ -246,6 +246,8 @@ static void parse_interleave(const char *list, struct config *cfg)
         die(2, "--interleave list is too long");
     strcpy(buf, list);
     cfg->n_inter = 0;
+    if (buf[0] == ',' || strstr(buf, ",,") || buf[strlen(buf) - 1] == ',')
+        die(2, "--interleave '%s' has an empty backing", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         int idx = lookup(tok, backing_names, N_BACKINGS);
@@ -277,7 +279,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
     cfg->duration = 1.0;
     cfg->seed = 1;
     cfg->stride = 64;
-    cfg->window = 0.05;
+    cfg->window = 0.02;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (c) {
@@ -289,6 +291,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
             have_w = 1;
             break;
         case 'b':
+            if (cfg->n_inter)
+                die(2, "--backing and --interleave exclude each other");
             if ((idx = lookup(optarg, backing_names, N_BACKINGS)) < 0)
                 die(2, "unknown backing '%s' (4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|"
                        "shmem-thp|mthp-16K..mthp-1M)", optarg);
@@ -323,6 +327,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
             cfg->stride_given = 1;
             break;
         case 'I':
+            if (have_b)
+                die(2, "--backing and --interleave exclude each other");
             parse_interleave(optarg, cfg);
             have_b = 1;
             break;
@@ -1068,8 +1074,10 @@ static double run_window(const struct config *cfg, struct ibuf *b, double deadli
  * differ by 10% in latency). */
 static void populate_interleaved(struct ibuf *b, unsigned nb, uint64_t seed)
 {
-    size_t len = b[0].m.len;
+    size_t len = 0;
     unsigned perm[MAX_INTERLEAVE];
+    for (unsigned i = 0; i < nb; i++)
+        len = b[i].m.len > len ? b[i].m.len : len;
     uint64_t st = seed ^ 0x9E3779B97F4A7C15ULL;
     for (size_t off = 0; off < len; off += PMD_SIZE) {
         for (unsigned i = 0; i < nb; i++)
@@ -1080,9 +1088,8 @@ static void populate_interleaved(struct ibuf *b, unsigned nb, uint64_t seed)
         }
         for (unsigned i = 0; i < nb; i++) {
             struct mapping *m = &b[perm[i]].m;
-            size_t n = off + PMD_SIZE <= m->len ? PMD_SIZE : m->len - off;
             if (off < m->len)
-                populate(m->base + off, n);
+                populate(m->base + off, off + PMD_SIZE <= m->len ? PMD_SIZE : m->len - off);
         }
     }
 }

@@ -39,7 +39,7 @@ class VmLayer:
     uri: str = "qemu:///system"
     # how hugelab reaches a domain's guest: its qemu-guest-agent, SSH (as ssh_user, with
     # ssh_key or ssh's own defaults, through a NIC hugelab adds with a 127.0.0.1 forward), or
-    # auto: whichever answers first
+    # auto: the agent, and SSH too (whichever answers first) when ssh_key is given
     access: str = "auto"
     ssh_user: str = "root"
     ssh_key: str | None = None

@@ -294,6 +294,13 @@ def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | Non
     return v
 
 
+def _knobs(arm: Arm) -> tuple[object, ...]:
+    """The per-size THP and shmem knobs an arm's trials set (see runner.arm_thp_knobs)."""
+    native = arm.vm is None
+    return (arm.mthp_kb if native else None, native and arm.backing == "shmem-thp",
+            arm.vm.mthp if arm.vm else None, arm.vm.backing if arm.vm and arm.vm.mthp else None)
+
+
 def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
                        loc: _Locator | None) -> None:
     """design 'interleaved': one hugelab-mem process holds every arm's buffer and measures them
@@ -303,7 +310,7 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
         why = "it does not mix with [factors] or [scenarios]"
     elif not isinstance(workload, dict) or workload.get("kind") != "hugelab-mem" or \
             workload.get("workload", "chase") not in ("chase", "random") or \
-            int(workload.get("threads", 1)) != 1:
+            workload.get("threads", 1) != 1:
         why = "it interleaves hugelab-mem's chase or random workload, one thread"
         hint = ("[workload] kind = \"hugelab-mem\", workload = \"chase\"; other workloads: "
                 "design = \"paired\"")
@@ -318,9 +325,28 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
         why = (f"backing {bad[0]} needs host knobs of its own (set per arm), so it cannot share "
                "a process with the others")
         hint = f"interleave {', '.join(INTERLEAVE_BACKINGS)}; use design = \"paired\" for the rest"
+    elif (short := _too_short_to_interleave(workload, len(arms))) is not None:
+        why, hint = short
     if why:
         raise _err(loc, f"design 'interleaved': {why}", "design",
                    hint=hint or "use design = \"paired\"")
+
+
+def _too_short_to_interleave(workload: dict[str, Any], n_arms: int) -> tuple[str, str] | None:
+    """(why, hint) when one round of windows (a window per arm and its mirror) does not fit in
+    the workload's duration; None when it fits or the values are not numbers (the workload's
+    own checks say so)."""
+    duration = workload.get("duration", workload.get("duration_s", 1.0))
+    window = workload.get("window_ms", 20.0)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)):
+        return None
+    need = 2 * n_arms * window / 1000.0
+    if duration >= need:
+        return None
+    return (f"duration {duration:g} s is shorter than one round of windows ({n_arms} arms x 2 "
+            f"x {window:g} ms = {need:g} s)",
+            f"raise duration to at least {need:g} (a few seconds gives dozens of rounds), or "
+            "lower window_ms")
 
 
 def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "experiment") -> Experiment:
@@ -352,6 +378,11 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         raise _err(loc, "design 'duet' runs all arms at the same time, so they must share the "
                    "host THP modes (thp, thp_defrag)", "design",
                    hint="use design = \"paired\" to compare host THP modes")
+    if design == "duet" and len({_knobs(a) for a in arms}) > 1:
+        raise _err(loc, "design 'duet' runs all arms at the same time under one set of host "
+                   "knobs, and mthp-<size> / shmem-thp backings and vm mthp set knobs of their "
+                   "own (per-size THP, shmem_enabled): the arms must agree on them", "design",
+                   hint="use design = \"paired\" to compare page sizes that set host knobs")
     workload = d.get("workload", {"kind": "hugelab-mem"})
     if design == "interleaved":
         _check_interleaved(arms, bool(factors), workload, loc)

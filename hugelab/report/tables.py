@@ -202,8 +202,7 @@ WINDOWS_NOTE = ("between trials: placement (where each buffer's memory landed) a
                 "trial disagree on, drift included, which cancels in the paired ratio because "
                 "every buffer is measured within milliseconds of the others. More windows per "
                 "trial (a longer duration, or shorter windows) shrink only the within part; "
-                "more trials (blocks) shrink both. recommended windows = sqrt((trial overhead / "
-                "window cost) x within / between)")
+                "more trials (blocks) shrink both.")
 
 
 def _share(v: float | None) -> str:
@@ -215,12 +214,10 @@ def repetitions(result: dict[str, Any]) -> list[Table]:
     reps = result.get("repetitions")
     if not reps:
         return []
-    windows = (result.get("run") or {}).get("design") == "interleaved"
-    unit, each = ("trial", "window") if windows else ("boot", "trial")
-    t = Table("repetitions", "Windows within trials (variance of log values)" if windows else
-              "Repetitions within boots (variance of log values)",
-              ["arm", f"{unit}s", "windows" if windows else "k", f"between {unit}s",
-               f"within {unit}s", "recommended windows" if windows else "recommended k"], [],
+    if (result.get("run") or {}).get("design") == "interleaved":
+        return [_windows_table(reps)]
+    t = Table("repetitions", "Repetitions within boots (variance of log values)",
+              ["arm", "boots", "k", "between boots", "within boots", "recommended k"], [],
               right={1, 2, 3, 4, 5})
     for r in reps:
         k_run = num(r.get("k_run"), "g")
@@ -235,14 +232,32 @@ def repetitions(result: dict[str, Any]) -> list[Table]:
             t.notes.append(f"{r['name']}: no recommended k: the run recorded no boot or trial "
                            "wall times")
         else:
-            t.notes.append(f"{r['name']}: k = {rec['k']} measures a {unit} mean "
+            t.notes.append(f"{r['name']}: k = {rec['k']} measures a boot mean "
                            f"{rec['gain_vs_k1']:.2g}x as precisely per second of wall time as "
-                           f"k = 1 (a {unit} costs {rec['cost_boot_s']:.3g} s beyond its "
-                           f"workload, a {each} {rec['cost_trial_s']:.3g} s)")
+                           f"k = 1 (a boot costs {rec['cost_boot_s']:.3g} s beyond its "
+                           f"workload, a trial {rec['cost_trial_s']:.3g} s)")
             t.notes += [f"{r['name']}: {n}" for n in rec["notes"]]
         t.notes += [f"{r['name']}: {n}" for n in r.get("notes") or []]
-    t.notes.append(WINDOWS_NOTE if windows else REPS_NOTE)
+    t.notes.append(REPS_NOTE)
     return [t]
+
+
+def _windows_table(reps: list[dict[str, Any]]) -> Table:
+    """design 'interleaved': each arm's windows within trials. No recommended count: an arm's
+    within-trial variance holds the drift that cancels in the paired ratio, so it would
+    overstate what more windows buy."""
+    t = Table("repetitions", "Windows within trials (variance of log values)",
+              ["arm", "trials", "windows", "between trials", "within trials"], [],
+              right={1, 2, 3, 4})
+    for r in reps:
+        if "error" in r:
+            t.rows.append([r["name"], f"{r['boots']:,}", num(r.get("k_run"), "g"), "-", "-"])
+            t.notes.append(f"{r['name']}: {r['error']}")
+            continue
+        t.rows.append([r["name"], f"{r['boots']:,}", num(r.get("k_run"), "g"),
+                       _share(r["share_between"]), _share(r["share_within"])])
+    t.notes.append(WINDOWS_NOTE)
+    return t
 
 
 def grid_tables(result: dict[str, Any]) -> list[Table]:

@@ -66,6 +66,16 @@ class Access:
     def of(cls, vm: VmLayer) -> Access:
         return cls(vm.access, vm.ssh_user, vm.ssh_key)
 
+    @property
+    def ssh(self) -> bool:
+        """Whether the copy gets the SSH NIC and hugelab tries SSH: always for "ssh"; for
+        "auto" when the arm names a key (else the copy is as the agent alone needs it, so a
+        domain that worked through its agent is not changed) and this host has ssh."""
+        if self.mode == "ssh":
+            return True
+        return self.mode == "auto" and self.ssh_key is not None and \
+            shutil.which("ssh") is not None
+
 
 SSH_PORT = 22
 _AGENT_HINT = ("install and enable qemu-guest-agent in the guest (hugelab adds its virtio-serial "
@@ -383,7 +393,7 @@ class DomainGuest:
         self.record = write_record(self.dom_name, self.uri, self.overlays, self.domain)
         overlays, vars_copy = self._overlays(disks, dx.nvram(root))
         forward = None
-        if self.access.mode != "agent":
+        if self.access.ssh:
             self.ssh = Ssh(free_port(), user=self.access.ssh_user, key=self.access.ssh_key)
             forward = (self.ssh.port, SSH_PORT)
         self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name, overlays=overlays,
@@ -443,7 +453,7 @@ class DomainGuest:
             time.sleep(1.0)
         tried = "; ".join(f"{k}: {v}" for k, v in last.items())
         raise DomainError(f"the copy of '{self.domain}' did not answer within {limit:.0f}s "
-                          f"({tried})", hint=_ACCESS_HINTS[self.access.mode])
+                          f"({tried})", hint=_ACCESS_HINTS[self.access.mode if self.ssh else "agent"])
 
     @property
     def qemu_pid(self) -> int:
@@ -656,5 +666,11 @@ def _defined_as(conn: Any, name: str, stamp: str) -> bool:
     if dom.isActive():
         raise DomainError(f"demo domain '{name}' is of an older image and is running",
                           hint=f"shut it down (virsh destroy {name}) and run this again")
-    dom.undefine()
+    try:
+        dom.undefine()
+    except lv.libvirtError as exc:
+        raise DomainError(f"cannot undefine the old demo domain '{name}': "
+                          f"{exc.get_error_message()}",
+                          hint=f"undefine it yourself (virsh undefine {name}) and run this again"
+                          ) from exc
     return False

@@ -217,7 +217,7 @@ def _decode_interleaved(result: ExecResult) -> dict[str, Any]:
         raise WorkloadError(f"hugelab-mem printed no valid JSON ({exc}): "
                             f"{' '.join(result.argv)}") from exc
     bufs = data.get("buffers") if isinstance(data, dict) else None
-    if data.get("mode") != "interleaved" or not isinstance(bufs, list) or len(bufs) < 2 or \
+    if not isinstance(bufs, list) or data.get("mode") != "interleaved" or len(bufs) < 2 or \
             not all(isinstance(b, dict) and b.get("windows_ns") for b in bufs):
         raise WorkloadError(f"not an interleaved hugelab-mem result: {result.stdout[:200]!r}")
     if len({len(b["windows_ns"]) for b in bufs}) != 1:
