@@ -63,7 +63,7 @@ def domain():
     reason = _libvirt_missing()
     if reason:
         pytest.fail(reason)  # a real component this feature needs: never a silent skip
-    from hugelab.vm.libvirt_guest import define_image_domain, demo_key
+    from hugelab.vm.demo_domain import define_image_domain, demo_key
     t0 = time.monotonic()
     home = define_image_domain(DOMAIN)
     KEY[:] = [demo_key()]  # the key the domain lets in (the tests then move the state dir)

@@ -180,7 +180,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_demo_domain(args: argparse.Namespace) -> int:
     from hugelab.host.control import require_root
-    from hugelab.vm.libvirt_guest import define_image_domain, demo_key
+    from hugelab.vm.demo_domain import define_image_domain, demo_key
     require_root("hugelab vm demo-domain")
     home = define_image_domain(args.name, uri=args.uri, accel=args.accel,
                                progress=None if args.json else

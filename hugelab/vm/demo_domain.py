@@ -1,0 +1,139 @@
+"""A domain of hugelab's small Debian image (hugelab.vm.image), for trying `domain = NAME` without
+a VM of your own and for the tests: `hugelab vm demo-domain` defines it. Its kernel command
+line names hugelab's own SSH key (`demo_key`), so its sshd lets hugelab in over SSH too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hugelab.host.journal import ensure_private_dir, state_dir
+from hugelab.proc import run
+from hugelab.vm import domain as dx
+from hugelab.vm.image import SSH_KEY_ARG
+from hugelab.vm.libvirt_guest import DomainError, _libvirt, connect, user_xml
+from hugelab.vm.qemu_args import safe_name
+
+IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
+
+
+def demo_key() -> Path:
+    """hugelab's own SSH key for the domains `define_image_domain` makes (their kernel command
+    line names its public half: see hugelab.vm.image.SSH_KEY_ARG). Made once, 0600."""
+    home = ensure_private_dir(state_dir() / "ssh")
+    key = home / "id_ed25519"
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hugelab demo domains",
+             "-f", str(key)])
+    os.chmod(key, 0o600)
+    return key
+
+
+def _key_arg(key: Path) -> str:
+    kind, blob = Path(f"{key}.pub").read_text().split()[:2]
+    return f"{SSH_KEY_ARG}={kind},{blob}"
+
+
+def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_mib: int = 512,
+                     accel: str = "tcg", key_arg: str = "", stamp: str = "") -> str:
+    """A persistent domain booting hugelab's Debian image (hugelab.vm.image) directly from its
+    kernel and initrd, root on a virtio disk, the guest agent's channel, the console on a pty;
+    `key_arg` (hugelab.ssh_key=...) lets hugelab's key in over SSH; `stamp` describes it."""
+    import xml.etree.ElementTree as ET
+    dom = ET.Element("domain", type="kvm" if accel == "kvm" else "qemu")
+    ET.SubElement(dom, "name").text = name
+    if stamp:
+        ET.SubElement(dom, "description").text = stamp
+    ET.SubElement(dom, "memory", unit="MiB").text = str(mem_mib)
+    ET.SubElement(dom, "vcpu").text = "1"
+    os_el = ET.SubElement(dom, "os")
+    ET.SubElement(os_el, "type", arch="x86_64", machine="pc").text = "hvm"
+    ET.SubElement(os_el, "kernel").text = str(kernel)
+    ET.SubElement(os_el, "initrd").text = str(initrd)
+    ET.SubElement(os_el, "cmdline").text = " ".join(
+        ["root=/dev/vda", "rw", "console=ttyS0", "panic=-1", *([key_arg] if key_arg else [])])
+    ET.SubElement(ET.SubElement(dom, "features"), "acpi")
+    ET.SubElement(dom, "on_reboot").text = "destroy"
+    dev = ET.SubElement(dom, "devices")
+    disk_el = ET.SubElement(dev, "disk", type="file", device="disk")
+    ET.SubElement(disk_el, "driver", name="qemu", type="qcow2")
+    ET.SubElement(disk_el, "source", file=str(disk))
+    ET.SubElement(disk_el, "target", dev="vda", bus="virtio")
+    chan = ET.SubElement(dev, "channel", type="unix")
+    ET.SubElement(chan, "source", mode="bind")
+    ET.SubElement(chan, "target", type="virtio", name=dx.AGENT_CHANNEL)
+    ET.SubElement(ET.SubElement(dev, "serial", type="pty"), "target", port="0")
+    ET.SubElement(ET.SubElement(dev, "console", type="pty"), "target", type="serial", port="0")
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode") + "\n"
+
+
+def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int = 512,
+                        accel: str = "tcg", progress: Any = None) -> Path:
+    """Build (or reuse) hugelab's Debian image, copy it where libvirt's QEMU can read it
+    (IMAGES_ROOT/NAME) and define domain NAME booting it, hugelab's key (`demo_key`) let in
+    over SSH. Returns the copy's directory. A domain of that name defined from the same image
+    and key is left as it is; one of an older image is redefined (when it is not running);
+    any other domain of that name is refused."""
+    from hugelab.vm.image import build_image, recipe_hash
+    home = IMAGES_ROOT / safe_name(name)
+    key = demo_key()
+    stamp = f"{STAMP_PREFIX} {recipe_hash()}, key {_key_arg(key)[-12:]}"
+    conn = connect(uri)
+    lv = _libvirt()
+    try:
+        if _defined_as(conn, name, stamp):
+            return home
+        image = build_image(progress=progress)
+        home.mkdir(parents=True, exist_ok=True)
+        os.chmod(IMAGES_ROOT, 0o711)
+        for src in (image.disk, image.kernel, image.initrd):
+            shutil.copyfile(src, home / src.name)
+            os.chmod(home / src.name, 0o644)
+        xml = image_domain_xml(name, home / image.disk.name, home / image.kernel.name,
+                               home / image.initrd.name, mem_mib=mem_mib, accel=accel,
+                               key_arg=_key_arg(key), stamp=stamp)
+        try:
+            conn.defineXML(xml)
+        except lv.libvirtError as exc:
+            raise DomainError(f"libvirt could not define '{name}': {exc.get_error_message()}"
+                              ) from exc
+    finally:
+        conn.close()
+    return home
+
+
+STAMP_PREFIX = "hugelab demo domain: image"
+
+
+def _defined_as(conn: Any, name: str, stamp: str) -> bool:
+    """True when domain `name` is defined with `stamp`; undefines a stale demo domain (another
+    image or key) so it can be defined again; refuses to touch any other domain."""
+    lv = _libvirt()
+    try:
+        dom = conn.lookupByName(name)
+    except lv.libvirtError:
+        return False
+    root = dx.parse(user_xml(dom))
+    have = root.findtext("description") or ""
+    if have == stamp:
+        return True
+    home = str(IMAGES_ROOT / safe_name(name))
+    if not (have.startswith(STAMP_PREFIX) or any(d.source.startswith(f"{home}/")
+                                                 for d in dx.disks(root))):
+        raise DomainError(f"a domain named '{name}' exists and hugelab did not define it",
+                          hint="pick another name (--name)")
+    if dom.isActive():
+        raise DomainError(f"demo domain '{name}' is of an older image and is running",
+                          hint=f"shut it down (virsh destroy {name}) and run this again")
+    try:
+        dom.undefine()
+    except lv.libvirtError as exc:
+        raise DomainError(f"cannot undefine the old demo domain '{name}': "
+                          f"{exc.get_error_message()}",
+                          hint=f"undefine it yourself (virsh undefine {name}) and run this again"
+                          ) from exc
+    return False
