@@ -1,7 +1,8 @@
 """What a verdict costs in wall-clock time, measured as a user would run it.
 
-    .venv/bin/python bench/time_to_verdict.py [--part native|guest|all] [--minutes 8]
-                                              [--json PATH]
+    .venv/bin/python bench/time_to_verdict.py [--part native|guest|all] [--minutes 5]
+        [--blocks 120] [--looks 6] [--design paired|interleaved] [--duration 1]
+        [--window-ms 20] [--aa-runs 20 --aa-blocks 12] [--json PATH]
 
 native: `hugelab run --until-verdict` at 99.99% (alpha 0.0001, margin ±1%) on the chase workload
 (1 s trials, 512 MiB), for (a) an A/A pair (two identical 4k arms: the right verdict is
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+DURATION, WINDOW = [1.0], [20.0]  # native trials: seconds, and interleaved windows (ms)
 ROOT = Path(__file__).resolve().parents[1]
 
 NATIVE = """\
@@ -43,7 +45,8 @@ design = "{design}"
 kind = "hugelab-mem"
 workload = "chase"
 size = "512M"
-duration = 1.0
+duration = {duration}
+window_ms = {window}
 
 [[arms]]
 name = "a"
@@ -97,7 +100,7 @@ def native_case(case: str, design: str, minutes: float, blocks: int, looks: int,
     other = "4k" if case == "aa" else "hugetlb-2M"
     exp = work / f"{case}-{design}-{seed}.toml"
     exp.write_text(NATIVE.format(case=case, design=design, seed=seed, blocks=blocks,
-                                 other=other))
+                                 other=other, duration=DURATION[0], window=WINDOW[0]))
     t0 = time.monotonic()
     try:
         r = hugelab("run", str(exp), "--store", "s.db", "--until-verdict", "--alpha", "0.0001",
@@ -117,6 +120,23 @@ def native_case(case: str, design: str, minutes: float, blocks: int, looks: int,
             "verdict": decided.get("decision", "none at the last look"),
             "look": decided.get("look"), "trials": run.get("trials"),
             "blocks_planned": blocks, "raw": out if not timed_out else None}
+
+
+def aa_fixed(seed: int, blocks: int, work: Path) -> dict[str, Any]:
+    """One interleaved A/A run of a fixed number of blocks: its verdict and wall time."""
+    exp = work / f"aa-fixed-{seed}.toml"
+    exp.write_text(NATIVE.format(case="aa-fixed", design="interleaved", seed=seed,
+                                 blocks=blocks, other="4k", duration=DURATION[0],
+                                 window=WINDOW[0]))
+    t0 = time.monotonic()
+    r = hugelab("run", str(exp), "--store", f"aa-{seed}.db", "--json", cwd=work)
+    wall = time.monotonic() - t0
+    out = json.loads(r.stdout) if r.stdout.strip() else {}
+    comp = next((c for c in out.get("comparisons") or [] if str(c.get("candidate")) == "b"), {})
+    return {"case": "aa", "design": "interleaved", "seed": seed, "wall_s": round(wall, 1),
+            "timed_out": False, "verdict": comp.get("verdict", f"no verdict (exit "
+                                                     f"{r.returncode})"),
+            "effect_pct": comp.get("effect_pct")}
 
 
 def guest_case(k: int, work: Path) -> dict[str, Any]:
@@ -154,7 +174,7 @@ def print_tables(results: dict[str, Any]) -> None:
             v = "none (cap reached)" if r["timed_out"] else str(r["verdict"])
             counts[v] = counts.get(v, 0) + 1
         walls = sorted(r["wall_s"] for r in runs)
-        print(f"\n{len(runs)} interleaved A/A runs at 99.99%, ±1%: "
+        print(f"\n{len(runs)} interleaved A/A runs (fixed blocks, alpha 0.05, ±1%): "
               + ", ".join(f"{v}: {n}" for v, n in sorted(counts.items()))
               + f"; wall time median {statistics.median(walls) / 60:.1f} min, "
               f"max {walls[-1] / 60:.1f} min")
@@ -177,9 +197,17 @@ def main() -> int:
     ap.add_argument("--design", choices=("paired", "interleaved"), action="append",
                     help="native: only these designs (repeatable; default: every one)")
     ap.add_argument("--aa-runs", type=int, default=0, metavar="N",
-                    help="native: N more interleaved A/A runs (fresh seeds), counting verdicts")
+                    help="native: N more interleaved A/A runs of --aa-blocks blocks each (fresh "
+                    "seeds, the report's verdict at its defaults: alpha 0.05, margin 1%%), "
+                    "counting faster/slower verdicts (false positives)")
+    ap.add_argument("--aa-blocks", type=int, default=12, help="blocks per A/A run (12)")
+    ap.add_argument("--duration", type=float, default=1.0,
+                    help="native: seconds per trial (default 1)")
+    ap.add_argument("--window-ms", type=float, default=20.0,
+                    help="native, interleaved: window length in ms (default 20)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    DURATION[0], WINDOW[0] = args.duration, args.window_ms
     results: dict[str, Any] = {"native": [], "guest": []}
     with tempfile.TemporaryDirectory(prefix="hugelab-ttv-") as tmp:
         work = Path(tmp)
@@ -191,8 +219,7 @@ def main() -> int:
                 for case in ("aa", "diff"):
                     results["native"].append(native_case(case, design, args.minutes,
                                                          args.blocks, args.looks, work))
-            results["aa_runs"] = [native_case("aa", "interleaved", args.minutes, args.blocks,
-                                              args.looks, work, seed=100 + i)
+            results["aa_runs"] = [aa_fixed(100 + i, args.aa_blocks, work)
                                   for i in range(args.aa_runs)]
     print_tables(results)
     if args.json:
