@@ -94,13 +94,7 @@ class HostControl:
             if not path.exists():
                 raise HostError("this kernel has no transparent huge pages",
                                 hint=f"{path} is missing (CONFIG_TRANSPARENT_HUGEPAGE off)")
-            text = self._read(path)
-            if value not in allowed or value not in parse_choices(text):
-                raise HostError(f"THP mode '{value}' is not valid for {path.name}",
-                                hint=f"choose one of: {', '.join(parse_choices(text))}")
-            current = parse_selected(text)
-            if current != value:
-                self.write(path, value, old=current)
+            self._set_choice(path, value, allowed, "THP")
 
     def _set_choice(self, path: Path, value: str, allowed: tuple[str, ...], what: str) -> None:
         """Write a bracketed sysfs choice (journaled) when it differs from the current one."""

@@ -45,15 +45,7 @@ class HostPaths:
     # --- multi-size THP (Linux 6.8+): one directory per folio size ---------------------
     def mthp_sizes_kb(self) -> list[int]:
         """Folio sizes with a hugepages-<N>kB directory (anon and/or shmem); [] before 6.8."""
-        d = self.p(THP_DIR)
-        if not d.is_dir():
-            return []
-        out = []
-        for entry in d.iterdir():
-            m = re.fullmatch(r"hugepages-(\d+)kB", entry.name)
-            if m:
-                out.append(int(m.group(1)))
-        return sorted(out)
+        return _size_dirs(self.p(THP_DIR))
 
     def mthp_anon_sizes_kb(self) -> list[int]:
         """Sizes anonymous memory can get (an `enabled` file; 8 kB has only shmem_enabled)."""
@@ -70,15 +62,7 @@ class HostPaths:
 
     # --- hugetlb pools -------------------------------------------------------
     def pool_sizes_kb(self) -> list[int]:
-        d = self.p(HUGEPAGES_DIR)
-        if not d.is_dir():
-            return []
-        out = []
-        for entry in d.iterdir():
-            m = re.fullmatch(r"hugepages-(\d+)kB", entry.name)
-            if m:
-                out.append(int(m.group(1)))
-        return sorted(out)
+        return _size_dirs(self.p(HUGEPAGES_DIR))
 
     def pool_file(self, size_kb: int, name: str = "nr_hugepages", node: int | None = None) -> Path:
         if node is None:
@@ -131,6 +115,14 @@ class HostPaths:
 
 
 REAL = HostPaths()
+
+
+def _size_dirs(d: Path) -> list[int]:
+    """The N of every hugepages-<N>kB directory in d, sorted; [] when d is missing."""
+    if not d.is_dir():
+        return []
+    return sorted(int(m.group(1)) for e in d.iterdir()
+                  if (m := re.fullmatch(r"hugepages-(\d+)kB", e.name)))
 
 
 def read_text(path: Path, default: str | None = None) -> str | None:
