@@ -313,10 +313,11 @@ class Runner:
 
     def _wants_folios(self, arm: Arm) -> bool:
         """Sample folio sizes (pagemap; some CPU during the measured phase) only where smaps
-        cannot tell: an mthp or collapse arm, or any native arm while a size below the PMD's
-        is not `never` (its 4 KiB or THP memory could get mTHP folios)."""
-        if arm.vm is not None:
-            return False
+        cannot tell and the workload does not count them itself: an mthp or collapse arm, or
+        any native arm while a size below the PMD's is not `never` (its 4 KiB or THP memory
+        could get mTHP folios)."""
+        if arm.vm is not None or self._workload(arm).kind == "hugelab-mem":
+            return False  # hugelab-mem counts its own buffer's folios, race-free, after setup
         if arm.mthp_kb or arm.backing == "thp-collapse":
             return True
         anon, _ = arm_thp_knobs(arm, self.host)
@@ -382,7 +383,8 @@ class Runner:
         for o in outs:
             if arm.vm is None:
                 o.evidence["tree"] = {**scope.tree, "where": "host"}
-                o.evidence["folios"] = scope.folios
+                if scope.folios:  # sampled (hugelab-mem's own census needs no sampler)
+                    o.evidence["folios"] = scope.folios
             elif scope.tree.get("samples"):
                 o.monitors["host_tree"] = scope.tree  # host-side clients of a guest server
             if scope.leftovers_killed:

@@ -169,6 +169,16 @@ def test_mthp_trial_with_64k_folios_is_verified() -> None:
     assert c.status == VERIFIED and "97% of 64.0 MiB sampled in 64K folios" in c.reason
 
 
+def test_a_workloads_own_census_is_read_without_mappings() -> None:
+    census = {"available": True, "source": "hugelab-mem", "folios_kb": {"16K": 65536},
+              "present_kb": 65536}
+    c = check_workload("mthp-16K", {**OWN_4K, "folios": census})
+    assert c.status == VERIFIED and "100% of 64.0 MiB sampled in 16K folios" in c.reason
+    census["folios_kb"] = {"4K": 33792, "16K": 31744}
+    c = check_workload("mthp-16K", {**OWN_4K, "folios": census})
+    assert c.status == CONTRADICTED and "only 48%" in c.reason
+
+
 def test_mthp_trial_without_64k_folios_is_flagged() -> None:
     ev = {**OWN_4K, "folios": _folios({"4K": 65536})}
     c = check_workload("mthp-64K", ev)

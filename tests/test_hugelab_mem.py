@@ -262,6 +262,9 @@ def test_4k_backing_has_no_huge_pages() -> None:
     assert ev["AnonHugePages_kB"] == 0 and ev["KernelPageSize_kB"] == 4
     assert ev["Size_kB"] == 64 * 1024 and ev["Rss_kB"] >= 64 * 1024 * 0.99
     assert ev["after_populate"]["AnonHugePages_kB"] == 0
+    census = ev["folios"]  # pagemap + kpageflags of the buffer, read by hugelab-mem itself
+    assert census["available"] and census["source"] == "hugelab-mem"
+    assert census["folios_kb"] == {"4K": 65536} and census["present_kb"] == 65536
 
 
 def test_thp_backing_is_mostly_huge() -> None:
@@ -271,6 +274,24 @@ def test_thp_backing_is_mostly_huge() -> None:
     r = HugelabMem(size_bytes=64 * MiB, duration_s=0.2).run(NativeTarget(), "thp")
     ev = r.evidence
     assert ev["AnonHugePages_kB"] > 0.5 * ev["Rss_kB"] > 0
+    census = ev["folios"]
+    assert census["folios_kb"].get("2M", 0) > 0.5 * census["present_kb"] > 0
+    # the census agrees with smaps on how much of the buffer is in PMD-size folios
+    assert abs(census["folios_kb"].get("2M", 0) - ev["after_populate"]["AnonHugePages_kB"]) \
+        <= 0.05 * census["present_kb"]
+
+
+@pytest.mark.parametrize("workload,size_mib,threads,sampled_mib", [
+    ("populate", 16, 2, 8),    # the untimed proof buffer: one worker's share
+    ("chase", 256, 1, 64),     # over the budget: 32 evenly spread 2 MiB windows
+])
+def test_folio_census_covers_the_setup_buffer(workload: str, size_mib: int, threads: int,
+                                              sampled_mib: int) -> None:
+    w = HugelabMem(workload=workload, size_bytes=size_mib * MiB, threads=threads,
+                   duration_s=0.1)
+    census = w.run(NativeTarget(), "4k").evidence["folios"]
+    assert census["sampled_kb"] == census["present_kb"] == sampled_mib * 1024
+    assert census["absent_kb"] == 0 and census["folios_kb"] == {"4K": sampled_mib * 1024}
 
 
 # --- hugetlb pools (real host changes, always restored) ------------------------------------

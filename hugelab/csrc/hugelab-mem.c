@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -886,6 +887,160 @@ static void build_chase(char *base, size_t nslots, size_t stride, uint64_t seed)
 }
 
 /* ------------------------------------------------------------------------- */
+/* Folio census of the buffer: /proc/self/pagemap + /proc/kpageflags            */
+/*
+ * The same rules as hugelab.trial.folios.classify: a present page without compound flags
+ * is a 4 KiB page; a run of a head and its tails at consecutive PFNs is one folio of
+ * 2^ceil(log2 run) pages (THP flag), a hugetlb page (HUGE flag) or another compound page.
+ * Read once after setup, by the process itself, while the buffer is stable: a sampler in
+ * another process can race with a populate loop that unmaps and maps its buffer.
+ */
+#define KPF_HEAD (1ULL << 15)
+#define KPF_TAIL (1ULL << 16)
+#define KPF_HUGE_ (1ULL << 17)
+#define KPF_THP_ (1ULL << 22)
+#define PM_PRESENT_ (1ULL << 63)
+#define PM_PFN (((uint64_t)1 << 55) - 1)
+#define CENSUS_WINDOW 512    /* pages: 2 MiB, no folio up to PMD size crosses one */
+#define CENSUS_BUDGET 16384  /* pages read at most: 64 MiB in evenly spread windows */
+#define CENSUS_ORDERS 19     /* folio orders 0 (4 KiB) .. 18 (1 GiB) */
+
+struct census {
+    int available;
+    const char *reason;
+    uint64_t by_order[CENSUS_ORDERS]; /* pages in folios of each order */
+    uint64_t hugetlb, partial, other, absent, sampled;
+};
+
+static unsigned order_of_run(uint64_t run)
+{
+    unsigned o = 0;
+    while (((uint64_t)1 << o) < run && o + 1 < CENSUS_ORDERS)
+        o++;
+    return o;
+}
+
+static void census_window(int pm, int kf, uintptr_t first, size_t n, struct census *c)
+{
+    uint64_t pfn[CENSUS_WINDOW], fl[CENSUS_WINDOW];
+    if (pread(pm, pfn, n * 8, (off_t)(first * 8)) != (ssize_t)(n * 8)) {
+        c->reason = "pagemap could not be read";
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        fl[i] = 0;
+        if (!(pfn[i] & PM_PRESENT_)) {
+            pfn[i] = 0;
+            continue;
+        }
+        pfn[i] &= PM_PFN;
+        if (pfn[i] == 0) {
+            c->reason = "pagemap hides page frame numbers (reading them needs root)";
+            return;
+        }
+        if (pread(kf, &fl[i], 8, (off_t)(pfn[i] * 8)) != 8) {
+            c->reason = "/proc/kpageflags could not be read";
+            return;
+        }
+    }
+    for (size_t i = 0; i < n;) {
+        if (!pfn[i]) {
+            c->absent++;
+            i++;
+            continue;
+        }
+        if (!(fl[i] & (KPF_HEAD | KPF_TAIL))) {
+            c->by_order[0]++;
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && pfn[j] == pfn[i] + (j - i) && (fl[j] & KPF_TAIL) && !(fl[j] & KPF_HEAD))
+            j++;
+        uint64_t run = j - i;
+        if (fl[i] & KPF_HUGE_)
+            c->hugetlb += run;
+        else if (!(fl[i] & KPF_THP_))
+            c->other += run;
+        else if (!(fl[i] & KPF_HEAD))
+            c->partial += run;
+        else
+            c->by_order[order_of_run(run)] += run;
+        i = j;
+    }
+    c->sampled += n;
+}
+
+/* The folio sizes of [base, base+len): whole when it fits the budget, else evenly spread
+ * windows (the buffer is 2 MiB-aligned, so the windows are too). */
+static void folio_census(const void *base, size_t len, struct census *c)
+{
+    memset(c, 0, sizeof *c);
+    c->reason = "";
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int kf = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+    if (pm < 0 || kf < 0) {
+        c->reason = kf < 0 ? "/proc/kpageflags is not readable (needs root)"
+                           : "/proc/self/pagemap is not readable";
+    } else {
+        uintptr_t first = (uintptr_t)base / BASE_PAGE;
+        size_t pages = len / BASE_PAGE, windows = (pages + CENSUS_WINDOW - 1) / CENSUS_WINDOW;
+        size_t want = pages <= CENSUS_BUDGET ? windows : CENSUS_BUDGET / CENSUS_WINDOW;
+        size_t step = windows / want;
+        for (size_t k = 0; k < want && !*c->reason; k++) {
+            size_t off = k * step * CENSUS_WINDOW;
+            census_window(pm, kf, first + off,
+                          pages - off < CENSUS_WINDOW ? pages - off : CENSUS_WINDOW, c);
+        }
+        c->available = !*c->reason;
+    }
+    if (pm >= 0)
+        close(pm);
+    if (kf >= 0)
+        close(kf);
+}
+
+static void print_size_label(uint64_t kb)
+{
+    if (kb % 1048576 == 0)
+        printf("\"%lluG\"", (unsigned long long)(kb / 1048576));
+    else if (kb % 1024 == 0)
+        printf("\"%lluM\"", (unsigned long long)(kb / 1024));
+    else
+        printf("\"%lluK\"", (unsigned long long)kb);
+}
+
+/* The census in hugelab.trial.folios' schema (kB), as `"folios":{...}`. */
+static void print_census(const struct census *c)
+{
+    const uint64_t kb = BASE_PAGE / 1024;
+    if (!c->available) {
+        printf("\"folios\":{\"available\":false,\"reason\":\"%s\",\"source\":\"hugelab-mem\"}",
+               c->reason);
+        return;
+    }
+    uint64_t present = c->hugetlb + c->partial + c->other;
+    for (unsigned o = 0; o < CENSUS_ORDERS; o++)
+        present += c->by_order[o];
+    printf("\"folios\":{\"available\":true,\"source\":\"hugelab-mem\",\"samples\":1,"
+           "\"folios_kb\":{");
+    int first = 1;
+    for (unsigned o = 0; o < CENSUS_ORDERS; o++) {
+        if (!c->by_order[o])
+            continue;
+        printf(first ? "" : ",");
+        print_size_label(((uint64_t)1 << o) * kb);
+        printf(":%llu", (unsigned long long)(c->by_order[o] * kb));
+        first = 0;
+    }
+    printf("},\"hugetlb_kb\":%llu,\"partial_kb\":%llu,\"other_kb\":%llu,\"present_kb\":%llu,"
+           "\"absent_kb\":%llu,\"sampled_kb\":%llu}",
+           (unsigned long long)(c->hugetlb * kb), (unsigned long long)(c->partial * kb),
+           (unsigned long long)(c->other * kb), (unsigned long long)(present * kb),
+           (unsigned long long)(c->absent * kb), (unsigned long long)(c->sampled * kb));
+}
+
+/* ------------------------------------------------------------------------- */
 /* Output                                                                      */
 
 struct outcome {
@@ -894,6 +1049,7 @@ struct outcome {
     struct evidence ev_setup, ev_end;
     struct collapse_rec collapse; /* thp-collapse: the setup's collapse (not measured) */
     struct evidence ev_before_collapse;
+    struct census census; /* folio sizes of the buffer after setup */
 };
 
 static void print_metrics(const struct config *cfg, const struct outcome *o)
@@ -965,7 +1121,9 @@ static void print_json(const struct config *cfg, const struct outcome *o)
     print_evidence_fields(&o->ev_end);
     printf(",\"after_populate\":{");
     print_evidence_fields(&o->ev_setup);
-    printf("}}}\n");
+    printf("},");
+    print_census(&o->census);
+    printf("}}\n");
     fflush(stdout);
 }
 
@@ -1034,6 +1192,7 @@ struct ibuf {
     uint64_t rng, sum;       /* random */
     double setup;
     struct evidence ev_setup, ev_end, ev_before_collapse;
+    struct census census;
     struct collapse_rec collapse;
     double *win_ns;          /* ns per access of each of this buffer's windows */
     unsigned n_win;
@@ -1108,6 +1267,7 @@ static void setup_ibuf(const struct config *cfg, enum backing bk, struct ibuf *b
     uint64_t st = cfg->seed;
     b->rng = splitmix64(&st) | 1;
     read_evidence(b->m.base, &b->ev_setup);
+    folio_census(b->m.base, b->m.len, &b->census);
     b->setup = now_s() - t0;
     check_setup_interrupt();
 }
@@ -1209,7 +1369,9 @@ static int run_interleaved(const struct config *cfg)
         print_evidence_fields(&b[i].ev_end);
         printf(",\"after_populate\":{");
         print_evidence_fields(&b[i].ev_setup);
-        printf("}}}");
+        printf("},");
+        print_census(&b[i].census);
+        printf("}}");
     }
     printf("]}\n");
     fflush(stdout);
@@ -1245,6 +1407,7 @@ int main(int argc, char **argv)
             collapse_buffer(&m, &o.collapse);
         }
         read_evidence(m.base, &o.ev_setup);
+        folio_census(m.base, round_up(cfg.size / cfg.threads, BASE_PAGE), &o.census);
         unmap_buffer(&m);
         m.base = NULL;
     } else {
@@ -1257,6 +1420,7 @@ int main(int argc, char **argv)
         if (cfg.workload == W_CHASE)
             build_chase(m.base, cfg.size / cfg.stride, cfg.stride, cfg.seed);
         read_evidence(m.base, &o.ev_setup);
+        folio_census(m.base, m.len, &o.census);
     }
     o.setup = now_s() - t_setup;
     check_setup_interrupt();

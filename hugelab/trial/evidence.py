@@ -169,8 +169,9 @@ def _distribution(folios_kb: dict[str, int], present_kb: int) -> str:
 
 
 def _folio_data(folios: dict[str, Any], mapping_kb: int | None) -> dict[str, Any] | None:
-    """The sampled mapping of `mapping_kb` (hugelab-mem's buffer), or all mappings together."""
-    if mapping_kb is None:
+    """The workload's own census of its buffer (hugelab-mem: no `mappings`); else the
+    sampled mapping of `mapping_kb`, or all sampled mappings together."""
+    if mapping_kb is None or "mappings" not in folios:
         return folios
     return next((m for m in folios.get("mappings") or [] if m.get("size_kb") == mapping_kb),
                 None)
