@@ -40,9 +40,12 @@ def recover(paths: HostPaths = REAL, journal_path: Path | None = None,
     return session.recover(paths, journal_path, lock_wait_s, before=kill_leftovers)
 
 
-def run_session(paths: HostPaths = REAL) -> AbstractContextManager[HostControl]:
-    """The host session of a run: leftovers cleared (or refused) before anything changes."""
-    return session.host_session(paths, before=clear_for_a_run)
+def run_session(paths: HostPaths = REAL, lock_wait_s: float = 0.0
+                ) -> AbstractContextManager[HostControl]:
+    """The host session of a run: leftovers cleared (or refused) before anything changes.
+    `lock_wait_s`: how long to wait for another hugelab changing this host (hosts of a fleet
+    that share one kernel take turns)."""
+    return session.host_session(paths, before=clear_for_a_run, lock_wait_s=lock_wait_s)
 
 
 __all__ = ["clear_for_a_run", "kill_leftovers", "recover", "run_session"]

@@ -20,7 +20,7 @@ from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.recovery import run_session
-from hugelab.store import Store, Trial
+from hugelab.store import SqlStore, Trial
 from hugelab.trial import monitors
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
@@ -202,11 +202,11 @@ class Runner:
     """Runs one experiment into one store. Dependencies are parameters, so tests can pass a
     deterministic target or a session on a fake sysfs tree instead of the real host."""
 
-    def __init__(self, exp: Experiment, store: Store, workload: Workload, *,
+    def __init__(self, exp: Experiment, store: SqlStore, workload: Workload, *,
                  target: Target, session: SessionFactory | None = None,
                  paths: HostPaths = REAL, progress: Progress | None = None,
                  stopper: Stopper | None = None, retry_failed: bool = False,
-                 workloads: Mapping[str, Workload] | None = None) -> None:
+                 workloads: Mapping[str, Workload] | None = None, label: str = "") -> None:
         self.exp = exp
         self.workloads = dict(workloads or {})  # per arm, where a scenario sets its own
         self.retry_failed = retry_failed
@@ -215,6 +215,7 @@ class Runner:
         self.target = target
         self.paths = paths
         self.session = session or (lambda: run_session(paths))
+        self.label = label  # the host's name in a shared store: its own run of the experiment
         self.progress = progress or (lambda e: None)
         self.stopper = stopper
 
@@ -226,7 +227,7 @@ class Runner:
         self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a)), self.hugetlbfs)
                       for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
         run_id, created = self.store.get_or_create_run(
-            self.exp.key(), self.exp.name, self.exp.to_dict(), host)
+            run_key(self.exp, self.label), self.exp.name, self.exp.to_dict(), host, self.label)
         todo = self._remaining(run_id, skipped)
         executed = 0
         if todo:
@@ -496,7 +497,13 @@ def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:
     return out
 
 
-def iter_arm_values(store: Store, run_id: int) -> Iterator[tuple[str, int, float]]:
+def run_key(exp: Experiment, label: str = "") -> str:
+    """The run of `exp` in a store: one per experiment, or one per host (`label`) when many
+    hosts share the store; the same key resumes."""
+    return f"{exp.key()}@{label}" if label else exp.key()
+
+
+def iter_arm_values(store: SqlStore, run_id: int) -> Iterator[tuple[str, int, float]]:
     """(arm, block, value) of trials that count: status ok, value present."""
     for block, _pos, arm, _target, status, value in store.values(run_id):
         if status == "ok" and value is not None:

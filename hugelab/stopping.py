@@ -18,7 +18,7 @@ import numpy as np
 
 from hugelab.experiment import Experiment
 from hugelab.stats.sequential import SequentialPlan, sequential_decision, sequential_plan
-from hugelab.store import Store
+from hugelab.store import SqlStore
 
 
 def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], baseline: str,
@@ -37,7 +37,7 @@ def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], 
 @dataclass
 class SequentialStopper:
     exp: Experiment
-    store: Store
+    store: SqlStore
     looks: int = 5
     alpha: float = 0.05
     margin: float = 0.01

@@ -32,3 +32,20 @@ def _host_lock(request):
         yield
     finally:
         os.close(fd)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL on 127.0.0.1 for the session (tests/pg_server.py)."""
+    from tests.pg_server import pg_bin, running_server
+    if pg_bin() is None:
+        pytest.fail("PostgreSQL is not installed: ./bootstrap setup installs it")
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server, monkeypatch):
+    """A fresh database's URL (no password in it: PGPASSWORD is set, as users should)."""
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    return pg_server.new_database()

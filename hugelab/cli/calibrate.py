@@ -28,7 +28,8 @@ from rich.markup import escape
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.store import Store
+from hugelab.store import SqlStore
+from hugelab.store.locate import open_store
 
 TWIN = "A-twin"
 
@@ -61,7 +62,7 @@ def block_order(blocks: int) -> list[str]:
     return [pattern[i % 4] for i in range(2 * blocks)]
 
 
-def interference(store: Store, together_id: int, alone_id: int, margin: float = 0.01
+def interference(store: SqlStore, together_id: int, alone_id: int, margin: float = 0.01
                  ) -> dict[str, Any]:
     """Per block: the mean log value of both copies together minus alone; the paired
     analysis of those (Hodges-Lehmann shift, signed-rank interval and test)."""
@@ -86,7 +87,7 @@ def interference(store: Store, together_id: int, alone_id: int, margin: float = 
     return {"shift_pct": pct[0], "ci_pct": pct[1:], "blocks": int(d.size), "verdict": verdict}
 
 
-def summary(store: Store, together_id: int, alone_id: int, comparison: dict[str, Any] | None
+def summary(store: SqlStore, together_id: int, alone_id: int, comparison: dict[str, Any] | None
             ) -> dict[str, Any]:
     """The calibration's claims from the two runs."""
     out: dict[str, Any] = {"together_run": together_id, "alone_run": alone_id,
@@ -141,7 +142,7 @@ def cmd(args: argparse.Namespace, exp: Experiment, run_one: Any) -> int:
     ids: dict[str, int] = {}
     comps: list[dict[str, Any]] = []
     done = {"together": 0, "alone": 0}
-    with Store(args.store) as store:
+    with open_store(args.store) as store:
         for which in block_order(exp.blocks):
             done[which] += 1
             ids[which], got = run_one(runs[which], store, done[which])

@@ -24,7 +24,7 @@ from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
 from hugelab.runner import pool_plan, unsupported_arms
 from hugelab.stats.paired import MIN_UNITS
-from hugelab.store import Store
+from hugelab.store.locate import exists, open_store, resolve
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
 
@@ -39,18 +39,18 @@ def parse_budget(text: str) -> float:
     return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
 
 
-def measured(store_path: Path, exp: Experiment) -> tuple[Measured, str | None]:
+def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, str | None]:
     """Median guest boot seconds (latest runs) and per-arm trial seconds (this experiment's
     earlier run), from the store when it exists; and the accelerator guests last had."""
-    if not store_path.exists():
+    if not exists(resolve(store_path)):
         return Measured(), None
     boots: list[float] = []
     accel = None
     per_arm: dict[str, list[float]] = {}
-    with Store(store_path) as store:
+    with open_store(store_path) as store:
         runs = store.runs()[-RECENT_RUNS:]
         for run in runs:
-            mine = run.get("key") == exp.key()
+            mine = str(run.get("key")).split("@")[0] == exp.key()
             for t in store.trials(run["id"]):
                 prov = t.get("provenance") or {}
                 if prov.get("boot_s"):

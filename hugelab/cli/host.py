@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.Argum
                          "Waits a few seconds for a dying hugelab to let go of the lock. Safe to "
                          "run any time; every `hugelab run` does the same before it starts.")
     add_json(rec)
+    rec.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                     help="how long to wait for another hugelab that holds this host's lock (10; "
+                     "a fleet whose hosts share one kernel waits for the others' trials)")
     rec.set_defaults(func=cmd_recover)
 
 
@@ -210,7 +213,9 @@ def cmd_host_restore(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     require_root("hugelab recover")
-    done = recover()
+    if args.wait < 0:
+        raise UsageError(f"--wait must be 0 or more seconds, got {args.wait:g}")
+    done = recover(lock_wait_s=args.wait)
     if args.json:
         _print_json({"restored": done})
     else:

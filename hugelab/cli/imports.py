@@ -6,7 +6,6 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from hugelab.errors import StoreError, UsageError
-from hugelab.store import Store
+from hugelab.store import SqlStore
 from hugelab.store.importers import (
     FORMATS,
     ImportResult,
@@ -22,6 +21,7 @@ from hugelab.store.importers import (
     parse_fraction,
     split_inputs,
 )
+from hugelab.store.locate import display, open_store, same, shown
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
         description="Unpaired comparison of the arms two runs have in common: Mann-Whitney test "
         "and Hodges-Lehmann two-sample shift of log values with its distribution-free interval. "
         "Runs made at different times differ by more than the arm: prefer a paired run.")
-    c.add_argument("store_a", type=Path, metavar="STORE_A", help="store holding run A")
-    c.add_argument("store_b", type=Path, metavar="STORE_B",
+    c.add_argument("store_a", metavar="STORE_A", help="store holding run A (path or URL)")
+    c.add_argument("store_b", metavar="STORE_B",
                    help="store holding run B (may be STORE_A again)")
     c.add_argument("--run-a", type=int, metavar="N", help="run in STORE_A (default: its latest)")
     c.add_argument("--run-b", type=int, metavar="N", help="run in STORE_B (default: its latest)")
@@ -125,10 +125,8 @@ def _print_import(r: ImportResult) -> None:
 
 # --- reading runs --------------------------------------------------------------------------------
 
-def _open_run(path: Path, run_id: int | None) -> tuple[Store, dict[str, Any]]:
-    if not path.exists():
-        raise StoreError(f"no store at {path}")
-    store = Store(path)
+def _open_run(path: str, run_id: int | None) -> tuple[SqlStore, dict[str, Any]]:
+    store = open_store(path, must_exist=True)
     try:
         return store, store.run(run_id)
     except BaseException:
@@ -158,7 +156,7 @@ def _baselines(run: dict[str, Any], arms: list[str], baseline: str) -> dict[str,
     return {a: model.baseline_of(a) if a in known else baseline for a in arms}
 
 
-def _meta(store: Store, run_id: int) -> dict[str, dict[str, Any]]:
+def _meta(store: SqlStore, run_id: int) -> dict[str, dict[str, Any]]:
     """Per arm: unit, better, metric and kernels, from the first trials that say."""
     out: dict[str, dict[str, Any]] = {}
     for t in store.trials(run_id):
@@ -309,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError("the two runs have no arm in common",
                          hint=f"A has {', '.join(arms_a)}; B has {', '.join(arms_b)}")
     notes: list[str] = []
-    if args.store_a.resolve() == args.store_b.resolve() and run_a["id"] == run_b["id"]:
+    if same(args.store_a, args.store_b) and run_a["id"] == run_b["id"]:
         notes.append(f"A and B are the same run ({run_a['id']}): pick others with --run-a/--run-b")
     results = _compare_arms(common, ra, rb, ma, mb, confidence, notes)
     data = {"warning": UNPAIRED_WARNING,
@@ -326,8 +324,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_ref(path: Path, run: dict[str, Any]) -> dict[str, Any]:
-    return {"store": str(path), "run": run["id"], "name": run["name"], "created": run["created"],
+def _run_ref(path: str, run: dict[str, Any]) -> dict[str, Any]:
+    return {"store": display(path), "run": run["id"], "name": run["name"], "created": run["created"],
             "imported": bool(run["experiment"].get("imported"))}
 
 
@@ -469,7 +467,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not todo:
         raise UsageError(f"run {run['id']} has only the baseline arm: nothing to plan against")
     plans = [_plan_one(run, rows, base_of[arm], arm, opts, boots) for arm in todo]
-    data = {"run": run["id"], "store": str(args.store), "name": run["name"],
+    data = {"run": run["id"], "store": shown(args.store), "name": run["name"],
             "blocks_needed": max(p["blocks_needed"] for p in plans), "arms": plans}
     if args.json:
         _print_json(data)

@@ -27,7 +27,7 @@ Examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab.cli import host, imports, report, run, vm
+    from hugelab.cli import host, imports, report, run, store, vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.register(sub, add_json, add_store)
     vm.register(sub, add_json)
     imports.register(sub, add_json, add_store)
+    store.register(sub, add_json, add_store)
     return parser
 
 

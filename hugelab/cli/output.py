@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 
@@ -17,5 +16,7 @@ def add_json(p: argparse.ArgumentParser) -> None:
 
 
 def add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", type=Path, default=Path("hugelab.db"),
-                   help="SQLite results store (default: ./hugelab.db)")
+    p.add_argument("--store", metavar="PATH|URL", default=None,
+                   help="results store: a SQLite file, or postgresql://USER@HOST:PORT/DB shared "
+                        "by many hosts (password from PGPASSWORD or ~/.pgpass, never the "
+                        "command line); default: $HUGELAB_STORE, else ./hugelab.db")

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from hugelab.errors import StoreError, UsageError
+from hugelab.errors import UsageError
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -66,8 +66,6 @@ def _check(args: argparse.Namespace) -> None:
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie between 0 and 100%, got "
                          f"{100 * args.confidence:g}%")
-    if not args.store.exists():
-        raise StoreError(f"no store at {args.store}", hint="run an experiment first, or pass --store")
 
 
 def _write(path: Path, text: str) -> None:
@@ -81,14 +79,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check(args)
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.load import load_run
-    from hugelab.store import Store
+    from hugelab.store.locate import open_store, shown
 
-    with Store(args.store) as store:
+    with open_store(args.store, must_exist=True) as store:
         data = load_run(store, args.run)
     report = analyse(data, Options(alpha=args.alpha, margin=args.margin,
                                    confidence=args.confidence, pairs=tuple(args.pair)))
     result = report.result
-    result["store"] = str(args.store)
+    result["store"] = shown(args.store)
     if args.md:
         from hugelab.report import markdown
         _write(args.md, markdown.render(result))

@@ -21,7 +21,8 @@ from hugelab.host.inspect import hardware_counters
 from hugelab.report.summary import arm_problems, arm_summary, retried
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
-from hugelab.store import Store
+from hugelab.store import SqlStore
+from hugelab.store.locate import open_store, shown
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
 
@@ -63,6 +64,13 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="with --until-verdict: family-wise false-positive rate (0.05)")
     p.add_argument("--margin", type=_fraction, default=0.01,
                    help="with --until-verdict: equivalence margin, e.g. 1%% (default)")
+    p.add_argument("--label", default="", metavar="NAME",
+                   help="this host's name in a shared store: each label is its own run of the "
+                   "experiment (resumed by the same label), and `hugelab report --experiment` "
+                   "merges them (hugelab fleet run passes the inventory name)")
+    p.add_argument("--wait-host", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another hugelab changing this host instead of "
+                   "refusing at once (hosts of a fleet that share one kernel take turns)")
     p.add_argument("--calibrate", action="store_true",
                    help="for a duet: run the baseline arm and an identical twin side by side, "
                    "then one after the other, and say what the duet comparison can claim (are "
@@ -97,10 +105,22 @@ def _load(args: argparse.Namespace) -> Experiment:
         if blocks < 1:
             raise UsageError("the number of blocks must be at least 1")
         exp = Experiment(**{**exp.__dict__, "blocks": blocks})
+    if len(args.label) > 100 or not all(c.isprintable() for c in args.label):
+        raise UsageError("--label must be at most 100 printable characters")
+    if args.wait_host < 0:
+        raise UsageError(f"--wait-host must be 0 or more seconds, got {args.wait_host:g}")
     return exp
 
 
-def _stopper(args: argparse.Namespace, exp: Experiment, store: Store) -> SequentialStopper | None:
+def _session(args: argparse.Namespace) -> Any:
+    """The host session factory: the default, or one that waits for the host lock."""
+    if not args.wait_host:
+        return None
+    from hugelab.recovery import run_session
+    return lambda: run_session(lock_wait_s=args.wait_host)
+
+
+def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> SequentialStopper | None:
     if not args.until_verdict:
         return None
     if exp.blocks < 6 * args.looks:
@@ -144,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if other is not None:
         return other
     con = Console(stderr=True)
-    with Store(args.store) as store:
+    with open_store(args.store) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}", markup=False), TimeRemainingColumn(),
                       console=con, transient=False) as bar:
@@ -167,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             stopper = _stopper(args, exp, store)
             outcome = Runner(exp, store, workload, target=_target(), progress=progress,
                              stopper=stopper, retry_failed=args.retry_failed,
-                             workloads=per_arm).run()
+                             workloads=per_arm, label=args.label, session=_session(args)).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
@@ -178,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         trials = list(store.trials(outcome.run_id))
     problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in outcome.skipped])
     seq = stopper.describe() if stopper is not None else None
-    result = {"sequential": seq, "run": outcome.run_id, "store": str(args.store), "resumed": outcome.resumed,
+    result = {"sequential": seq, "run": outcome.run_id, "store": shown(args.store), "resumed": outcome.resumed,
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
               "comparisons": verdicts.get("comparisons", []), "unit": unit,
               "factorial": verdicts.get("factorial"),
@@ -189,7 +209,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_summary(exp, result)
         Console().print("host settings restored. Full report with tails, the classic table, "
-                        f"evidence and plots: hugelab report --store {args.store} --html report.html")
+                        f"evidence and plots: hugelab report --store {shown(args.store)} --html report.html")
     empty = [p["arm"] for p in problems if p["no_ok_trial"]]
     if empty:
         Console(stderr=True).print(f"[red]error:[/] no ok trial for arm(s) {escape(', '.join(empty))}: "
@@ -198,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_quiet(exp: Experiment, store: Store, args: argparse.Namespace, blocks: int
+def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, blocks: int
                ) -> tuple[int, list[dict[str, Any]]]:
     """The run of `exp` (resumed) up to `blocks` blocks, with a progress bar: (run id, its
     comparisons)."""
@@ -227,20 +247,20 @@ def _target() -> Target:
     return NativeTarget()
 
 
-def _verdicts(store: Store, run_id: int) -> dict[str, Any]:
+def _verdicts(store: SqlStore, run_id: int) -> dict[str, Any]:
     """The paired analysis `hugelab report` does, for the run summary."""
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.load import load_run
     return analyse(load_run(store, run_id), Options()).result
 
 
-def _better(store: Store, run_id: int) -> str | None:
+def _better(store: SqlStore, run_id: int) -> str | None:
     return _first(store, run_id, "better")
 
 
-def _first(store: Store, run_id: int, column: str) -> str | None:
-    row = store.db.execute(f"SELECT {column} FROM trials WHERE run_id = ? AND {column} IS NOT NULL "
-                           "LIMIT 1", (run_id,)).fetchone()
+def _first(store: SqlStore, run_id: int, column: str) -> str | None:
+    row = store.one(f"SELECT {column} FROM trials WHERE run_id = ? AND {column} IS NOT NULL "
+                    "LIMIT 1", (run_id,))  # noqa: S608 - a column name of ours
     return str(row[0]) if row else None
 
 
@@ -333,10 +353,7 @@ def _note(tr: dict[str, Any]) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    if not args.store.exists():
-        from hugelab.errors import StoreError
-        raise StoreError(f"no store at {args.store}", hint="run an experiment first, or pass --store")
-    with Store(args.store) as store:
+    with open_store(args.store, must_exist=True) as store:
         if args.run is None:
             data: Any = store.runs()
         else:
@@ -348,7 +365,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     con = Console()
     if args.run is None:
-        t = Table(title=f"runs in {args.store}")
+        t = Table(title=f"runs in {shown(args.store)}")
         for col in ("id", "name", "status", "trials", "flagged", "failed", "skipped arms"):
             t.add_column(col)
         for r in data:

@@ -69,13 +69,14 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
                  *, compact_deadline_s: float = 10.0,
-                 before: Cleanup | None = None) -> Iterator[HostControl]:
+                 before: Cleanup | None = None, lock_wait_s: float = 0.0
+                 ) -> Iterator[HostControl]:
     """Everything changed through the yielded HostControl is restored on any exit but SIGKILL;
     after a SIGKILL the journal remains, and the next session (or `hugelab recover`) restores."""
     jpath = journal_path or state_dir() / "journal.json"
     old_handlers = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        with locked(jpath):
+        with locked(jpath, wait_s=lock_wait_s):
             if before is not None:
                 before()
             stale = Journal.load(jpath)

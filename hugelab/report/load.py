@@ -1,6 +1,6 @@
 """Read one run from a store into numpy arrays plus a small sample of per-trial JSON details.
 
-The only part of the report that touches SQLite. Values come from `Store.values()` (one
+The only part of the report that reads the store. Values come from `Store.values()` (one
 SELECT); the per-trial JSON (monitors, evidence, provenance) is read for an evenly spaced
 sample of blocks only, so a run of a million trials loads in seconds. Counts of flag and
 error reasons, and the accelerators seen per target, are read over all trials.
@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hugelab.stats.components import RepBoot
-from hugelab.store import Store
+from hugelab.store import SqlStore
 
 STATUSES = ("ok", "flagged", "failed")
 DETAIL_SAMPLE_BLOCKS = 400
@@ -107,12 +107,10 @@ def _sample_blocks(data: RunData, per_series: int) -> list[int]:
     return sorted(chosen)
 
 
-def _read_details(store: Store, data: RunData, run_id: int) -> None:
+def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
     where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
                                                       strict=True))}
-    cur = store.db.cursor()
-    cur.row_factory = None
-    for arm, target, status, flag, error in cur.execute(
+    for arm, target, status, flag, error in store.tuples(
             "SELECT arm, target, status, flag, error FROM trials "
             "WHERE run_id = ? AND status != 'ok'", (run_id,)):
         d = data.details[where[(arm, target)]]
@@ -120,8 +118,9 @@ def _read_details(store: Store, data: RunData, run_id: int) -> None:
             d.flag_reasons[flag or "(no reason recorded)"] += 1
         else:
             d.error_reasons[error or "(no error recorded)"] += 1
-    for arm, target, earlier in cur.execute(
-            "SELECT arm, target, json_extract(provenance, '$.earlier_attempts[#-1].error') "
+    last_error = store.json_text("provenance", "earlier_attempts", -1, "error")
+    for arm, target, earlier in store.tuples(
+            f"SELECT arm, target, {last_error} "  # noqa: S608 - a JSON path of ours
             "FROM trials WHERE run_id = ? AND attempts > 1", (run_id,)):
         first = (earlier or "").strip().splitlines()
         data.details[where[(arm, target)]].retry_reasons[first[0] if first else
@@ -131,7 +130,7 @@ def _read_details(store: Store, data: RunData, run_id: int) -> None:
     for start in range(0, len(blocks), 500):
         chunk = blocks[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        for arm, target, status, bet, metric, unit, mon, ev, prov in cur.execute(
+        for arm, target, status, bet, metric, unit, mon, ev, prov in store.tuples(
                 "SELECT arm, target, status, better, metric, unit, monitors, evidence, provenance "
                 f"FROM trials WHERE run_id = ? AND block IN ({marks})",  # noqa: S608 - placeholders
                 (run_id, *chunk)):
@@ -150,13 +149,11 @@ def _read_details(store: Store, data: RunData, run_id: int) -> None:
         d.better, d.metric, d.unit = c.most_common(1)[0][0]
 
 
-def _read_accel(store: Store, data: RunData, run_id: int) -> None:
-    cur = store.db.cursor()
-    cur.row_factory = None
+def _read_accel(store: SqlStore, data: RunData, run_id: int) -> None:
     out: dict[str, set[str]] = {}
-    for target, accel in cur.execute(
-            "SELECT DISTINCT target, json_extract(provenance, '$.accel') FROM trials "
-            "WHERE run_id = ?", (run_id,)):
+    for target, accel in store.tuples(
+            f"SELECT DISTINCT target, {store.json_text('provenance', 'accel')} "  # noqa: S608
+            "FROM trials WHERE run_id = ?", (run_id,)):
         if accel is not None:
             out.setdefault(str(target), set()).add(str(accel))
     data.accel = {t: sorted(a) for t, a in sorted(out.items())}
@@ -179,7 +176,7 @@ def rep_boots(rows: list[RepRow]) -> dict[tuple[str, str], list[RepBoot]]:
     return out
 
 
-def load_run(store: Store, run_id: int | None = None) -> RunData:
+def load_run(store: SqlStore, run_id: int | None = None) -> RunData:
     """The run (latest when `run_id` is None) with arrays and sampled details."""
     run = store.run(run_id)
     data = from_rows(run, store.values(run["id"]))

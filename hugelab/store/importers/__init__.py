@@ -8,7 +8,7 @@ JSON; several objects back to back are fine).
 
 Everything is parsed and validated before the store is opened: a file with any bad row is
 reported with the line numbers of its bad rows (up to :data:`MAX_REPORTED`) and nothing is
-imported. A valid import is written in one SQLite transaction. Without a ``block`` column
+imported. A valid import is written in one transaction. Without a ``block`` column
 (and always for raw tool outputs) the i-th trial of each arm is put in block i, which pairs
 the i-th trial of every arm with each other.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 from hugelab import __version__
 from hugelab.errors import StoreError, UsageError
-from hugelab.store import JSON_FIELDS, Store, Trial
+from hugelab.store.base import SqlStore
 from hugelab.store.importers.common import (
     ARM_RE,
     FORMATS,
@@ -43,6 +43,8 @@ from hugelab.store.importers.from_stressng import (
     parse_stressng_yaml,
 )
 from hugelab.store.importers.from_sysbench import parse_sysbench
+from hugelab.store.locate import open_store
+from hugelab.store.schema import Trial
 
 __all__ = ["FORMATS", "MAX_REPORTED", "ImportRejected", "ImportResult", "collect", "detect_format",
            "import_files", "parse_csv", "parse_fraction", "parse_iperf3", "parse_stressng",
@@ -192,25 +194,17 @@ def _trials(run_id: int, records: list[Record]) -> list[Trial]:
     return out
 
 
-def _insert(store: Store, key: str, name: str, experiment: dict[str, Any],
+def _insert(store: SqlStore, key: str, name: str, experiment: dict[str, Any],
             records: list[Record]) -> int:
     """Run and all its trials in ONE transaction: any failure leaves the store as it was."""
-    db = store.db
-    with db:
-        cur = db.execute(
+    with store.transaction():
+        run_id = store.insert_returning_id(
             "INSERT INTO runs (key, name, experiment, host, status, created, finished) "
             "VALUES (?, ?, ?, ?, 'finished', ?, ?)",
             (key, name, json.dumps(experiment), json.dumps({"imported": True}), time.time(),
              time.time()))
-        run_id = int(cur.lastrowid or 0)
         for t in _trials(run_id, records):
-            db.execute(
-                """INSERT INTO trials (run_id, block, position, arm, target, status, value,
-                   metric, unit, better, metrics, evidence, monitors, provenance, flag, error,
-                   started, ended) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
-                 t.unit, t.better, *(json.dumps(getattr(t, f) or {}) for f in JSON_FIELDS),
-                 t.flag, t.error, t.started, t.ended))
+            store.insert_trial_row(t, t.provenance or {}, 1)
     return run_id
 
 
@@ -223,7 +217,7 @@ def _experiment(name: str, arms: list[str], baseline: str, parsed: Parsed) -> di
             "imported": True, "pairing": parsed.pairing, "source": parsed.sources}
 
 
-def import_files(store_path: Path, items: list[tuple[str | None, Path]], *,
+def import_files(store_path: str | Path | None, items: list[tuple[str | None, Path]], *,
                  name: str | None = None, fmt: str | None = None,
                  baseline: str | None = None) -> ImportResult:
     """Parse, validate, then write one run with all trials in one transaction."""
@@ -242,15 +236,16 @@ def import_files(store_path: Path, items: list[tuple[str | None, Path]], *,
     key_src = json.dumps([run_name, base, [(s["arm"], s["format"], s["sha256"])
                                            for s in parsed.sources]])
     key = "import-" + hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    with Store(store_path) as store:
-        row = store.db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
-        if row:
-            raise StoreError(f"these files were already imported into {store_path} as run "
-                             f"{row['id']}", hint=f"see it with: hugelab show {row['id']} "
-                             f"--store {store_path}")
+    with open_store(store_path) as store:
+        found = store.run_id_of(key)
+        if found is not None:
+            raise StoreError(f"these files were already imported into {store.name} as run "
+                             f"{found}", hint=f"see it with: hugelab show {found} "
+                             f"--store {store.name}")
         run_id = _insert(store, key, run_name, _experiment(run_name, arms, base, parsed),
                          parsed.records)
+        where = store.name
     counts = {a: sum(1 for r in parsed.records if r.arm == a) for a in arms}
-    return ImportResult(run_id, str(store_path), run_name, len(parsed.records), counts,
+    return ImportResult(run_id, where, run_name, len(parsed.records), counts,
                         1 + max(r.block or 0 for r in parsed.records), base, parsed.pairing,
                         tuple(parsed.notes), tuple(parsed.warnings))

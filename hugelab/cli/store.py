@@ -1,0 +1,84 @@
+"""`hugelab store copy|info`: move runs between SQLite and PostgreSQL; what a store holds."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+
+from hugelab.cli.output import print_json
+from hugelab.errors import UsageError
+
+AddOpt = Callable[[argparse.ArgumentParser], None]
+
+
+def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOpt) -> None:
+    p = sub.add_parser("store", help="copy runs between stores (SQLite, PostgreSQL); store info",
+                       description="A store is a SQLite file (one host, the default) or a "
+                       "PostgreSQL database (postgresql://USER@HOST:PORT/DB, shared by a fleet). "
+                       "Both have the same tables and named migrations.")
+    ss = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
+    c = ss.add_parser("copy", help="copy runs from SRC into DST (resumed runs: only new trials)",
+                      description="Copies runs from one store into another, each run in one "
+                      "transaction: a laptop's runs into the team's PostgreSQL, or a fleet's "
+                      "runs into a SQLite file for offline analysis. A run DST already has (same "
+                      "experiment, same host label) gets only the trials it lacks: copying "
+                      "again never duplicates a trial. Passwords come from PGPASSWORD or "
+                      "~/.pgpass and are never shown.")
+    c.add_argument("src", metavar="SRC", help="store to read: a SQLite path or a postgresql:// URL")
+    c.add_argument("dst", metavar="DST", help="store to write (created when missing)")
+    c.add_argument("--run", type=int, action="append", metavar="ID",
+                   help="copy only this run (repeatable; default: every run)")
+    add_json(c)
+    c.set_defaults(func=cmd_copy)
+    i = ss.add_parser("info", help="engine, migrations, runs and connection security of a store")
+    add_store(i)
+    add_json(i)
+    i.set_defaults(func=cmd_info)
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    from hugelab.store.copy import copy_runs
+    from hugelab.store.locate import open_store, same
+
+    if same(args.src, args.dst):
+        raise UsageError("SRC and DST are the same store")
+    with open_store(args.src, must_exist=True) as src, open_store(args.dst) as dst:
+        done = copy_runs(src, dst, args.run)
+        names = src.name, dst.name
+    if args.json:
+        print_json({"source": names[0], "dest": names[1], "runs": [asdict(c) for c in done]})
+        return 0
+    t = Table(title=f"{names[0]} -> {names[1]}")
+    for col in ("run", "into", "name", "label", "trials copied", "already there"):
+        numeric = col in ("run", "into", "trials copied", "already there")
+        t.add_column(col, justify="right" if numeric else "left")
+    for c in done:
+        t.add_row(str(c.source_run), f"{c.dest_run}{' (new)' if c.new_run else ''}", c.name,
+                  c.label or "-", str(c.trials), str(c.present))
+    Console().print(t)
+    if not done:
+        print("the source store has no runs")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from hugelab.store.locate import open_store
+
+    with open_store(args.store, must_exist=True) as store:
+        runs = store.runs()
+        info = {"store": store.name, "engine": type(store).__name__,
+                "migrations": store.migrations(), "runs": len(runs),
+                "trials": sum(r["trials"] for r in runs),
+                "labels": sorted({r.get("label") or "" for r in runs} - {""}),
+                "tls": getattr(store, "tls", None)}
+    if args.json:
+        print_json(info)
+        return 0
+    for k, v in info.items():
+        shown = ", ".join(v) if isinstance(v, list) else "n/a (a local file)" if v is None else v
+        print(f"{k:>10}: {shown}")
+    return 0

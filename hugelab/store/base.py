@@ -1,0 +1,227 @@
+"""What every store does, written once in SQL both engines speak (`?` placeholders, no
+engine-specific functions but the JSON path `json_text`): runs, trials committed one by one,
+resume keys, the fast value path. `sqlite.py` and `postgres.py` add a connection and a
+dialect; `locate.py` picks one from `--store`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Self
+
+from hugelab.errors import StoreError
+from hugelab.store.schema import JSON_FIELDS, MIGRATIONS, TRIAL_STATUSES, Trial
+
+RUN_JSON = ("experiment", "host", "skipped", "sequential")
+
+
+class SqlStore:
+    """A results store. Every trial is committed on its own, before the next one starts."""
+
+    name: str = ""  # what messages call it: a path, or a URL without its password
+
+    # --- the dialect: what an engine provides ------------------------------------------------
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows that index by position and by column name (dict(row) works)."""
+        raise NotImplementedError
+
+    def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Plain tuples: the fast path for many rows."""
+        raise NotImplementedError
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """All statements inside commit together, or none on an exception."""
+        raise NotImplementedError
+
+    def json_text(self, column: str, *path: str | int) -> str:
+        """SQL for the text at `path` inside a JSON column (a negative index counts from the
+        end); objects come back as JSON text, numbers as text or numbers."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _applied_migrations(self) -> set[str]:
+        raise NotImplementedError
+
+    def _apply_migration(self, name: str, sql: str) -> None:
+        raise NotImplementedError
+
+    # --- common ------------------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Any | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def _migrate(self) -> None:
+        done = self._applied_migrations()
+        for name, sql in MIGRATIONS:
+            if name not in done:
+                self._apply_migration(name, sql)
+
+    def migrations(self) -> list[str]:
+        return sorted(self._applied_migrations())
+
+    def insert_returning_id(self, sql: str, params: Sequence[Any]) -> int:
+        row = self.one(sql + " RETURNING id", params)
+        return int(row[0]) if row else 0
+
+    # --- runs --------------------------------------------------------------------------------
+    def get_or_create_run(self, key: str, name: str, experiment: dict[str, Any],
+                          host: dict[str, Any], label: str = "") -> tuple[int, bool]:
+        row = self.one("SELECT id FROM runs WHERE key = ?", (key,))
+        if row:
+            with self.transaction():
+                self.execute("UPDATE runs SET status = 'running' WHERE id = ?", (row[0],))
+            return int(row[0]), False
+        with self.transaction():
+            run_id = self.insert_returning_id(
+                "INSERT INTO runs (key, name, experiment, host, created, label) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (key, name, json.dumps(experiment), json.dumps(host), time.time(), label))
+        return run_id, True
+
+    def set_run_status(self, run_id: int, status: str,
+                       skipped: dict[str, str] | None = None) -> None:
+        with self.transaction():
+            self.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ?",
+                         (status, time.time() if status == "finished" else None, run_id))
+            if skipped is not None:
+                self.execute("UPDATE runs SET skipped = ? WHERE id = ?",
+                             (json.dumps(skipped), run_id))
+
+    def set_run_sequential(self, run_id: int, info: dict[str, Any]) -> None:
+        with self.transaction():
+            self.execute("UPDATE runs SET sequential = ? WHERE id = ?", (json.dumps(info), run_id))
+
+    def runs(self, run_id: int | None = None) -> list[dict[str, Any]]:
+        where = "WHERE r.id = ?" if run_id is not None else ""
+        rows = self.rows(f"""
+            SELECT r.*, COUNT(t.id) AS trials,
+                   SUM(CASE WHEN t.status = 'flagged' THEN 1 ELSE 0 END) AS flagged,
+                   SUM(CASE WHEN t.status = 'failed' THEN 1 ELSE 0 END) AS failed
+            FROM runs r LEFT JOIN trials t ON t.run_id = r.id {where}
+            GROUP BY r.id ORDER BY r.id""", () if run_id is None else (run_id,))  # noqa: S608
+        out = []
+        for r in rows:
+            d = dict(r)
+            for k in RUN_JSON:
+                d[k] = json.loads(d[k])
+            for k in ("trials", "flagged", "failed"):
+                d[k] = int(d[k] or 0)
+            out.append(d)
+        return out
+
+    def run(self, run_id: int | None = None) -> dict[str, Any]:
+        if run_id is None:
+            last = self.one("SELECT MAX(id) FROM runs")
+            if last is None or last[0] is None:
+                raise StoreError(f"{self.name} has no runs", hint="start one with `hugelab run`")
+            run_id = int(last[0])
+        found = self.runs(run_id)
+        if found:
+            return found[0]
+        ids = [str(r[0]) for r in self.tuples("SELECT id FROM runs ORDER BY id")]
+        raise StoreError(f"no run {run_id} in {self.name}",
+                         hint=f"runs: {', '.join(ids)}" if ids else "the store has no runs")
+
+    def run_id_of(self, key: str) -> int | None:
+        row = self.one("SELECT id FROM runs WHERE key = ?", (key,))
+        return int(row[0]) if row else None
+
+    # --- trials ------------------------------------------------------------------------------
+    def done_keys(self, run_id: int, *, retry_failed: bool = False) -> set[tuple[int, str, str]]:
+        """(block, arm, target) of trials that are final: not failed, or failed because the
+        workload itself failed (unless `retry_failed`). The others run again on resume."""
+        rows = self.tuples("SELECT block, arm, target, status, cause FROM trials "
+                           "WHERE run_id = ?", (run_id,))
+        return {(r[0], r[1], r[2]) for r in rows  # cause NULL: a store older than causes
+                if r[3] != "failed" or (r[4] != "environment" and not retry_failed)}
+
+    def add_trial(self, t: Trial) -> None:
+        self.add_trials([t])
+
+    def add_trials(self, trials: list[Trial]) -> None:
+        """Commit trials together: the guests of one multi-VM trial land all or none."""
+        for t in trials:
+            if t.status not in TRIAL_STATUSES:
+                raise StoreError(f"bad trial status {t.status!r}")
+        with self.transaction():
+            for t in trials:
+                self._insert(t)
+
+    def _insert(self, t: Trial) -> None:
+        """Insert a trial; a retry replaces the earlier attempt, kept in its provenance."""
+        key = (t.run_id, t.block, t.arm, t.target)
+        old = self.one("SELECT status, error, cause, attempts, provenance FROM trials "
+                       "WHERE run_id = ? AND block = ? AND arm = ? AND target = ?", key)
+        prov = dict(t.provenance or {})
+        attempts = 1
+        if old is not None:
+            earlier = json.loads(old["provenance"]).get("earlier_attempts", [])
+            prov["earlier_attempts"] = [*earlier, {"status": old["status"], "error": old["error"],
+                                                   "cause": old["cause"]}]
+            attempts = int(old["attempts"]) + 1
+            self.execute("DELETE FROM trials WHERE run_id = ? AND block = ? AND arm = ? "
+                         "AND target = ?", key)
+        self.insert_trial_row(t, prov, attempts)
+
+    def insert_trial_row(self, t: Trial, provenance: dict[str, Any], attempts: int) -> None:
+        """One INSERT of a trial as it is (no retry bookkeeping): for copies and imports."""
+        self.execute(
+            """INSERT INTO trials (run_id, block, position, arm, target, status, value, metric,
+               unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended,
+               cause, attempts)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
+             t.unit, t.better, json.dumps(t.metrics or {}), json.dumps(t.evidence or {}),
+             json.dumps(t.monitors or {}), json.dumps(provenance), t.flag, t.error, t.started,
+             t.ended, t.cause, attempts))
+
+    def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
+        for r in self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position",
+                           (run_id,)):
+            d = dict(r)
+            for f in JSON_FIELDS:
+                d[f] = json.loads(d[f])
+            yield d
+
+    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
+        """(block, position, arm, target, status, value) — the fast path for statistics."""
+        return self.tuples(
+            "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
+            "ORDER BY block, position", (run_id,))
+
+    def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
+                                                  float | None, float | None, float | None,
+                                                  float | None]]:
+        """Ok trials that ran several repetitions in one guest boot (provenance `reps`):
+        (arm, target, block, rep values, rep wall times, boot_s, workload_s, started, ended),
+        in block order. Empty when no trial has repetitions."""
+        reps = self.json_text("provenance", "reps")
+        out = []
+        for arm, target, block, rep, boot_s, work_s, started, ended in self.tuples(
+                f"SELECT arm, target, block, {reps}, {self.json_text('provenance', 'boot_s')}, "
+                f"{self.json_text('provenance', 'workload_s')}, started, ended FROM trials "
+                f"WHERE run_id = ? AND status = 'ok' AND {reps} IS NOT NULL "  # noqa: S608
+                "ORDER BY block, position", (run_id,)):
+            r = json.loads(rep)
+            vals = [float(v) for v in r.get("values") or [] if v is not None]
+            walls = [float(w) for w in r.get("wall_s") or [] if w is not None]
+            out.append((arm, target, block, vals, walls, _float(boot_s), _float(work_s),
+                        started, ended))
+        return out
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)

@@ -1,0 +1,133 @@
+"""The shared store: PostgreSQL through psycopg 3, the same tables and named migrations as
+SQLite (`schema.for_postgres`). Many hosts write at once, each its own run; each trial commits
+on its own, so a host that dies loses at most the trial it was running.
+
+Why psycopg and not SQLAlchemy Core: the schema is two tables of plain columns with JSON kept
+as text, and every query is already written in the SQL both engines share (`base.py`); the one
+difference, the placeholder, is `?` against `%s`. SQLAlchemy would add a layer to learn and pin
+for no query it would write better.
+
+Security: the URL's password (or PGPASSWORD, or ~/.pgpass: libpq's usual places) is used to
+connect and never kept: `name`, what messages and results show, is the URL without it. TLS is
+used whenever the server offers it (sslmode 'prefer' unless the URL asks for more)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from hugelab.errors import StoreError
+from hugelab.store.base import SqlStore
+from hugelab.store.schema import MIGRATIONS, for_postgres, statements
+
+MIGRATION_LOCK = 0x6875_6765  # pg_advisory_xact_lock key: one migrating client at a time
+
+
+class Row(tuple[Any, ...]):
+    """A row by position and by column name, like sqlite3.Row (dict(row) works)."""
+
+    _index: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], index: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row._index = index
+        return row
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _row_factory(cursor: Any) -> Any:
+    names = [c.name for c in cursor.description or []]
+    index = {n: i for i, n in enumerate(names)}
+    return lambda values: Row(values, index)
+
+
+def _sql(sql: str) -> str:
+    return sql.replace("?", "%s")  # our SQL has no other '?' and no literal '%'
+
+
+class PostgresStore(SqlStore):
+    def __init__(self, url: str, name: str) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise StoreError("a postgresql:// store needs psycopg",
+                             hint="install hugelab's 'fleet' extra: pip install 'hugelab[fleet]' "
+                                  "(./bootstrap setup does)") from exc
+        self.name = name
+        self._psycopg = psycopg
+        try:
+            options: dict[str, Any] = {} if "sslmode" in url else {"sslmode": "prefer"}
+            self.db = psycopg.connect(url, autocommit=True, connect_timeout=10,
+                                      application_name="hugelab", **options)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to store {name}: {_first_line(exc)}",
+                             hint="check the server, the user and the password (PGPASSWORD or "
+                                  "~/.pgpass; never in the URL on a shared machine)") from exc
+        try:
+            self._migrate()
+        except psycopg.Error as exc:
+            self.db.close()
+            raise StoreError(f"{name} cannot hold a hugelab store: {_first_line(exc)}") from exc
+
+    @property
+    def tls(self) -> bool:
+        """Whether this connection is encrypted."""
+        return bool(self.db.pgconn.ssl_in_use)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self.db.cursor(row_factory=_row_factory) as cur:
+            cur.execute(_sql(sql), tuple(params))
+            return cur.fetchall() if cur.description else []
+
+    def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.db.cursor() as cur:
+            cur.execute(_sql(sql), tuple(params))
+            return cur.fetchall() if cur.description else []
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.db.execute(_sql(sql), tuple(params))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.db.transaction():
+            yield
+
+    def json_text(self, column: str, *path: str | int) -> str:
+        steps = [str(p) if isinstance(p, int) else f"'{p}'" for p in path]
+        inner = "".join(f" -> {s}" for s in steps[:-1])
+        return f"(({column})::jsonb{inner} ->> {steps[-1]})"
+
+    def _applied_migrations(self) -> set[str]:
+        self.db.execute("CREATE TABLE IF NOT EXISTS migrations "
+                        "(name TEXT PRIMARY KEY, applied DOUBLE PRECISION)")
+        return {r[0] for r in self.tuples("SELECT name FROM migrations")}
+
+    def _migrate(self) -> None:
+        """Every missing migration in one transaction, under an advisory lock: hosts that
+        start at the same time against a new database create the tables once."""
+        with self.db.transaction():
+            self.db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            done = self._applied_migrations()
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                for stmt in statements(for_postgres(sql)):
+                    self.db.execute(stmt)
+                self.db.execute("INSERT INTO migrations VALUES (%s, %s)", (name, time.time()))
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,96 @@
+"""A real PostgreSQL server for tests: Debian's postgresql-15 binaries, a cluster made by
+initdb in a temporary directory, listening on 127.0.0.1 only (a free port), password auth
+(scram-sha-256) and TLS with a throw-away self-signed certificate; stopped and removed after.
+
+PostgreSQL refuses to run as root, so the cluster belongs to the `postgres` user the Debian
+package creates."""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+USER = "hugelab"
+
+
+def pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@dataclass
+class Server:
+    host: str
+    port: int
+    password: str
+    socket_dir: Path
+
+    def url(self, db: str = "postgres", **query: str) -> str:
+        """A URL without the password (tests pass it in PGPASSWORD, as users should)."""
+        q = "&".join(f"{k}={v}" for k, v in query.items())
+        return f"postgresql://{USER}@{self.host}:{self.port}/{db}" + (f"?{q}" if q else "")
+
+    def new_database(self) -> str:
+        """A fresh, empty database: its URL."""
+        import psycopg
+        name = "t_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self.url(), password=self.password, autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(argv: list[str]) -> None:
+    subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=True,
+                   capture_output=True, text=True)
+
+
+@contextmanager
+def running_server() -> Iterator[Server]:
+    bindir = pg_bin()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
+    top = Path(tempfile.mkdtemp(prefix="hugelab-pg-"))
+    shutil.chown(top, "postgres", "postgres")
+    os.chmod(top, 0o700)
+    data, pwfile = top / "data", top / "pw"
+    password = secrets.token_urlsafe(18)
+    pwfile.write_text(password)
+    shutil.chown(pwfile, "postgres", "postgres")
+    port = _free_port()
+    try:
+        _as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", USER,
+                      "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8"])
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-keyout", str(data / "server.key"),
+                        "-out", str(data / "server.crt")], check=True, capture_output=True)
+        for f in ("server.key", "server.crt"):
+            shutil.chown(data / f, "postgres", "postgres")
+            os.chmod(data / f, 0o600)
+        with open(data / "postgresql.conf", "a") as conf:
+            conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\n"
+                       f"unix_socket_directories = '{top}'\nssl = on\n"
+                       "fsync = off\nmax_connections = 50\n")
+        _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(top / "log"), "-w",
+                      "-t", "30", "start"])
+        try:
+            yield Server("127.0.0.1", port, password, top)
+        finally:
+            _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
