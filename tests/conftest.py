@@ -49,3 +49,15 @@ def pg_url(pg_server, monkeypatch):
     """A fresh database's URL (no password in it: PGPASSWORD is set, as users should)."""
     monkeypatch.setenv("PGPASSWORD", pg_server.password)
     return pg_server.new_database()
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory):
+    """Two sshd "hosts" (alpha, beta) on loopback (tests/fleet_hosts.py); one kernel, so one
+    hugelab state directory."""
+    from tests.fleet_hosts import SshFleet
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test hosts are sshd servers taking root logins")
+    top = tmp_path_factory.mktemp("fleet")
+    with SshFleet(top / "hosts", state_dir=top / "state") as f:
+        yield f

@@ -61,7 +61,8 @@ def _as_postgres(argv: list[str]) -> None:
 
 
 @contextmanager
-def running_server() -> Iterator[Server]:
+def running_server(fsync: bool = False) -> Iterator[Server]:
+    """`fsync`: durable commits (off for tests: faster, nothing to keep)."""
     bindir = pg_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
@@ -85,7 +86,7 @@ def running_server() -> Iterator[Server]:
         with open(data / "postgresql.conf", "a") as conf:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\n"
                        f"unix_socket_directories = '{top}'\nssl = on\n"
-                       "fsync = off\nmax_connections = 50\n")
+                       f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n")
         _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(top / "log"), "-w",
                       "-t", "30", "start"])
         try:

@@ -55,6 +55,13 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="compare CANDIDATE against BASELINE instead of every arm against the "
                    "baseline arm; repeat for several (names as in the report: arm@target "
                    "when the run has several targets)")
+    p.add_argument("--experiment", metavar="NAME",
+                   help="one report across hosts: every host's run of experiment NAME in the "
+                   "store (one per --label; hugelab fleet run makes them): per-host verdicts, "
+                   "the effect pooled across hosts with host as a random effect (HKSJ interval, "
+                   "between-host spread tau, I2, prediction interval for a new host), a forest "
+                   "plot, the host facts that may explain differences, a verdict per group of "
+                   "alike hosts")
     p.set_defaults(func=cmd_report)
 
 
@@ -77,6 +84,8 @@ def _write(path: Path, text: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     _check(args)
+    if args.experiment is not None:
+        return _fleet_report(args)
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.load import load_run
     from hugelab.store.locate import open_store, shown
@@ -104,4 +113,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     for what, path in (("Markdown", args.md), ("HTML", args.html)):
         if path:
             con.print(f"wrote {what} report to {path}", markup=False, highlight=False)
+    return 0
+
+
+def _fleet_report(args: argparse.Namespace) -> int:
+    from hugelab.report import fleet
+    from hugelab.report.analysis import Options
+    from hugelab.store.locate import open_store
+
+    if args.run is not None or args.pair:
+        raise UsageError("--experiment merges every host's run: it takes no RUN and no --pair")
+    with open_store(args.store, must_exist=True) as store:
+        report = fleet.FleetReport.from_store(store, args.experiment, Options(
+            alpha=args.alpha, margin=args.margin, confidence=args.confidence))
+        where = store.name
+    if args.md:
+        _write(args.md, fleet.render_markdown(report))
+    if args.html:
+        _write(args.html, fleet.render_html(report))
+    if args.json:
+        print(json.dumps({**fleet.to_json(report), "store": where}, indent=2, default=str))
+        return 0
+    print(fleet.render_text(report))
+    for what, path in (("Markdown", args.md), ("HTML", args.html)):
+        if path:
+            print(f"wrote {what} report to {path}")
     return 0

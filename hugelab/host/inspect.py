@@ -33,6 +33,14 @@ def cpu_flags(paths: HostPaths) -> set[str]:
     return set()
 
 
+def cpu_model(paths: HostPaths) -> str | None:
+    """The first CPU's model name (x86 'model name', arm64 'CPU part' has none: None)."""
+    for line in (read_text(paths.cpuinfo, "") or "").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip() or None
+    return None
+
+
 def cmdline_params(paths: HostPaths) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for word in (read_text(paths.cmdline, "") or "").split():
@@ -136,7 +144,9 @@ def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
     info: dict[str, Any] = {
         "kernel": (read_text(paths.osrelease, platform.release()) or "").strip(),
         "machine": platform.machine(),
-        "cpu": {"pse": "pse" in flags, "pdpe1gb": "pdpe1gb" in flags, "cpus": os.cpu_count()},
+        "hostname": platform.node(),
+        "cpu": {"model": cpu_model(paths), "pse": "pse" in flags, "pdpe1gb": "pdpe1gb" in flags,
+                "cpus": os.cpu_count()},
         "thp": thp_state(paths, cmdline),
         "mthp": mthp_state(paths),
         "pools": pools(paths),
