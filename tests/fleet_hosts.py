@@ -159,7 +159,9 @@ class SshFleet:
         subprocess.run([SSHD, "-t", "-f", str(config)], check=True, capture_output=True)
         host = SshHost(name, port, self.cache_root / name, config, d / "sshd.log")
         with host.log.open("wb") as log:
-            host.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)],
+            # setpriv: sshd dies with this process even when a test session is killed
+            host.process = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--", SSHD,
+                                             "-D", "-e", "-f", str(config)],
                                             stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT)
         _wait_banner(port, host.process, host.log)

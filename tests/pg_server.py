@@ -11,9 +11,11 @@ import glob
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +62,18 @@ def _as_postgres(argv: list[str]) -> None:
                    capture_output=True, text=True)
 
 
+def _wait_ready(bindir: Path, port: int, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"postgres exited {server.returncode}: {log.read_text()[-2000:]}")
+        ok = subprocess.run([str(bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)])
+        if ok.returncode == 0:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"postgres did not start in 30 s: {log.read_text()[-2000:]}")
+
+
 @contextmanager
 def running_server(fsync: bool = False) -> Iterator[Server]:
     """`fsync`: durable commits (off for tests: faster, nothing to keep)."""
@@ -87,11 +101,22 @@ def running_server(fsync: bool = False) -> Iterator[Server]:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\n"
                        f"unix_socket_directories = '{top}'\nssl = on\n"
                        f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n")
-        _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(top / "log"), "-w",
-                      "-t", "30", "start"])
+        # in the foreground, as postgres, with the parent-death signal: a killed test session
+        # takes its server with it (pg_ctl would leave a daemon behind)
+        with open(top / "log", "wb") as log:
+            server = subprocess.Popen(
+                ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups",
+                 "--pdeathsig", "KILL", "--", str(bindir / "postgres"), "-D", str(data)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         try:
+            _wait_ready(bindir, port, server, top / "log")
             yield Server("127.0.0.1", port, password, top)
         finally:
-            _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
+            server.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -315,6 +315,8 @@ def test_a_store_url_with_a_password_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="password") as err:
         dispatch.check_store_url("postgresql://u:secret@127.0.0.1:5432/db")
     assert err.value.hint and "PGPASSWORD" in err.value.hint
+    with pytest.raises(UsageError, match="password"):
+        dispatch.check_store_url("postgresql://u@127.0.0.1:5432/db?password=secret")
     dispatch.check_store_url("postgresql://u@127.0.0.1:5432/db")
     dispatch.check_store_url("results/hugelab.db")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.errors import StoreError
+from hugelab.errors import StoreError, UsageError
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import load_run
 from hugelab.store import MIGRATIONS, Store, Trial
@@ -190,3 +190,68 @@ def test_hosts_write_their_own_runs_into_one_postgresql(pg_url: str, tmp_path: P
         ("alpha", 4, "finished"), ("beta", 4, "finished")]
     bad = _cli("run", str(exp), "--store", pg_url, "--label", "a\nb")
     assert bad.returncode == 2 and "--label" in bad.stderr
+
+
+def test_a_password_in_a_malformed_url_is_never_quoted() -> None:
+    for url in ("postgresql://bob:s3cr%zzet@127.0.0.1:1/x", "postgresql://bob:s3cret@[::1]x/x",
+                "postgresql://bob@127.0.0.1:1/x?password=s3cret&connect_timeout=1"):
+        with pytest.raises((StoreError, UsageError)) as err:
+            open_store(url)
+        shown = f"{err.value.message} {err.value.hint}"
+        assert "s3cr" not in shown and "s3cret" not in shown, shown
+
+
+def test_a_password_in_the_query_is_used_and_hidden(pg_server, monkeypatch) -> None:
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    url = pg_server.new_database()
+    monkeypatch.delenv("PGPASSWORD")
+    with open_store(f"{url}?password={pg_server.password}") as pg:
+        assert pg.name == url and pg.tls
+
+
+def test_nul_in_a_workloads_output_is_stored_the_same_by_both(pg_url: str,
+                                                             tmp_path: Path) -> None:
+    for store in (open_store(pg_url), Store(tmp_path / "s.db")):
+        with store:
+            run_id, _ = store.get_or_create_run("k", "e", {}, {})
+            store.add_trial(Trial(run_id, 0, 0, "4k", "failed", None, error="bad\x00byte",
+                                  evidence={"stderr": "x\x00y"}, cause="workload"))
+            (t,) = list(store.trials(run_id))
+            assert t["error"] == "bad\ufffdbyte" and t["evidence"]["stderr"] == "x\ufffdy"
+            assert load_run(store, run_id).details[0].error_reasons
+
+
+def test_a_role_that_may_only_read_can_report(pg_server, pg_url: str, tmp_path: Path,
+                                              monkeypatch) -> None:
+    import psycopg
+    make_store(tmp_path / "s.db")
+    assert _cli("store", "copy", str(tmp_path / "s.db"), pg_url).returncode == 0
+    db = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, password=pg_server.password, autocommit=True) as c:
+        c.execute("DROP ROLE IF EXISTS reader")
+        c.execute("CREATE ROLE reader LOGIN PASSWORD 'reader-pw'")
+        c.execute(f'GRANT CONNECT ON DATABASE "{db}" TO reader')
+        c.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader")
+    monkeypatch.setenv("PGPASSWORD", "reader-pw")
+    r = _cli("report", "--store", pg_url.replace("hugelab@", "reader@"), "--json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_copying_a_resumed_run_again_brings_its_retries_and_status(pg_url: str,
+                                                                  tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as lite:
+        run_id, _ = lite.get_or_create_run("k@a", "e", {}, {}, "a")
+        lite.add_trial(Trial(run_id, 0, 0, "4k", "failed", None, error="killed",
+                             cause="environment"))
+    assert _cli("store", "copy", str(tmp_path / "s.db"), pg_url).returncode == 0
+    with Store(tmp_path / "s.db") as lite:  # resumed: the retry succeeds, the run finishes
+        lite.add_trial(Trial(run_id, 0, 0, "4k", "ok", 1.0))
+        lite.add_trial(Trial(run_id, 1, 0, "4k", "ok", 2.0))
+        lite.set_run_status(run_id, "finished")
+    again = json.loads(_cli("store", "copy", str(tmp_path / "s.db"), pg_url, "--json").stdout)
+    assert [(c["trials"], c["present"]) for c in again["runs"]] == [(2, 0)]
+    with open_store(pg_url) as pg:
+        (run,) = pg.runs()
+        trials = list(pg.trials(run["id"]))
+    assert run["status"] == "finished" and [t["status"] for t in trials] == ["ok", "ok"]
+    assert trials[0]["attempts"] == 2

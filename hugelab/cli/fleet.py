@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from hugelab.cli.output import print_json
 from hugelab.errors import UsageError
@@ -48,9 +48,12 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    "command line); default: $HUGELAB_STORE, else each host keeps its own SQLite "
                    "file (copy them together with hugelab store copy)")
     r.add_argument("--limit", metavar="PATTERN", help="only these hosts (Ansible's --limit)")
+    r.add_argument("--blocks", type=int, metavar="N",
+                   help="override the file's number of blocks on every host (a quick look first)")
     r.add_argument("--preflight-only", action="store_true",
-                   help="install and check only: which hosts would run, which are selected out "
-                   "and why; nothing on any host is changed")
+                   help="install hugelab and check only: which hosts would run, which are "
+                   "selected out and why; no host's huge-page settings are changed and nothing "
+                   "is run")
     add_json(r)
     r.set_defaults(func=cmd_fleet_run)
     c = fs.add_parser("recover", help="stop hugelab runs on the hosts and put them back",
@@ -65,12 +68,25 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
 def _store_url(args: argparse.Namespace) -> str | None:
     from hugelab.store.locate import ENV, display, is_url
 
-    url = args.store or os.environ.get(ENV) or None
-    if url is not None and not is_url(url):
-        raise UsageError(f"--store for a fleet must be a postgresql:// URL, got {display(url)!r}",
-                         hint="every host writes into it; leave it out and each host keeps "
-                              "its own SQLite file")
-    return url
+    if args.store is None:  # $HUGELAB_STORE names a shared store, or this machine's file
+        env = os.environ.get(ENV) or None
+        return env if env is not None and is_url(env) else None
+    if not is_url(args.store):
+        raise UsageError(f"--store for a fleet must be a postgresql:// URL, got "
+                         f"{display(args.store)!r}", hint="every host writes into it; leave it "
+                         "out and each host keeps its own SQLite file")
+    return str(args.store)
+
+
+def _check_store(url: str, con: Console) -> None:
+    """Open the shared store here before any host is touched: a wrong URL, password or an
+    unreachable server fails once, not on every host after its install."""
+    from hugelab.store.locate import open_store
+
+    open_store(url).close()
+    if not os.environ.get("PGPASSWORD"):
+        con.print("note: PGPASSWORD is not set here, so no password is handed to the hosts: "
+                  "each host needs its own ~/.pgpass (or a server that trusts it)", markup=False)
 
 
 class HostBoard:
@@ -99,37 +115,42 @@ class HostBoard:
             self.progress.update(self.task(host), completed=n)
 
 
-def _watch_store(url: str, name: str, board: HostBoard, stop: threading.Event) -> None:
-    """Each host's trial count in the shared store, every POLL_S, until `stop`."""
+def _watch_store(url: str, key: str, board: HostBoard, stop: threading.Event) -> None:
+    """Each host's trial count of this experiment's runs (key KEY@HOST) in the shared store,
+    every POLL_S, until `stop`. The display is a convenience: a store error ends it quietly
+    (the hosts report their own)."""
     from hugelab.errors import StoreError
     from hugelab.store.locate import open_store
 
     try:
-        store = open_store(url)
+        with open_store(url) as store:
+            while not stop.wait(POLL_S):
+                rows = store.tuples("SELECT r.label, COUNT(t.id) FROM runs r LEFT JOIN trials t "
+                                    "ON t.run_id = r.id WHERE r.key LIKE ? AND r.label != '' "
+                                    "GROUP BY r.label", (f"{key}@%",))
+                board.trials({str(label): int(n) for label, n in rows})
     except StoreError:
-        return  # the hosts will say why
-    with store:
-        while not stop.wait(POLL_S):
-            rows = store.tuples("SELECT r.label, COUNT(t.id) FROM runs r LEFT JOIN trials t "
-                                "ON t.run_id = r.id WHERE r.name = ? AND r.label != '' "
-                                "GROUP BY r.label", (name,))
-            board.trials({str(label): int(n) for label, n in rows})
+        return
 
 
 def cmd_fleet_run(args: argparse.Namespace) -> int:
-    from hugelab.experiment import load_experiment
+    from hugelab.experiment import Experiment, load_experiment
     from hugelab.fleet import dispatch
 
     exp = load_experiment(args.experiment)
+    if args.blocks is not None and args.blocks < 1:
+        raise UsageError("the number of blocks must be at least 1")
+    if args.blocks:
+        exp = Experiment(**{**exp.__dict__, "blocks": args.blocks})  # as `hugelab run --blocks`
     url = _store_url(args)
     con = Console(stderr=True)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[phase]}"), TextColumn("{task.fields[note]}",
-                                                                        markup=False),
-                        console=con, transient=False)
-    board = HostBoard(progress, exp.blocks * len(exp.arms) if url else None)
+    if url:
+        _check_store(url, con)
+    progress = _progress(con, _host_names(args.inventory))
+    total = exp.blocks * sum(len(a.targets()) for a in exp.arms)  # trials, one per guest
+    board = HostBoard(progress, total if url else None)
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch_store, args=(url, exp.name, board, stop),
+    watcher = threading.Thread(target=_watch_store, args=(url, exp.key(), board, stop),
                                daemon=True) if url else None
     with progress:
         if watcher is not None:
@@ -137,7 +158,9 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
         try:
             outcome = dispatch.run_fleet(args.experiment, args.inventory, store_url=url,
                                          limit=args.limit, on_event=board.event,
-                                         preflight_only=args.preflight_only)
+                                         preflight_only=args.preflight_only,
+                                         run_args=["--blocks", str(exp.blocks)] if args.blocks
+                                         else [])
         finally:
             stop.set()
     result = {"experiment": exp.name, "store": _shown(url), **asdict(outcome)}
@@ -148,6 +171,27 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         return 130
     return 0 if outcome.ok else 1
+
+
+def _progress(con: Console, names: list[str]) -> Progress:
+    """One line per host: its name in full, its trials, its phase, the last thing it said."""
+    width = max([len(n) for n in names] + [4])
+    return Progress(TextColumn("[bold]{task.description}", table_column=Column(min_width=width)),
+                    BarColumn(bar_width=20), MofNCompleteColumn(),
+                    TextColumn("{task.fields[phase]}", table_column=Column(min_width=20)),
+                    TextColumn("{task.fields[note]}", markup=False,
+                               table_column=Column(overflow="ellipsis", no_wrap=True)),
+                    console=con, transient=False)
+
+
+def _host_names(inventory: Path) -> list[str]:
+    """Host names for the display's width (a guess from the file: Ansible parses it)."""
+    try:
+        words = [ln.split()[0] for ln in inventory.read_text().splitlines()
+                 if ln.strip() and not ln.lstrip().startswith(("#", ";", "["))]
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [w for w in words if "=" not in w][:200]
 
 
 def _shown(url: str | None) -> str | None:

@@ -11,6 +11,12 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
+def printable(text: str) -> str:
+    """`text` without control characters but newlines: names and facts that other hosts
+    wrote into a shared store must not drive this terminal (escape sequences)."""
+    return "".join(c for c in text if c == "\n" or c.isprintable())
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -134,7 +134,8 @@ def _fleet_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**fleet.to_json(report), "store": where}, indent=2, default=str))
         return 0
-    print(fleet.render_text(report))
+    from hugelab.cli.output import printable
+    print(printable(fleet.render_text(report)))
     for what, path in (("Markdown", args.md), ("HTML", args.html)):
         if path:
             print(f"wrote {what} report to {path}")

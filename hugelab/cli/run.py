@@ -235,7 +235,8 @@ def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, block
 
         out = Runner(exp, store, workload, target=_target(), progress=progress,
                      retry_failed=args.retry_failed, workloads=per_arm,
-                     stopper=lambda _run, done, _skipped: done >= blocks).run()
+                     stopper=lambda _run, done, _skipped: done >= blocks,
+                     label=args.label, session=_session(args)).run()
     return out.run_id, _verdicts(store, out.run_id).get("comparisons", [])
 
 

@@ -986,9 +986,11 @@ static void folio_census(const void *base, size_t len, struct census *c)
         uintptr_t first = (uintptr_t)base / BASE_PAGE;
         size_t pages = len / BASE_PAGE, windows = (pages + CENSUS_WINDOW - 1) / CENSUS_WINDOW;
         size_t want = pages <= CENSUS_BUDGET ? windows : CENSUS_BUDGET / CENSUS_WINDOW;
-        size_t step = windows / want;
+        if (!pages)
+            c->reason = "empty buffer";
         for (size_t k = 0; k < want && !*c->reason; k++) {
-            size_t off = k * step * CENSUS_WINDOW;
+            /* window k of `want` spread evenly over all `windows` (none left out at the end) */
+            size_t off = (size_t)((uint64_t)k * windows / want) * CENSUS_WINDOW;
             census_window(pm, kf, first + off,
                           pages - off < CENSUS_WINDOW ? pages - off : CENSUS_WINDOW, c);
         }

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import hugelab
 from hugelab.errors import HugelabError, UsageError
@@ -387,7 +386,9 @@ class EventTranslator:
 
 def check_store_url(store_url: str | None) -> None:
     """A store URL must not carry a password (it would be on command lines and in logs)."""
-    if store_url and "://" in store_url and urlsplit(store_url).password:
+    from hugelab.store.locate import display
+
+    if store_url and "://" in store_url and display(store_url) != store_url:
         raise UsageError("the store URL carries a password",
                          hint=f"leave it out of the URL and set {PASSWORD_ENV} instead")
 
@@ -558,7 +559,8 @@ def run_fleet(experiment: Path, inventory: Path, *, store_url: str | None = None
         os.chmod(tmp, 0o700)
         source = build_source_tarball(Path(tmp) / "hugelab-source.tar.gz")
         extra = fleet_extravars(experiment, source, store_url=store_url,
-                                password=os.environ.get(PASSWORD_ENV) or None,
+                                password=(os.environ.get(PASSWORD_ENV) or None) if store_url
+                                else None,  # no shared store: nothing to hand out
                                 preflight_only=preflight_only, run_args=run_args,
                                 extra=extravars)
         status, rc, interrupted = run_playbook(FLEET_PLAYBOOK, inventory, extra, limit=limit,

@@ -183,13 +183,14 @@ class SqlStore:
                unit, better, metrics, evidence, monitors, provenance, flag, error, started, ended,
                cause, attempts)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            (t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
-             t.unit, t.better, json.dumps(t.metrics or {}), json.dumps(t.evidence or {}),
-             json.dumps(t.monitors or {}), json.dumps(provenance), t.flag, t.error, t.started,
-             t.ended, t.cause, attempts))
+            no_nul((t.run_id, t.block, t.position, t.arm, t.target, t.status, t.value, t.metric,
+                    t.unit, t.better, json.dumps(no_nul(t.metrics or {})),
+                    json.dumps(no_nul(t.evidence or {})), json.dumps(no_nul(t.monitors or {})),
+                    json.dumps(no_nul(provenance)), t.flag, t.error, t.started, t.ended,
+                    t.cause, attempts)))
 
     def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
-        for r in self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position",
+        for r in self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position, target, id",
                            (run_id,)):
             d = dict(r)
             for f in JSON_FIELDS:
@@ -200,7 +201,7 @@ class SqlStore:
         """(block, position, arm, target, status, value) — the fast path for statistics."""
         return self.tuples(
             "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
-            "ORDER BY block, position", (run_id,))
+            "ORDER BY block, position, target, id", (run_id,))
 
     def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
                                                   float | None, float | None, float | None,
@@ -214,13 +215,25 @@ class SqlStore:
                 f"SELECT arm, target, block, {reps}, {self.json_text('provenance', 'boot_s')}, "
                 f"{self.json_text('provenance', 'workload_s')}, started, ended FROM trials "
                 f"WHERE run_id = ? AND status = 'ok' AND {reps} IS NOT NULL "  # noqa: S608
-                "ORDER BY block, position", (run_id,)):
+                "ORDER BY block, position, target, id", (run_id,)):
             r = json.loads(rep)
             vals = [float(v) for v in r.get("values") or [] if v is not None]
             walls = [float(w) for w in r.get("wall_s") or [] if w is not None]
             out.append((arm, target, block, vals, walls, _float(boot_s), _float(work_s),
                         started, ended))
         return out
+
+
+def no_nul(obj: Any) -> Any:
+    """`obj` with every NUL in its strings replaced (U+FFFD): PostgreSQL's text and jsonb
+    refuse NUL, and a workload's stderr may hold one. Both engines store the same."""
+    if isinstance(obj, str):
+        return obj.replace("\x00", "\ufffd")
+    if isinstance(obj, dict):
+        return {no_nul(k): no_nul(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(no_nul(v) for v in obj)
+    return obj
 
 
 def _float(v: Any) -> float | None:

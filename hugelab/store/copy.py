@@ -1,7 +1,7 @@
 """`hugelab store copy`: runs from one store into another (SQLite <-> PostgreSQL), each run in
 one transaction. A run the destination already has (same key: same experiment, same host
-label) gets only the trials it lacks, so copying a resumed run again adds what is new and
-never duplicates a trial."""
+label) gets the trials it lacks and the source's later attempts of the ones it has (a failed
+trial retried since), and the source's run status; copying again never duplicates a trial."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Copied:
     label: str
     new_run: bool
     trials: int    # copied
-    present: int   # already in the destination, left as they were
+    present: int   # already in the destination as they are in the source, left alone
 
 
 def copy_runs(src: SqlStore, dst: SqlStore, run_ids: Sequence[int] | None = None
@@ -51,16 +51,27 @@ def _copy_run(src: SqlStore, dst: SqlStore, run: dict[str, Any]) -> Copied:
             dest = dst.insert_returning_id(
                 f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) "  # noqa: S608 - our columns
                 f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})", values)
-        present = {(b, a, t) for b, a, t, *_ in dst.tuples(
-            "SELECT block, arm, target FROM trials WHERE run_id = ?", (dest,))}
-        copied = skipped = 0
+        else:  # the source went on (a resumed run): its state is the newer one
+            dst.execute("UPDATE runs SET status = ?, finished = ?, skipped = ?, sequential = ? "
+                        "WHERE id = ?", (run["status"], run["finished"],
+                                         json.dumps(run["skipped"]),
+                                         json.dumps(run["sequential"]), dest))
+        present = {(b, a, t): (int(n or 1), st) for b, a, t, n, st in dst.tuples(
+            "SELECT block, arm, target, attempts, status FROM trials WHERE run_id = ?", (dest,))}
+        copied = kept = 0
         for t in src.trials(run["id"]):
-            if (t["block"], t["arm"], t["target"]) in present:
-                skipped += 1
-                continue
-            dst.insert_trial_row(_trial(dest, t), t["provenance"], int(t.get("attempts") or 1))
+            key = (t["block"], t["arm"], t["target"])
+            attempts = int(t.get("attempts") or 1)
+            if key in present:
+                had, status = present[key]
+                if attempts <= had and status == t["status"]:
+                    kept += 1
+                    continue  # the same trial, or an older attempt of it
+                dst.execute("DELETE FROM trials WHERE run_id = ? AND block = ? AND arm = ? "
+                            "AND target = ?", (dest, *key))
+            dst.insert_trial_row(_trial(dest, t), t["provenance"], attempts)
             copied += 1
-    return Copied(run["id"], dest, run["name"], run.get("label") or "", new, copied, skipped)
+    return Copied(run["id"], dest, run["name"], run.get("label") or "", new, copied, kept)
 
 
 def _trial(run_id: int, t: dict[str, Any]) -> Trial:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hugelab.errors import StoreError, UsageError
 from hugelab.store.base import SqlStore
+from hugelab.store.url import display, is_url
 
 ENV = "HUGELAB_STORE"
 DEFAULT = "hugelab.db"
-SCHEMES = ("postgresql://", "postgres://")
 
 
 def resolve(spec: str | Path | None) -> str:
@@ -21,24 +20,6 @@ def resolve(spec: str | Path | None) -> str:
     if spec is not None and str(spec) != "":
         return str(spec)
     return os.environ.get(ENV) or DEFAULT
-
-
-def is_url(spec: str | Path) -> bool:
-    return str(spec).startswith(SCHEMES)
-
-
-def display(spec: str | Path) -> str:
-    """`spec` as it may be shown: a URL loses its password (in the user part or the query)."""
-    text = str(spec)
-    if not is_url(text):
-        return text
-    parts = urlsplit(text)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def shown(spec: str | Path | None) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from hugelab.errors import StoreError
 from hugelab.store.base import SqlStore
 from hugelab.store.schema import MIGRATIONS, for_postgres, statements
+from hugelab.store.url import split_password
 
 MIGRATION_LOCK = 0x6875_6765  # pg_advisory_xact_lock key: one migrating client at a time
 
@@ -56,6 +57,9 @@ def _sql(sql: str) -> str:
 
 class PostgresStore(SqlStore):
     def __init__(self, url: str, name: str) -> None:
+        """`url` without its password; `password` from it, or libpq finds one (PGPASSWORD,
+        ~/.pgpass). Only `name` (no password) ever appears in a message."""
+        url, password = split_password(url)
         try:
             import psycopg
         except ImportError as exc:
@@ -66,17 +70,21 @@ class PostgresStore(SqlStore):
         self._psycopg = psycopg
         try:
             options: dict[str, Any] = {} if "sslmode" in url else {"sslmode": "prefer"}
+            if password is not None:
+                options["password"] = password
             self.db = psycopg.connect(url, autocommit=True, connect_timeout=10,
                                       application_name="hugelab", **options)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to store {name}: {_first_line(exc)}",
+            raise StoreError(f"cannot connect to store {name}: {_scrub(exc, password)}",
                              hint="check the server, the user and the password (PGPASSWORD or "
                                   "~/.pgpass; never in the URL on a shared machine)") from exc
         try:
             self._migrate()
         except psycopg.Error as exc:
             self.db.close()
-            raise StoreError(f"{name} cannot hold a hugelab store: {_first_line(exc)}") from exc
+            raise StoreError(f"{name} cannot hold a hugelab store: {_scrub(exc, password)}",
+                             hint="a new database needs a user that may CREATE tables in it; "
+                                  "later ones need only read and write") from exc
 
     @property
     def tls(self) -> bool:
@@ -87,17 +95,32 @@ class PostgresStore(SqlStore):
         self.db.close()
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self.db.cursor(row_factory=_row_factory) as cur:
+        with self._errors(), self.db.cursor(row_factory=_row_factory) as cur:
             cur.execute(_sql(sql), tuple(params))
             return cur.fetchall() if cur.description else []
 
     def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.db.cursor() as cur:
+        with self._errors(), self.db.cursor() as cur:
             cur.execute(_sql(sql), tuple(params))
             return cur.fetchall() if cur.description else []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self.db.execute(_sql(sql), tuple(params))
+        with self._errors():
+            self.db.execute(_sql(sql), tuple(params))
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A lost connection or a refused statement is a StoreError naming the store (a run
+        stops there, restores the host, and resumes later), never a traceback."""
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:
+            raise StoreError(f"lost the connection to store {self.name}: {_scrub(exc, None)}",
+                             hint="run the same command again when the server is back: it "
+                                  "resumes") from exc
+        except self._psycopg.Error as exc:
+            raise StoreError(f"store {self.name} refused a statement: {_scrub(exc, None)}") \
+                from exc
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -116,7 +139,13 @@ class PostgresStore(SqlStore):
 
     def _migrate(self) -> None:
         """Every missing migration in one transaction, under an advisory lock: hosts that
-        start at the same time against a new database create the tables once."""
+        start at the same time against a new database create the tables once. A store that
+        has them all is only read (a user that may not CREATE can use it)."""
+        found = self.db.execute("SELECT to_regclass('migrations')").fetchone()
+        if found is not None and found[0] is not None:
+            done = {r[0] for r in self.db.execute("SELECT name FROM migrations").fetchall()}
+            if all(name in done for name, _ in MIGRATIONS):
+                return
         with self.db.transaction():
             self.db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             done = self._applied_migrations()
@@ -128,6 +157,8 @@ class PostgresStore(SqlStore):
                 self.db.execute("INSERT INTO migrations VALUES (%s, %s)", (name, time.time()))
 
 
-def _first_line(exc: Exception) -> str:
+def _scrub(exc: Exception, password: str | None) -> str:
+    """The first line of a driver error, with the password (if it is quoted) blanked."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.replace(password, "***") if password else line

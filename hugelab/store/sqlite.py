@@ -63,6 +63,9 @@ class Store(SqlStore):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self.db.execute(sql, tuple(params))
 
+    def insert_returning_id(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self.db.execute(sql, tuple(params)).lastrowid or 0)  # any SQLite 3
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self.db:
