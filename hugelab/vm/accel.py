@@ -18,7 +18,7 @@ _CACHE: dict[tuple[str, str], tuple[str, str]] = {}
 _LOCK = threading.Lock()  # guests starting together probe once
 
 
-def _kvm_openable(dev: str = "/dev/kvm") -> str | None:
+def kvm_openable(dev: str = "/dev/kvm") -> str | None:
     """None when /dev/kvm can be opened read-write, else the reason it cannot."""
     try:
         fd = os.open(dev, os.O_RDWR | os.O_CLOEXEC)
@@ -34,7 +34,7 @@ BootProbe = Callable[[Path, str, float], "str | None"]
 
 
 def _probe(kernel: Path, qemu: str, timeout: float, boot: BootProbe) -> tuple[str, str]:
-    reason = _kvm_openable()
+    reason = kvm_openable()
     if reason is not None:
         return "tcg", reason
     failed = boot(kernel, qemu, timeout)
