@@ -209,7 +209,9 @@ def select_runs(runs: Sequence[dict[str, Any]], name: str
             notes.append(f"host {lab}: {len(group)} runs (ids {ids}); using run {run['id']} "
                          f"({why})")
         if run.get("status") != "finished":
-            notes.append(f"host {lab}: run {run['id']} is {run.get('status')}, not finished")
+            notes.append(f"host {lab}: run {run['id']} has not finished (still running, or "
+                         f"stopped before its last trial: `hugelab fleet run` again resumes it); "
+                         f"its blocks so far are pooled")
         out.append((lab, run))
     return out, notes
 
