@@ -21,11 +21,12 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                        "PostgreSQL database (postgresql://USER@HOST:PORT/DB, shared by a fleet). "
                        "Both have the same tables and named migrations.")
     ss = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
-    c = ss.add_parser("copy", help="copy runs from SRC into DST (resumed runs: only new trials)",
+    c = ss.add_parser("copy", help="copy runs from SRC into DST (a run DST has: only what changed)",
                       description="Copies runs from one store into another, each run in one "
                       "transaction: a laptop's runs into the team's PostgreSQL, or a fleet's "
                       "runs into a SQLite file for offline analysis. A run DST already has (same "
-                      "experiment, same host label) gets only the trials it lacks: copying "
+                      "experiment, same host label) gets the trials it lacks, the later "
+                      "attempts of trials retried since, and the source's run status: copying "
                       "again never duplicates a trial. Passwords come from PGPASSWORD or "
                       "~/.pgpass and are never shown.")
     c.add_argument("src", metavar="SRC", help="store to read: a SQLite path or a postgresql:// URL")
