@@ -2,7 +2,8 @@
 
     [factors]                       # arm factors: compared with each other
     thp = ["never", "always"]       # a list sweeps one arm setting (thp, thp_defrag, backing,
-    vm.prealloc = [false, true]     # pools, vm.<key>, guest.thp, guest.pools)
+    vm.prealloc = [false, true]     # pools, process_thp, vm.<key>, guest.thp, guest.pools,
+    app.huge_pages = ["off", "on"]  # app.<setting>: an application switch)
     [factors.qemu]                  # a table of named levels sets several keys at once
     anon = { vm = { backing = "anon" } }
     hugetlbfs = { vm = { backing = "file", page_size = "2M" } }
@@ -30,7 +31,8 @@ from typing import Any
 from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Factor
 
-SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools"}
+SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools", "process_thp"}
+TABLES = ("vm", "guest", "app")  # arm keys that are tables: swept by their dotted keys
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
                   "cpu_pin", "kernel", "accel", "mthp"}
 GUEST_FACTOR_KEYS = {"thp", "pools", "mthp"}
@@ -75,8 +77,10 @@ def _check_path(path: str) -> None:
     allowed = {"vm": VM_FACTOR_KEYS, "guest": GUEST_FACTOR_KEYS}.get(head)
     if allowed is not None and rest in allowed:
         return
+    if head == "app" and rest and "." not in rest:  # the workload kind checks its keys
+        return
     known = sorted([*SETTING_KEYS, *(f"vm.{k}" for k in VM_FACTOR_KEYS),
-                    *(f"guest.{k}" for k in GUEST_FACTOR_KEYS)])
+                    *(f"guest.{k}" for k in GUEST_FACTOR_KEYS), "app.<setting>"])
     raise _fail(f"[factors] {path}: not an arm setting a factor can sweep",
                 hint=f"sweep one of: {', '.join(known)}; or give named levels, "
                 "e.g. [factors.qemu] anon = {{ vm = {{ backing = \"anon\" }} }}")
@@ -117,7 +121,7 @@ def _named(name: str, table: dict[str, Any]) -> Levels:
             raise _fail(f"[factors.{name}] {level} must be a table of arm settings, "
                         f"e.g. {level} = {{ thp = \"always\" }}")
         for key, v in s.items():
-            if key in ("vm", "guest") and isinstance(v, dict):
+            if key in TABLES and isinstance(v, dict):
                 for sub in v:
                     _check_path(f"{key}.{sub}")
             else:
@@ -146,6 +150,9 @@ def parse_factors(raw: Any) -> list[Levels]:
             out.append(_swept(name, value))
         elif isinstance(value, dict) and not value:
             raise _fail(f"[factors] {name} is empty: give its levels")
+        elif isinstance(value, dict) and name == "app" and \
+                all(isinstance(v, list) for v in value.values()):
+            out += [_swept(path, v) for path, v in _flatten(name, value)]  # app.huge_pages = [...]
         elif isinstance(value, dict) and layer is not None and (
                 set(value) <= layer or not any(isinstance(v, dict) for v in value.values())):
             out += [_swept(path, v) for path, v in _flatten(name, value)]  # vm.prealloc = [...]
@@ -198,7 +205,7 @@ def parse_scenarios(raw: Any) -> list[Levels]:
 def _merge(into: dict[str, Any], add: dict[str, Any], owner: dict[str, str], factor: str) -> None:
     """Deep-merge a level's settings; two factors setting one key is an error."""
     for key, value in add.items():
-        if key in ("vm", "guest") and isinstance(value, dict):
+        if key in TABLES and isinstance(value, dict):
             sub = into.setdefault(key, {})
             if not isinstance(sub, dict):
                 raise _fail(f"factor '{factor}': {key} must be a table")

@@ -92,6 +92,13 @@ class Arm:
     levels: tuple[tuple[str, str], ...] = ()
     # the cell's scenario: workload parameters that override the experiment's [workload]
     workload: tuple[tuple[str, Any], ...] = ()
+    # the application's own huge-page switches and settings for this arm (PostgreSQL
+    # postgresql.conf keys, JVM options, ...): (key, value) pairs the workload kind validates
+    app: tuple[tuple[str, Any], ...] = ()
+    # THP of the workload's own processes under the host's mode, set per process by prctl
+    # (inherited over fork and exec): "never" (PR_SET_THP_DISABLE) or "madvise"
+    # (PR_THP_DISABLE_EXCEPT_ADVISED, Linux 6.18+); None: the processes follow the host
+    process_thp: str | None = None
 
     @property
     def layer(self) -> str:
@@ -167,9 +174,11 @@ class Experiment:
         if not self.factors:
             del d["factors"]
         for arm in d["arms"]:
-            for k in ("levels", "workload"):
+            for k in ("levels", "workload", "app"):
                 if not arm[k]:
                     del arm[k]
+            if arm["process_thp"] is None:  # keys added later: identities stay as they were
+                del arm["process_thp"]
             if arm.get("guest") and not arm["guest"]["mthp"]:
                 del arm["guest"]["mthp"]  # a key added later: identities stay as they were
             vm = arm.get("vm")
@@ -189,7 +198,7 @@ class Experiment:
             return VmLayer(**{**v, "cpu_pin": tuple(pin) if pin is not None else None})
 
         def pairs(v: Any) -> tuple[tuple[Any, Any], ...]:
-            return tuple((k, x) for k, x in v or ())
+            return tuple((k, tuple(x) if isinstance(x, list) else x) for k, x in v or ())
 
         def guest(g: dict[str, Any] | None) -> GuestLayer | None:
             return GuestLayer(**{**g, "mthp": pairs(g.get("mthp"))}) if g else None
@@ -198,7 +207,8 @@ class Experiment:
                             "vm": vm(a.get("vm")),
                             "guest": guest(a.get("guest")),
                             "levels": pairs(a.get("levels")),
-                            "workload": pairs(a.get("workload"))})
+                            "workload": pairs(a.get("workload")),
+                            "app": pairs(a.get("app"))})
                      for a in d["arms"])
         factors = tuple(Factor(**{**f, "levels": tuple(f["levels"]),
                                   "positions": tuple(f.get("positions") or ())})

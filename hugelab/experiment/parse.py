@@ -35,7 +35,10 @@ DESIGNS = ("paired", "duet", "interleaved")
 INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells"}
-ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest"}
+ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
+            "app", "process_thp"}
+PROCESS_THP = ("never", "madvise")
+APP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
 VM_BACKINGS = ("anon", "file", "memfd")
 VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "numa_node",
            "cpu_pin", "kernel", "accel", "domain", "uri", "access", "ssh_user", "ssh_key",
@@ -149,7 +152,30 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
     guest = parse_guest(d["guest"], loc, idx, what) if "guest" in d else None
     if guest is not None and vm is None:
         raise _err(loc, f"{what}a [arms.guest] layer needs an [arms.vm] layer", "guest", arm=idx)
-    return Arm(str(name), backing, thp, defrag, pools, str(d.get("description", "")), vm, guest)
+    app = parse_app(d["app"], loc, idx, what) if "app" in d else ()
+    process_thp = (_choice(d["process_thp"], PROCESS_THP, "process_thp", loc, idx, what)
+                   if "process_thp" in d else None)
+    return Arm(str(name), backing, thp, defrag, pools, str(d.get("description", "")), vm, guest,
+               app=app, process_thp=process_thp)
+
+
+def parse_app(d: Any, loc: _Locator | None, idx: int, what: str) -> tuple[tuple[str, Any], ...]:
+    """app = { huge_pages = "on", shared_buffers = "256MB" }: the application's own switches
+    and settings for this arm, as sorted (key, value) pairs of scalars or lists of scalars.
+    Which keys a kind takes, the workload checks (PostgreSQL asks the server itself)."""
+    if not isinstance(d, dict):
+        raise _err(loc, f"{what}app must be a table of the application's settings, e.g. "
+                   "app = { huge_pages = \"on\" }", "app", arm=idx)
+    out = []
+    for key, value in d.items():
+        if not APP_KEY.fullmatch(key):
+            raise _err(loc, f"{what}app key {key!r} is not a setting name", "app", arm=idx)
+        scalars = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str | int | float | bool) for v in scalars):
+            raise _err(loc, f"{what}app {key} must be a string, number, true/false or a list "
+                       f"of them (got {value!r})", "app", arm=idx)
+        out.append((key, tuple(value) if isinstance(value, list) else value))
+    return tuple(sorted(out))
 
 
 def parse_mib(value: Any, key: str, loc: _Locator | None, idx: int | None,

@@ -22,7 +22,7 @@ import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
 from hugelab.errors import ExperimentError
-from hugelab.experiment import Experiment
+from hugelab.experiment import Arm, Experiment
 from hugelab.workloads.base import Workload
 
 # kind -> (module, class)
@@ -35,7 +35,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "command": ("hugelab.workloads.command", "CommandWorkload"),
     "hugelab-mem": ("hugelab.workloads.hugelab_mem", "HugelabMem"),
 }
-NOT_FROM_FILES = {"kind", "server"}  # set by code, never by an experiment file
+# set by code, never by a [workload] table: `app` and `process_thp` come from each arm
+NOT_FROM_FILES = {"kind", "server", "app", "process_thp"}
+ARM_FIELDS = ("app", "process_thp")  # what an arm hands its own workload object
 
 
 class _Mismatch(Exception):
@@ -168,9 +170,42 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
         raise ExperimentError(f"workload '{kind}': {exc}") from exc
 
 
+def with_arm(workload: Workload, arm: Arm) -> Workload:
+    """`workload` as `arm` runs it: with the arm's application settings (`app`) and its
+    processes' THP (`process_thp`), for kinds that take them (a field of the same name; the
+    kind validates the values in its __post_init__); the same object when the arm sets none."""
+    given = {"app": arm.app, "process_thp": arm.process_thp}
+    given = {k: v for k, v in given.items() if v}
+    if not given:
+        return workload
+    kind = workload.kind
+    names = {f.name for f in dataclasses.fields(workload)}  # type: ignore[arg-type]
+    missing = [k for k in given if k not in names]
+    if missing:
+        what = {"app": "application settings (app)",
+                "process_thp": "per-process THP mode (process_thp)"}[missing[0]]
+        raise ExperimentError(f"arm '{arm.name}': workload '{kind}' takes no {what}",
+                              hint=_ARM_FIELD_HINTS[missing[0]])
+    try:
+        return dataclasses.replace(workload, **given)  # type: ignore[type-var]
+    except ExperimentError as exc:
+        msg = exc.message.removeprefix(f"{kind}: ")
+        raise ExperimentError(f"arm '{arm.name}': workload '{kind}': {msg}",
+                              hint=exc.hint) from None
+
+
+_ARM_FIELD_HINTS = {
+    "app": "app sets an application's own huge-page switches (kinds postgres, jvm, memcached, "
+           "redis); other workloads take their backing from the arm's backing and host knobs",
+    "process_thp": "process_thp wraps outside programs (servers, commands); hugelab-mem maps "
+                   "each buffer with the arm's backing itself",
+}
+
+
 def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
-    """The experiment's workload, and each cell's own where its scenario sets parameters: one
-    object per scenario, all built (so validated) before any trial runs."""
+    """The experiment's workload, and each arm's own where its scenario sets parameters or the
+    arm sets application switches (`app`, `process_thp`): one object per distinct table, all
+    built (so validated) before any trial runs."""
     def build(table: dict[str, Any]) -> Workload:
         return build_workload(table["kind"], {k: v for k, v in table.items() if k != "kind"})
 
@@ -190,4 +225,8 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
     # [workload] table that is only valid with them (stressor from [scenarios]) still builds
     first = exp.arms[0]
     default = per_arm[first.name] if first.name in per_arm else build(exp.workload)
+    for arm in exp.arms:
+        own = with_arm(per_arm.get(arm.name, default), arm)
+        if own is not per_arm.get(arm.name, default):
+            per_arm[arm.name] = own
     return default, per_arm
