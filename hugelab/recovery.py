@@ -15,8 +15,8 @@ from hugelab.host.control import HostControl
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
-from hugelab.vm.guest import kill_leftover_qemus
-from hugelab.vm.libvirt_guest import recover_domains
+from hugelab.vm.domains.libvirt_guest import recover_domains
+from hugelab.vm.own.guest import kill_leftover_qemus
 
 
 def kill_leftovers() -> list[str]:

@@ -24,7 +24,7 @@ from hugelab.store import SqlStore, Trial
 from hugelab.trial import monitors
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
-from hugelab.vm.libvirt_guest import resolve_experiment
+from hugelab.vm.domains.libvirt_guest import resolve_experiment
 from hugelab.vm.trial import (
     GuestOutcome,
     host_pool_need,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.experiment import load_experiment, schedule
-from hugelab.vm.qemu_args import QemuPaths, qemu_argv
+from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.registry import build_for
 

@@ -30,7 +30,7 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}  # cold caches
     domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
     if domain:  # "your own VM": the demo domain the README tells a user to define
-        from hugelab.vm.demo_domain import define_image_domain
+        from hugelab.vm.domains.demo_domain import define_image_domain
         from tests.test_vm_libvirt import _libvirt_missing
         assert _libvirt_missing() is None
         define_image_domain(domain.group(1))

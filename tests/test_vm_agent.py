@@ -5,7 +5,7 @@ import os
 import socket
 import threading
 
-from hugelab.vm import agent
+from hugelab.vm.own import agent
 
 
 def test_exec_structured_result():

@@ -2,7 +2,7 @@
 
 import os
 
-from hugelab.vm.evidence import guest_ram_evidence, parse_smaps, qemu_memory_evidence
+from hugelab.vm.common.evidence import guest_ram_evidence, parse_smaps, qemu_memory_evidence
 
 
 def vma(start: int, size_kb: int, path: str, **fields: int) -> str:

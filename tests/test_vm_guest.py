@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
-from hugelab.vm.accel import probe_reason
-from hugelab.vm.guest import Guest, kill_leftover_qemus, probe_accel
-from hugelab.vm.initramfs import default_kernel
-from hugelab.vm.qemu_args import VmSpec
+from hugelab.vm.own.accel import probe_reason
+from hugelab.vm.own.guest import Guest, kill_leftover_qemus, probe_accel
+from hugelab.vm.own.initramfs import default_kernel
+from hugelab.vm.own.qemu_args import VmSpec
 from tests.hostguard import qemu_children
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -257,7 +257,7 @@ def test_boot_timeout_leaves_nothing(state_dir):
 
 
 def test_sigkilled_hugelab_then_recover(state_dir, tmp_path):
-    code = ("import time; from hugelab.vm.guest import Guest; from hugelab.vm.qemu_args import "
+    code = ("import time; from hugelab.vm.own.guest import Guest; from hugelab.vm.own.qemu_args import "
             f"VmSpec; Guest(VmSpec(mem_mib=256, kernel={KERNEL!r}, accel='tcg'),"
             "boot_timeout=300).start(); time.sleep(300)")
     child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)

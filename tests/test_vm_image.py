@@ -1,4 +1,4 @@
-"""The Debian guest disk image (hugelab.vm.image): its recipe hash, the cache, build safety
+"""The Debian guest disk image (hugelab.vm.domains.image): its recipe hash, the cache, build safety
 (atomic publish, stale temporary directories, clear errors), the QEMU command line, and one
 real build + TCG boot that reaches qemu-guest-agent and runs sysbench and stress-ng in the guest.
 
@@ -25,7 +25,7 @@ import pytest
 
 from hugelab import proc
 from hugelab.errors import HugelabError, NotRootError, ToolMissingError
-from hugelab.vm import image as img
+from hugelab.vm.domains import image as img
 
 # --- helpers -------------------------------------------------------------------------------------
 

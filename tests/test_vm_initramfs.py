@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import VMError
-from hugelab.vm import initramfs as ir
+from hugelab.vm.own import initramfs as ir
 
 DEP = """\
 kernel/fs/9p/9p.ko: kernel/fs/netfs/netfs.ko kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko

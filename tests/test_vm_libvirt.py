@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import VMError
-from hugelab.vm.initramfs import AGENT_PORT, ROOT_TAG
-from hugelab.vm.libvirt_xml import QEMU_NS, domain_xml
-from hugelab.vm.qemu_args import VmSpec, guest_cmdline, netdev
+from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
+from hugelab.vm.own.libvirt_xml import QEMU_NS, domain_xml
+from hugelab.vm.own.qemu_args import VmSpec, guest_cmdline, netdev
 
 KERNEL = "/boot/vmlinuz-test"
 INITRD = "/var/lib/hugelab/initrd.cpio"
@@ -315,7 +315,7 @@ def _ram_backend(argv: list[str]) -> dict:
 
 def _boot_files(workdir: Path) -> tuple[str, str]:
     """Kernel and hugelab's initramfs where libvirt's QEMU user can read them."""
-    from hugelab.vm.initramfs import (
+    from hugelab.vm.own.initramfs import (
         InitramfsSpec,
         cached_initramfs,
         default_kernel,

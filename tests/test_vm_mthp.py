@@ -16,7 +16,7 @@ from hugelab.host.session import host_session
 from hugelab.runner import Runner
 from hugelab.store import Store
 from hugelab.trial.native import NativeTarget
-from hugelab.vm.initramfs import default_kernel, kernel_release
+from hugelab.vm.own.initramfs import default_kernel, kernel_release
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem

@@ -1,4 +1,4 @@
-"""The SSH way into a user's guest (hugelab.vm.ssh), against a real OpenSSH server on
+"""The SSH way into a user's guest (hugelab.vm.domains.ssh), against a real OpenSSH server on
 127.0.0.1 started by the fixture: programs run with their arguments intact (no shell
 injection), the process tree is sampled, files round-trip, a missing program names its
 package, a timeout kills the remote program, and a closed target leaves no master connection.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError
-from hugelab.vm.ssh import Ssh, SshTarget
+from hugelab.vm.domains.ssh import Ssh, SshTarget
 from hugelab.workloads.command import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -110,6 +110,6 @@ def test_hugelab_mem_is_copied_in_once(target, tmp_path, monkeypatch):
 def test_auto_adds_the_ssh_nic_only_when_the_arm_names_a_key():
     """A domain that worked through its agent is not changed by access = "auto" (the default):
     no extra NIC unless the arm says how to get in over SSH."""
-    from hugelab.vm.libvirt_guest import Access
+    from hugelab.vm.domains.libvirt_guest import Access
     assert not Access("auto").ssh and not Access("agent", ssh_key="/k").ssh
     assert Access("auto", ssh_key="/root/.ssh/id_ed25519").ssh and Access("ssh").ssh

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hugelab.vm import guest as g
+from hugelab.vm.own import guest as g
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_exited_or_reused_pids_are_not_killed(tmp_path, fake_qemu):
 def test_sigkilled_owner_leaves_record_then_recover(tmp_path, fake_qemu):
     """A child 'hugelab' records a QEMU, is SIGKILLed; recover ends the orphan."""
     p = fake_qemu()
-    code = (f"import time; from pathlib import Path; from hugelab.vm.guest import register_qemu;"
+    code = (f"import time; from pathlib import Path; from hugelab.vm.own.guest import register_qemu;"
             f"register_qemu(Path({str(tmp_path)!r}), {p.pid}, Path('/nonexistent/hugelab-vm-q'));"
             f"print('ok', flush=True); time.sleep(300)")
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""Users' own VMs, for real: a libvirt domain of a small Debian image (hugelab.vm.image, cached
+"""Users' own VMs, for real: a libvirt domain of a small Debian image (hugelab.vm.domains.image, cached
 by recipe) runs a 2-arm experiment (anonymous vs 2 MiB hugetlb guest RAM) through its guest
 agent; the domain's definition and disk are byte-identical afterwards; a SIGKILL during a trial
 then `hugelab recover` leaves no transient domain, overlay, QEMU or pool."""
@@ -63,7 +63,7 @@ def domain():
     reason = _libvirt_missing()
     if reason:
         pytest.fail(reason)  # a real component this feature needs: never a silent skip
-    from hugelab.vm.demo_domain import define_image_domain, demo_key
+    from hugelab.vm.domains.demo_domain import define_image_domain, demo_key
     t0 = time.monotonic()
     home = define_image_domain(DOMAIN)
     KEY[:] = [demo_key()]  # the key the domain lets in (the tests then move the state dir)
@@ -82,7 +82,7 @@ def transient() -> list[str]:
 
 
 def overlays() -> list[Path]:
-    from hugelab.vm.libvirt_guest import OVERLAY_ROOT
+    from hugelab.vm.domains.libvirt_guest import OVERLAY_ROOT
     return [p for p in OVERLAY_ROOT.glob(f"{PREFIX}*")] if OVERLAY_ROOT.exists() else []
 
 

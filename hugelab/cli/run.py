@@ -141,7 +141,7 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
     for a plain run (root checked)."""
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
-        from hugelab.vm.libvirt_guest import resolve_experiment
+        from hugelab.vm.domains.libvirt_guest import resolve_experiment
         dryrun.check_budget_args(args)
         exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
         dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)

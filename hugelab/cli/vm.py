@@ -12,16 +12,16 @@ from pathlib import Path
 from hugelab.errors import UsageError
 from hugelab.experiment import default_experiment, load_experiment
 from hugelab.host.journal import state_dir
-from hugelab.vm.initramfs import (
+from hugelab.vm.netserver import GUEST_PORTS
+from hugelab.vm.own.initramfs import (
     InitramfsSpec,
     cached_initramfs,
     default_kernel,
     kernel_release,
     modules_dir_for,
 )
-from hugelab.vm.libvirt_xml import domain_name, domain_xml
-from hugelab.vm.netserver import GUEST_PORTS
-from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, safe_name
+from hugelab.vm.own.libvirt_xml import domain_name, domain_xml
+from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, qemu_argv, safe_name
 from hugelab.vm.trial import net_specs, vm_spec
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -150,8 +150,8 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from hugelab.vm import domain as dx
-    from hugelab.vm import libvirt_guest as lg
+    from hugelab.vm.domains import domain as dx
+    from hugelab.vm.domains import libvirt_guest as lg
     exp = load_experiment(args.experiment)
     arm = next((a for a in exp.arms if a.name == args.arm), None)
     if arm is None:
@@ -180,7 +180,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_demo_domain(args: argparse.Namespace) -> int:
     from hugelab.host.control import require_root
-    from hugelab.vm.demo_domain import define_image_domain, demo_key
+    from hugelab.vm.domains.demo_domain import define_image_domain, demo_key
     require_root("hugelab vm demo-domain")
     home = define_image_domain(args.name, uri=args.uri, accel=args.accel,
                                progress=None if args.json else

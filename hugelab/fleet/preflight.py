@@ -113,7 +113,7 @@ def unrunnable(plan: Mapping[str, Any], host: Mapping[str, Any], arms: Sequence[
 
 def kvm_problem(dev: str = "/dev/kvm") -> str | None:
     """None when `dev` opens read-write, else why not (the guests' own first check)."""
-    from hugelab.vm.accel import kvm_openable
+    from hugelab.vm.own.accel import kvm_openable
     return kvm_openable(dev)
 
 

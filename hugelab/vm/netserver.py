@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
-from hugelab.vm.initramfs import GUEST_NET_ADDR
+from hugelab.vm.own.initramfs import GUEST_NET_ADDR
 from hugelab.workloads.base import ExecResult, Target
 from hugelab.workloads.command import LOOPBACK, ServerHandle, tail
 

@@ -24,10 +24,10 @@ from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
 from hugelab.vm import reps
-from hugelab.vm.evidence import qemu_folio_evidence
-from hugelab.vm.guest import Guest
+from hugelab.vm.common.evidence import qemu_folio_evidence
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
-from hugelab.vm.qemu_args import VmSpec, validate
+from hugelab.vm.own.guest import Guest
+from hugelab.vm.own.qemu_args import VmSpec, validate
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, free_port
 
@@ -206,11 +206,11 @@ def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
     """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
     assert arm.vm is not None
     if arm.vm.domain is None and arm.vm.manager == "libvirt":
-        from hugelab.vm.libvirt_own import LibvirtGuest
+        from hugelab.vm.own.libvirt_own import LibvirtGuest
         return LibvirtGuest(spec, name=name, uri=arm.vm.uri)
     if arm.vm.domain is None:
         return Guest(spec, name=name)
-    from hugelab.vm.libvirt_guest import Access, DomainGuest
+    from hugelab.vm.domains.libvirt_guest import Access, DomainGuest
     return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name,
                        access=Access.of(arm.vm))
 
@@ -288,7 +288,7 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
 
 
 def _qemu_evidence(g: Any, folios: bool) -> dict[str, Any]:
-    """QEMU's side of a guest (hugelab.vm.evidence); with `folios` (vm mthp) also the folio
+    """QEMU's side of a guest (hugelab.vm.common.evidence); with `folios` (vm mthp) also the folio
     sizes of guest RAM, since smaps cannot tell a 64K folio from a 4K page."""
     try:
         ev: dict[str, Any] = g.evidence()

@@ -3,7 +3,7 @@ qemu-guest-agent with libvirt's agent API (libvirt-python), evidenced on both si
 
 - `resolve(arm)`: the domain exists, libvirtd answers; an arm that did not set `mem` / `vcpus`
   takes the domain's own (read from its inactive XML), before any host change.
-- `DomainGuest`: the same shape as `hugelab.vm.guest.Guest` for `run_guest_trial`. Before the
+- `DomainGuest`: the same shape as `hugelab.vm.own.guest.Guest` for `run_guest_trial`. Before the
   copy starts it writes a 0600 record (domain name, URI, overlay directory) to the state
   directory; `recover_domains()` (called by `hugelab recover` and at every run's start) destroys
   what a killed run left and deletes its overlays. Writable disks become qcow2 overlays over the
@@ -33,11 +33,11 @@ from hugelab.errors import HugelabError, ToolMissingError, VMError
 from hugelab.experiment import Arm, Experiment, VmLayer
 from hugelab.host.journal import ensure_private_dir, state_dir
 from hugelab.proc import APT_PACKAGES, run
-from hugelab.vm import domain as dx
-from hugelab.vm.evidence import qemu_memory_evidence
-from hugelab.vm.qemu_args import VmSpec, safe_name, write_guest_mthp
-from hugelab.vm.remote import RemoteTarget
-from hugelab.vm.ssh import Ssh, SshTarget
+from hugelab.vm.common.evidence import qemu_memory_evidence
+from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.remote import RemoteTarget
+from hugelab.vm.domains.ssh import Ssh, SshTarget
+from hugelab.vm.own.qemu_args import VmSpec, safe_name, write_guest_mthp
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import free_port
 
@@ -541,13 +541,13 @@ def recover_domains() -> list[str]:
 
 
 def _owner() -> dict[str, Any]:
-    from hugelab.vm.guest import _starttime
+    from hugelab.vm.own.guest import _starttime
     return {"pid": os.getpid(), "starttime": _starttime(os.getpid())}
 
 
 def _owner_alive(rec: dict[str, Any]) -> bool:
     """The run that wrote the record still lives (same pid and start time: a reused pid, or a
     record from before a reboot, is not it)."""
-    from hugelab.vm.guest import _alive
+    from hugelab.vm.own.guest import _alive
     pid = int(rec.get("pid", 0))
     return pid > 0 and pid != os.getpid() and _alive(pid, rec.get("starttime"))

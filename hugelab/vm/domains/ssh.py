@@ -1,7 +1,7 @@
 """A user's guest reached over SSH, for guests without qemu-guest-agent.
 
 hugelab adds a NIC of its own to the transient copy whose only way in is a 127.0.0.1 port
-forward to the guest's SSH port (see hugelab.vm.domain._ssh_nic), and talks to it with OpenSSH's
+forward to the guest's SSH port (see hugelab.vm.domains.domain._ssh_nic), and talks to it with OpenSSH's
 client: argv lists, never a local shell; the remote command is one string for the guest user's
 shell, every word quoted with shlex. One master connection per copy (ControlMaster) keeps each
 round trip cheap. The copy's host key is accepted on first contact into a known_hosts file of
@@ -26,7 +26,7 @@ from typing import Any
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.proc import APT_PACKAGES, which
-from hugelab.vm.remote import RemoteTarget
+from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.workloads.base import ExecResult
 
 ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hugelab.errors import VMError
-from hugelab.vm.libvirt_xml import QEMU_NS, memory_backing
-from hugelab.vm.qemu_args import VmSpec
+from hugelab.vm.own.libvirt_xml import QEMU_NS, memory_backing
+from hugelab.vm.own.qemu_args import VmSpec
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 MEMORY_UNITS_KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "kib": 1, "k": 1, "kb": 1000 / 1024,

@@ -2,7 +2,7 @@
 "libvirt"), for hosts where libvirt owns every VM.
 
 The guest is the one `Guest` starts with QEMU directly (same kernel, initramfs, agent, memory
-backing: `hugelab.vm.libvirt_xml.domain_xml`), started as a transient domain with autodestroy
+backing: `hugelab.vm.own.libvirt_xml.domain_xml`), started as a transient domain with autodestroy
 (libvirtd ends it when hugelab's connection goes, as when hugelab is killed). Its files (the
 initramfs copy and the serial log) live in a directory under OVERLAY_ROOT that libvirt's QEMU
 user can read; a 0600 record in the state directory, written before the domain starts, lets
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import VMError
-from hugelab.vm import libvirt_guest as lg
-from hugelab.vm.guest import BOOT_TIMEOUT_S, Guest
-from hugelab.vm.initramfs import AGENT_PORT
-from hugelab.vm.libvirt_xml import domain_xml
-from hugelab.vm.qemu_args import VmSpec
+from hugelab.vm.domains import libvirt_guest as lg
+from hugelab.vm.own.guest import BOOT_TIMEOUT_S, Guest
+from hugelab.vm.own.initramfs import AGENT_PORT
+from hugelab.vm.own.libvirt_xml import domain_xml
+from hugelab.vm.own.qemu_args import VmSpec
 
 
 class LibvirtGuest(Guest):

@@ -2,7 +2,7 @@
 
 `/dev/kvm` existing proves little (on some machines it opens but cannot run a distro kernel), so
 the probe boots a small guest under KVM and waits for the agent's answer (the boot itself is
-passed in, `boot`: hugelab.vm.guest.probe_accel passes its own, so this module needs no Guest). The answer is cached per
+passed in, `boot`: hugelab.vm.own.guest.probe_accel passes its own, so this module needs no Guest). The answer is cached per
 kernel image for the life of the process; `probe_reason()` says why.
 """
 
@@ -29,7 +29,7 @@ def kvm_openable(dev: str = "/dev/kvm") -> str | None:
 
 
 # Boots a probe guest under KVM with this kernel and qemu within the timeout; None when it
-# booted and ran a command, else the reason it did not (hugelab.vm.guest provides it).
+# booted and ran a command, else the reason it did not (hugelab.vm.own.guest provides it).
 BootProbe = Callable[[Path, str, float], "str | None"]
 
 
@@ -46,7 +46,7 @@ def _probe(kernel: Path, qemu: str, timeout: float, boot: BootProbe) -> tuple[st
 def probe_accel(kernel: str | Path | None = None, *, boot: BootProbe,
                 qemu: str = "qemu-system-x86_64", timeout: float = PROBE_TIMEOUT_S) -> str:
     """"kvm" if a guest with this kernel boots under KVM (agent answers), else "tcg"."""
-    from hugelab.vm.initramfs import default_kernel
+    from hugelab.vm.own.initramfs import default_kernel
 
     k = Path(kernel) if kernel else default_kernel()
     key = (str(k.resolve()), qemu)
@@ -58,7 +58,7 @@ def probe_accel(kernel: str | Path | None = None, *, boot: BootProbe,
 
 def probe_reason(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64") -> str | None:
     """Why the cached probe for `kernel` chose its accelerator (None if never probed)."""
-    from hugelab.vm.initramfs import default_kernel
+    from hugelab.vm.own.initramfs import default_kernel
 
     k = Path(kernel) if kernel else default_kernel()
     hit = _CACHE.get((str(k.resolve()), qemu))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hugelab.errors import VMError
+from hugelab.trial import procscan
 
 _BUILD_LOCK = threading.Lock()  # concurrent guests of one process build the image once
 
@@ -41,7 +42,7 @@ ROOT_TAG = "hostroot"
 GUEST_NET_ADDR = "10.0.2.15"  # slirp's default guest address (hostfwd delivers here)
 AGENT_PORT = "hugelab.0"
 GUEST_AGENT_PATH = "/run/hugelab/agent.py"
-PROCSCAN_SOURCE = Path(__file__).parent.parent / "trial" / "procscan.py"  # copied beside the agent
+PROCSCAN_SOURCE = Path(procscan.__file__)  # copied beside the agent
 WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/lib/initramfs-tools/bin/busybox")
 

@@ -1,4 +1,4 @@
-"""A domain of hugelab's small Debian image (hugelab.vm.image), for trying `domain = NAME` without
+"""A domain of hugelab's small Debian image (hugelab.vm.domains.image), for trying `domain = NAME` without
 a VM of your own and for the tests: `hugelab vm demo-domain` defines it. Its kernel command
 line names hugelab's own SSH key (`demo_key`), so its sshd lets hugelab in over SSH too.
 """
@@ -12,17 +12,17 @@ from typing import Any
 
 from hugelab.host.journal import ensure_private_dir, state_dir
 from hugelab.proc import run
-from hugelab.vm import domain as dx
-from hugelab.vm.image import SSH_KEY_ARG
-from hugelab.vm.libvirt_guest import DomainError, _libvirt, connect, user_xml
-from hugelab.vm.qemu_args import safe_name
+from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.image import SSH_KEY_ARG
+from hugelab.vm.domains.libvirt_guest import DomainError, _libvirt, connect, user_xml
+from hugelab.vm.own.qemu_args import safe_name
 
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
 
 
 def demo_key() -> Path:
     """hugelab's own SSH key for the domains `define_image_domain` makes (their kernel command
-    line names its public half: see hugelab.vm.image.SSH_KEY_ARG). Made once, 0600."""
+    line names its public half: see hugelab.vm.domains.image.SSH_KEY_ARG). Made once, 0600."""
     home = ensure_private_dir(state_dir() / "ssh")
     key = home / "id_ed25519"
     if not key.exists():
@@ -39,7 +39,7 @@ def _key_arg(key: Path) -> str:
 
 def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_mib: int = 512,
                      accel: str = "tcg", key_arg: str = "", stamp: str = "") -> str:
-    """A persistent domain booting hugelab's Debian image (hugelab.vm.image) directly from its
+    """A persistent domain booting hugelab's Debian image (hugelab.vm.domains.image) directly from its
     kernel and initrd, root on a virtio disk, the guest agent's channel, the console on a pty;
     `key_arg` (hugelab.ssh_key=...) lets hugelab's key in over SSH; `stamp` describes it."""
     import xml.etree.ElementTree as ET
@@ -78,7 +78,7 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     over SSH. Returns the copy's directory. A domain of that name defined from the same image
     and key is left as it is; one of an older image is redefined (when it is not running);
     any other domain of that name is refused."""
-    from hugelab.vm.image import build_image, recipe_hash
+    from hugelab.vm.domains.image import build_image, recipe_hash
     home = IMAGES_ROOT / safe_name(name)
     key = demo_key()
     stamp = f"{STAMP_PREFIX} {recipe_hash()}, key {_key_arg(key)[-12:]}"

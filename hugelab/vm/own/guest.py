@@ -32,16 +32,16 @@ from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.trial.procscan import merge_peak
-from hugelab.vm import accel
-from hugelab.vm.evidence import qemu_memory_evidence
-from hugelab.vm.initramfs import (
+from hugelab.vm.common.evidence import qemu_memory_evidence
+from hugelab.vm.own import accel
+from hugelab.vm.own.initramfs import (
     InitramfsSpec,
     cached_initramfs,
     default_kernel,
     kernel_release,
     modules_dir_for,
 )
-from hugelab.vm.qemu_args import QemuPaths, VmSpec, qemu_argv, validate, write_guest_mthp
+from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, qemu_argv, validate, write_guest_mthp
 from hugelab.workloads.base import ExecResult
 
 DEFAULT_STATE_DIR = "/var/lib/hugelab"
@@ -648,5 +648,5 @@ def _boot_probe(kernel: Path, qemu: str, timeout: float) -> str | None:
 
 def probe_accel(kernel: str | Path | None = None, *, qemu: str = "qemu-system-x86_64") -> str:
     """"kvm" if a guest with this kernel boots under KVM (the agent answers), else "tcg";
-    probed once per kernel and process (hugelab.vm.accel keeps the answer and its reason)."""
+    probed once per kernel and process (hugelab.vm.own.accel keeps the answer and its reason)."""
     return accel.probe_accel(kernel, qemu=qemu, boot=_boot_probe)

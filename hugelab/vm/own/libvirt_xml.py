@@ -34,8 +34,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from hugelab.errors import VMError
-from hugelab.vm.initramfs import AGENT_PORT, ROOT_TAG
-from hugelab.vm.qemu_args import VmSpec, _cpu_list, guest_cmdline, netdev, validate
+from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
+from hugelab.vm.own.qemu_args import VmSpec, _cpu_list, guest_cmdline, netdev, validate
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 DOMAIN_TYPES = {"kvm": "kvm", "tcg": "qemu"}
@@ -141,7 +141,7 @@ def domain_xml(spec: VmSpec, *, name: str, kernel: str, initrd: str, accel: str,
     validate(spec)
     if accel not in DOMAIN_TYPES:
         raise VMError(f"accel {accel!r} must be resolved to kvm or tcg before building XML",
-                      hint="call hugelab.vm.guest.probe_accel(kernel) for accel='auto'")
+                      hint="call hugelab.vm.own.guest.probe_accel(kernel) for accel='auto'")
     dom_name = domain_name(name)
     ET.register_namespace("qemu", QEMU_NS)
     dom = ET.Element("domain", type=DOMAIN_TYPES[accel])

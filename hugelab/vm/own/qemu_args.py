@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import VMError
-from hugelab.vm.initramfs import AGENT_PORT, ROOT_TAG
+from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
 
 BACKINGS = ("anon", "file", "memfd")
 ACCELS = ("auto", "kvm", "tcg")
@@ -243,7 +243,7 @@ def qemu_argv(spec: VmSpec, paths: QemuPaths, *, kernel: str | Path, accel: str 
     accel = accel or spec.accel
     if accel not in ("kvm", "tcg"):
         raise VMError(f"accel {accel!r} must be resolved to kvm or tcg before building argv",
-                      hint="call hugelab.vm.guest.probe_accel(kernel) for accel='auto'")
+                      hint="call hugelab.vm.own.guest.probe_accel(kernel) for accel='auto'")
     argv: list[str] = []
     if spec.cpu_pin:
         argv += ["taskset", "--cpu-list", _cpu_list(spec.cpu_pin)]

@@ -607,7 +607,7 @@ def boot_argv(image: GuestImage, *, mem_mib: int, agent_socket: Path, serial_log
     no network, no default devices."""
     if accel not in ("kvm", "tcg"):
         raise ImageError(f"accel {accel!r} must be kvm or tcg",
-                         hint="resolve 'auto' first (hugelab.vm.guest.probe_accel)")
+                         hint="resolve 'auto' first (hugelab.vm.own.guest.probe_accel)")
     if mem_mib < 256 or vcpus < 1:
         raise ImageError(f"a {mem_mib} MiB / {vcpus} vCPU guest cannot boot this image",
                          hint="give it at least 256 MiB (512 MiB under TCG) and one vCPU")

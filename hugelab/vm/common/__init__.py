@@ -1,0 +1,1 @@
+"""What both kinds of guest share: QEMU-side evidence."""
