@@ -18,13 +18,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hugelab.trial.native import NativeTarget  # noqa: E402
+from hugelab.vm.common.spec import VmSpec  # noqa: E402
 from hugelab.vm.own.accel import probe_reason
 from hugelab.vm.own.guest import (
     Guest,  # noqa: E402
     probe_accel,  # noqa: E402
 )
 from hugelab.vm.own.initramfs import default_kernel  # noqa: E402
-from hugelab.vm.own.qemu_args import VmSpec  # noqa: E402
 
 
 def q(xs: list[float]) -> dict[str, float]:

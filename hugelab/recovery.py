@@ -15,7 +15,7 @@ from hugelab.host.control import HostControl
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
-from hugelab.vm.domains.libvirt_guest import recover_domains
+from hugelab.vm.common.libvirtd import recover_domains
 from hugelab.vm.own.guest import kill_leftover_qemus
 
 

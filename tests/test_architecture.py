@@ -1,22 +1,32 @@
 """The import rules of docs/architecture.md, checked against the code: imports only point down,
-peers of one layer do not import each other, and no files import each other in a circle."""
+peers of one layer do not import each other, and no files import each other in a circle.
+
+A group is a package or module under hugelab/ (`vm`, `runner`), or a subpackage with a row of its
+own (`vm.own`): a module belongs to the longest group its dotted path starts with."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "hugelab"
+MAX_ROW = 120  # characters of a row's "what lives there"
+
+
+def rows() -> list[tuple[int, str, str]]:
+    """(layer, group, what lives there) for each row of the table in docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    found = re.findall(r"^\| (\d+) \| `([\w.]+)` \| (.*) \|$", text, re.MULTILINE)
+    assert found, "docs/architecture.md has no layer table"
+    return [(int(layer), group, what) for layer, group, what in found]
 
 
 def layers() -> dict[str, int]:
     """group -> layer, from the table in docs/architecture.md."""
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    rows = re.findall(r"^\| (\d+) \| `([\w]+)` \|", text, re.MULTILINE)
-    assert rows, "docs/architecture.md has no layer table"
-    return {group: int(layer) for layer, group in rows}
+    return {group: layer for layer, group, _what in rows()}
 
 
 def module_name(path: Path) -> str:
@@ -24,9 +34,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def group_of(module: str) -> str:
-    parts = module.split(".")
-    return "hugelab" if len(parts) == 1 else parts[1]
+def group_of(module: str, groups: Iterable[str] = ()) -> str:
+    """The module's group: the longest of `groups` its path (after `hugelab.`) starts with,
+    else its package or module right under hugelab/."""
+    parts = module.split(".")[1:]
+    for n in range(len(parts), 1, -1):
+        if ".".join(parts[:n]) in groups:
+            return ".".join(parts[:n])
+    return parts[0] if parts else "hugelab"
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
@@ -51,15 +66,26 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_every_group_of_the_code_is_in_the_table():
-    groups = {group_of(m) for m in graph()}
+    groups = {group_of(m, layers()) for m in graph()}
     assert groups == set(layers()), "docs/architecture.md must list exactly the groups there are"
 
 
+def test_every_row_is_one_short_sentence():
+    """A row says what lives in its group in one sentence; details go below the table."""
+    long = [f"{group}: {what}" for _layer, group, what in rows()
+            if len(what) > MAX_ROW or re.search(r"[.;!?] (?=\S)", what.split(": ", 1)[-1])
+            or not what.endswith(".")]
+    assert not long, "rows that are not one short sentence ending in a full stop:\n" + \
+        "\n".join(long)
+
+
 def upward(g: dict[str, set[str]], rank: dict[str, int]) -> list[str]:
-    return sorted(f"{mod} ({group_of(mod)}, layer {rank[group_of(mod)]}) imports {dep} "
-                  f"({group_of(dep)}, layer {rank[group_of(dep)]})"
+    def of(m: str) -> str:
+        return group_of(m, rank)
+    return sorted(f"{mod} ({of(mod)}, layer {rank[of(mod)]}) imports {dep} "
+                  f"({of(dep)}, layer {rank[of(dep)]})"
                   for mod, deps in g.items() for dep in deps
-                  if group_of(dep) != group_of(mod) and rank[group_of(dep)] >= rank[group_of(mod)])
+                  if of(dep) != of(mod) and rank[of(dep)] >= rank[of(mod)])
 
 
 def circles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -92,11 +118,26 @@ def test_no_import_circles():
 
 
 def test_the_checks_can_fail():
-    """A made-up upward import, peer import and circle are caught by the same rules."""
+    """A made-up upward import, peer import and circle are caught by the same rules, between
+    groups and between the subpackages of one package."""
     rank = layers()
     fake = {"hugelab.host.control": {"hugelab.cli.main"},      # up
             "hugelab.trial.native": {"hugelab.store.sqlite"},  # a peer of the same layer
+            "hugelab.vm.own.guest": {"hugelab.vm.domains.ssh",  # a peer subpackage
+                                     "hugelab.vm.trial",        # up, to its parent's modules
+                                     "hugelab.vm.common.spec"},  # down: fine
+            "hugelab.vm.common.spec": {"hugelab.vm.own.qemu_args"},  # up, within vm
             "hugelab.vm.a": {"hugelab.vm.b"}, "hugelab.vm.b": {"hugelab.vm.a"},
+            "hugelab.vm.trial": {"hugelab.vm.own.guest", "hugelab.vm.domains.ssh"},  # fine
             "hugelab.cli.run": {"hugelab.store.sqlite"}}       # down: fine
-    assert len(upward(fake, rank)) == 2
-    assert circles(fake) == [["hugelab.vm.a", "hugelab.vm.b", "hugelab.vm.a"]]
+    assert len(upward(fake, rank)) == 5
+    assert circles(fake) == [["hugelab.vm.a", "hugelab.vm.b", "hugelab.vm.a"],
+                             ["hugelab.vm.own.guest", "hugelab.vm.trial", "hugelab.vm.own.guest"]]
+
+
+def test_a_module_belongs_to_its_longest_group():
+    rank = layers()
+    assert group_of("hugelab.vm.own.guest", rank) == "vm.own"
+    assert group_of("hugelab.vm.trial", rank) == "vm"
+    assert group_of("hugelab.report.load", rank) == "report"
+    assert group_of("hugelab", rank) == "hugelab"

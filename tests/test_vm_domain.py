@@ -9,8 +9,8 @@ import pytest
 
 from hugelab.errors import ExperimentError, VMError
 from hugelab.experiment import Experiment, parse_experiment
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains import domain as dx
-from hugelab.vm.own.qemu_args import VmSpec
 
 USER = """\
 <domain type='kvm' id='7'>

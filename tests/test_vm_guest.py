@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.accel import probe_reason
 from hugelab.vm.own.guest import Guest, kill_leftover_qemus, probe_accel
 from hugelab.vm.own.initramfs import default_kernel
-from hugelab.vm.own.qemu_args import VmSpec
 from tests.hostguard import qemu_children
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]

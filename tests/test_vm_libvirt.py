@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import VMError
+from hugelab.vm.common.backing_xml import QEMU_NS
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
-from hugelab.vm.own.libvirt_xml import QEMU_NS, domain_xml
-from hugelab.vm.own.qemu_args import VmSpec, guest_cmdline, netdev
+from hugelab.vm.own.libvirt_xml import domain_xml
+from hugelab.vm.own.qemu_args import guest_cmdline, netdev
 
 KERNEL = "/boot/vmlinuz-test"
 INITRD = "/var/lib/hugelab/initrd.cpio"

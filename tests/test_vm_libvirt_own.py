@@ -58,7 +58,7 @@ def domains() -> list[str]:
 
 
 def directories() -> list[Path]:
-    from hugelab.vm.domains.libvirt_guest import OVERLAY_ROOT
+    from hugelab.vm.common.libvirtd import OVERLAY_ROOT
     return list(OVERLAY_ROOT.glob(f"{PREFIX}*")) if OVERLAY_ROOT.exists() else []
 
 

@@ -18,10 +18,11 @@ import pytest
 from hugelab.errors import ToolMissingError, VMError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
 from hugelab.trial.native import NativeTarget
+from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GuestServer, guest_argv
 from hugelab.vm.own import initramfs as ir
 from hugelab.vm.own.guest import Guest
-from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, guest_cmdline, qemu_argv, validate
+from hugelab.vm.own.qemu_args import QemuPaths, guest_cmdline, qemu_argv
 from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_spec
 from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.iperf3 import IPerf3, never_connected

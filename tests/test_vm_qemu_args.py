@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import VMError
-from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, guest_cmdline, memory_backend, qemu_argv
+from hugelab.vm.common.spec import VmSpec
+from hugelab.vm.own.qemu_args import QemuPaths, guest_cmdline, memory_backend, qemu_argv
 
 PATHS = QemuPaths(Path("/t/serial.log"), Path("/t/qmp.sock"), Path("/t/agent.sock"),
                   Path("/t/initrd"))

@@ -82,7 +82,7 @@ def transient() -> list[str]:
 
 
 def overlays() -> list[Path]:
-    from hugelab.vm.domains.libvirt_guest import OVERLAY_ROOT
+    from hugelab.vm.common.libvirtd import OVERLAY_ROOT
     return [p for p in OVERLAY_ROOT.glob(f"{PREFIX}*")] if OVERLAY_ROOT.exists() else []
 
 

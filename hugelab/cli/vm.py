@@ -12,6 +12,7 @@ from pathlib import Path
 from hugelab.errors import UsageError
 from hugelab.experiment import default_experiment, load_experiment
 from hugelab.host.journal import state_dir
+from hugelab.vm.common.spec import VmSpec, safe_name
 from hugelab.vm.netserver import GUEST_PORTS
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
@@ -21,7 +22,7 @@ from hugelab.vm.own.initramfs import (
     modules_dir_for,
 )
 from hugelab.vm.own.libvirt_xml import domain_name, domain_xml
-from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, qemu_argv, safe_name
+from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.trial import net_specs, vm_spec
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -150,6 +151,7 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from hugelab.vm.common.libvirtd import connect
     from hugelab.vm.domains import domain as dx
     from hugelab.vm.domains import libvirt_guest as lg
     exp = load_experiment(args.experiment)
@@ -163,7 +165,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     assert arm.vm is not None and arm.vm.domain is not None
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     spec = vm_spec(arm, None, hugetlbfs)
-    conn = lg.connect(arm.vm.uri)
+    conn = connect(arm.vm.uri)
     try:
         xml = lg.user_xml(lg.lookup(conn, arm.vm.domain))
     finally:

@@ -1,7 +1,7 @@
 """The server side of a client/server workload, run inside a guest and reached from the host.
 
 The guest has one NIC on QEMU user networking with `restrict=on` and a port forward
-127.0.0.1:HOST_PORT (host) -> 10.0.2.15:GUEST_PORT (guest) (see qemu_args.netdev). `GuestServer`
+127.0.0.1:HOST_PORT (host) -> 10.0.2.15:GUEST_PORT (guest) (see own.qemu_args.netdev). `GuestServer`
 starts the server there and returns a handle whose `client_port` is HOST_PORT, so the client runs
 on the host against 127.0.0.1 as it does natively:
 

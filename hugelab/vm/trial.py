@@ -25,9 +25,9 @@ from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
 from hugelab.vm import reps
 from hugelab.vm.common.evidence import qemu_folio_evidence
+from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
 from hugelab.vm.own.guest import Guest
-from hugelab.vm.own.qemu_args import VmSpec, validate
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, free_port
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from hugelab.host.journal import ensure_private_dir, state_dir
 from hugelab.proc import run
+from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
+from hugelab.vm.common.spec import safe_name
 from hugelab.vm.domains import domain as dx
 from hugelab.vm.domains.image import SSH_KEY_ARG
-from hugelab.vm.domains.libvirt_guest import DomainError, _libvirt, connect, user_xml
-from hugelab.vm.own.qemu_args import safe_name
+from hugelab.vm.domains.libvirt_guest import user_xml
 
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
 
@@ -83,7 +84,7 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     key = demo_key()
     stamp = f"{STAMP_PREFIX} {recipe_hash()}, key {_key_arg(key)[-12:]}"
     conn = connect(uri)
-    lv = _libvirt()
+    lv = libvirt_module()
     try:
         if _defined_as(conn, name, stamp):
             return home
@@ -112,7 +113,7 @@ STAMP_PREFIX = "hugelab demo domain: image"
 def _defined_as(conn: Any, name: str, stamp: str) -> bool:
     """True when domain `name` is defined with `stamp`; undefines a stale demo domain (another
     image or key) so it can be defined again; refuses to touch any other domain."""
-    lv = _libvirt()
+    lv = libvirt_module()
     try:
         dom = conn.lookupByName(name)
     except lv.libvirtError:

@@ -1,7 +1,7 @@
 """A user's libvirt domain -> the transient copy an arm runs (pure: XML text in, XML text out).
 
 The copy gets a new name and no UUID (libvirt makes one), the arm's `<memoryBacking>` (the same
-element `libvirt_xml.memory_backing` writes for hugelab's own guests), the arm's memory and
+element `common.backing_xml.memory_backing` writes for hugelab's own guests), the arm's memory and
 vCPUs when it sets them, and its disks redirected to qcow2 overlays hugelab creates (and deletes)
 over the user's images, so the user's disks are never written; read-only disks and CD-ROMs are
 kept read-only as they are. MAC addresses are dropped (libvirt assigns fresh ones) so the copy
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hugelab.errors import VMError
-from hugelab.vm.own.libvirt_xml import QEMU_NS, memory_backing
-from hugelab.vm.own.qemu_args import VmSpec
+from hugelab.vm.common.backing_xml import QEMU_NS, memory_backing
+from hugelab.vm.common.spec import VmSpec
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 MEMORY_UNITS_KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "kib": 1, "k": 1, "kb": 1000 / 1024,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import shutil
 import threading
 import time
@@ -31,25 +30,28 @@ from typing import Any
 
 from hugelab.errors import HugelabError, ToolMissingError, VMError
 from hugelab.experiment import Arm, Experiment, VmLayer
-from hugelab.host.journal import ensure_private_dir, state_dir
 from hugelab.proc import APT_PACKAGES, run
 from hugelab.vm.common.evidence import qemu_memory_evidence
+from hugelab.vm.common.libvirtd import (
+    OVERLAY_ROOT,
+    PID_DIR,
+    DomainError,
+    connect,
+    destroy,
+    libvirt_module,
+    transient_name,
+    write_record,
+)
+from hugelab.vm.common.spec import VmSpec, write_guest_mthp
 from hugelab.vm.domains import domain as dx
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.vm.domains.ssh import Ssh, SshTarget
-from hugelab.vm.own.qemu_args import VmSpec, safe_name, write_guest_mthp
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import free_port
 
-OVERLAY_ROOT = Path("/var/lib/libvirt/images/hugelab")
 LOCAL_URIS = ("qemu:///system",)
 AGENT_WAIT_S = {"kvm": 120.0, "tcg": 300.0}
-PID_DIR = Path("/run/libvirt/qemu")
 COPY_CHUNK = 48 << 10  # qemu-ga reads requests in small buffers: keep each write small
-
-
-class DomainError(VMError):
-    """libvirt or the guest agent cannot do what the arm needs."""
 
 
 @dataclass(frozen=True)
@@ -85,33 +87,8 @@ _ACCESS_HINTS = {"agent": _AGENT_HINT, "ssh": _SSH_HINT.removeprefix("or "),
                  "auto": f"{_AGENT_HINT}; {_SSH_HINT}"}
 
 
-def _libvirt() -> Any:
-    try:
-        import libvirt
-    except ImportError as exc:
-        raise DomainError("libvirt-python is not installed",
-                          hint="./bootstrap setup installs it (apt libvirt-dev, pip "
-                          "libvirt-python)") from exc
-    libvirt.registerErrorHandler(_quiet, None)  # errors are raised, never printed by libvirt
-    return libvirt
-
-
-def _quiet(_ctx: object, _err: object) -> None:
-    return None
-
-
-def connect(uri: str) -> Any:
-    lv = _libvirt()
-    try:
-        return lv.open(uri)
-    except lv.libvirtError as exc:
-        raise DomainError(f"cannot connect to libvirt at {uri}: {exc.get_error_message()}",
-                          hint="is libvirtd running? start it: `virtlogd -d; libvirtd -d` (or "
-                          "systemctl start libvirtd)") from exc
-
-
 def lookup(conn: Any, name: str) -> Any:
-    lv = _libvirt()
+    lv = libvirt_module()
     try:
         return conn.lookupByName(name)
     except lv.libvirtError as exc:
@@ -128,7 +105,7 @@ def lookup(conn: Any, name: str) -> Any:
 
 def user_xml(dom: Any) -> str:
     """The domain's persistent (inactive) definition; never the secure one (no passwords)."""
-    lv = _libvirt()
+    lv = libvirt_module()
     return str(dom.XMLDesc(lv.VIR_DOMAIN_XML_INACTIVE))
 
 
@@ -189,11 +166,6 @@ def _hugetlbfs_mounted(size: str, mounts: str = "/proc/mounts") -> bool:
     return False
 
 
-def transient_name(domain: str, target: str) -> str:
-    """Unique per copy: two arms of a duet block start copies of one domain at once."""
-    return f"hugelab-{safe_name(domain)}-{target}-{os.getpid()}-{secrets.token_hex(4)}"
-
-
 # --- the agent ---------------------------------------------------------------------------------
 
 class Agent:
@@ -206,7 +178,7 @@ class Agent:
     def call(self, command: str, arguments: dict[str, Any] | None = None,
              timeout_s: float = 30.0) -> Any:
         import libvirt_qemu
-        lv = _libvirt()
+        lv = libvirt_module()
         msg = json.dumps({"execute": command, **({"arguments": arguments} if arguments else {})})
         try:
             with self.lock:
@@ -305,22 +277,6 @@ class AgentTarget(RemoteTarget):
 
 # --- the transient copy ------------------------------------------------------------------------
 
-def records_dir() -> Path:
-    return state_dir() / "domains"
-
-
-def write_record(dom_name: str, uri: str, files: Path, of: str) -> Path:
-    """The 0600 record `recover_domains` acts on: the transient domain `dom_name` on `uri`, its
-    files (a directory under OVERLAY_ROOT), what it is a copy of, and the run that owns it."""
-    ensure_private_dir(records_dir())
-    record = records_dir() / f"{dom_name}.json"
-    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"domain": dom_name, "uri": uri, "overlays": str(files), "of": of,
-                   **_owner()}, f)
-    return record
-
-
 class DomainGuest:
     """A transient copy of the arm's domain for one trial (context manager)."""
 
@@ -376,7 +332,7 @@ class DomainGuest:
 
 
     def start(self) -> None:
-        lv = _libvirt()
+        lv = libvirt_module()
         self.conn = connect(self.uri)
         original = lookup(self.conn, self.domain)
         xml = user_xml(original)
@@ -493,61 +449,3 @@ class DomainGuest:
             self.conn = None
 
 
-def destroy(conn: Any, name: str, tries: int = 3) -> bool:
-    """Make sure transient domain `name` is gone: True when it is (destroyed now, or never
-    there), False when libvirt could not end it (a busy QEMU, a lost connection)."""
-    lv = _libvirt()
-    for attempt in range(tries):
-        try:
-            conn.lookupByName(name).destroy()
-            return True
-        except lv.libvirtError as exc:
-            if exc.get_error_code() == lv.VIR_ERR_NO_DOMAIN:
-                return True
-            time.sleep(0.5 * (attempt + 1))
-    return False
-
-
-def recover_domains() -> list[str]:
-    """Destroy every transient domain a dead run left, and delete its overlays."""
-    out: list[str] = []
-    folder = records_dir()
-    if not folder.is_dir():
-        return out
-    for rec in sorted(folder.glob("*.json")):
-        try:
-            d = json.loads(rec.read_text())
-        except (OSError, ValueError):
-            rec.unlink(missing_ok=True)
-            continue
-        if _owner_alive(d):
-            continue  # its run is still going
-        try:
-            conn = connect(str(d["uri"]))
-        except DomainError:
-            continue  # libvirtd down: keep the record for the next recover
-        try:
-            gone = destroy(conn, str(d["domain"]))
-        finally:
-            conn.close()
-        if not gone:
-            continue  # libvirt could not end it: keep the record for the next recover
-        out.append(str(d["domain"]))
-        overlays = Path(str(d["overlays"]))
-        if overlays.parent == OVERLAY_ROOT:
-            shutil.rmtree(overlays, ignore_errors=True)
-        rec.unlink(missing_ok=True)
-    return out
-
-
-def _owner() -> dict[str, Any]:
-    from hugelab.vm.own.guest import _starttime
-    return {"pid": os.getpid(), "starttime": _starttime(os.getpid())}
-
-
-def _owner_alive(rec: dict[str, Any]) -> bool:
-    """The run that wrote the record still lives (same pid and start time: a reused pid, or a
-    record from before a reboot, is not it)."""
-    from hugelab.vm.own.guest import _alive
-    pid = int(rec.get("pid", 0))
-    return pid > 0 and pid != os.getpid() and _alive(pid, rec.get("starttime"))

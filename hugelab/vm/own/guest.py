@@ -33,6 +33,8 @@ from hugelab.host.journal import write_private
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.trial.procscan import merge_peak
 from hugelab.vm.common.evidence import qemu_memory_evidence
+from hugelab.vm.common.process import alive, starttime
+from hugelab.vm.common.spec import VmSpec, validate, write_guest_mthp
 from hugelab.vm.own import accel
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
@@ -41,7 +43,7 @@ from hugelab.vm.own.initramfs import (
     kernel_release,
     modules_dir_for,
 )
-from hugelab.vm.own.qemu_args import QemuPaths, VmSpec, qemu_argv, validate, write_guest_mthp
+from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.workloads.base import ExecResult
 
 DEFAULT_STATE_DIR = "/var/lib/hugelab"
@@ -61,18 +63,6 @@ def state_dir() -> Path:
     return d
 
 
-def _starttime(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks (field 22 of /proc/PID/stat), None if gone or zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
 def _is_qemu(pid: int) -> bool:
     try:
         return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("qemu-system")
@@ -80,21 +70,17 @@ def _is_qemu(pid: int) -> bool:
         return False
 
 
-def _alive(pid: int, starttime: int | None) -> bool:
-    return starttime is not None and _starttime(pid) == starttime
-
-
 def _record_path(d: Path, pid: int) -> Path:
     return d / f"qemu-{pid}.json"
 
 
 def _owner() -> dict[str, Any]:
-    return {"owner_pid": os.getpid(), "owner_starttime": _starttime(os.getpid())}
+    return {"owner_pid": os.getpid(), "owner_starttime": starttime(os.getpid())}
 
 
 def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
     """Record a QEMU we started (file 0600, written atomically) so a later `recover` can end it."""
-    rec = {"pid": pid, "starttime": _starttime(pid), **_owner(), "tmpdir": str(tmpdir),
+    rec = {"pid": pid, "starttime": starttime(pid), **_owner(), "tmpdir": str(tmpdir),
            "started": time.time()}
     path = _record_path(d, pid)
     write_private(path, json.dumps(rec))
@@ -125,18 +111,18 @@ def _qemus_using(tmpdir: str) -> list[int]:
 
 def _terminate(pid: int, grace_s: float = 3.0) -> None:
     """SIGTERM, then SIGKILL after `grace_s`; for processes that are not our children."""
-    start = _starttime(pid)
+    start = starttime(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not _alive(pid, start):
+        if not alive(pid, start):
             return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(pid, start):
+    while time.monotonic() < deadline and alive(pid, start):
         time.sleep(0.05)
 
 
@@ -159,14 +145,14 @@ def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        owner_alive = _alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
+        owner_alive = alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
         if owner_alive and not include_live_owners:
             continue
         if rec.get("pid") is None:  # killed between Popen and register_qemu: find it by tmpdir
             pids = _qemus_using(str(rec.get("tmpdir"))) if rec.get("tmpdir") else []
         else:
             pid = int(rec["pid"])
-            pids = [pid] if _alive(pid, rec.get("starttime")) and _is_qemu(pid) else []
+            pids = [pid] if alive(pid, rec.get("starttime")) and _is_qemu(pid) else []
         for pid in pids:
             _terminate(pid)
             killed.append(pid)

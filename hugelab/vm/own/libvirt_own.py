@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import VMError
-from hugelab.vm.domains import libvirt_guest as lg
+from hugelab.vm.common import libvirtd
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.guest import BOOT_TIMEOUT_S, Guest
 from hugelab.vm.own.initramfs import AGENT_PORT
 from hugelab.vm.own.libvirt_xml import domain_xml
-from hugelab.vm.own.qemu_args import VmSpec
 
 
 class LibvirtGuest(Guest):
@@ -36,7 +36,7 @@ class LibvirtGuest(Guest):
                  **kw: Any) -> None:
         super().__init__(spec, name=name, **kw)
         self.uri = uri
-        self.unique = lg.transient_name("own", name).removeprefix("hugelab-")
+        self.unique = libvirtd.transient_name("own", name).removeprefix("hugelab-")
         self.dom_name = f"hugelab-{self.unique}"
         self.conn: Any = None
         self.dom: Any = None
@@ -44,24 +44,24 @@ class LibvirtGuest(Guest):
         self.xml = ""
 
     def _workdir(self) -> Path:
-        lg.OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
-        os.chmod(lg.OVERLAY_ROOT, 0o711)
+        libvirtd.OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
+        os.chmod(libvirtd.OVERLAY_ROOT, 0o711)
         # the record first: nothing may exist that a killed run would leave unrecorded
-        work = lg.OVERLAY_ROOT / self.dom_name
-        self.record = lg.write_record(self.dom_name, self.uri, work, "hugelab's own guest")
+        work = libvirtd.OVERLAY_ROOT / self.dom_name
+        self.record = libvirtd.write_record(self.dom_name, self.uri, work, "hugelab's own guest")
         work.mkdir(mode=0o755)  # libvirt's QEMU user reads the initrd, virtlogd writes logs
         os.chmod(work, 0o755)
         return work
 
     def _launch(self, kernel: Path, accel: str, initrd: Path) -> None:
         assert self._tmpdir is not None
-        lv = lg._libvirt()
+        lv = libvirtd.libvirt_module()
         copy = self._tmpdir / "initrd.cpio"
         shutil.copyfile(initrd, copy)
         os.chmod(copy, 0o644)
         self.xml = domain_xml(self.spec, name=self.unique, kernel=str(kernel), initrd=str(copy),
                               accel=accel, serial_log=str(self.paths.serial_log))
-        self.conn = lg.connect(self.uri)
+        self.conn = libvirtd.connect(self.uri)
         t0 = time.monotonic()
         try:
             self.dom = self.conn.createXML(self.xml, lv.VIR_DOMAIN_START_AUTODESTROY)
@@ -88,7 +88,7 @@ class LibvirtGuest(Guest):
     @property
     def qemu_pid(self) -> int:
         try:
-            return int((lg.PID_DIR / f"{self.dom_name}.pid").read_text().strip())
+            return int((libvirtd.PID_DIR / f"{self.dom_name}.pid").read_text().strip())
         except (OSError, ValueError) as exc:
             raise VMError(f"cannot find the QEMU process of {self.dom_name}: {exc}") from exc
 
@@ -115,7 +115,7 @@ class LibvirtGuest(Guest):
             with contextlib.suppress(Exception):
                 self._channel.close()
         self._channel = self._target = None
-        if self.conn is not None and not lg.destroy(self.conn, self.dom_name):
+        if self.conn is not None and not libvirtd.destroy(self.conn, self.dom_name):
             return  # still there: the record stays for recover, and so does its directory
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)

@@ -3,15 +3,7 @@
 The same guest `qemu_args.qemu_argv` starts, for users who run their VMs under libvirt
 (`virsh define FILE`). Every value goes through `xml.etree.ElementTree`, which escapes it.
 
-Guest RAM (`<memoryBacking>`):
-
-- `anon`  -> no `<hugepages>`: libvirt's memory-backend-ram, THP follows the host THP mode.
-- `file`  -> `<hugepages><page size=.../></hugepages>` + `<source type='file'/>`: a hugetlbfs
-  file. libvirt picks the hugetlbfs mount itself (`hugetlbfs_mount` in /etc/libvirt/qemu.conf, or
-  the mounts it found when libvirtd started); the spec's `hugetlbfs_path` cannot be named in a
-  domain and is not used.
-- `memfd` -> `<source type='memfd'/>`, plus `<hugepages>` when a hugetlb size is set.
-- `share` -> `<access mode='shared'/>`; `prealloc` -> `<allocation mode='immediate'/>`.
+Guest RAM is the arm's `<memoryBacking>` (`hugelab.vm.common.backing_xml`).
 
 `numa_node` becomes `<numatune><memory mode='strict' nodeset=N/>` and `cpu_pin` pins every vCPU
 and the emulator threads (the whole QEMU process, like `taskset` in the argv) to those CPUs.
@@ -34,10 +26,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from hugelab.errors import VMError
+from hugelab.vm.common.backing_xml import QEMU_NS, memory_backing
+from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
-from hugelab.vm.own.qemu_args import VmSpec, _cpu_list, guest_cmdline, netdev, validate
+from hugelab.vm.own.qemu_args import _cpu_list, guest_cmdline, netdev
 
-QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 DOMAIN_TYPES = {"kvm": "kvm", "tcg": "qemu"}
 SERIAL_LOG_DIR = "/var/log/libvirt/qemu"
 NIC_PCI_SLOT = "0x1f"  # the last i440fx slot; libvirt fills slots from 2 upwards
@@ -56,24 +49,6 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     if text is not None:
         el.text = text
     return el
-
-
-def memory_backing(spec: VmSpec) -> ET.Element | None:
-    """`<memoryBacking>` for the spec's guest RAM; None for plain anon RAM."""
-    mb = ET.Element("memoryBacking")
-    hugetlb = spec.backing == "file" or (spec.backing == "memfd"
-                                         and spec.hugetlb_size_kb is not None)
-    if hugetlb:
-        pages = _sub(mb, "hugepages")
-        if spec.hugetlb_size_kb is not None:  # file without a size: libvirt's default size
-            _sub(pages, "page", size=str(spec.hugetlb_size_kb), unit="KiB")
-    if spec.backing in ("file", "memfd"):
-        _sub(mb, "source", type=spec.backing)
-    if spec.share:
-        _sub(mb, "access", mode="shared")
-    if spec.prealloc:
-        _sub(mb, "allocation", mode="immediate")
-    return mb if len(mb) else None
 
 
 def _cpu(dom: ET.Element, spec: VmSpec, accel: str) -> None:
