@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hugelab.cli.imports import UNPAIRED_WARNING, _k_index, _u_null_cdf, two_sample_shift
+from hugelab.cli.compare import UNPAIRED_WARNING
 from hugelab.store import Store, Trial
 from tests.test_import import cli
 
@@ -31,39 +30,6 @@ def make_run(path: Path, name: str, values: dict[str, list[float]], *, baseline:
 
 def lognormal(rng: np.random.Generator, n: int, center: float, sd: float) -> list[float]:
     return list(center * np.exp(rng.normal(0.0, sd, n)))
-
-
-def test_two_sample_shift_of_a_scaled_copy_is_exact():
-    a = [1.0, 2.0, 3.0, 5.0, 8.0]
-    r = two_sample_shift(a, [x * 1.1 for x in a], 0.05)
-    assert r["hl"] == pytest.approx(math.log(1.1))
-    assert r["lo"] <= r["hl"] <= r["hi"] and r["method"] == "exact"
-
-
-def test_exact_interval_rank_matches_tables():
-    # two-sided 5% critical value of U for m = n = 10 is 23 -> interval D(24) .. D(77)
-    assert _k_index(10, 10, 0.05) == (24, "exact")
-    assert _k_index(5, 5, 0.05) == (3, "exact")  # critical value 2
-    assert _k_index(3, 3, 0.05)[0] == 0  # 2/20 > 0.05: no bounded interval
-    cdf = _u_null_cdf(4, 6)
-    assert cdf[-1] == pytest.approx(1.0) and cdf[0] == pytest.approx(1 / math.comb(10, 4))
-    # exact and normal approximation agree where they meet
-    k_exact, _ = _k_index(50, 50, 0.05)
-    z = 1.959963984540054
-    k_normal = math.floor(1250 - z * math.sqrt(2500 * 101 / 12) - 0.5) + 1
-    assert abs(k_exact - k_normal) <= 2
-    assert _k_index(60, 60, 0.05)[1] == "normal"
-
-
-def test_interval_coverage_by_simulation():
-    rng = np.random.default_rng(7)
-    hits = 0
-    for _ in range(400):
-        a = np.exp(rng.normal(0, 0.02, 12))
-        b = np.exp(rng.normal(math.log(0.97), 0.02, 15))
-        r = two_sample_shift(a, b, 0.1)
-        hits += r["lo"] <= math.log(0.97) <= r["hi"]
-    assert 0.85 <= hits / 400 <= 0.96
 
 
 def test_compare_two_stores_finds_the_known_shift(tmp_path, capsys):

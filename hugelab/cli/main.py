@@ -27,7 +27,7 @@ Examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab.cli import fleet, host, imports, report, run, store, vm
+    from hugelab.cli import compare, fleet, host, imports, plan, report, run, store, vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.register(sub, add_json, add_store)
     vm.register(sub, add_json)
     imports.register(sub, add_json, add_store)
+    compare.register(sub, add_json)
+    plan.register(sub, add_json, add_store)
     store.register(sub, add_json, add_store)
     fleet.register(sub, add_json)
     return parser

@@ -1,4 +1,5 @@
-"""Statistics for hugelab verdicts: paired robust comparisons, planning, sequential looks.
+"""Statistics for hugelab verdicts: paired robust comparisons, planning, sequential looks, and
+the (weaker) unpaired comparison of two runs.
 
 Pure numpy/scipy, no I/O. See /work/shared/STATISTICS.md for the design.
 """
@@ -19,6 +20,7 @@ from hugelab.stats.sequential import (
     sequential_plan,
 )
 from hugelab.stats.tails import TailComparison, compare_tails
+from hugelab.stats.unpaired import Unpaired, compare_unpaired, two_sample_shift
 
 __all__ = [
     "ClassicTable",
@@ -32,12 +34,14 @@ __all__ = [
     "SequentialPlan",
     "StatsInputError",
     "TailComparison",
+    "Unpaired",
     "VarianceComponents",
     "adjust",
     "classic_table",
     "compare",
     "compare_many",
     "compare_tails",
+    "compare_unpaired",
     "detectable_effect",
     "effect_drift",
     "holm",
@@ -52,6 +56,7 @@ __all__ = [
     "sequential_decision",
     "sequential_plan",
     "simulate_power",
+    "two_sample_shift",
     "variance_components",
     "verdicts",
 ]
