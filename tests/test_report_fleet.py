@@ -15,7 +15,10 @@ import pytest
 from hugelab.errors import UsageError
 from hugelab.report import fleet
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.fleet.analysis import FleetComparison
+from hugelab.report.fleet.load import host_facts, host_label
+from hugelab.report.fleet.plots import forest
+from hugelab.report.load import from_rows, load_run
 from hugelab.stats import meta
 from hugelab.store import Store, Trial
 
@@ -94,7 +97,7 @@ def report(store_path: Path) -> fleet.FleetReport:
         return fleet.FleetReport.from_store(st, "fleet-exp")
 
 
-def comp(r: fleet.FleetReport, name: str = "thp vs 4k") -> fleet.FleetComparison:
+def comp(r: fleet.FleetReport, name: str = "thp vs 4k") -> FleetComparison:
     return next(c for c in r.comparisons if c.name == name)
 
 
@@ -164,8 +167,8 @@ def test_host_facts_are_read_and_unknown_when_absent(report: fleet.FleetReport) 
     assert c.facts["accel"] == "native"
     assert (c.ok, c.flagged, c.failed) == (40, 0, 0)
     run = {"id": 9, "host": {}}
-    data = fleet.from_rows(run, [])
-    got = fleet.host_facts(run, data)
+    data = from_rows(run, [])
+    got = host_facts(run, data)
     assert set(got.values()) == {"unknown"}
 
 
@@ -187,9 +190,9 @@ def test_several_runs_of_one_host_use_the_latest_finished(tmp_path: Path) -> Non
 
 
 def test_labels_fall_back_to_hostname_then_run_id() -> None:
-    assert fleet.host_label({"id": 3, "label": "web-1", "host": {"hostname": "x"}}) == "web-1"
-    assert fleet.host_label({"id": 3, "label": "", "host": {"hostname": "x"}}) == "x"
-    assert fleet.host_label({"id": 3, "host": {}}) == "run 3"
+    assert host_label({"id": 3, "label": "web-1", "host": {"hostname": "x"}}) == "web-1"
+    assert host_label({"id": 3, "label": "", "host": {"hostname": "x"}}) == "x"
+    assert host_label({"id": 3, "host": {}}) == "run 3"
 
 
 def test_one_host_is_its_own_result(tmp_path: Path) -> None:
@@ -262,7 +265,7 @@ def test_html_escapes_every_store_string_and_embeds_the_forest_plot(tmp_path: Pa
 
 
 def test_forest_plot_draws_every_host(report: fleet.FleetReport) -> None:
-    png = fleet.forest(comp(report), report.options)
+    png = forest(comp(report), report.options)
     assert png.startswith(b"\x89PNG") and len(png) > 5000
 
 

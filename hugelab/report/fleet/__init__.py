@@ -1,17 +1,13 @@
-"""One experiment run on many hosts (a fleet): per-host verdicts, pooled across hosts."""
+"""One experiment run on many hosts (a fleet): per-host verdicts, pooled across hosts.
 
-from hugelab.report.fleet.analysis import (
-    FleetComparison,
-    FleetReport,
-    forest,
-    from_rows,
-    host_facts,
-    host_label,
-    render_html,
-    render_markdown,
-    render_text,
-    to_json,
-)
+    report = FleetReport.from_store(store, name, opts)   # analysis.py (reads with load.py)
+    render_text(report) -> str      render_markdown(report) -> str       # render.py
+    to_json(report) -> dict         render_html(report) -> str   (forest plots: plots.py)
 
-__all__ = ["FleetComparison", "FleetReport", "forest", "from_rows", "host_facts", "host_label",
-           "render_html", "render_markdown", "render_text", "to_json"]
+The tables every renderer shows are tables.py's.
+"""
+
+from hugelab.report.fleet.analysis import FleetReport, build
+from hugelab.report.fleet.render import render_html, render_markdown, render_text, to_json
+
+__all__ = ["FleetReport", "build", "render_html", "render_markdown", "render_text", "to_json"]
