@@ -149,8 +149,12 @@ def test_backing_vocabulary_is_one_source():
     assert model.BACKINGS is command.BACKINGS is hugelab_mem.BACKINGS is backings.BACKINGS
     assert backings.mthp_size_kb("mthp-64K") == 64 and backings.mthp_size_kb("mthp-1M") == 1024
     assert backings.mthp_size_kb("thp") is None and backings.mthp_size_kb("mthp-3K") is None
-    assert backings.backing_error("mthp-2M") and "(2M is 'thp')" in backings.backing_error("mthp-2M")
-    assert "mthp-<size> (16K, 32K" in backings.backing_error("nope")
+    # any size of the kernel's form: which ones exist is the host's to say (unsupported_arms)
+    assert backings.mthp_size_kb("mthp-8K") == 8 and backings.mthp_size_kb("mthp-4M") == 4096
+    for bad in ("mthp-1024K", "mthp-0K", "mthp-4K", "mthp-48K", "mthp-64k", "mthp-064K"):
+        assert backings.mthp_size_kb(bad) is None and backings.backing_error(bad), bad
+    assert "2M is 'thp'" in str(backings.backing_error("mthp-2M"))
+    assert "mthp-<size> (16K, 64K, 1M" in str(backings.backing_error("nope"))
     assert [a.backing for a in model.default_experiment().arms] == list(backings.CLASSIC)
 
 

@@ -38,12 +38,15 @@ def test_identity_of_experiments_without_the_new_keys_is_unchanged():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (arm(vm={"mthp": "2M"}), "vm mthp = '2M' is not one of: 16K, 32K"),
+    (arm(vm={"mthp": "2M"}), "vm mthp = '2M': 2M is 'thp', not a multi-size THP size"),
+    (arm(vm={"mthp": "1024K"}), "vm mthp = '1024K': '1024K' is not a multi-size THP size: a "
+                                "power of two from 8K, written like 16K"),
     (arm(vm={"backing": "file", "page_size": "2M", "mthp": "64K"}),
      "vm mthp goes with guest RAM the host's THP can back"),
     (arm(vm={"backing": "memfd", "mthp": "64K"}), "needs share = true"),
     (arm(vm={}, guest={"mthp": {"64K": "sometimes"}}), "guest 64K mthp = 'sometimes'"),
-    (arm(vm={}, guest={"mthp": {"3K": "always"}}), "guest mthp = '3K' is not one of"),
+    (arm(vm={}, guest={"mthp": {"3K": "always"}}), "guest mthp = '3K': '3K' is not a "
+                                                   "multi-size THP size"),
     (arm(vm={}, guest={"mthp": "64K"}), "guest mthp must be a table"),
 ])
 def test_bad_mthp_settings_name_the_key(bad, message):

@@ -6,7 +6,9 @@
  * duration, and prints ONE JSON object on stdout.
  *
  * mthp-<size> maps like thp (MADV_HUGEPAGE); which folio size the kernel gives is
- * decided by the host's per-size knobs, which hugelab sets for the arm.
+ * decided by the host's per-size knobs, which hugelab sets for the arm.  The size is
+ * any power of two from 8K (written 16K, 64K, 1M: as hugepages-<N>kB names it);
+ * which sizes exist is the kernel's business, not this program's.
  * thp-collapse populates in 4 KiB pages (MADV_NOHUGEPAGE), then MADV_HUGEPAGE and
  * MADV_COLLAPSE over the buffer; the collapse's time and result are reported apart.
  * shmem-thp maps a memfd MAP_SHARED with MADV_HUGEPAGE (shmem_enabled 'advise').
@@ -18,6 +20,7 @@
  * (pool too small), 130 interrupted by SIGINT during setup.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -53,24 +56,48 @@
 enum workload { W_CHASE, W_RANDOM, W_SEQ_READ, W_SEQ_WRITE, W_POPULATE };
 enum backing {
     B_4K, B_THP, B_HUGE2M, B_HUGE1G, B_COLLAPSE, B_SHMEM,
-    B_MTHP16K, B_MTHP32K, B_MTHP64K, B_MTHP128K, B_MTHP256K, B_MTHP512K, B_MTHP1M,
+    B_MTHP, /* mthp-<size>: the size is config.mthp_kb (interleave: inter_kb) */
     N_BACKINGS
 };
 
 static const char *const workload_names[] = {"chase", "random", "seq-read", "seq-write",
                                              "populate"};
 static const char *const backing_names[N_BACKINGS] = {
-    "4k", "thp", "hugetlb-2M", "hugetlb-1G", "thp-collapse", "shmem-thp",
-    "mthp-16K", "mthp-32K", "mthp-64K", "mthp-128K", "mthp-256K", "mthp-512K", "mthp-1M"};
+    "4k", "thp", "hugetlb-2M", "hugetlb-1G", "thp-collapse", "shmem-thp", "mthp-<size>"};
 
-static int is_mthp(enum backing b) { return b >= B_MTHP16K && b <= B_MTHP1M; }
+/* "mthp-64K" -> 64, "mthp-1M" -> 1024: a power of two of at least 8 kB, written as the
+ * kernel's hugepages-<N>kB directories name it (1M, not 1024K); 2M is thp.  0 otherwise. */
+static unsigned parse_mthp(const char *s)
+{
+    if (strncmp(s, "mthp-", 5) != 0 || !isdigit((unsigned char)s[5]) || s[5] == '0')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(s + 5, &end, 10);
+    if (errno || n > (1UL << 20) || end[0] == '\0' || end[1] != '\0')
+        return 0;
+    unsigned long kb = end[0] == 'M' ? n * 1024 : end[0] == 'K' ? n : 0;
+    if (kb < 8 || (kb & (kb - 1)) || kb == 2048 || (end[0] == 'K' && kb % 1024 == 0))
+        return 0;
+    return (unsigned)kb;
+}
 
-/* Folio size (kB) an mthp-<size> backing asks for; 0 for the others. */
-static unsigned mthp_kb(enum backing b) { return is_mthp(b) ? 16U << (b - B_MTHP16K) : 0; }
+/* A backing's name into buf: backing_names, or mthp-<size> with its size. */
+static void backing_label(enum backing b, unsigned kb, char *buf, size_t n)
+{
+    if (b != B_MTHP)
+        snprintf(buf, n, "%s", backing_names[b]);
+    else if (kb % 1024 == 0)
+        snprintf(buf, n, "mthp-%uM", kb / 1024);
+    else
+        snprintf(buf, n, "mthp-%uK", kb);
+}
 
 struct config {
     enum workload workload;
     enum backing backing;
+    unsigned mthp_kb; /* mthp-<size>: the folio size in kB */
+    char name[32];    /* the backing as given: backing_names, or mthp-<size> */
     size_t size;
     unsigned threads;
     double duration;
@@ -80,6 +107,8 @@ struct config {
     /* --interleave: one buffer per backing, measured in alternating windows */
     unsigned n_inter;
     enum backing inter[MAX_INTERLEAVE];
+    unsigned inter_kb[MAX_INTERLEAVE]; /* each interleaved mthp buffer's folio size */
+    char inter_name[MAX_INTERLEAVE][32];
     double window;
 };
 
@@ -170,8 +199,7 @@ static void usage(FILE *out)
 {
     fputs("usage: hugelab-mem --workload chase|random|seq-read|seq-write|populate\n"
           "                   --backing 4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|shmem-thp|\n"
-          "                             mthp-16K|mthp-32K|mthp-64K|mthp-128K|mthp-256K|\n"
-          "                             mthp-512K|mthp-1M\n"
+          "                             mthp-<size>\n"
           "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
           "                   [--seed N] [--stride BYTES]\n"
           "       hugelab-mem --workload chase|random --interleave BACKING,BACKING[,...]\n"
@@ -184,6 +212,9 @@ static void usage(FILE *out)
           "  seq-write  sequential write bandwidth (mib_per_s)\n"
           "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB;\n"
           "             with thp-collapse each round's MADV_COLLAPSE is timed too)\n"
+          "\n"
+          "mthp-<size> (mthp-16K, mthp-64K, mthp-1M...) maps like thp; the folio size\n"
+          "comes from the kernel's per-size knobs (hugepages-<N>kB), which hugelab sets.\n"
           "\n"
           "--interleave maps one buffer of --size per backing (a backing may repeat)\n"
           "and measures them in alternating windows of --window ms (default 20), each\n"
@@ -201,6 +232,15 @@ static int lookup(const char *s, const char *const *names, int n)
         if (strcmp(s, names[i]) == 0)
             return i;
     return -1;
+}
+
+/* A backing name -> its enum (and *kb, the folio size of mthp-<size>, else 0); -1: unknown. */
+static int parse_backing(const char *s, unsigned *kb)
+{
+    *kb = parse_mthp(s);
+    if (*kb)
+        return B_MTHP;
+    return lookup(s, backing_names, B_MTHP);
 }
 
 /* "64M", "2GiB", "4096" -> bytes; 0 on junk or overflow. */
@@ -251,16 +291,22 @@ static void parse_interleave(const char *list, struct config *cfg)
         die(2, "--interleave '%s' has an empty backing", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        int idx = lookup(tok, backing_names, N_BACKINGS);
+        unsigned kb;
+        int idx = parse_backing(tok, &kb);
         if (idx < 0)
             die(2, "unknown backing '%s' in --interleave", tok);
         if (cfg->n_inter == MAX_INTERLEAVE)
             die(2, "--interleave takes at most %d buffers", MAX_INTERLEAVE);
+        cfg->inter_kb[cfg->n_inter] = kb;
+        backing_label((enum backing)idx, kb, cfg->inter_name[cfg->n_inter],
+                      sizeof cfg->inter_name[0]);
         cfg->inter[cfg->n_inter++] = (enum backing)idx;
     }
     if (cfg->n_inter < 2)
         die(2, "--interleave needs at least two backings, e.g. 4k,thp");
     cfg->backing = cfg->inter[0];
+    cfg->mthp_kb = cfg->inter_kb[0];
+    snprintf(cfg->name, sizeof cfg->name, "%s", cfg->inter_name[0]);
 }
 
 static void parse_args(int argc, char **argv, struct config *cfg)
@@ -294,10 +340,11 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         case 'b':
             if (cfg->n_inter)
                 die(2, "--backing and --interleave exclude each other");
-            if ((idx = lookup(optarg, backing_names, N_BACKINGS)) < 0)
+            if ((idx = parse_backing(optarg, &cfg->mthp_kb)) < 0)
                 die(2, "unknown backing '%s' (4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|"
-                       "shmem-thp|mthp-16K..mthp-1M)", optarg);
+                       "shmem-thp|mthp-<size>, a size like 16K, 64K or 1M)", optarg);
             cfg->backing = (enum backing)idx;
+            backing_label(cfg->backing, cfg->mthp_kb, cfg->name, sizeof cfg->name);
             have_b = 1;
             break;
         case 's':
@@ -485,7 +532,7 @@ static int map_shmem(size_t size, struct mapping *m)
 }
 
 /* Maps `size` bytes with the backing or exits with a message (3 for hugetlb pools). */
-static void map_buffer(enum backing b, size_t size, struct mapping *m)
+static void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m)
 {
     int rc;
     if (b == B_HUGE2M || b == B_HUGE1G) {
@@ -494,12 +541,12 @@ static void map_buffer(enum backing b, size_t size, struct mapping *m)
             int e = errno;
             die(3, "%s mapping of %zu bytes failed: %s -- is the %s pool large enough? "
                    "see /sys/kernel/mm/hugepages",
-                backing_names[b], round_up(size, backing_page_size(b)), strerror(e),
+                name, round_up(size, backing_page_size(b)), strerror(e),
                 b == B_HUGE1G ? "1 GiB" : "2 MiB");
         }
         return;
     }
-    if (b == B_THP || is_mthp(b))
+    if (b == B_THP || b == B_MTHP)
         rc = map_thp(size, m); /* the folio size comes from the host's per-size knobs */
     else if (b == B_COLLAPSE)
         rc = map_collapse(size, m);
@@ -508,7 +555,7 @@ static void map_buffer(enum backing b, size_t size, struct mapping *m)
     else
         rc = map_4k(size, m);
     if (rc != 0)
-        die(1, "%s mapping of %zu bytes failed: %s", backing_names[b], size, strerror(errno));
+        die(1, "%s mapping of %zu bytes failed: %s", name, size, strerror(errno));
 }
 
 static void unmap_buffer(struct mapping *m)
@@ -762,7 +809,7 @@ static void *populate_worker(void *arg)
     double t0 = thread_begin(w);
     do {
         struct mapping m;
-        map_buffer(w->cfg->backing, w->len, &m);
+        map_buffer(w->cfg->backing, w->cfg->name, w->len, &m);
         populate(m.base, w->len);
         if (w->cfg->backing == B_COLLAPSE) {
             struct collapse_rec c;
@@ -1095,7 +1142,7 @@ static void print_json(const struct config *cfg, const struct outcome *o)
 {
     printf("{\"tool\":\"hugelab-mem\",\"version\":%d,\"workload\":\"%s\",\"backing\":\"%s\","
            "\"size_bytes\":%zu,\"threads\":%u,\"seed\":%llu,",
-           TOOL_VERSION, workload_names[cfg->workload], backing_names[cfg->backing], cfg->size,
+           TOOL_VERSION, workload_names[cfg->workload], cfg->name, cfg->size,
            cfg->threads, (unsigned long long)cfg->seed);
     if (cfg->workload == W_CHASE)
         printf("\"stride_bytes\":%zu,", cfg->stride);
@@ -1105,8 +1152,8 @@ static void print_json(const struct config *cfg, const struct outcome *o)
     print_metrics(cfg, o);
     printf("},");
     print_primary(cfg->workload);
-    if (mthp_kb(cfg->backing))
-        printf(",\"mthp_kb\":%u", mthp_kb(cfg->backing));
+    if (cfg->mthp_kb)
+        printf(",\"mthp_kb\":%u", cfg->mthp_kb);
     if (o->collapse.done) {
         printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f",
                errno_name(o->collapse.err), o->collapse.err, o->collapse.seconds);
@@ -1294,7 +1341,7 @@ static int run_interleaved(const struct config *cfg)
         b[i].win_ns = calloc(max_win, sizeof(double));
         if (!b[i].win_ns)
             die(1, "out of memory");
-        map_buffer(cfg->inter[i], cfg->size, &b[i].m);
+        map_buffer(cfg->inter[i], cfg->inter_name[i], cfg->size, &b[i].m);
     }
     populate_interleaved(b, nb, cfg->seed);
     double populated = (now_s() - t_map) / nb;
@@ -1353,14 +1400,14 @@ static int run_interleaved(const struct config *cfg)
                                 ? (uint64_t)((char *)b[i].p - b[i].m.base) : b[i].sum;
         printf("%s{\"backing\":\"%s\",\"setup_s\":%.6f,\"checksum\":%llu,\"metrics\":{"
                "\"ns_per_access\":%.4f,\"accesses\":%llu,\"accesses_per_s\":%.1f},"
-               "\"windows_ns\":[", i ? "," : "", backing_names[cfg->inter[i]], b[i].setup,
+               "\"windows_ns\":[", i ? "," : "", cfg->inter_name[i], b[i].setup,
                (unsigned long long)checksum,
                b[i].ops ? b[i].time * 1e9 / (double)b[i].ops : 0.0,
                (unsigned long long)b[i].ops, b[i].time > 0 ? (double)b[i].ops / b[i].time : 0.0);
         print_window_list(b[i].win_ns, b[i].n_win);
         printf("]");
-        if (mthp_kb(cfg->inter[i]))
-            printf(",\"mthp_kb\":%u", mthp_kb(cfg->inter[i]));
+        if (cfg->inter_kb[i])
+            printf(",\"mthp_kb\":%u", cfg->inter_kb[i]);
         if (b[i].collapse.done) {
             printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f,\"before\":{",
                    errno_name(b[i].collapse.err), b[i].collapse.err, b[i].collapse.seconds);
@@ -1402,7 +1449,7 @@ int main(int argc, char **argv)
     double t_setup = now_s();
     if (cfg.workload == W_POPULATE) {
         /* One untimed map+touch proves the backing; the timed loop maps its own. */
-        map_buffer(cfg.backing, round_up(cfg.size / cfg.threads, BASE_PAGE), &m);
+        map_buffer(cfg.backing, cfg.name, round_up(cfg.size / cfg.threads, BASE_PAGE), &m);
         populate(m.base, round_up(cfg.size / cfg.threads, BASE_PAGE));
         if (cfg.backing == B_COLLAPSE) {
             read_evidence(m.base, &o.ev_before_collapse);
@@ -1413,7 +1460,7 @@ int main(int argc, char **argv)
         unmap_buffer(&m);
         m.base = NULL;
     } else {
-        map_buffer(cfg.backing, cfg.size, &m);
+        map_buffer(cfg.backing, cfg.name, cfg.size, &m);
         populate(m.base, m.len);
         if (cfg.backing == B_COLLAPSE) {
             read_evidence(m.base, &o.ev_before_collapse);

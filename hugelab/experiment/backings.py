@@ -4,16 +4,29 @@
   thp           anonymous memory, MADV_HUGEPAGE (PMD-size, 2 MiB on x86-64)
   hugetlb-2M/1G MAP_HUGETLB from the host's pools
   mthp-<size>   anonymous memory, MADV_HUGEPAGE, with multi-size THP (Linux 6.8+) of that
-                folio size: 16K, 32K, 64K, 128K, 256K, 512K or 1M
+                folio size: a power of two from 8K, written as the kernel's hugepages-<N>kB
+                directories name it (16K, 64K, 1M)
   thp-collapse  anonymous memory populated in 4 KiB pages, then MADV_COLLAPSE (Linux 6.1+)
   shmem-thp     a memfd (shmem) mapped MAP_SHARED, MADV_HUGEPAGE (shmem_enabled 'advise')
+
+Which multi-size THP sizes exist is the kernel's: each size is a hugepages-<N>kB directory, and
+its knobs say what it is for (`enabled`: anonymous memory; `shmem_enabled`: shmem; x86-64 lists
+8K for shmem only). This module checks a size's form; the host (`hugelab inspect`) lists the
+sizes, and a run skips an arm whose size its kernel does not offer for that kind of memory.
 """
 
 from __future__ import annotations
 
+import re
+
 CLASSIC = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
-MTHP_SIZES_KB = (16, 32, 64, 128, 256, 512, 1024)
 MTHP_PREFIX = "mthp-"
+MTHP_FORM = f"{MTHP_PREFIX}<size>"
+PMD_LABEL = "2M"  # x86-64's PMD size: a folio of that size is `thp`, not an mthp-<size>
+MTHP_EXAMPLES = "16K, 64K, 1M"
+BACKINGS = (*CLASSIC, "thp-collapse", "shmem-thp", MTHP_FORM)
+# Backings a workload can only get by asking for them itself (madvise, memfd): hugelab-mem can
+BACKINGS_SELF_REQUESTED = ("thp-collapse", "shmem-thp")
 
 
 def mthp_size_label(size_kb: int) -> str:
@@ -21,33 +34,45 @@ def mthp_size_label(size_kb: int) -> str:
     return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
 
 
-MTHP_BACKINGS = tuple(f"{MTHP_PREFIX}{mthp_size_label(s)}" for s in MTHP_SIZES_KB)
-BACKINGS = (*CLASSIC, "thp-collapse", "shmem-thp", *MTHP_BACKINGS)
-# Backings a workload can only get by asking for them itself (madvise, memfd): hugelab-mem can
-BACKINGS_SELF_REQUESTED = ("thp-collapse", "shmem-thp")
+def label_kb(label: str) -> int | None:
+    """'64K' -> 64, '1M' -> 1024: a multi-size THP folio size, a power of two of at least 8 kB,
+    written as the kernel's hugepages-<N>kB directories name it ('1M', never '1024K'); None
+    for anything else."""
+    m = re.fullmatch(r"([1-9][0-9]{0,7})([KM])", label) if isinstance(label, str) else None
+    if m is None:
+        return None
+    kb = int(m.group(1)) * (1024 if m.group(2) == "M" else 1)
+    if kb < 8 or kb & (kb - 1) or mthp_size_label(kb) != label:
+        return None
+    return kb
 
 
 def mthp_size_kb(backing: str) -> int | None:
-    """'mthp-64K' -> 64; None for every other backing (or an unknown size)."""
-    if not backing.startswith(MTHP_PREFIX):
+    """'mthp-64K' -> 64; None for every other backing (or a malformed size, or 2M: thp)."""
+    if not isinstance(backing, str) or not backing.startswith(MTHP_PREFIX):
         return None
-    for size in MTHP_SIZES_KB:
-        if backing == f"{MTHP_PREFIX}{mthp_size_label(size)}":
-            return size
-    return None
+    label = backing.removeprefix(MTHP_PREFIX)
+    return None if label == PMD_LABEL else label_kb(label)
 
 
 def describe_choices() -> str:
     """For error hints: the vocabulary, with the mTHP sizes folded."""
-    return (", ".join((*CLASSIC, "thp-collapse", "shmem-thp")) +
-            f", mthp-<size> ({', '.join(mthp_size_label(s) for s in MTHP_SIZES_KB)})")
+    return ", ".join(BACKINGS[:-1]) + f", {MTHP_FORM} ({MTHP_EXAMPLES}...)"
+
+
+def mthp_size_problem(label: str) -> str:
+    """Why `label` is not a multi-size THP size (for an error)."""
+    if label == PMD_LABEL:
+        return f"{PMD_LABEL} is 'thp', not a multi-size THP size"
+    return (f"{label!r} is not a multi-size THP size: a power of two from 8K, written like "
+            f"{MTHP_EXAMPLES} (a kernel's sizes are its hugepages-<N>kB directories; "
+            "`hugelab inspect` lists this host's)")
 
 
 def backing_error(backing: str) -> str | None:
     """Why `backing` is not a backing name, or None."""
-    if backing in BACKINGS:
+    if backing in BACKINGS[:-1] or mthp_size_kb(backing) is not None:
         return None
-    if backing.startswith(MTHP_PREFIX):
-        return (f"'{backing}' is not a multi-size THP size hugelab knows: sizes are "
-                f"{', '.join(mthp_size_label(s) for s in MTHP_SIZES_KB)} (2M is 'thp')")
+    if isinstance(backing, str) and backing.startswith(MTHP_PREFIX):
+        return f"'{backing}': {mthp_size_problem(backing.removeprefix(MTHP_PREFIX))}"
     return f"unknown backing {backing!r}; one of: {describe_choices()}"

@@ -49,7 +49,8 @@ class VmLayer:
     # geometric mean of its trials), the trials within it repeated measures
     trials_per_boot: int = 1
     # guest RAM (anon, or memfd without page_size) in host multi-size THP folios of this size
-    # ("16K" .. "1M"): the runner sets that size's knob for the arm, every other size never
+    # (a size the host's kernel offers for that memory: `enabled` for anon, `shmem_enabled`
+    # for memfd): the runner sets that size's knob for the arm, every other size never
     mthp: str | None = None
 
     @property

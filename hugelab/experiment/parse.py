@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import ExperimentError
-from hugelab.experiment.backings import MTHP_SIZES_KB, mthp_size_label
+from hugelab.experiment.backings import PMD_LABEL, backing_error, label_kb, mthp_size_problem
 from hugelab.experiment.factors import (
     Levels,
     arms_as_factor,
@@ -18,7 +18,6 @@ from hugelab.experiment.factors import (
 )
 from hugelab.experiment.model import (
     ACCESS_MODES,
-    BACKINGS,
     MANAGERS,
     Arm,
     Experiment,
@@ -45,7 +44,6 @@ VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "
            "manager", "trials_per_boot", "mthp"}
 DOMAIN_ONLY_KEYS = ("access", "ssh_user", "ssh_key")
 GUEST_KEYS = {"thp", "pools", "mthp"}
-MTHP_LABELS = tuple(mthp_size_label(s) for s in MTHP_SIZES_KB)  # 16K .. 1M
 MTHP_MODES = ("always", "inherit", "madvise", "never")
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
                    "ssh_key", "manager", "trials_per_boot"}
@@ -130,6 +128,26 @@ def _choice(value: Any, allowed: tuple[str, ...], key: str, loc: _Locator | None
     return str(value)
 
 
+def _backing(value: Any, loc: _Locator | None, idx: int, what: str) -> str:
+    """An arm's backing: a name of the vocabulary (hugelab.experiment.backings); whether this
+    host offers an mthp-<size> is the run's check."""
+    problem = backing_error(value) if isinstance(value, str) else \
+        f"backing = {value!r} is not a backing name"
+    if problem:
+        raise _err(loc, f"{what}{problem}", "backing", arm=idx)
+    return str(value)
+
+
+def _mthp_size(value: Any, loc: _Locator | None, idx: int, what: str, table: str,
+               pmd: bool = False) -> str:
+    """A multi-size THP size label (16K, 64K, 1M; 2M too where `pmd`); whether a kernel
+    offers it is the host's (vm mthp: the run's check) or the guest's (guest mthp) to say."""
+    if isinstance(value, str) and (label_kb(value) is not None and (pmd or value != PMD_LABEL)):
+        return value
+    why = mthp_size_problem(value) if isinstance(value, str) else "not a size"
+    raise _err(loc, f"{what}mthp = {value!r}: {why}", "mthp", arm=idx, table=table)
+
+
 def parse_arm(d: Any, idx: int, loc: _Locator | None,
               defaults: dict[str, Any] | None = None, *, cell: bool = False) -> Arm:
     """One [[arms]] table, or (cell=True) one cell of a factorial, as a validated Arm."""
@@ -143,7 +161,7 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
         raise _err(loc, f"arm #{idx + 1} needs a name of letters, digits, '_.+-' (got {name!r})",
                    "name", arm=idx)
     what = f"{'cell' if cell else 'arm'} '{name}': "
-    backing = _choice(d.get("backing"), BACKINGS, "backing", loc, idx, what)
+    backing = _backing(d.get("backing"), loc, idx, what)
     thp = _choice(d["thp"], THP_MODES, "thp", loc, idx, what) if "thp" in d else None
     defrag = (_choice(d["thp_defrag"], THP_DEFRAG, "thp_defrag", loc, idx, what)
               if "thp_defrag" in d else None)
@@ -244,7 +262,7 @@ def _vm_mthp(d: dict[str, Any], backing: str, page: Any, loc: _Locator | None, i
     """vm mthp: a host multi-size THP size for guest RAM (anon, or memfd without page_size)."""
     if "mthp" not in d:
         return None
-    size = _choice(d["mthp"], MTHP_LABELS, "mthp", loc, idx, f"{what}vm ", "vm")
+    size = _mthp_size(d["mthp"], loc, idx, f"{what}vm ", "vm")
     if backing not in ("anon", "memfd") or page is not None:
         raise _err(loc, f"{what}vm mthp goes with guest RAM the host's THP can back: backing "
                    "\"anon\", or \"memfd\" without page_size", "mthp", arm=idx, table="vm",
@@ -303,7 +321,7 @@ def _guest_mthp(d: dict[str, Any], loc: _Locator | None, idx: int,
                    "{ \"64K\" = \"always\" }", "mthp", arm=idx, table="guest")
     out = []
     for size, mode in value.items():
-        _choice(size, (*MTHP_LABELS, "2M"), "mthp", loc, idx, f"{what}guest ", "guest")
+        _mthp_size(size, loc, idx, f"{what}guest ", "guest", pmd=True)
         out.append((size, _choice(mode, MTHP_MODES, "mthp", loc, idx, f"{what}guest {size} ",
                                   "guest")))
     return tuple(sorted(out, key=lambda sm: _label_kb(sm[0])))
