@@ -75,8 +75,12 @@ def _wait_ready(bindir: Path, port: int, server: subprocess.Popen[bytes], log: P
 
 
 @contextmanager
-def running_server(fsync: bool = False) -> Iterator[Server]:
-    """`fsync`: durable commits (off for tests: faster, nothing to keep)."""
+def running_server(fsync: bool = False, huge_pages: str = "off") -> Iterator[Server]:
+    """`fsync`: durable commits (off for tests: faster, nothing to keep). `huge_pages`: set
+    explicitly, never PostgreSQL's default `try`, which takes its shared memory from whatever
+    2 MiB pool the host has at start-up and holds it until the server stops: a store server
+    started while a test had a pool up kept those pages, and every later hugetlb trial on the
+    host found its pool short (CI failed that way)."""
     bindir = pg_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
@@ -100,7 +104,8 @@ def running_server(fsync: bool = False) -> Iterator[Server]:
         with open(data / "postgresql.conf", "a") as conf:
             conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\n"
                        f"unix_socket_directories = '{top}'\nssl = on\n"
-                       f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n")
+                       f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n"
+                       f"huge_pages = {huge_pages}\n")
         # in the foreground, as postgres, with the parent-death signal: a killed test session
         # takes its server with it (pg_ctl would leave a daemon behind)
         with open(top / "log", "wb") as log:
