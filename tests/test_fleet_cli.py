@@ -112,3 +112,23 @@ def test_a_killed_host_is_reported_recovered_and_resumed(fleet: SshFleet, tmp_pa
     merged = json.loads(rep.stdout)
     assert sorted(h["label"] for h in merged["hosts"]) == ["alpha", "beta"]
     assert (tmp_path / "fleet.html").read_text().count("alpha") >= 1
+
+
+@pytest.mark.slow
+def test_a_relative_inventory_path_is_the_callers(fleet: SshFleet, tmp_path: Path,
+                                                   pg_url: str) -> None:
+    """The README's form, `-i inv.ini` from the directory holding it, names the hosts in that
+    file (ansible-runner alone would look for it in its private data directory and take
+    `inv.ini` for a host name); --preflight-only changes nothing on the host."""
+    (tmp_path / "fault.toml").write_text(EXP)
+    fleet.inventory(tmp_path / "inv.ini")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cp = subprocess.run([*HUGELAB, "fleet", "run", "../fault.toml", "-i", "../inv.ini",
+                         "--store", pg_url, "--preflight-only", "--json"], cwd=elsewhere,
+                        capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in cp.stderr, cp.stderr
+    out = json.loads(cp.stdout)
+    assert cp.returncode == 0, out
+    assert sorted(out["hosts"]) == ["alpha", "beta"]
+    assert all(o["status"] == "ok" for o in out["hosts"].values()), out

@@ -468,6 +468,7 @@ def run_playbook(playbook: Path, inventory: Path, extravars: Mapping[str, Any], 
     interrupted). Ctrl-C, SIGTERM, SIGHUP or `cancel` being set cancel the run within a
     second; the artifacts go with the private data directory."""
     ansible_runner = _runner()
+    inventory = inventory.resolve()  # ansible-runner reads it from its private data directory
     cancel = cancel or threading.Event()
     done = threading.Event()
     failure: list[BaseException] = []
