@@ -26,7 +26,8 @@ def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = 
                failed: dict[str, set[int]] | None = None,
                flag_reason: str = "asked for thp, but only 2% of the mapping is in huge pages",
                target: str = "native", accel: str = "native", thp_share: float = 0.97,
-               store: Store | None = None, noise: float = 0.01) -> int:
+               store: Store | None = None, noise: float = 0.01,
+               steal: dict[int, float] | None = None) -> int:
     """One run: `arms` maps arm name -> factor on a ~100 ns base (lower is better)."""
     arms = arms or {"4k": 1.0, "thp": 0.95}
     flagged, missing, failed = flagged or {}, missing or {}, failed or {}
@@ -55,7 +56,9 @@ def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = 
                 metrics={}, evidence={"KernelPageSize_kB": 4, "Rss_kB": 1000,
                                       "AnonHugePages_kB": 980 if "thp" in arm else 0},
                 monitors={"vmstat": {"thp_fault_alloc": alloc,
-                                     "thp_fault_fallback": (100 - alloc) if alloc else 0}},
+                                     "thp_fault_fallback": (100 - alloc) if alloc else 0},
+                          **({"load": {"steal_share": steal.get(b, 0.0),
+                                       "other_busy_share": 0.02}} if steal is not None else {})},
                 provenance={"accel": accel, "kernel": "6.1.0", "hugelab": "0.1.0",
                             "target": target},
                 flag=flag, error=error, target=target))
@@ -161,6 +164,25 @@ def test_monitor_and_evidence_summary(tmp_path):
     assert thp["monitors"]["reading"].startswith("host-wide: 97% of THP faults served by huge pages")
     assert thp["evidence"]["anon_huge_share_median"] == pytest.approx(0.98)
     assert "page size 4 kB" in thp["evidence"]["reading"]
+
+
+def test_trials_under_high_machine_load_are_counted_and_warned_about(tmp_path):
+    db = tmp_path / "s.db"
+    make_store(db, blocks=20, steal={3: 0.30, 4: 0.12})
+    r = report_for(db)
+    load = next(s for s in r["series"] if s["name"] == "thp")["monitors"]["load"]
+    assert (load["trials"], load["high"], load["high_kinds"]) == (20, 2, {"CPU steal": 2})
+    assert load["max"]["steal_share"] == 0.30 and load["median"]["steal_share"] == 0.0
+    assert "2 of 20 trials under high machine load (CPU steal in 2)" in \
+        next(s for s in r["series"] if s["name"] == "thp")["monitors"]["reading"]
+    assert any("4k: 2 of 20 trials under high machine load" in w for w in r["warnings"])
+    quiet = tmp_path / "q.db"
+    make_store(quiet, blocks=20, steal={})
+    r = report_for(quiet)
+    assert r["series"][0]["monitors"]["load"]["reading"] == "machine load low in all 20 trials"
+    assert not any("machine load" in w for w in r["warnings"])
+    make_store(tmp_path / "n.db", blocks=20)  # runs from before load was recorded
+    assert report_for(tmp_path / "n.db")["series"][0]["monitors"]["load"] is None
 
 
 def test_tcg_guest_trials_give_a_loud_warning_and_a_grid(tmp_path):

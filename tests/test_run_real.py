@@ -75,13 +75,17 @@ def test_run_small_experiment_end_to_end(env):
     out = json.loads(r.stdout)
     arms = {a["arm"]: a for a in out["arms"]}
     assert all(arms[a]["n"] == 3 and arms[a]["flagged"] == 0 for a in arms), arms
-    assert arms["2M"]["speedup"] > 1.0  # huge pages shorten the chase on 64 MiB
+    # machinery, not noise: 3 blocks of 0.3 s on a shared VM read 2M anywhere from 0.86x to
+    # 1.3x (issue 20), so the test asserts a speedup was computed, not its direction
+    assert 0.0 < arms["2M"]["speedup"] < 100.0
     shown = json.loads(hugelab("show", "1", "--store", "s.db", "--json", cwd=env).stdout)
     thp = [t for t in shown["trials"] if t["arm"] == "thp-always"][0]
     assert thp["evidence"]["AnonHugePages_kB"] > 0 and thp["provenance"]["thp"] == "always"
     two = [t for t in shown["trials"] if t["arm"] == "2M"][0]
     assert two["evidence"]["KernelPageSize_kB"] == 2048 and two["evidence"]["check"] == "verified"
     assert "vmstat" in two["monitors"]
+    load = two["monitors"]["load"]  # the machine's load while the trial ran, as evidence
+    assert 0.0 <= load["steal_share"] <= 1.0 and 0.0 <= load["other_busy_share"] <= 1.0
 
 
 def test_sigkill_then_recover_then_resume_without_duplicates(env):

@@ -37,6 +37,7 @@ from hugelab.report.load import RunData
 from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
+from hugelab.trial.load import HIGH, high_load
 
 TAIL_BOOT_BUDGET = 2_000_000
 DRIFT_ALPHA = 0.01  # a warning, so conservative; Bonferroni over its two tests inside
@@ -280,8 +281,29 @@ def _monitors(mons: list[dict[str, Any]]) -> dict[str, Any]:
                f"host-wide: {share:.0%} of THP faults served by huge pages "
                f"(median {med.get('thp_fault_alloc', 0):.0f} allocated, "
                f"{med.get('thp_fault_fallback', 0):.0f} fell back per trial)")
+    load = machine_load(mons)
+    if load and load["high"]:
+        reading += f"; {load['reading']}"
     return {"trials": len(vms), "vmstat_median": med, "thp_fault_share": share,
-            "reading": reading if vms else "no monitor data"}
+            "load": load, "reading": reading if vms else "no monitor data"}
+
+
+def machine_load(mons: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The machine's load over sampled trials (hugelab.trial.load): medians, the trials at or
+    above its HIGH thresholds and their commonest readings; None when no trial recorded it."""
+    loads = [m["load"] for m in mons if isinstance(m.get("load"), dict) and m["load"]]
+    if not loads:
+        return None
+    keys = sorted({k for ld in loads for k in ld})
+    med = {k: median(float(ld[k]) for ld in loads if k in ld) for k in keys}
+    flagged = [h for ld in loads if (h := high_load(ld))]
+    kinds = Counter(r.rsplit(" ", 1)[0] for h in flagged for r in h)
+    worst = {k: max(float(ld.get(k, 0)) for ld in loads) for k in HIGH if k in keys}
+    reading = (f"{len(flagged)} of {len(loads)} trials under high machine load ("
+               + ", ".join(f"{kind} in {n}" for kind, n in kinds.most_common()) + ")"
+               if flagged else f"machine load low in all {len(loads)} trials")
+    return {"trials": len(loads), "high": len(flagged), "median": med, "max": worst,
+            "high_kinds": dict(kinds), "thresholds": HIGH, "reading": reading}
 
 
 def _evidence(evs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -426,8 +448,8 @@ def provenance(data: RunData) -> dict[str, Any]:
             "hugelab_versions": dict(versions)}
 
 
-def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | None
-              ) -> list[str]:
+def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | None,
+              series: list[dict[str, Any]]) -> list[str]:
     out = [] if data.n_trials else ["the run has no trials yet"]
     if any("tcg" in a for a in data.accel.values()):
         out.append(TCG_WARNING)
@@ -443,6 +465,11 @@ def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | N
                        f"{c['design_effect']:.2f}): the result drifted over the run")
         if (c.get("drift") or {}).get("drifting"):
             out.append(f"{c['name']}: {c['drift']['reading']}")
+    for s in series:
+        load = s["monitors"].get("load") or {}
+        if load.get("high"):
+            out.append(f"{s['name']}: {load['reading']}: a shift in the effects over the run "
+                       "may be the machine's, not the backing's")
     if vc and vc.get("pooling_warning"):
         out.append("blocks differ from one another: only the paired (within-block) comparisons "
                    "are trustworthy; do not pool trials across blocks")
@@ -485,6 +512,6 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         "series": rows, "comparisons": comps, "block_variance": vc,
         "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
         "repetitions": repetitions(data),
-        "warnings": _warnings(data, comps, vc),
+        "warnings": _warnings(data, comps, vc, rows),
     }
     return Report(data=data, result=clean(result), paired=ps)

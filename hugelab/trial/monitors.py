@@ -14,6 +14,7 @@ from hugelab.host.paths import (
     parse_vmstat,
     read_text,
 )
+from hugelab.trial import load as machine_load
 from hugelab.trial.folios import mthp_stats, stats_delta
 
 VMSTAT_PREFIXES = ("thp_", "compact_", "numa_", "pswp", "pgfault", "pgmajfault", "htlb_")
@@ -27,6 +28,7 @@ class Snapshot:
     meminfo: dict[str, int]
     numastat: dict[int, dict[str, int]] = field(default_factory=dict)
     mthp: dict[str, dict[str, int]] = field(default_factory=dict)  # per-size THP stats
+    load: machine_load.LoadSnapshot | None = None  # CPU steal, other processes' CPU, PSI
 
 
 def numastat(paths: HostPaths = REAL) -> dict[int, dict[str, int]]:
@@ -44,7 +46,7 @@ def snapshot(paths: HostPaths = REAL) -> Snapshot:
     mi = parse_kv_kb(read_text(paths.meminfo, "") or "")
     return Snapshot({k: v for k, v in vm.items() if k.startswith(VMSTAT_PREFIXES)},
                     {k: mi[k] for k in MEMINFO_KEYS if k in mi}, numastat(paths),
-                    mthp_stats(paths.p(THP_DIR)))
+                    mthp_stats(paths.p(THP_DIR)), machine_load.snapshot(paths))
 
 
 def _moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -53,12 +55,15 @@ def _moved(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 
 def delta(before: Snapshot, after: Snapshot) -> dict[str, Any]:
     """vmstat counter deltas (only those that moved), meminfo before/after, numastat per node,
-    and the per-size THP stats that moved (hugepages-<N>kB/stats: anon_fault_alloc, ...)."""
+    the per-size THP stats that moved (hugepages-<N>kB/stats: anon_fault_alloc, ...) and the
+    machine's load during the trial (:mod:`hugelab.trial.load`)."""
     numa = {str(n): _moved(v, after.numastat.get(n, {})) for n, v in before.numastat.items()}
     out = {"vmstat": _moved(before.vmstat, after.vmstat), "meminfo_before": before.meminfo,
            "meminfo_after": after.meminfo, "numastat": numa}
     if before.mthp:
         out["mthp_stats"] = stats_delta(before.mthp, after.mthp)
+    if before.load is not None and after.load is not None:
+        out["load"] = machine_load.load_delta(before.load, after.load)
     return out
 
 
