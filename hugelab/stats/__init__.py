@@ -12,6 +12,8 @@ from hugelab.stats.grid import Grid, make_grid, percent_of_native
 from hugelab.stats.multiple import adjust, compare_many, holm
 from hugelab.stats.paired import Comparison, compare, log_ratios, verdicts
 from hugelab.stats.plan import Detectable, Plan, detectable_effect, plan, simulate_power
+from hugelab.stats.repeats import Replication
+from hugelab.stats.repeats import combine as combine_repeats
 from hugelab.stats.sequential import (
     SequentialDecision,
     SequentialPlan,
@@ -30,6 +32,7 @@ __all__ = [
     "Grid",
     "Normality",
     "Plan",
+    "Replication",
     "SequentialDecision",
     "SequentialPlan",
     "StatsInputError",
@@ -39,6 +42,7 @@ __all__ = [
     "adjust",
     "classic_table",
     "compare",
+    "combine_repeats",
     "compare_many",
     "compare_tails",
     "compare_unpaired",
