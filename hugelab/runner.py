@@ -22,6 +22,7 @@ from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.recovery import run_session
 from hugelab.store import SqlStore, Trial
 from hugelab.trial import monitors
+from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
 from hugelab.vm.domains.libvirt_guest import resolve_experiment
@@ -31,6 +32,7 @@ from hugelab.vm.trial import (
     run_guest_trial,
     vm_spec,
 )
+from hugelab.workloads import process_thp
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
@@ -58,8 +60,14 @@ class RunOutcome:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _workload_bytes(workload: Workload) -> int | None:
-    """Bytes of huge pages one trial's workload maps: what it says it needs, or its size."""
+def _workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
+    """Bytes of huge pages one trial's workload maps: what it says it needs for the arm's page
+    size (`hugetlb_bytes_for(size)`, e.g. a JVM's heap rounded to whole pages), what it says
+    it needs (`hugetlb_bytes()`), or its size."""
+    size = arm.hugetlb_size if arm is not None and arm.vm is None else None
+    need_for = getattr(workload, "hugetlb_bytes_for", None)
+    if callable(need_for) and size:
+        return int(need_for(size))
     need = getattr(workload, "hugetlb_bytes", None)
     if callable(need):
         return int(need())
@@ -91,7 +99,7 @@ def pool_plan(exp: Experiment, workload: Workload, arms: list[Arm] | None = None
     need: dict[PoolKey, int] = {}
     per_arm = per_arm or {}
     for arm in exp.arms if arms is None else arms:
-        nbytes = _workload_bytes(per_arm.get(arm.name, workload))
+        nbytes = _workload_bytes(per_arm.get(arm.name, workload), arm)
         for key, pages in arm_pool_need(arm, nbytes).items():
             together = exp.design in ("duet", "interleaved")  # every arm of a block at once
             need[key] = need.get(key, 0) + pages if together else \
@@ -223,8 +231,9 @@ class Runner:
         self.exp = resolve_experiment(self.exp)  # users' domains: their memory, or an error
         host = self.host = inspect_host(self.paths)
         skipped = unsupported_arms(self.exp, host)
+        self._preflight(skipped)  # tools, kernel features, the application's own settings
         self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
-        self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a)), self.hugetlbfs)
+        self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a), a), self.hugetlbfs)
                       for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
         run_id, created = self.store.get_or_create_run(
             run_key(self.exp, self.label), self.exp.name, self.exp.to_dict(), host, self.label)
@@ -252,6 +261,21 @@ class Runner:
         self.store.set_run_status(run_id, "finished", skipped)
         self.progress(RunEvent("done", executed, executed))
         return RunOutcome(run_id, not created, executed, skipped)
+
+    def _preflight(self, skipped: dict[str, str]) -> None:
+        """Each arm's workload checks what it needs before any host change (`preflight()`:
+        its programs installed, its settings valid, a process_thp this kernel has); an
+        ExperimentError or ToolMissingError stops the run with nothing changed."""
+        seen: set[int] = set()
+        for arm in self.exp.arms:
+            workload = self._workload(arm)
+            if arm.name not in skipped:
+                process_thp.preflight(workload.kind, arm.process_thp)
+            check = getattr(workload, "preflight", None)
+            if arm.name in skipped or id(workload) in seen or not callable(check):
+                continue
+            seen.add(id(workload))
+            check()
 
     def _should_stop(self, run_id: int, spec: TrialSpec, nxt: TrialSpec | None,
                      skipped: dict[str, str]) -> bool:
@@ -285,7 +309,7 @@ class Runner:
         """Reserve every pool the arms need, once, before the first trial; an arm whose pool
         cannot be had is skipped with the reason (requested vs achieved)."""
         arms = [a for a in self.exp.arms if a.name not in skipped]
-        needs = {a.name: arm_pool_need(a, _workload_bytes(self._workload(a))) for a in arms}
+        needs = {a.name: arm_pool_need(a, _workload_bytes(self._workload(a), a)) for a in arms}
         out: dict[str, str] = {}
         plan = pool_plan(self.exp, self.workload, arms, self.workloads)
         for (size, node), pages in sorted(plan.items(),
@@ -475,6 +499,11 @@ class Runner:
         """The evidence rules (hugelab.trial.evidence) for every layer this arm sets."""
         where = "host" if arm.vm is None else f"guest {target}"
         checks = [check_workload(arm.backing, evidence, self.exp.thp_min_fraction, where)]
+        if arm.process_thp:
+            checks.append(check_process(arm.process_thp, evidence.get("tree") or {}, where))
+        app = app_check(evidence)  # the application's own switch, judged by its kind
+        if app is not None:
+            checks.append(app)
         if arm.vm is not None:
             host_thp = "never" if host_backing == "4k" else "always/madvise"
             checks.append(check_vm(arm.vm.backing, arm.vm.page_size, evidence.get("qemu") or {},

@@ -206,7 +206,7 @@ def test_cache_dir_honours_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_build_entry_point(binary: Path) -> None:
     cp = subprocess.run([sys.executable, "-m", "hugelab.workloads.build"],
                         capture_output=True, text=True, check=True)
-    assert Path(cp.stdout.strip()) == binary
+    assert [Path(p) for p in cp.stdout.split()] == [binary, build.ensure_hugelab_thp()]
 
 
 # --- the binary's command line ----------------------------------------------------------

@@ -81,7 +81,7 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     for a in exp.arms:
         if a.vm is not None:
-            vm_spec(a, _workload_bytes(per_arm.get(a.name, workload)), hugetlbfs)
+            vm_spec(a, _workload_bytes(per_arm.get(a.name, workload), a), hugetlbfs)
     runnable = [a for a in exp.arms if a.name not in skipped]
     thp_now = host["thp"].get("enabled")
     modes = sorted({(a.thp or thp_now or "-", a.thp_defrag or host["thp"].get("defrag") or "-")

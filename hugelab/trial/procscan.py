@@ -13,7 +13,9 @@ environment (which survives a `setsid()` or a daemon's double fork).
 field, the peak of the tree's total: `/proc/PID/smaps_rollup` (AnonHugePages, Anonymous,
 Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss), the hugetlb pages by page
 size (from /proc/PID/smaps, read only for processes that map hugetlb pages), the number of
-processes, and the pages each hugetlb pool lost since the start (free_hugepages down or
+processes, each process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command
+name: a per-process `process_thp` shows there), the THP outside madvised mappings (from smaps,
+read only for processes that have THP), and the pages each hugetlb pool lost since the start (free_hugepages down or
 resv_hugepages up: host-wide, so they explain rather than prove). Reading smaps_rollup walks the process's page tables, so samples are spaced out.
 """
 
@@ -56,6 +58,36 @@ def hugetlb_by_page_size(smaps_text: str) -> dict[int, int]:
             elif parts[0] in ("Private_Hugetlb:", "Shared_Hugetlb:") and int(parts[1]):
                 out[page] = out.get(page, 0) + int(parts[1])
     return out
+
+
+def unadvised_thp_kb(smaps_text: str) -> int:
+    """kB of AnonHugePages in mappings without MADV_HUGEPAGE (no `hg` in VmFlags), from a full
+    /proc/PID/smaps text: what a process under PR_THP_DISABLE_EXCEPT_ADVISED must not have."""
+    total, huge = 0, 0
+    for line in smaps_text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            parts = line.split()
+            huge = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        elif line.startswith("VmFlags:"):
+            if huge and "hg" not in line.split()[1:]:
+                total += huge
+            huge = 0
+    return total
+
+
+def thp_enabled(status_text: str) -> int | None:
+    """THP_enabled of a /proc/PID/status text (1, or 0 under PR_SET_THP_DISABLE); None when
+    the kernel does not say (before Linux 6.0)."""
+    for line in status_text.splitlines():
+        if line.startswith("THP_enabled:"):
+            value = line.split()[1:]
+            return int(value[0]) if value and value[0].isdigit() else None
+    return None
+
+
+def _comm(pid: int, proc: str, read: Callable[[str], str | bytes | None]) -> str:
+    text = read(f"{proc}/{pid}/comm")
+    return text.strip() if isinstance(text, str) else "?"
 
 
 def stat_fields(text: str) -> tuple[int, int, int, int]:
@@ -124,12 +156,20 @@ def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | N
 
 
 def measure(pids: Iterable[int], proc: str = "/proc",
-            read: Callable[[str], str | bytes | None] | None = None) -> dict[str, object]:
-    """One sample: the tree's smaps_rollup totals and hugetlb kB per page size. `read` reads a
-    file (default: this machine's; a user's guest passes one that reads through its agent)."""
+            read: Callable[[str], str | bytes | None] | None = None,
+            thp_detail: bool | None = None) -> dict[str, object]:
+    """One sample: the tree's smaps_rollup totals, hugetlb kB per page size and THP modes. `read`
+    reads a file (default: this machine's; a user's guest passes one that reads through its
+    agent). `thp_detail`: also each process's THP mode (status, comm) and, for processes with
+    THP, the THP outside madvised mappings (full smaps); default: only when reading this
+    machine's files, where it is cheap."""
+    thp_detail = read is None if thp_detail is None else thp_detail
     read = read or _read
     tot: dict[str, int] = {v: 0 for v in ROLLUP_FIELDS.values()}
     by_size: dict[int, int] = {}
+    thp_on: dict[str, int] = {}   # command name -> processes with THP_enabled 1
+    thp_off: dict[str, int] = {}  # ... with THP_enabled 0
+    unadvised: dict[str, int] = {}  # command name -> kB of THP outside madvised mappings
     n = 0
     for pid in pids:
         text = read(f"{proc}/{pid}/smaps_rollup")
@@ -139,11 +179,22 @@ def measure(pids: Iterable[int], proc: str = "/proc",
         fields = parse_kb_fields(text)
         for src, dst in ROLLUP_FIELDS.items():
             tot[dst] += fields.get(src, 0)
-        if fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0):
-            smaps = read(f"{proc}/{pid}/smaps")
-            for size, kb in hugetlb_by_page_size(smaps if isinstance(smaps, str) else "").items():
+        comm = _comm(pid, proc, read) if thp_detail else "?"
+        status = read(f"{proc}/{pid}/status") if thp_detail else None
+        enabled = thp_enabled(status) if isinstance(status, str) else None
+        if enabled is not None:
+            counts = thp_on if enabled else thp_off
+            counts[comm] = counts.get(comm, 0) + 1
+        hugetlb = fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0)
+        if hugetlb or (thp_detail and fields.get("AnonHugePages", 0)):
+            text = read(f"{proc}/{pid}/smaps")
+            smaps = text if isinstance(text, str) else ""
+            for size, kb in hugetlb_by_page_size(smaps).items():
                 by_size[size] = by_size.get(size, 0) + kb
-    return {**tot, "processes": n, "hugetlb_by_page_kb": by_size}
+            if thp_detail and fields.get("AnonHugePages", 0):
+                unadvised[comm] = unadvised.get(comm, 0) + unadvised_thp_kb(smaps)
+    return {**tot, "processes": n, "hugetlb_by_page_kb": by_size, "thp_enabled_by_comm": thp_on,
+            "thp_disabled_by_comm": thp_off, "unadvised_thp_kb_by_comm": unadvised}
 
 
 def pool_counts(sysfs: str = "/sys/kernel/mm/hugepages") -> dict[str, tuple[int, int]]:
@@ -226,7 +277,9 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         out: dict[str, object] = {v: 0 for v in ROLLUP_FIELDS.values()}
-        out.update({"processes": 0, "hugetlb_by_page_kb": {}, "pool_pages_taken": {}})
+        out.update({"processes": 0, "hugetlb_by_page_kb": {}, "pool_pages_taken": {},
+                    "thp_enabled_by_comm": {}, "thp_disabled_by_comm": {},
+                    "unadvised_thp_kb_by_comm": {}})
         out.update(self.peak)
         by_size = out.get("hugetlb_by_page_kb")
         out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}

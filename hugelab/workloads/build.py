@@ -1,11 +1,12 @@
-"""Builds the `hugelab-mem` micro-benchmark from its C source, once per source version.
+"""Builds hugelab's C programs from their sources, once per source version: the `hugelab-mem`
+micro-benchmark and the `hugelab-thp` wrapper (a process's own THP mode through prctl).
 
 The binary is static so the same file runs on the host and inside guests. It is cached
 next to the package (`hugelab/_bin/`, gitignored) or, when the package directory is
 read-only (a system install), under `$XDG_CACHE_HOME/hugelab/`. A stamp file beside the
 binary records the sha256 of the source and the flags, so later calls cost one hash.
 
-Run `python -m hugelab.workloads.build` to build and print the binary's path.
+Run `python -m hugelab.workloads.build` to build both and print their paths.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ ENV_OVERRIDE = "HUGELAB_MEM_BIN"
 CFLAGS: tuple[str, ...] = ("-O2", "-Wall", "-Wextra", "-Werror", "-static", "-pthread")
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SOURCE = PACKAGE_DIR / "csrc" / "hugelab-mem.c"
+THP_NAME = "hugelab-thp"
+THP_ENV_OVERRIDE = "HUGELAB_THP_BIN"
+THP_SOURCE = PACKAGE_DIR / "csrc" / "hugelab-thp.c"
+THP_CFLAGS: tuple[str, ...] = ("-O2", "-Wall", "-Wextra", "-Werror", "-static")
 
 
 def stamp_text(source: Path, cflags: Sequence[str] = CFLAGS) -> str:
@@ -39,7 +44,8 @@ def candidate_dirs() -> list[Path]:
     return [PACKAGE_DIR / "_bin", cache / "hugelab"]
 
 
-def first_writable(dirs: Iterable[Path]) -> Path:
+def first_writable(dirs: Iterable[Path], name: str = BINARY_NAME,
+                   env: str = ENV_OVERRIDE) -> Path:
     """The first directory that exists (or can be created) and accepts new files."""
     tried = []
     for d in dirs:
@@ -52,8 +58,8 @@ def first_writable(dirs: Iterable[Path]) -> Path:
             return d
         tried.append(str(d))
     raise HugelabError(
-        f"no writable directory for {BINARY_NAME} (tried {', '.join(tried)})",
-        hint=f"set {ENV_OVERRIDE} to a prebuilt binary or XDG_CACHE_HOME to a writable dir",
+        f"no writable directory for {name} (tried {', '.join(tried)})",
+        hint=f"set {env} to a prebuilt binary or XDG_CACHE_HOME to a writable dir",
     )
 
 
@@ -79,10 +85,11 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def build(source: Path, out_dir: Path, cflags: Sequence[str] = CFLAGS) -> Path:
-    """Binary for `source` in `out_dir`, compiled only if the stamp does not match."""
-    binary = out_dir / BINARY_NAME
-    stamp = out_dir / f"{BINARY_NAME}.stamp"
+def build(source: Path, out_dir: Path, cflags: Sequence[str] = CFLAGS,
+          name: str = BINARY_NAME) -> Path:
+    """Binary `name` for `source` in `out_dir`, compiled only if the stamp does not match."""
+    binary = out_dir / name
+    stamp = out_dir / f"{name}.stamp"
     want = stamp_text(source, cflags)
     if binary.is_file() and stamp.is_file() and stamp.read_text() == want:
         return binary
@@ -91,21 +98,33 @@ def build(source: Path, out_dir: Path, cflags: Sequence[str] = CFLAGS) -> Path:
     return binary
 
 
+def _override(env: str) -> Path | None:
+    value = os.environ.get(env)
+    if not value:
+        return None
+    path = Path(value)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise HugelabError(f"{env}={value} is not an executable file")
+    return path
+
+
 def ensure_hugelab_mem() -> Path:
     """Path of a ready `hugelab-mem`: $HUGELAB_MEM_BIN if set, else a cached build."""
-    override = os.environ.get(ENV_OVERRIDE)
-    if override:
-        path = Path(override)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise HugelabError(f"{ENV_OVERRIDE}={override} is not an executable file")
-        return path
-    return build(SOURCE, first_writable(candidate_dirs()))
+    return _override(ENV_OVERRIDE) or build(SOURCE, first_writable(candidate_dirs()))
+
+
+def ensure_hugelab_thp() -> Path:
+    """Path of a ready `hugelab-thp`: $HUGELAB_THP_BIN if set, else a cached build."""
+    return _override(THP_ENV_OVERRIDE) or build(
+        THP_SOURCE, first_writable(candidate_dirs(), THP_NAME, THP_ENV_OVERRIDE),
+        THP_CFLAGS, THP_NAME)
 
 
 def main() -> int:
     """Entry point for the install script: build, print the path."""
     try:
         print(ensure_hugelab_mem())
+        print(ensure_hugelab_thp())
     except HugelabError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:

@@ -26,6 +26,7 @@ from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
 from hugelab.proc import APT_PACKAGES, spawn
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
+from hugelab.workloads.process_thp import check_mode, target_for
 
 LOOPBACK = "127.0.0.1"  # the only address any hugelab network workload uses
 
@@ -285,6 +286,7 @@ class CommandWorkload:
     unit: str = "s"
     name: str = "value"
     timeout_s: float | None = None
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="command", init=False)
 
     def __post_init__(self) -> None:
@@ -303,6 +305,7 @@ class CommandWorkload:
             raise ExperimentError("command: metric 'json' needs json_path (e.g. 'result.ops_per_s')")
         if self.metric == "regex":
             self._compiled()
+        check_mode("command", self.process_thp)
 
     def _compiled(self) -> re.Pattern[str]:
         if not self.regex:
@@ -370,7 +373,8 @@ class CommandWorkload:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
-        result = self.parse(target.exec(self.argv_list(), timeout=self.timeout_s))
+        result = self.parse(target_for(target, self.process_thp).exec(self.argv_list(),
+                                                                     timeout=self.timeout_s))
         result.info["backing"] = backing
         result.info["backing_note"] = THP_ONLY_NOTE
         return result

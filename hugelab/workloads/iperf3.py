@@ -30,6 +30,7 @@ from hugelab.workloads.command import (
     default_server,
     tail,
 )
+from hugelab.workloads.process_thp import check_mode, target_for, wrap
 
 RETRY_PAUSE_S = 0.5
 
@@ -94,9 +95,11 @@ class IPerf3:
     binary: str = "iperf3"
     server_binary: str | None = None  # default: the same as `binary`
     server: ServerSide | None = field(default=None, compare=False, repr=False)
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="iperf3", init=False)
 
     def __post_init__(self) -> None:
+        check_mode("iperf3", self.process_thp)
         if self.duration_s < 1 or self.parallel < 1:
             raise ExperimentError("iperf3: duration_s and parallel must be at least 1")
         if self.port is not None and not 0 < self.port < 65536:
@@ -146,7 +149,9 @@ class IPerf3:
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
         side = default_server(self.server, target, "iperf3", self.port)
-        handle = side.start(self.server_argv, "iperf3")
+        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
+                            "iperf3")
+        target = target_for(target, self.process_thp)
         server_out = ""
         try:
             res, attempts = self._client(target, handle)

@@ -33,6 +33,7 @@ from hugelab.workloads.command import (
     first_version,
     rusage_metrics,
 )
+from hugelab.workloads.process_thp import check_mode, target_for
 
 SHORT_BUILD_S = 1.0
 
@@ -58,9 +59,11 @@ class MakeBuild:
     scratch_dir: str = ""  # "" = $TMPDIR (the trial scope's directory under hugelab), else /tmp
     make_binary: str = "make"
     timeout_s: float = 3600.0
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="build", init=False)
 
     def __post_init__(self) -> None:
+        check_mode("build", self.process_thp)
         if not self.source_dir:
             raise ExperimentError("build: source_dir is required (a directory with a Makefile)")
         if self.jobs < 1:
@@ -108,6 +111,7 @@ class MakeBuild:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
+        target = target_for(target, self.process_thp)
         dest = self._prepare(target)
         try:
             check_exit(target.exec(self.copy_argv(dest)), "cp")

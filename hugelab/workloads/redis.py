@@ -29,6 +29,7 @@ from hugelab.workloads.command import (
     first_version,
     tail,
 )
+from hugelab.workloads.process_thp import check_mode, target_for, wrap
 
 TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
          "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",
@@ -85,6 +86,7 @@ class RedisBenchmark:
     benchmark_binary: str = "redis-benchmark"
     timeout_s: float | None = None
     server: ServerSide | None = field(default=None, compare=False, repr=False)
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="redis", init=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +99,7 @@ class RedisBenchmark:
         for name in ("requests", "clients", "data_size", "pipeline"):
             if getattr(self, name) < 1:
                 raise ExperimentError(f"redis: {name} must be at least 1")
+        check_mode("redis", self.process_thp)
 
     @property
     def primary(self) -> str:
@@ -145,7 +148,9 @@ class RedisBenchmark:
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
         side = default_server(self.server, target, "redis-server", self.port)
-        handle = side.start(self.server_argv, "redis-server")
+        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
+                            "redis-server")
+        target = target_for(target, self.process_thp)
         server_out = ""
         try:
             res = target.exec(self.benchmark_argv(handle.client_port),

@@ -179,6 +179,10 @@ def with_arm(workload: Workload, arm: Arm) -> Workload:
     if not given:
         return workload
     kind = workload.kind
+    if arm.process_thp and arm.vm is not None:
+        raise ExperimentError(f"arm '{arm.name}': process_thp applies to the host's processes; "
+                              "this arm runs its workload in guests",
+                              hint="set the guests' THP with guest.thp")
     names = {f.name for f in dataclasses.fields(workload)}  # type: ignore[arg-type]
     missing = [k for k in given if k not in names]
     if missing:

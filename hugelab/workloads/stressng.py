@@ -26,6 +26,7 @@ from hugelab.workloads.command import (
     parse_size,
     tail,
 )
+from hugelab.workloads.process_thp import check_mode, target_for
 
 STRESSORS = ("remap", "malloc", "mlock", "vm", "mmaphuge")
 BYTES_OPTION = {"vm": "--vm-bytes", "malloc": "--malloc-bytes", "mlock": None,
@@ -149,9 +150,11 @@ class StressNg:
     timeout_s: int = 10
     bytes_per_worker: int | str | None = None
     binary: str = "stress-ng"
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="stress-ng", init=False)
 
     def __post_init__(self) -> None:
+        check_mode("stress-ng", self.process_thp)
         if self.stressor not in STRESSORS:
             raise ExperimentError(f"stress-ng: unknown stressor {self.stressor!r}; "
                                   f"one of: {', '.join(STRESSORS)}")
@@ -214,6 +217,7 @@ class StressNg:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
+        target = target_for(target, self.process_thp)
         tmp = target.exec(["mktemp", "-d", "-t", "hugelab-stress-ng.XXXXXX"])
         check_exit(tmp, "mktemp")
         tmpdir = tmp.stdout.strip()

@@ -28,6 +28,7 @@ from hugelab.workloads.command import (
     parse_size,
     tail,
 )
+from hugelab.workloads.process_thp import check_mode, target_for
 
 TLB_REACH_4K = 8 << 20      # ~STLB entries x 4 KiB on current x86 (1536-2048 x 4 KiB)
 MIN_USEFUL_BLOCK = 64 << 20  # a buffer this big overflows the 4 KiB TLB reach many times
@@ -135,6 +136,7 @@ class SysbenchMemory:
     threads: int = 1
     time_s: int = 10
     binary: str = "sysbench"
+    process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="sysbench", init=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +153,7 @@ class SysbenchMemory:
                                       f"not {getattr(self, name)!r}")
         if self.threads < 1 or self.time_s < 1:
             raise ExperimentError("sysbench: threads and time_s must be at least 1")
+        check_mode("sysbench", self.process_thp)
 
     def hugetlb_bytes(self) -> int:
         """Bytes of hugetlb memory a trial takes with --memory-hugetlb=on: one shmget buffer
@@ -207,5 +210,5 @@ class SysbenchMemory:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
-        res = target.exec(self.argv(backing), timeout=self.time_s + 60.0)
+        res = target_for(target, self.process_thp).exec(self.argv(backing), timeout=self.time_s + 60.0)
         return self.parse(res, backing)
