@@ -7,9 +7,10 @@ class HugelabError(Exception):
     """Base of every error hugelab reports to a user: a message and an optional hint."""
 
     exit_code = 1
-    # Why a trial failed, for resume: "environment" (a killed run, a pool not free, a guest
-    # that did not boot: retried on resume) or "workload" (the workload itself failed: kept
-    # as failed unless the user asks for --retry-failed).
+    # Why a trial failed, for resume: "environment" (a killed run, a guest that did not boot:
+    # retried on resume), "pool" (another user of a hugetlb pool took the pages: retried too)
+    # or "workload" (the workload itself failed: kept as failed unless the user asks for
+    # --retry-failed).
     cause = "environment"
 
     def __init__(self, message: str, hint: str | None = None) -> None:
@@ -79,9 +80,14 @@ class WorkloadError(HugelabError):
 
 class PoolBusyError(WorkloadError):
     """The workload could not get the huge pages its pool was reserved with (another process
-    holds them): a fault of the environment, retried on resume."""
+    took them, or holds them so that the pool cannot grow): a fault of the environment, with
+    a cause of its own ("pool") so that a report can say so, retried on resume."""
 
-    cause = "environment"
+    cause = "pool"
+
+
+# Causes of failed trials that resume runs again: faults of the host, not of the workload.
+RETRIED_CAUSES = ("environment", "pool")
 
 
 class StoreError(HugelabError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hugelab import __version__
-from hugelab.errors import HugelabError, PoolError
+from hugelab.errors import HugelabError, PoolBusyError, PoolError
 from hugelab.experiment import Arm, Experiment, TrialSpec, VmLayer, schedule
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
@@ -76,6 +76,8 @@ def _workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
 
 
 PoolKey = tuple[str, int | None]
+POOL_ATTEMPTS = 3  # tries to make a unit's pool pages free before its trials fail (cause "pool")
+POOL_RETRY_S = 1.0  # pause between them: a holder that is exiting lets go of its pages
 
 
 def arm_pool_need(arm: Arm, nbytes: int | None) -> dict[PoolKey, int]:
@@ -226,6 +228,7 @@ class Runner:
         self.label = label  # the host's name in a shared store: its own run of the experiment
         self.progress = progress or (lambda e: None)
         self.stopper = stopper
+        self.pool_retry_s = POOL_RETRY_S
 
     def run(self) -> RunOutcome:
         self.exp = resolve_experiment(self.exp)  # users' domains: their memory, or an error
@@ -306,22 +309,56 @@ class Runner:
             control.mount_hugetlbfs(size_kb_from_name(size), self.hugetlbfs[size])
 
     def _reserve_pools(self, control: HostControl, skipped: dict[str, str]) -> dict[str, str]:
-        """Reserve every pool the arms need, once, before the first trial; an arm whose pool
-        cannot be had is skipped with the reason (requested vs achieved)."""
+        """Make free, before the first trial, the pages every pool the arms need (on top of
+        what other users hold); an arm whose pool cannot be had is skipped with the reason
+        (requested vs achieved)."""
         arms = [a for a in self.exp.arms if a.name not in skipped]
         needs = {a.name: arm_pool_need(a, _workload_bytes(self._workload(a), a)) for a in arms}
         out: dict[str, str] = {}
         plan = pool_plan(self.exp, self.workload, arms, self.workloads)
-        for (size, node), pages in sorted(plan.items(),
-                                          key=lambda kv: (kv[0][0], -1 if kv[0][1] is None
-                                                          else kv[0][1])):  # global first
+        for (size, node), pages in _global_first(plan):
             try:
-                control.reserve_pool(size_kb_from_name(size), pages, node)
+                control.ensure_free(size_kb_from_name(size), pages, node)
             except PoolError as exc:
                 for name, need in needs.items():
                     if (size, node) in need:
                         out[name] = exc.message
         return out
+
+    def _unit_pools(self, unit: list[TrialSpec], control: HostControl) -> str | None:
+        """Before each unit, the pages its arms need free again: another user may have taken
+        some since the last one (a database that started), so a pool is grown on top of what
+        is held now, tried POOL_ATTEMPTS times; the reason when the pages cannot be had."""
+        plan = pool_plan(self.exp, self.workload, [self._arm(t.arm) for t in unit],
+                         self.workloads)
+        for (size, node), pages in _global_first(plan):
+            last: PoolError | None = None
+            for attempt in range(POOL_ATTEMPTS):
+                try:
+                    control.ensure_free(size_kb_from_name(size), pages, node)
+                    last = None
+                    break
+                except PoolError as exc:
+                    last = exc
+                    if attempt + 1 < POOL_ATTEMPTS:
+                        time.sleep(self.pool_retry_s)
+            if last is not None:
+                where = f" on node {node}" if node is not None else ""
+                return (f"the {size} pool{where} could not give this trial its {pages} pages "
+                        f"({POOL_ATTEMPTS} attempts): {last.message}")
+        return None
+
+    def _pool_failed(self, run_id: int, unit: list[TrialSpec], why: str
+                     ) -> list[tuple[TrialSpec, str, float | None]]:
+        """Every trial of a unit whose pool pages could not be had, failed with that reason
+        (cause "pool": retried on resume)."""
+        now = time.time()
+        trials = [self._trial(run_id, spec, arm, None, why, {}, now, now,
+                              GuestOutcome(name, None, why, cause=PoolBusyError.cause))
+                  for spec in unit for arm in [self._arm(spec.arm)]
+                  for name in (arm.targets() if arm.vm else [self.target.name])]
+        self.store.add_trials(trials)
+        return [(spec, "failed", None) for spec in unit]
 
     def _apply_arm(self, control: HostControl, arm: Arm,
                    thp_initial: tuple[str | None, str | None]) -> None:
@@ -359,6 +396,9 @@ class Runner:
                   ) -> list[tuple[TrialSpec, str, float | None]]:
         """Run one trial (paired) or every arm of a block at the same time (duet), then commit
         the unit's trials together."""
+        why = self._unit_pools(unit, control)
+        if why is not None:
+            return self._pool_failed(run_id, unit, why)
         self._apply_arm(control, self._arm(unit[0].arm), thp_initial)  # duet: arms share THP
         before = monitors.snapshot(self.paths)
         started = time.time()
@@ -510,6 +550,11 @@ class Runner:
                                    host_thp, mthp=arm.vm.mthp,
                                    min_fraction=self.exp.thp_min_fraction))
         return checks
+
+
+def _global_first(plan: Mapping[PoolKey, int]) -> list[tuple[PoolKey, int]]:
+    """A plan's pools, host-wide ones before per-node ones, by size."""
+    return sorted(plan.items(), key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1]))
 
 
 def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:

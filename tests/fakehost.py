@@ -78,11 +78,15 @@ def add_mthp(host: HostPaths, anon_kb: tuple[int, ...] = (16, 32, 64, 128, 256, 
 class FakeKernel:
     """A writer that behaves like the kernel's sysfs files: THP files keep their choices and
     bracket the selected one; pools grow only up to `pool_cap` pages (fragmented memory),
-    growing one step further on each compaction."""
+    growing one step further on each compaction. `held` (per size, host-wide pools): pages
+    other users have in use, which no write frees: nr never goes below them, and what is
+    written below them is surplus, as in the kernel's set_max_huge_pages."""
 
-    def __init__(self, pool_cap: dict[int, int] | None = None, grow_on_compact: int = 0) -> None:
+    def __init__(self, pool_cap: dict[int, int] | None = None, grow_on_compact: int = 0,
+                 held: dict[int, int] | None = None) -> None:
         self.pool_cap = pool_cap or {}
         self.grow_on_compact = grow_on_compact
+        self.held = held or {}
         self.compactions = 0
         self.writes: list[tuple[str, str]] = []
 
@@ -103,7 +107,19 @@ class FakeKernel:
             pages = int(value)
             if size in self.pool_cap:
                 pages = min(pages, self.pool_cap[size])
-            path.write_text(f"{pages}\n")
-            (path.parent / "free_hugepages").write_text(f"{pages}\n")
+            held = 0 if "devices/system/node" in str(path) else self.held.get(size, 0)
+            path.write_text(f"{max(pages, held)}\n")
+            (path.parent / "free_hugepages").write_text(f"{max(pages - held, 0)}\n")
+            (path.parent / "surplus_hugepages").write_text(f"{max(held - pages, 0)}\n")
         else:
             path.write_text(value)
+
+
+def hold_pages(host: HostPaths, kernel: FakeKernel, size_kb: int, pages: int, *,
+               surplus: int = 0, resv: int = 0, free: int = 0) -> None:
+    """Another user of the host-wide pool of `size_kb`: `pages` in use (`surplus` of them lent
+    under overcommit), `resv` of the `free` pages reserved but not touched."""
+    kernel.held[size_kb] = pages
+    for name, value in (("nr_hugepages", pages + free), ("free_hugepages", free),
+                        ("surplus_hugepages", surplus), ("resv_hugepages", resv)):
+        host.pool_file(size_kb, name).write_text(f"{value}\n")

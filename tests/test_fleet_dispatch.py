@@ -139,8 +139,8 @@ def test_no_bootstrap_no_tarball(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 # ---------------------------------------------------------------- the preflight decision
 
 
-HOST = {"pools": [{"size": "2M", "size_kb": 2048, "nr": 0},
-                  {"size": "1G", "size_kb": 1048576, "nr": 2}],
+HOST = {"pools": [{"size": "2M", "size_kb": 2048, "nr": 0, "free": 0, "resv": 0},
+                  {"size": "1G", "size_kb": 1048576, "nr": 2, "free": 2, "resv": 0}],
         "meminfo_kb": {"MemAvailable": 8 * 1048576}}
 
 
@@ -179,6 +179,19 @@ def test_a_pool_larger_than_the_memory_selects_its_arms_out() -> None:
     # the reserve is the operator's: a host that keeps more for itself gives less
     assert preflight.unrunnable(plan([{"size": "1G", "node": None, "pages": 9}]), HOST, ARMS,
                                 reserve_kb=2 * 1048576) != {}
+
+
+def test_pool_pages_other_users_hold_are_not_counted_as_the_runs() -> None:
+    # a database holds 1000 of the 2M pool's 1100 pages and has 50 of the rest reserved:
+    # 50 are free for the run, so 4100 pages need 7.9 GiB more: they do not fit in 7.75 GiB
+    host = {**HOST, "pools": [{"size": "2M", "size_kb": 2048, "nr": 1100, "free": 100,
+                               "resv": 50}, HOST["pools"][1]]}
+    got = preflight.unrunnable(plan([{"size": "2M", "node": None, "pages": 4100}]), host, ARMS)
+    assert list(got) == ["2m"]
+    # counted by nr, as before, the 1100 pages would have made it fit
+    old = {**HOST, "pools": [{"size": "2M", "size_kb": 2048, "nr": 1100}, HOST["pools"][1]]}
+    assert preflight.unrunnable(plan([{"size": "2M", "node": None, "pages": 4100}]), old,
+                                ARMS) == {}
 
 
 def test_kvm_demanded_where_there_is_none() -> None:

@@ -134,7 +134,7 @@ def test_parse_reports_exit_code_and_stderr() -> None:
         HugelabMem().parse(res)
     assert "mapping of 1 bytes failed" in info.value.message
     assert info.value.hint and "nr_hugepages" in info.value.hint
-    assert info.value.cause == "environment"  # pool not free: retried on resume
+    assert info.value.cause == "pool"  # pool not free: retried on resume, with its own reason
 
 
 def test_parse_failure_of_the_workload_itself_is_not_retried() -> None:

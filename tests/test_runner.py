@@ -174,14 +174,14 @@ def test_environment_failures_are_retried_on_resume_workload_failures_on_request
 
     out, _ = run(env, exp, Broken())
     trials = {(t["block"], t["arm"]): t for t in env[2].trials(out.run_id)}
-    assert trials[(0, "hugetlb-1G")]["cause"] == "environment"
+    assert trials[(0, "hugetlb-1G")]["cause"] == "pool"
     assert trials[(0, "hugetlb-2M")]["cause"] == "workload"
     assert "internal error" in trials[(0, "thp")]["error"]
     out, target = run(env, exp, DeterministicWorkload())
     assert sorted(target.calls) == sorted(["hugetlb-1G", "thp"] * 2)  # the 2M failures stay
     trials = {(t["block"], t["arm"]): t for t in env[2].trials(out.run_id)}
     assert trials[(1, "hugetlb-1G")]["status"] == "ok" and trials[(1, "hugetlb-1G")]["attempts"] == 2
-    assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "environment"
+    assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "pool"
     assert trials[(1, "hugetlb-2M")]["status"] == "failed"
     series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).result["series"]}
     assert series["hugetlb-1G"]["retried"] == 2 and series["4k"]["retried"] == 0

@@ -63,13 +63,21 @@ def human_kb(kb: float) -> str:
     return f"{kb:.0f} KiB"
 
 
+def _free_for_a_run(pool: Mapping[str, Any]) -> int:
+    """Pages of a pool (inspect's entry) a run can take without growing it: free and not
+    reserved; an entry without counters (an older hugelab's) counts all its pages."""
+    if pool.get("free") is None:
+        return int(pool.get("nr") or 0)
+    return max(int(pool["free"]) - int(pool.get("resv") or 0), 0)
+
+
 def pool_shortfalls(plan: Mapping[str, Any], host: Mapping[str, Any],
                     reserve_kb: int) -> dict[str, str]:
     """Pool size -> why this host cannot give the plan's pools of that size: every pool the
-    run reserves at once must fit in MemAvailable (plus pages those pools already hold),
-    less `reserve_kb`."""
+    run reserves at once must fit in MemAvailable (plus pages of those pools free for it:
+    pages other users hold or have reserved are not), less `reserve_kb`."""
     size_kb = {p["size"]: int(p["size_kb"]) for p in host.get("pools", [])}
-    held_kb = {p["size"]: int(p.get("nr", 0)) * int(p["size_kb"]) for p in host.get("pools", [])}
+    held_kb = {p["size"]: _free_for_a_run(p) * int(p["size_kb"]) for p in host.get("pools", [])}
     need_kb: dict[str, int] = {}
     for pool in plan.get("host_changes", {}).get("pools", []):
         kb = size_kb.get(pool["size"])

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hugelab import proc
 from hugelab.errors import HostError, HugelabError, NotRootError, PoolError
@@ -25,6 +26,13 @@ from hugelab.host.paths import (
     parse_kv_kb,
     parse_selected,
     read_text,
+)
+from hugelab.host.pools import (
+    PoolCounts,
+    current_persistent,
+    grow_target,
+    read_counts,
+    restore_value,
 )
 
 THP_ENABLED = ("always", "madvise", "never")
@@ -144,15 +152,21 @@ class HostControl:
     def pool_pages(self, size_kb: int, node: int | None = None) -> int:
         return int(self._read(self.paths.pool_file(size_kb, node=node)))
 
-    def check_pool_fits(self, size_kb: int, pages: int, node: int | None = None) -> None:
-        """Refuse, before any change, a pool that cannot fit in available memory."""
-        path = self.paths.pool_file(size_kb, node=node)
-        if not path.exists():
+    def pool_counts(self, size_kb: int, node: int | None = None) -> PoolCounts:
+        self._require_pool(size_kb, node)
+        return read_counts(self.paths, size_kb, node)
+
+    def _require_pool(self, size_kb: int, node: int | None) -> None:
+        if not self.paths.pool_file(size_kb, node=node).exists():
             sizes = ", ".join(size_name(s) for s in self.paths.pool_sizes_kb()) or "none"
             where = f"node {node}" if node is not None else "this host"
             hint = "1 GiB pages need the pdpe1gb CPU flag" if size_kb == 1048576 else None
             raise PoolError(f"{size_name(size_kb)} huge pages are not supported on {where} "
                             f"(supported sizes: {sizes})", hint=hint)
+
+    def check_pool_fits(self, size_kb: int, pages: int, node: int | None = None) -> None:
+        """Refuse, before any change, a pool that cannot fit in available memory."""
+        self._require_pool(size_kb, node)
         current = self.pool_pages(size_kb, node)
         extra_kb = (pages - current) * size_kb
         if extra_kb <= 0:
@@ -167,7 +181,7 @@ class HostControl:
             )
 
     def reserve_pool(self, size_kb: int, pages: int, node: int | None = None) -> int:
-        """Set a pool to `pages`, compacting and retrying until the deadline.
+        """Set a pool to `pages` (`host set --pool`), compacting and retrying until the deadline.
 
         If the pool cannot reach its size, it is put back as it was and PoolError says
         requested vs achieved: nothing half-done is left.
@@ -175,24 +189,56 @@ class HostControl:
         if pages < 0:
             raise PoolError(f"a pool cannot have {pages} pages")
         self.check_pool_fits(size_kb, pages, node)
+        counts = read_counts(self.paths, size_kb, node)
+        if counts.nr == pages and not self.dry_run:
+            return pages
+        return self._set_pool(size_kb, node, counts, pages)
+
+    def ensure_free(self, size_kb: int, need: int, node: int | None = None) -> PoolCounts:
+        """Make `need` pages of a pool free for hugelab on top of what others hold: nr_hugepages
+        becomes (pages others use or have reserved) + need, when fewer are free. Returns the
+        counters found. PoolError (nothing changed) when the pool cannot grow that far."""
+        counts = self.pool_counts(size_kb, node)
+        target = grow_target(counts, need)
+        if target is None:
+            return counts
+        try:
+            self.check_pool_fits(size_kb, target, node)
+        except PoolError as exc:
+            raise PoolError(f"{exc.message}{_held_note(counts, size_kb)}", exc.hint) from exc
+        self._set_pool(size_kb, node, counts, target)
+        return counts
+
+    def _set_pool(self, size_kb: int, node: int | None, counts: PoolCounts, pages: int) -> int:
+        """Write nr_hugepages = pages (journaled as a pool, once per session), compacting until
+        the deadline; on a shortfall put back the persistent size found and raise PoolError."""
         path = self.paths.pool_file(size_kb, node=node)
         if self.dry_run:
-            self.write(path, str(pages))
+            self.commands.append(f"echo {pages} > {shlex.quote(str(path))}")
             return pages
-        old = self._read(path)
-        if int(old) == pages:
-            return pages
-        self.write(path, str(pages), old=old)
+        self._journal_pool(path, size_kb, node, counts)
+        self.writer(path, str(pages))
         achieved = self._grow_with_compaction(path, pages)
         if achieved < pages:
-            self.writer(path, old)
+            self.writer(path, str(counts.persistent))
             raise PoolError(
                 f"{size_name(size_kb)} pool: requested {pages} pages, achieved {achieved} "
-                f"after compaction for {self.compact_deadline_s:.0f}s; pool left at {old}",
+                f"after compaction for {self.compact_deadline_s:.0f}s; pool left at "
+                f"{counts.nr}{_held_note(counts, size_kb)}",
                 hint="memory is too fragmented or too full: free memory, or reserve at boot "
                 f"with hugepagesz={size_name(size_kb)} hugepages={pages}",
             )
         return achieved
+
+    def _journal_pool(self, path: Path, size_kb: int, node: int | None,
+                      counts: PoolCounts) -> None:
+        """Record a pool as found before its first change in this session; later changes of
+        the same pool restore to that first state."""
+        if any(e.get("kind") == "pool" and e.get("path") == str(path) for e in self.journal.entries):
+            return
+        self.journal.record({"kind": "pool", "path": str(path), "size_kb": size_kb, "node": node,
+                             "nr": counts.nr, "surplus": counts.surplus,
+                             "restore": restore_value(counts.nr, counts.surplus)})
 
     def _grow_with_compaction(self, path: Path, pages: int) -> int:
         deadline = time.monotonic() + self.compact_deadline_s
@@ -268,7 +314,25 @@ def restore_journal(journal: Journal, paths: HostPaths = REAL,
     return done
 
 
-def _undo(entry: dict[str, str], paths: HostPaths,
+def _held_note(counts: PoolCounts, size_kb: int) -> str:
+    if not counts.held:
+        return ""
+    return (f" ({counts.held} of its {counts.nr} pages are held by other users; "
+            f"`hugelab inspect` names them)")
+
+
+def _undo_pool(entry: dict[str, Any], writer: Callable[[Path, str], None]) -> str | None:
+    """Put a pool back to its persistent size as found: pages others still use or have
+    reserved beyond it stay theirs (as surplus), and nr_overcommit_hugepages is never touched."""
+    path = Path(entry["path"])
+    want = int(entry["restore"])
+    if current_persistent(path) == want:
+        return None
+    writer(path, str(want))
+    return f"{path} = {want}"
+
+
+def _undo(entry: dict[str, Any], paths: HostPaths,
           writer: Callable[[Path, str], None]) -> str | None:
     if entry["kind"] == "write":
         path = Path(entry["path"])
@@ -279,6 +343,8 @@ def _undo(entry: dict[str, str], paths: HostPaths,
             return None
         writer(path, entry["old"])
         return f"{path} = {entry['old']}"
+    if entry["kind"] == "pool":
+        return _undo_pool(entry, writer)
     if entry["kind"] == "mount":
         target = Path(entry["target"])
         msg = None

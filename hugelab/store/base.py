@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Self
 
-from hugelab.errors import StoreError
+from hugelab.errors import RETRIED_CAUSES, StoreError
 from hugelab.store.schema import JSON_FIELDS, MIGRATIONS, TRIAL_STATUSES, Trial
 
 RUN_JSON = ("experiment", "host", "skipped", "sequential")
@@ -146,7 +146,7 @@ class SqlStore:
         rows = self.tuples("SELECT block, arm, target, status, cause FROM trials "
                            "WHERE run_id = ?", (run_id,))
         return {(r[0], r[1], r[2]) for r in rows  # cause NULL: a store older than causes
-                if r[3] != "failed" or (r[4] != "environment" and not retry_failed)}
+                if r[3] != "failed" or (r[4] not in RETRIED_CAUSES and not retry_failed)}
 
     def add_trial(self, t: Trial) -> None:
         self.add_trials([t])

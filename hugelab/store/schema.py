@@ -97,4 +97,4 @@ class Trial:
     started: float | None = None
     ended: float | None = None
     target: str = "native"
-    cause: str | None = None  # failed trials: "environment" | "workload"
+    cause: str | None = None  # failed trials: "environment" | "pool" | "workload"

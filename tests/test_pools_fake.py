@@ -1,0 +1,153 @@
+"""Pools shared with other users, on fake sysfs trees whose kernel model keeps the pages others
+hold: grown on top of them, journaled as pools, put back to the persistent size found."""
+
+from __future__ import annotations
+
+import pytest
+
+from hugelab.errors import PoolError
+from hugelab.host.control import HostControl, restore_journal
+from hugelab.host.journal import Journal
+from hugelab.host.pools import PoolCounts, grow_target, read_counts
+from hugelab.host.session import recover
+from hugelab.runner import Runner
+from tests.fakehost import FakeKernel, hold_pages, make_host
+from tests.test_runner import DeterministicWorkload, Recorder, experiment
+from tests.test_runner import env as env  # noqa: F401 - the runner tests' fake host and store
+
+MB2 = 2048
+
+
+@pytest.fixture
+def host(tmp_path):
+    return make_host(tmp_path / "root", nodes=2)
+
+
+def control(host, tmp_path, kernel, deadline=0.3):
+    return HostControl(host, Journal(tmp_path / "state" / "journal.json"), writer=kernel,
+                       compact_deadline_s=deadline)
+
+
+def nr(host, size=MB2):
+    return int(host.pool_file(size).read_text())
+
+
+@pytest.mark.parametrize(("counts", "need", "target"), [
+    (PoolCounts(0, 0, 0, 0), 10, 10),
+    (PoolCounts(100, 0, 0, 0), 10, 110),        # 100 in use by others
+    (PoolCounts(100, 30, 0, 0), 10, None),      # 30 free already
+    (PoolCounts(100, 30, 25, 0), 10, 105),      # 25 of the free ones are reserved
+    (PoolCounts(20, 0, 0, 20), 5, 25),          # 20 surplus pages in use
+])
+def test_grow_target_counts_what_others_hold(counts, need, target):
+    assert grow_target(counts, need) == target
+
+
+def test_a_pool_is_grown_on_top_of_a_holder_and_put_back_to_what_was_persistent(host, tmp_path):
+    kernel = FakeKernel()
+    hold_pages(host, kernel, MB2, 100, free=4)
+    c = control(host, tmp_path, kernel)
+    c.ensure_free(MB2, 10)
+    assert nr(host) == 110 and read_counts(host, MB2).available == 10
+    [entry] = c.journal.entries
+    assert entry["kind"] == "pool" and entry["nr"] == 104 and entry["restore"] == 104
+    c.ensure_free(MB2, 10)  # enough free: nothing written, nothing journaled again
+    assert nr(host) == 110 and len(c.journal) == 1
+    c.restore()
+    assert read_counts(host, MB2) == PoolCounts(104, 4, 0, 0)
+
+
+def test_surplus_pages_in_use_go_back_to_being_surplus(host, tmp_path):
+    kernel = FakeKernel()
+    hold_pages(host, kernel, MB2, 20, surplus=20)  # lent under nr_overcommit_hugepages
+    c = control(host, tmp_path, kernel)
+    c.ensure_free(MB2, 5)
+    assert read_counts(host, MB2) == PoolCounts(25, 5, 0, 0)
+    c.restore()
+    assert read_counts(host, MB2) == PoolCounts(20, 0, 0, 20)
+    assert not any(p.endswith("nr_overcommit_hugepages") for p, _ in kernel.writes)
+
+
+def test_reserved_pages_are_not_counted_free(host, tmp_path):
+    kernel = FakeKernel()
+    hold_pages(host, kernel, MB2, 0, free=40, resv=40)  # mapped, not touched yet
+    c = control(host, tmp_path, kernel)
+    c.ensure_free(MB2, 8)
+    assert nr(host) == 48
+    c.restore()
+    assert nr(host) == 40
+
+
+def test_a_pool_that_cannot_grow_is_left_as_found_and_names_the_holders(host, tmp_path):
+    kernel = FakeKernel(pool_cap={MB2: 105})
+    hold_pages(host, kernel, MB2, 100)
+    c = control(host, tmp_path, kernel)
+    with pytest.raises(PoolError, match="100 of its 100 pages are held by other users"):
+        c.ensure_free(MB2, 10)
+    assert read_counts(host, MB2) == PoolCounts(100, 0, 0, 0)
+    c.restore()
+    assert read_counts(host, MB2) == PoolCounts(100, 0, 0, 0)
+
+
+def test_a_killed_runs_pool_entry_is_put_back_by_recover(host, tmp_path):
+    kernel = FakeKernel()
+    hold_pages(host, kernel, MB2, 30, surplus=10)
+    c = control(host, tmp_path, kernel)
+    c.ensure_free(MB2, 50)  # then SIGKILL: the journal stays
+    assert Journal.load(c.journal.path) is not None
+    # the holder lets go of what it had: the kernel frees surplus pages at once
+    kernel.held[MB2] = 0
+    recover(host, c.journal.path, 0.0)
+    assert nr(host) == 20  # the persistent pool found, 30 - 10
+
+
+def test_an_old_journal_write_entry_still_restores(host, tmp_path):
+    path = host.pool_file(MB2)
+    path.write_text("64\n")
+    j = Journal(tmp_path / "j.json")
+    j.record({"kind": "write", "path": str(path), "old": "0", "new": "64"})
+    restore_journal(j, host, FakeKernel())
+    assert nr(host) == 0
+
+
+def test_a_holder_arriving_mid_run_gets_the_pool_grown_before_the_next_trial(env):  # noqa: F811
+    host, _, store, kernel = env
+    exp = experiment(blocks=3)
+
+    class Arrives(DeterministicWorkload):
+        def run(self, target, backing):
+            if len(target.calls) == 4:  # a database starts and takes 700 of the 2M pages
+                hold_pages(host, kernel, MB2, 700, free=nr(host) - 700)
+            return super().run(target, backing)
+
+    out = Runner(exp, store, Arrives(), target=Recorder(), session=env[1], paths=host).run()
+    assert {t["status"] for t in store.trials(out.run_id)} == {"ok"}
+    grown = [int(v) for p, v in kernel.writes if "2048kB/nr_hugepages" in p]
+    assert grown[0] == 1536 and 1536 + 700 in grown
+    assert nr(host) == 700  # put back: the holder's pages stay, as surplus
+    assert read_counts(host, MB2).surplus == 700
+
+
+def test_a_holder_that_leaves_no_room_fails_the_trials_with_the_pool_reason(env):  # noqa: F811
+    host, _, store, kernel = env
+    kernel.pool_cap[MB2] = 1600
+    exp = experiment(blocks=2)
+
+    class Arrives(DeterministicWorkload):
+        def run(self, target, backing):
+            if not target.calls:
+                hold_pages(host, kernel, MB2, 1000, free=nr(host) - 1000)
+            return super().run(target, backing)
+
+    runner = Runner(exp, store, Arrives(), target=Recorder(), session=env[1], paths=host)
+    runner.pool_retry_s = 0.0
+    out = runner.run()
+    failed = [t for t in store.trials(out.run_id) if t["status"] == "failed"]
+    assert failed and {t["arm"] for t in failed} == {"hugetlb-2M"}
+    assert {t["cause"] for t in failed} == {"pool"}
+    assert "the 2M pool could not give this trial its 1536 pages" in failed[0]["error"]
+    assert "held by other users" in failed[0]["error"]
+    assert nr(host) == 1000 and read_counts(host, MB2).surplus == 1000
+    assert store.done_keys(out.run_id) == {(t["block"], t["arm"], t["target"])
+                                           for t in store.trials(out.run_id)
+                                           if t["status"] != "failed"}
