@@ -32,7 +32,9 @@ def evil_report(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evil_html(evil_report):
-    return html.render(evil_report.result, plots.all_figures(evil_report))
+    details, notes = plots.detail_figures(evil_report)
+    return html.render(evil_report.result, details, lead=plots.lead_figures(evil_report),
+                       figure_notes=notes)
 
 
 def test_every_store_string_is_escaped_in_html(evil_html, evil_report):
@@ -48,7 +50,8 @@ def test_every_store_string_is_escaped_in_html(evil_html, evil_report):
 def test_html_is_self_contained(evil_html):
     assert "http://" not in evil_html and "https://" not in evil_html
     srcs = re.findall(r'src="([^"]*)"', evil_html)
-    assert len(srcs) == 3 + 2 * 2  # means, histograms, ECDFs; drift + forest per comparison
+    # the effects figure leads; means, histograms, ECDFs; drift + forest per comparison
+    assert len(srcs) == 1 + 3 + 2 * 2
     for src in srcs:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"

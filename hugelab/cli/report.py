@@ -101,7 +101,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         _write(args.md, markdown.render(result))
     if args.html:
         from hugelab.report import html, plots
-        _write(args.html, html.render(result, plots.all_figures(report)))
+        details, notes = plots.detail_figures(report)
+        _write(args.html, html.render(result, details, lead=plots.lead_figures(report),
+                                      figure_notes=notes))
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0

@@ -245,4 +245,5 @@ def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: s
             "cells": len(p.columns), "main_effects": main, "interactions": inter,
             "along": along(p, better=better, alpha=alpha, margin=margin),
             "summary": what_matters(main, inter, family, margin),
-            "not_estimable": empty, "two_way": two_way(p, medians)}
+            "not_estimable": empty, "two_way": two_way(p, medians),
+            "cell_levels": {a.name: dict(a.levels) for a in p.exp.arms}}

@@ -8,6 +8,7 @@ import html
 import json
 from typing import Any
 
+from hugelab.report import lead as lead_mod
 from hugelab.report import tables
 
 CSS = """
@@ -24,7 +25,14 @@ th { background: #f0f0f0; } td.r { text-align: right; font-variant-numeric: tabu
 ul.notes { color: #555; font-size: .85em; margin-top: .2em; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { color: #555; font-size: .85em; } pre { font-size: .75em; overflow-x: auto; }
+#answer { border-left: 4px solid #4c72b0; padding: .1em 1em; background: #f7f9fc; }
+#answer ul { margin: .3em 0; padding-left: 1.2em; } #answer li { margin: .2em 0; }
+#answer h2 { margin-top: .4em; } .rec { font-weight: 600; }
+details.section > summary { font-size: 1.05em; font-weight: bold; margin-top: 1em;
+                            cursor: pointer; }
+details.section > summary span { font-weight: normal; color: #555; font-size: .85em; }
 """
+OPEN_ROWS = 12  # a table with more rows starts folded (its summary line says how many)
 
 
 def esc(s: object) -> str:
@@ -32,13 +40,15 @@ def esc(s: object) -> str:
 
 
 def _table(t: tables.Table) -> str:
-    out = [f'<h2 id="{esc(t.key)}">{esc(t.title)}</h2>']
-    if t.rows:
-        out += _rows(t)
+    body = _rows(t) if t.rows else []
     if t.notes:
-        out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes)
-                   + "</ul>")
-    return "\n".join(out)
+        body.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes)
+                    + "</ul>")
+    if t.rows and (t.full or len(t.rows) > OPEN_ROWS):
+        return (f'<details class="section" id="{esc(t.key)}"><summary>{esc(t.title)} '
+                f"<span>({len(t.rows)} rows)</span></summary>" + "\n".join(body)
+                + "</details>")
+    return "\n".join([f'<h2 id="{esc(t.key)}">{esc(t.title)}</h2>', *body])
 
 
 def _rows(t: tables.Table) -> list[str]:
@@ -63,26 +73,49 @@ def _figure(caption: str, png: bytes) -> str:
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 
-def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = None) -> str:
-    """The whole report; `figures` are (caption, PNG bytes) pairs from `plots.all_figures`."""
+def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]]) -> list[str]:
+    out = ['<section id="answer">', f"<h2>{esc(ld.heading)}</h2>", '<ul class="answer">']
+    out += [f'<li class="{esc(a.verdict)}-answer">{esc(a.text)}</li>' for a in ld.answers]
+    out.append("</ul>")
+    if figures:
+        out.append('<div id="lead-figures">' + "".join(_figure(c, png) for c, png in figures)
+                   + "</div>")
+    if ld.recommendations:
+        out.append('<p class="rec">Recommendation</p><ul id="recommendation">'
+                   + "".join(f"<li>{esc(r)}</li>" for r in ld.recommendations) + "</ul>")
+    out += [f'<div class="warn">WARNING: {esc(w)}</div>' for w in ld.notes]
+    out.append("</section>")
+    return out
+
+
+def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = None, *,
+           lead: list[tuple[str, bytes]] | None = None,
+           figure_notes: list[str] | None = None) -> str:
+    """The whole report, answer first: the lead block (`lead.build`) with the `lead` figures
+    (caption, PNG) that answer the question, then the details: tables (long ones folded),
+    context, the other `figures` (folded) with `figure_notes` saying what was left out, and
+    the JSON."""
     name = result["run"]["name"]
+    ld = lead_mod.build(result)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>hugelab report: {esc(name)}</title>", f"<style>{CSS}</style></head><body>",
            f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(tables.header(result))}</p>"]
-    for w in result["warnings"]:
-        cls = "tcg" if w.startswith("TCG") else "warn"
-        out.append(f'<div class="{cls}">WARNING: {esc(w)}</div>')
-    summary = tables.what_matters(result)
-    if summary:
-        out.append(f"<h2>What matters</h2><p>{esc(summary)}</p>")
+    out += [f'<div class="tcg">WARNING: {esc(w)}</div>' for w in ld.loud]
+    out += _answer(ld, lead or [])
+    out.append('<h2 id="details">Details</h2>')
     out += [_table(t) for t in tables.all_tables(result)]
     lines = tables.context_lines(result)
     if lines:
         out.append("<h2>Context</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines)
                    + "</ul>")
-    if figures:
-        out.append("<h2>Figures</h2>")
-        out += [_figure(c, png) for c, png in figures]
+    if figures or figure_notes:
+        out.append(f'<details class="section" id="figures"><summary>Figures '
+                   f"<span>({len(figures or [])})</span></summary>")
+        out += [_figure(c, png) for c, png in figures or []]
+        out.append("</details>")
+        if figure_notes:
+            out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>"
+                                                     for n in figure_notes) + "</ul>")
     out.append("<h2>All numbers</h2><details><summary>the report as JSON</summary><pre>"
                + esc(json.dumps(result, indent=1, default=str)) + "</pre></details>")
     out.append("</body></html>")

@@ -23,8 +23,10 @@ from numpy.typing import NDArray  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from hugelab.experiment.backings import mthp_size_kb  # noqa: E402
+from hugelab.report import answer  # noqa: E402
 from hugelab.report.analysis import Paired, Report  # noqa: E402
 from hugelab.stats.drift import part_name, segment_bounds  # noqa: E402
+from hugelab.stats.paired import MIN_UNITS  # noqa: E402
 
 ECDF_POINTS = 1000
 DRIFT_BINS = 400
@@ -32,6 +34,7 @@ RUNNING_LOOKS = 60
 FOREST_ROWS = 40
 OUTLIER_MARKS = 500
 DPI = 90
+DISTRIBUTION_MIN = 10  # ok values a series needs for its histogram and ECDF
 
 
 def label(s: object) -> str:
@@ -58,28 +61,54 @@ def _unit(report: Report) -> str:
     return label(units.pop()) if len(units) == 1 else "value"
 
 
+def _panels(report: Report, rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Series grouped by scenario, metric and unit: values of one panel share a scale."""
+    names = answer.Names.of(report.result)
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for s in rows:
+        key = (names.scope(s["name"]), str(s["metric"] or ""), str(s["unit"] or ""))
+        out.setdefault(key, []).append(s)
+    return list(out.values())
+
+
 def means(report: Report) -> bytes:
-    """Bar chart of each arm's mean with its t-based margin of error."""
+    """Bar chart of each arm's mean with its t-based margin of error, one panel per scenario
+    and metric (their scales differ), bars labelled by the levels that name them."""
     rows = [s for s in report.result["series"] if s["classic"]]
-    fig = Figure(figsize=(8, 4), layout="constrained")
-    ax = fig.add_subplot()
+    panels = _panels(report, rows) or [[]]
+    names = answer.Names.of(report.result)
+    fig = Figure(figsize=(min(12, 4 + 4 * len(panels)), 4), layout="constrained")
+    conf = 100 * report.result["options"]["confidence"]
+    for k, group in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), k + 1)
+        _means_panel(ax, group, names)
+        scope = names.scope(group[0]["name"]) if group else ""
+        unit = label(" ".join(x for x in (group[0]["metric"], group[0]["unit"]) if x)
+                     if group else "")
+        ax.set_ylabel(f"mean {unit}".strip())
+        if scope:
+            ax.set_title(label(scope), fontsize=9)
+    fig.suptitle(f"Means with t-based margin of error ({conf:g}% confidence)", fontsize=10)
+    return _png(fig)
+
+
+def _means_panel(ax: Axes, rows: list[dict[str, Any]], names: answer.Names) -> None:
     x = np.arange(len(rows))
     m = [s["classic"]["mean"] for s in rows]
     err = [s["classic"]["margin_of_error"] or 0.0 for s in rows]
-    ax.bar(x, m, yerr=err, capsize=6, color="#4c72b0")
-    ax.set_xticks(x, [label(s["name"]) for s in rows], rotation=20, ha="right")
-    conf = 100 * report.result["options"]["confidence"]
-    ax.set_ylabel(f"mean {_unit(report)}")
-    ax.set_title(f"Means with t-based margin of error ({conf:g}% confidence)")
+    ax.bar(x, m, yerr=err, capsize=4, color="#4c72b0")
+    ax.set_xticks(x, [label(names.short(s["name"])) for s in rows], rotation=30, ha="right",
+                  fontsize=8 if len(rows) > 6 else 10)
     if m:
         lo = min(a - e for a, e in zip(m, err, strict=True))
         hi = max(a + e for a, e in zip(m, err, strict=True))
+        top = max(m) * 1.5  # a margin of error from two values must not flatten the bars
+        hi = min(hi, top) if top > 0 else hi
         pad = max(hi - lo, abs(hi) * 1e-3, 1e-12)
         bottom = max(0.0, lo - 2 * pad)
         ax.set_ylim(bottom, hi + pad)
         if bottom > 0:
-            ax.set_title(ax.get_title() + "\n(the y axis does not start at 0)", fontsize=10)
-    return _png(fig)
+            ax.set_xlabel("(the y axis does not start at 0)", fontsize=8)
 
 
 def _hist_one(ax: Axes, v: NDArray[np.float64], name: str) -> None:
@@ -109,14 +138,23 @@ def _hist_one(ax: Axes, v: NDArray[np.float64], name: str) -> None:
             ax.axvline(mean + k * sd, color="#c44e52", linestyle=":", linewidth=1)
 
 
-def histograms(report: Report) -> bytes:
-    """One histogram per arm; values beyond ±3σ marked in red below the axis."""
-    n = len(report.data.series)
+def shown_series(report: Report) -> list[int]:
+    """Series with enough ok values to show a distribution (`DISTRIBUTION_MIN`)."""
+    return [i for i in range(len(report.data.series))
+            if _values(report, i).size >= DISTRIBUTION_MIN]
+
+
+def histograms(report: Report, which: list[int] | None = None) -> bytes:
+    """One histogram per arm (`which`: these series only); values beyond ±3σ marked in red
+    below the axis."""
+    which = list(range(len(report.data.series))) if which is None else which
+    n = len(which)
     cols = 2 if n > 1 else 1
     rows = max(1, math.ceil(n / cols))
     fig = Figure(figsize=(10, 2.8 * rows), layout="constrained")
-    for i, name in enumerate(report.data.series):
-        ax = fig.add_subplot(rows, cols, i + 1)
+    for k, i in enumerate(which):
+        name = report.data.series[i]
+        ax = fig.add_subplot(rows, cols, k + 1)
         v = _values(report, i)
         if v.size:
             _hist_one(ax, v, name)
@@ -127,12 +165,13 @@ def histograms(report: Report) -> bytes:
     return _png(fig)
 
 
-def ecdfs(report: Report) -> bytes:
-    """Empirical CDFs of every arm on a log x axis."""
+def ecdfs(report: Report, which: list[int] | None = None) -> bytes:
+    """Empirical CDFs of every arm (`which`: these series only) on a log x axis."""
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.add_subplot()
     q = np.linspace(0.0, 1.0, ECDF_POINTS)
-    for i, name in enumerate(report.data.series):
+    for i in range(len(report.data.series)) if which is None else which:
+        name = report.data.series[i]
         v = _values(report, i)
         v = v[v > 0]
         if v.size:
@@ -375,22 +414,79 @@ def page_sizes(points: list[dict[str, Any]]) -> bytes:
 MAX_COMPARISON_FIGURES = 12  # per-comparison drift and forest plots: a factorial has many
 
 
-def all_figures(report: Report) -> list[tuple[str, bytes]]:
-    """(caption, PNG) for every figure of the report."""
-    out = [("Means with t-based margin of error", means(report)),
-           ("Distribution per arm, outliers beyond ±3σ marked", histograms(report)),
-           ("Empirical CDFs (log x)", ecdfs(report))]
+def effects(report: Report) -> bytes:
+    """Every comparison's effect with its interval, one row each (a point without bars has
+    no interval yet)."""
+    names = answer.Names.of(report.result)
+    comps = [c for c in report.result["comparisons"] if c["effect_pct"] is not None]
+    fig = Figure(figsize=(8, 1.4 + 0.32 * max(len(comps), 1)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(comps))[::-1]
+    for yi, c in zip(y, comps, strict=True):
+        e = float(c["effect_pct"])
+        bars = answer.has_interval(c)
+        ax.errorbar([e], [yi], xerr=[[e - c["ci_low_pct"]], [c["ci_high_pct"] - e]]
+                    if bars else None, fmt="o", color=VERDICT_COLOUR.get(c["verdict"], "grey"),
+                    capsize=3)
+    m = 100 * report.result["options"]["margin"]
+    ax.axvspan(-m, m, color="#cccccc", alpha=0.5, label=f"±{m:g}% margin")
+    ax.axvline(0, color="grey", linewidth=0.5)
+    ax.set_yticks(y, [label(names.pair(c)) for c in comps], fontsize=8)
+    ax.set_xlabel("effect vs baseline, % (Hodges-Lehmann, Holm-adjusted interval)")
+    ax.set_title("Effect of each arm against its baseline")
+    ax.legend(fontsize=7, loc="best")
+    return _png(fig)
+
+
+VERDICT_COLOUR = {"faster": "#1b5e20", "slower": "#b71c1c", "equivalent": "#006064",
+                  "inconclusive": "#8d6e00"}
+
+
+def lead_figures(report: Report) -> list[tuple[str, bytes]]:
+    """The figures that answer the question, shown under the answer: effect against page
+    size, effects along an ordered parameter, or (neither) each comparison's effect."""
+    out = []
+    points = page_size_points(report)
+    if points:
+        out.append(("Effect against page size, vs 4 KiB pages, with intervals",
+                    page_sizes(points)))
     fact = report.result.get("factorial") or {}
     params = dict.fromkeys(str(line["parameter"]) for line in fact.get("along") or [])
     for param in params:
         lines = [x for x in fact["along"] if x["parameter"] == param]
         out.append((f"How each factor's effect changes along {param}", along(lines)))
-    points = page_size_points(report)
-    if points:
-        out.append(("Effect against page size, vs 4 KiB pages, with intervals",
-                     page_sizes(points)))
+    if not out and any(c["effect_pct"] is not None for c in report.result["comparisons"]):
+        out.append(("Effect of each arm against its baseline, with intervals", effects(report)))
+    return out
+
+
+def detail_figures(report: Report) -> tuple[list[tuple[str, bytes]], list[str]]:
+    """(caption, PNG) of the detail figures, and a note for each kind left out (too few
+    values to show a distribution, too few pairs for drift and forest plots)."""
+    notes = []
+    out = [("Means with t-based margin of error", means(report))]
+    shown = shown_series(report)
+    if shown:
+        out += [("Distribution per arm, outliers beyond ±3σ marked", histograms(report, shown)),
+                ("Empirical CDFs (log x)", ecdfs(report, shown))]
+    hidden = len(report.data.series) - len(shown)
+    if hidden:
+        notes.append(f"histograms and CDFs left out for {hidden} of {len(report.data.series)} "
+                     f"arms: fewer than {DISTRIBUTION_MIN} ok values each")
     comps = {c["name"]: c for c in report.result["comparisons"]}
-    for p in report.paired[:MAX_COMPARISON_FIGURES]:
+    enough = [p for p in report.paired if p.b.size >= MIN_UNITS]
+    for p in enough[:MAX_COMPARISON_FIGURES]:
         out.append((f"Drift over the run: {p.name}", drift(report, p)))
         out.append((f"Per-block forest plot: {p.name}", forest(report, p, comps[p.name])))
-    return out
+    if len(enough) < len(report.paired):
+        notes.append(f"drift and forest plots left out for {len(report.paired) - len(enough)} "
+                     f"comparisons with fewer than {MIN_UNITS} pairs")
+    if len(enough) > MAX_COMPARISON_FIGURES:
+        notes.append(f"drift and forest plots for the first {MAX_COMPARISON_FIGURES} of "
+                     f"{len(enough)} comparisons (the JSON has every comparison's numbers)")
+    return out, notes
+
+
+def all_figures(report: Report) -> list[tuple[str, bytes]]:
+    """(caption, PNG) for every figure of the report: the lead figures, then the details."""
+    return lead_figures(report) + detail_figures(report)[0]

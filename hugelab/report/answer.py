@@ -1,0 +1,252 @@
+"""The question's answer in words: which arm wins, by how much (with its interval), the
+verdict, and a recommendation only where a verdict supports one. Pure over the report's
+result dict; `lead` arranges these sentences and every renderer prints them first.
+
+- A flat run: one sentence per comparison ("thp vs 4k: -12.3% [-14.1, -10.2], faster.").
+- A factorial: one or two sentences per factor, ranked as the factorial summary ranks them
+  (a factor with a verdict of difference first, then by its largest effect), and one for the
+  interactions.
+- Recommendations: one per scenario (the whole run when it has none): the best arm that
+  differs beyond the margin, the runner-up's share of its gain; "nothing to gain" when every
+  arm is equivalent; otherwise "no recommendation yet" with what would settle it.
+
+An effect without an interval says so and why ("no interval: 2 pairs, 6 needed"); an interval
+end is never a dash. Cell names are shortened to the levels that differ from the baseline
+cell (`Names`), the scenario said once per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hugelab.stats.paired import MIN_UNITS
+
+WINS = "faster"  # the verdict of an arm better than its baseline (lower or higher is better)
+
+
+def pct(v: float) -> str:
+    return f"{v:+.1f}%"
+
+
+def has_interval(e: dict[str, Any]) -> bool:
+    return (e.get("ci_low_pct") is not None and e.get("ci_high_pct") is not None
+            and e.get("n_units", 0) >= MIN_UNITS)
+
+
+def interval(e: dict[str, Any]) -> str:
+    """'-12.3% [-14.1, -10.2]', or the estimate and why it has no interval."""
+    if e.get("effect_pct") is None:
+        return "no estimate (no block has both arms)"
+    if has_interval(e):
+        return f"{pct(e['effect_pct'])} [{e['ci_low_pct']:+.1f}, {e['ci_high_pct']:+.1f}]"
+    n, unit = e.get("n_units", 0), e.get("unit") or "pair"
+    return f"{pct(e['effect_pct'])} (no interval: {n} {unit}{'s' if n != 1 else ''}, " \
+        f"{MIN_UNITS} needed)"
+
+
+def verdict(e: dict[str, Any]) -> str:
+    """The verdict in words: 'faster', 'faster, but within the ±1% margin', 'equivalent
+    (within ±1%)', 'inconclusive', 'no verdict yet (too few pairs)'."""
+    v, m = str(e["verdict"]), f"±{100 * e.get('margin', 0.01):g}%"
+    if v in ("faster", "slower"):
+        return f"{v}, but within the {m} margin" if e.get("within_margin") else v
+    if v == "equivalent":
+        return f"equivalent (within {m})"
+    if e.get("n_units", 0) < MIN_UNITS:
+        return "no verdict yet (too few pairs)"
+    return "inconclusive"
+
+
+def decided_win(e: dict[str, Any]) -> bool:
+    return e["verdict"] == WINS and not e.get("within_margin")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One sentence (or two) of the answer: what it is about, the words, its verdict."""
+
+    subject: str
+    text: str
+    verdict: str
+    scope: str = ""
+
+
+@dataclass
+class Names:
+    """Short names for cells: the levels that differ from the scenario's baseline cell, and
+    the scenario (only the scenario factors that vary) as a group name."""
+
+    levels: dict[str, dict[str, str]] = field(default_factory=dict)
+    arm_factors: list[str] = field(default_factory=list)
+    scenario_factors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, result: dict[str, Any]) -> Names:
+        f = result.get("factorial") or {}
+        arm = [x["name"] for x in f.get("factors", []) if not x["scenario"]]
+        scen = [x["name"] for x in f.get("factors", [])
+                if x["scenario"] and len(x["levels"]) > 1]
+        return cls(dict(f.get("cell_levels") or {}), arm, scen)
+
+    def _cell(self, series: str) -> tuple[dict[str, str] | None, str]:
+        arm, _, target = series.rpartition("@")
+        if arm in self.levels:
+            return self.levels[arm], f"@{target}"
+        return self.levels.get(series), ""
+
+    def scope(self, series: str) -> str:
+        lv, _ = self._cell(series)
+        return "" if lv is None else ", ".join(f"{f}={lv[f]}" for f in self.scenario_factors)
+
+    def short(self, series: str, base: str | None = None) -> str:
+        """'thp' (one arm factor), 'host=thp, guest=always' (the factors that differ from
+        `base`), or the series name itself outside a factorial."""
+        lv, target = self._cell(series)
+        if lv is None:
+            return series
+        ref = self._cell(base)[0] if base else None
+        diff = [f for f in self.arm_factors if ref is None or lv.get(f) != ref.get(f)]
+        if len(self.arm_factors) == 1:
+            return lv[self.arm_factors[0]] + target
+        return (", ".join(f"{f}={lv[f]}" for f in diff) or "baseline") + target
+
+    def pair(self, c: dict[str, Any]) -> str:
+        return f"{self.short(c['candidate'], c['baseline'])} vs {self.short(c['baseline'])}"
+
+
+def comparison(c: dict[str, Any], names: Names) -> Answer:
+    """'thp vs 4k: -12.3% [-14.1, -10.2], faster.'"""
+    subject = names.pair(c)
+    return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}.", str(c["verdict"]),
+                  names.scope(c["candidate"]))
+
+
+def _rank(levels: list[dict[str, Any]]) -> float:
+    decided = [abs(e["effect_pct"]) for e in levels if e["verdict"] in ("faster", "slower")]
+    return max(decided) + 1e6 if decided else max(abs(e["effect_pct"]) for e in levels)
+
+
+def _counts(levels: list[dict[str, Any]]) -> str:
+    said: dict[str, int] = {}
+    for e in levels:
+        said[verdict(e)] = said.get(verdict(e), 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in said.items())
+
+
+def factor(name: str, levels: list[dict[str, Any]]) -> Answer:
+    """One factor's overall main effects: the one level, or the largest and the tally."""
+    levels = sorted(levels, key=lambda e: -abs(e["effect_pct"]))
+    base = levels[0]["base_level"]
+    if len(levels) == 1:
+        e = levels[0]
+        return Answer(name, f"{name}: {e['level']} vs {base}: {interval(e)}, {verdict(e)}.",
+                      str(e["verdict"]))
+    wins = [e for e in levels if e["verdict"] in ("faster", "slower")]
+    head = f"{name} ({len(levels)} levels vs {base})"
+    if wins:
+        top = wins[0]
+        text = (f"{head}: the largest difference is {top['level']}, {interval(top)}, "
+                f"{verdict(top)}; all levels: {_counts(levels)}.")
+    else:
+        top = levels[0]
+        said = {verdict(e) for e in levels}
+        tally = f"{said.pop()} for any level" if len(said) == 1 else _counts(levels)
+        text = f"{head}: {tally}; the largest estimate is {top['level']}, {interval(top)}."
+    return Answer(name, text, str(top["verdict"]))
+
+
+def factors(result: dict[str, Any]) -> list[Answer]:
+    """Per factor (overall main effects), the factor with a verdict of difference first."""
+    f = result.get("factorial") or {}
+    overall = [e for e in f.get("main_effects", [])
+               if e["scope"] == "overall" and e["effect_pct"] is not None]
+    by: dict[str, list[dict[str, Any]]] = {}
+    for e in overall:
+        by.setdefault(e["factor"], []).append(e)
+    return [factor(name, lv) for name, lv in sorted(by.items(), key=lambda kv: -_rank(kv[1]))]
+
+
+def interactions(result: dict[str, Any]) -> Answer | None:
+    """The interactions in one sentence: those found, or that none was among N tested."""
+    f = result.get("factorial") or {}
+    top = [e for e in f.get("interactions", []) if e["scope"] == "overall"]
+    if not top:
+        return None
+    found = [e for e in top if e.get("interaction_verdict") == "interaction"]
+    if found:
+        said = "; ".join(f"{e['factor']}={e['level']}'s effect changes by {interval(e)} when "
+                         f"{e['by']} is {e['by_level']} instead of {e['by_base']}"
+                         for e in found[:3])
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        return Answer("interactions", f"Interactions: {said}{more}.", "interaction")
+    eq = sum(1 for e in top if e.get("interaction_verdict") == "equivalent")
+    return Answer("interactions", f"No interaction detected among {len(top)} tested"
+                  + (f" ({eq} shown equivalent)" if eq else "") + ".", "none")
+
+
+def answers(result: dict[str, Any]) -> list[Answer]:
+    """The answer: per factor for a factorial, else per comparison."""
+    if (result.get("factorial") or {}).get("main_effects"):
+        out = factors(result)
+        inter = interactions(result)
+        return out + ([inter] if inter else [])
+    names = Names.of(result)
+    return [comparison(c, names) for c in result["comparisons"]]
+
+
+def _scoped(result: dict[str, Any], names: Names) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in result["comparisons"]:
+        out.setdefault(names.scope(c["candidate"]), []).append(c)
+    return out
+
+
+def _not_yet(comps: list[dict[str, Any]]) -> str:
+    few = [c for c in comps if c["n_units"] < MIN_UNITS]
+    if few and len(few) == len(comps):
+        have = min(c["n_units"] for c in few)
+        return (f"no recommendation yet: too few pairs ({have} of {MIN_UNITS} needed): at "
+                f"least {MIN_UNITS - have} more block(s), then `hugelab plan` says how many a "
+                "verdict needs")
+    if few:
+        have = min(c["n_units"] for c in few)
+        return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "
+                f"pairs ({have} of {MIN_UNITS} needed): at least {MIN_UNITS - have} more "
+                "block(s), and `hugelab plan` for how many a verdict needs")
+    return ("no recommendation yet: no arm differs from its baseline beyond doubt, nor is "
+            "shown equivalent: `hugelab plan` says how many blocks would settle it")
+
+
+def recommend(comps: list[dict[str, Any]], names: Names) -> str:
+    """One sentence for a group of comparisons against one baseline."""
+    base = names.short(comps[0]["baseline"])
+    wins = sorted((c for c in comps if decided_win(c)), key=lambda c: -abs(c["effect_pct"]))
+    if wins:
+        best = wins[0]
+        text = f"use {names.short(best['candidate'], best['baseline'])}: {interval(best)} " \
+            f"vs {base}"
+        if len(wins) > 1 and best["effect_pct"]:
+            share = wins[1]["effect_pct"] / best["effect_pct"]
+            text += f"; {names.short(wins[1]['candidate'], wins[1]['baseline'])} gets " \
+                f"{share:.0%} of that"
+        return text
+    if all(c["verdict"] == "equivalent" or (c["verdict"] in ("faster", "slower")
+                                              and c.get("within_margin")) for c in comps):
+        m = f"±{100 * comps[0].get('margin', 0.01):g}%"
+        return f"nothing to gain: every arm is within {m} of {base}; keep {base}"
+    if all(c["verdict"] in ("slower", "equivalent") for c in comps):
+        return f"keep {base}: no arm beats it and " + \
+            ", ".join(names.short(c["candidate"], c["baseline"]) for c in comps
+                      if c["verdict"] == "slower") + " is slower"
+    return _not_yet(comps)
+
+
+def recommendations(result: dict[str, Any]) -> list[str]:
+    """One sentence per scenario ('workload=chase: use thp: ...'), or one for a flat run."""
+    names = Names.of(result)
+    out = []
+    for scope, comps in _scoped(result, names).items():
+        text = recommend(comps, names)
+        out.append(f"{scope}: {text}" if scope else text[0].upper() + text[1:])
+    return out
