@@ -54,7 +54,7 @@ def verdict(e: dict[str, Any]) -> str:
     if v == "equivalent":
         return f"equivalent (within {m})"
     if e.get("n_units", 0) < MIN_UNITS:
-        return "no verdict yet (too few pairs)"
+        return "no verdict yet"
     return "inconclusive"
 
 
@@ -206,9 +206,8 @@ def _not_yet(comps: list[dict[str, Any]]) -> str:
     few = [c for c in comps if c["n_units"] < MIN_UNITS]
     if few and len(few) == len(comps):
         have = min(c["n_units"] for c in few)
-        return (f"no recommendation yet: too few pairs ({have} of {MIN_UNITS} needed): at "
-                f"least {MIN_UNITS - have} more block(s), then `hugelab plan` says how many a "
-                "verdict needs")
+        return (f"no recommendation yet: run at least {MIN_UNITS - have} more block(s), then "
+                "`hugelab plan` says how many a verdict needs")
     if few:
         have = min(c["n_units"] for c in few)
         return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "

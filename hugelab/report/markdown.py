@@ -7,7 +7,7 @@ import html
 import re
 from typing import Any
 
-from hugelab.report import tables
+from hugelab.report import lead, tables
 
 
 def esc(s: object) -> str:
@@ -31,14 +31,21 @@ def _table(t: tables.Table) -> list[str]:
     return out
 
 
-def render(result: dict[str, Any]) -> str:
-    """The whole report as one Markdown document."""
-    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
-    for w in result["warnings"]:
+def _lead(ld: lead.Lead) -> list[str]:
+    out = [f"> **WARNING:** {esc(w)}\n" for w in ld.loud]
+    out += [f"## {esc(ld.heading)}", ""] + [f"- {esc(a.text)}" for a in ld.answers] + [""]
+    if ld.recommendations:
+        out += ["**Recommendation**", ""] + [f"- {esc(r)}" for r in ld.recommendations] + [""]
+    for w in ld.notes:
         out += [f"> **WARNING:** {esc(w)}", ""]
-    summary = tables.what_matters(result)
-    if summary:
-        out += ["## What matters", "", esc(summary), ""]
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """The whole report as one Markdown document, answer first (`lead`), details after."""
+    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
+    out += _lead(lead.build(result))
+    out += ["## Details", ""]
     for t in tables.all_tables(result):
         out += _table(t)
     lines = tables.context_lines(result)

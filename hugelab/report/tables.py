@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hugelab.report import answer, lead
 from hugelab.stats.drift import part_name
 
 
@@ -54,6 +55,27 @@ def verdict_text(c: dict[str, Any]) -> str:
 SAID_AS_WARNING = "needed for any verdict"
 
 
+def comparison_label(result: dict[str, Any], c: dict[str, Any]) -> str:
+    """A comparison by the levels that differ ('thp vs 4k [workload=chase]'); its name in a
+    flat run."""
+    names = answer.Names.of(result)
+    scope = names.scope(c["candidate"])
+    return names.pair(c) + (f" [{scope}]" if scope else "")
+
+
+def series_label(result: dict[str, Any], name: str) -> str:
+    """An arm by its levels ('thp [workload=chase]'); its name in a flat run."""
+    names = answer.Names.of(result)
+    scope = names.scope(name)
+    return names.short(name) + (f" [{scope}]" if scope else "")
+
+
+def folded(result: dict[str, Any], notes: list[tuple[str, str]], total: int,
+           what: str = "comparisons") -> list[str]:
+    """Per-row notes with the ones many rows share said once (`lead.fold`)."""
+    return lead.fold(notes, total, what)
+
+
 def header(result: dict[str, Any]) -> str:
     run = result["run"]
     base = f"baseline '{run['baseline']}'"
@@ -72,17 +94,18 @@ def verdicts(result: dict[str, Any]) -> Table:
     t = Table("verdicts", f"Paired verdicts (by block; Holm across {family}, "
               f"alpha {o['alpha']:g}, equivalence margin ±{100 * o['margin']:g}%)",
               ["comparison", "verdict", f"effect [{conf:g}% CI]", "p", "TOST p", "n"], [],
-              right={2, 3, 4, 5})
+              right={2, 3, 4, 5}, full=bool(result.get("factorial")))
+    per: list[tuple[str, str]] = []
     for c in result["comparisons"]:
-        t.rows.append([c["name"], verdict_text(c),
-                       f"{pct(c['effect_pct'], 1)} [{pct(c['ci_low_pct'], 1)}, "
-                       f"{pct(c['ci_high_pct'], 1)}]",
-                       pval(c["p_adjusted"]), pval(c["tost_p_adjusted"]),
-                       f"{c['n_units']:,} {c['unit']}s"])
+        name = comparison_label(result, c)
+        t.rows.append([name, verdict_text(c), _effect(c), pval(c["p_adjusted"]),
+                       pval(c["tost_p_adjusted"]), f"{c['n_units']:,} {c['unit']}s"])
         if c["blocks_dropped"]:
-            t.notes.append(f"{c['name']}: {c['blocks_dropped']} block(s) dropped (an arm missing)")
+            per.append((name, f"{c['blocks_dropped']} block(s) dropped (an arm missing)"))
         # too few pairs is one of the report's warnings: say it once
-        t.notes += [f"{c['name']}: {n}" for n in c["notes"] if SAID_AS_WARNING not in n]
+        per += [(name, n) for n in c["notes"] if SAID_AS_WARNING not in n]
+    t.notes += folded(result, per, len(result["comparisons"]))
+    t.notes += no_interval_note(result["comparisons"])
     t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report")
     if not result["comparisons"]:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
@@ -105,12 +128,18 @@ def drift(result: dict[str, Any]) -> Table:
     t = Table("drift", f"Drift of the effect over the run (alpha {alpha:g})",
               ["comparison", f"first {part}", f"last {part}", "trend ρ", "p", "change"], [],
               right={1, 2, 3, 4}, full=not any(c["drift"].get("drifting") for c in comps))
+    per: list[tuple[str, str]] = []
     for c in comps:
         dr = c["drift"]
-        t.rows.append([c["name"], pct(dr["first_pct"], 1), pct(dr["last_pct"], 1),
-                       num(dr["rho"], "+.2f"), pval(dr["p_value"]), _drift_cell(dr)])
+        if dr["checked"]:
+            t.rows.append([comparison_label(result, c), pct(dr["first_pct"], 1),
+                           pct(dr["last_pct"], 1), num(dr["rho"], "+.2f"), pval(dr["p_value"]),
+                           _drift_cell(dr)])
         if dr["drifting"] or not dr["checked"]:
-            t.notes.append(f"{c['name']}: {dr['reading']}")
+            per.append((comparison_label(result, c), dr["reading"]))
+    t.notes += folded(result, per, len(comps))
+    if comps and not t.rows:
+        return t  # nothing checked: one line, no table of dashes
     if comps:
         t.notes.append(f"segments: Hodges-Lehmann effect of the first and last {part} of the pairs "
                        "in block order; p: Spearman trend with block order and Mann-Whitney "
@@ -127,18 +156,21 @@ def classic(result: dict[str, Any]) -> Table:
     t.notes.append(f"σ: standard deviation; ±MoE: t-based margin of error of the mean at "
                    f"{conf:g}%; >3σ, >6σ: values beyond mean ± 3σ / 6σ (high/low); max σ: the "
                    "farthest value in σ; norm p: normality test")
+    per: list[tuple[str, str]] = []
     for s in result["series"]:
         c = s["classic"]
+        name = series_label(result, s["name"])
         if c is None:
-            t.rows.append([s["name"], *(["-"] * 10)])
+            t.rows.append([name, *(["-"] * 10)])
             continue
-        t.rows.append([s["name"], num(c["mean"]), f"{c['n']:,}", num(c["stddev"]),
+        t.rows.append([name, num(c["mean"]), f"{c['n']:,}", num(c["stddev"]),
                        num(c["min"]), num(c["max"]), num(c["margin_of_error"]),
                        f"{c['beyond_3sigma_high']}/{c['beyond_3sigma_low']}",
                        f"{c['beyond_6sigma_high']}/{c['beyond_6sigma_low']}",
                        num(c["max_sigma"], ".1f"), pval(c["normality"]["p_value"])])
-        t.notes.append(f"{s['name']}: {c['normality']['reading']} "
-                       f"(expected beyond 3σ if normal: {c['expected_beyond_3sigma']:.1f})")
+        per.append((name, f"{c['normality']['reading']} (expected beyond 3σ if normal: "
+                          f"{c['expected_beyond_3sigma']:.1f})"))
+    t.notes += folded(result, per, len(result["series"]), "arms")
     return t
 
 
@@ -149,21 +181,25 @@ def tails(result: dict[str, Any]) -> Table:
     t.notes.append("p95/p99 ratio: the candidate's percentile over the baseline's [interval]; "
                    "outl. base/cand: share of each arm's values that are outliers (robust z "
                    "beyond the fence), outl. diff: candidate minus baseline [interval]")
+    per: list[tuple[str, str]] = []
     for c in result["comparisons"]:
         tl = c.get("tails")
+        name = comparison_label(result, c)
         if not tl:
-            t.rows.append([c["name"], "-", "-", "-", "-", "-"])
-            t.notes.append(f"{c['name']}: fewer than 10 pairs, no tail estimates")
+            per.append((name, "fewer than 10 pairs, no tail estimates"))
             continue
         qs = {round(q["q"], 4): q for q in tl["quantiles"]}
         cells = [f"{ratio(q['ratio'])} [{ratio(q['low'])}, {ratio(q['high'])}]"
-                 if (q := qs.get(k)) else "-" for k in (0.95, 0.99)]
+                 if (q := qs.get(k)) else "no estimate" for k in (0.95, 0.99)]
         o = tl["outliers"]
-        t.rows.append([c["name"], *cells, f"{100 * o['baseline_rate']:.2f}%",
+        t.rows.append([name, *cells, f"{100 * o['baseline_rate']:.2f}%",
                        f"{100 * o['candidate_rate']:.2f}%",
                        f"{pct(100 * o['difference'])} [{pct(100 * o['low'])}, "
                        f"{pct(100 * o['high'])}]"])
-        t.notes += [f"{c['name']}: {n}" for n in tl["notes"]]
+        per += [(name, n) for n in tl["notes"]]
+    if not t.rows:
+        t.notes = []  # the legend explains nothing when no row is shown
+    t.notes += folded(result, per, len(result["comparisons"]))
     return t
 
 
@@ -176,8 +212,13 @@ def trials(result: dict[str, Any]) -> Table:
         why += [f"{r['count']}x retried after: {r['reason']}"
                 for r in s.get("retry_reasons", [])[:3]]
         k = s["counts"]
-        t.rows.append([s["name"], f"{k['ok']:,}", f"{k['flagged']:,}", f"{k['failed']:,}",
-                       "; ".join(why) or "-"])
+        t.rows.append([series_label(result, s["name"]), f"{k['ok']:,}", f"{k['flagged']:,}",
+                       f"{k['failed']:,}", "; ".join(why) or "-"])
+    if t.rows and all(r[2] == r[3] == "0" and r[4] == "-" for r in t.rows):
+        ok = sorted({s["counts"]["ok"] for s in result["series"]})
+        each = f"{ok[0]:,} per arm" if len(ok) == 1 else f"{ok[0]:,} to {ok[-1]:,} per arm"
+        t.notes.append(f"every trial ok, none flagged, failed or retried ({each})")
+        t.rows = []
     return t
 
 
@@ -185,7 +226,8 @@ def evidence(result: dict[str, Any]) -> Table:
     t = Table("evidence", "Evidence and monitors (sampled ok trials)",
               ["arm", "mapping evidence", "THP faults (host-wide vmstat)", "sampled"], [], right={3})
     for s in result["series"]:
-        t.rows.append([s["name"], s["evidence"]["reading"], s["monitors"]["reading"],
+        t.rows.append([series_label(result, s["name"]), s["evidence"]["reading"],
+                       s["monitors"]["reading"],
                        str(s["details_sampled"])])
     return t
 
@@ -319,7 +361,21 @@ def what_matters(result: dict[str, Any]) -> str | None:
 
 
 def _effect(e: dict[str, Any]) -> str:
-    return f"{pct(e['effect_pct'], 1)} [{pct(e['ci_low_pct'], 1)}, {pct(e['ci_high_pct'], 1)}]"
+    """'+1.2% [-0.3, +2.5]', or '-40.1% (no interval)' (`no_interval_note` says why once)."""
+    if e.get("effect_pct") is not None and not answer.has_interval(e):
+        return f"{answer.pct(e['effect_pct'])} (no interval)"
+    return answer.interval(e)
+
+
+def no_interval_note(entries: list[dict[str, Any]]) -> list[str]:
+    """Why some rows have no interval, said once for the table."""
+    few = sorted({e["n_units"] for e in entries
+                  if e.get("effect_pct") is not None and not answer.has_interval(e)})
+    if not few:
+        return []
+    have = ", ".join(str(n) for n in few)
+    return [f"(no interval): an interval needs at least {answer.MIN_UNITS} pairs (blocks); "
+            f"those rows have {have}"]
 
 
 def factor_tables(result: dict[str, Any]) -> list[Table]:
@@ -331,13 +387,21 @@ def factor_tables(result: dict[str, Any]) -> list[Table]:
     conf = 100 * (1 - o["alpha"])
     main = Table("main_effects", f"Main effects of each factor (within-block contrasts; Holm "
                  f"across {o['holm_family']} claims)",
-                 ["factor: level vs baseline", "scope", "verdict", f"effect [{conf:g}% CI]", "p",
-                  "n"], [], right={3, 4, 5})
+                 ["factor: level vs baseline", "verdict", f"effect [{conf:g}% CI]", "p", "n"],
+                 [], right={2, 3, 4})
+    scoped = Table("main_effects_scenarios", "Main effects in each scenario",
+                   ["factor: level vs baseline", "scenario", "verdict", f"effect [{conf:g}% CI]",
+                    "p", "n"], [], right={3, 4, 5}, full=True)
     for e in f["main_effects"]:
-        main.rows.append([e["name"].split(" [")[0], e["scope"], verdict_text(e), _effect(e),
-                          pval(e["p_adjusted"]), f"{e['n_units']:,} blocks"])
+        row = [e["name"].split(" [")[0], verdict_text(e), _effect(e), pval(e["p_adjusted"]),
+               f"{e['n_units']:,} blocks"]
+        if e["scope"] == "overall":
+            main.rows.append(row)
+        else:
+            scoped.rows.append([row[0], e["scope"], *row[1:]])
     main.notes.append("a main effect averages the level's effect over every other factor's "
-                      "levels, within each block; 'overall' pools every scenario")
+                      "levels, within each block, over every scenario")
+    main.notes += no_interval_note(f["main_effects"])
     inter = Table("interactions", "Two-way interactions (does one factor's effect depend on "
                   "another's level?)", ["interaction", "verdict", f"change [{conf:g}% CI]", "p"],
                   [], right={2, 3})
@@ -359,7 +423,8 @@ def factor_tables(result: dict[str, Any]) -> list[Table]:
                            [[lv, *(num(v) for v in row)]
                             for lv, row in zip(g["row_levels"], g["medians"], strict=True)],
                            right=set(range(1, len(g["column_levels"]) + 1))))
-    return [main] + ([inter] if inter.rows else []) + grids
+    inter.notes += no_interval_note(f["interactions"])
+    return [main] + ([scoped] if scoped.rows else []) + ([inter] if inter.rows else []) + grids
 
 
 def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from hugelab.report import tables
+from hugelab.report import lead, tables
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "equivalent": "bold cyan",
                  "inconclusive": "bold yellow"}
@@ -34,10 +34,11 @@ def _widths(t: tables.Table) -> list[int]:
 
 
 def needed_width(t: tables.Table) -> int:
-    """The narrowest terminal that shows `t` as a table without breaking a number."""
-    w = _widths(t)
-    return sum(w[i] if _keeps_whole(t, i) else min(w[i], MIN_TEXT_COLUMN)
-               for i in range(len(w))) + PAD * (len(w) - 1)
+    """The narrowest terminal that shows `t` as a table without breaking a number: what rich
+    itself measures for the table (its columns' minimum widths, the padding between them and
+    the box's edges), so the choice between table and stacked rows never misses by a gap."""
+    con = Console(width=10_000, color_system=None)
+    return con.measure(_rich(t)).minimum
 
 
 def _styled(t: tables.Table, row: list[str], i: int) -> Text:
@@ -69,18 +70,39 @@ def _stacked(t: tables.Table, con: Console) -> None:
             con.print(line)
 
 
+def bullets(items: list[Text]) -> RichTable:
+    """Items under '  • ', continuation lines indented under the text."""
+    g = RichTable.grid(padding=(0, 1))
+    g.add_column(no_wrap=True)
+    g.add_column()
+    for item in items:
+        g.add_row(" •", item)
+    return g
+
+
+def lead_lines(ld: lead.Lead, con: Console) -> None:
+    """The answer block: what matters, the recommendation, warnings each once."""
+    for w in ld.loud:
+        con.print(Text("WARNING: " + w, style="bold white on red"))
+    con.print(Text(ld.heading, style="bold"))
+    con.print(bullets([Text(a.text, style=VERDICT_STYLE.get(a.verdict, ""))
+                       for a in ld.answers]))
+    if ld.recommendations:
+        con.print(Text("Recommendation", style="bold"))
+        con.print(bullets([Text(r) for r in ld.recommendations]))
+    for w in ld.notes:
+        con.print(Text("WARNING: " + w, style="bold yellow"))
+
+
 def render(result: dict[str, Any], console: Console | None = None, *, full: bool = False) -> None:
-    """Print the report to `console` (stdout by default): compact, or every table with `full`."""
+    """Print the report to `console` (stdout by default), answer first (`lead`): then
+    compact tables, or every table with `full`."""
     con = console or Console()
     con.print(Text(tables.header(result), style="bold"))
-    said = set()
-    for w in dict.fromkeys(result["warnings"]):
-        style = "bold white on red" if w.startswith("TCG") else "bold yellow"
-        con.print(Text("WARNING: " + w, style=style))
-        said.add(w)
-    summary = tables.what_matters(result)
-    if summary:
-        con.print(Text("What matters: ", style="bold") + Text(summary))
+    ld = lead.build(result)
+    lead_lines(ld, con)
+    said = set(ld.notes)
+    con.print()
     for t in tables.all_tables(result, full=full):
         if not t.rows:
             con.print(Text(t.title, style="bold"))
