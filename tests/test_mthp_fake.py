@@ -3,6 +3,8 @@ Linux 6.8) and one with them (this machine's layout), without touching the real 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hugelab.cli.host import mthp_line
@@ -184,7 +186,6 @@ def test_experiment_files_take_the_new_backings():
 
 
 def test_hugelab_mem_reports_the_collapse_apart():
-    import json
     from pathlib import Path
 
     from hugelab.workloads.base import ExecResult
@@ -201,3 +202,88 @@ def test_hugelab_mem_reports_the_collapse_apart():
     assert r.info["collapse"] == {"result": "EAGAIN", "errno": 11, "seconds": 0.25}
     assert r.evidence["collapse"]["before"] == {"AnonHugePages_kB": 0}
     assert w.argv("mthp-64K", Path("hm"))[3:5] == ["--backing", "mthp-64K"]
+
+
+DRY_RUN = """\
+name = "mthp-dry"
+blocks = 2
+
+[workload]
+kind = "hugelab-mem"
+workload = "chase"
+size = "16M"
+duration = 0.2
+
+[[arms]]
+name = "4k"
+backing = "4k"
+
+[[arms]]
+name = "m64"
+backing = "mthp-64K"
+thp = "always"
+
+[[arms]]
+name = "shm"
+backing = "shmem-thp"
+
+[[arms]]
+name = "m16"
+backing = "mthp-16K"
+"""
+
+
+def dry_run(tmp_path, monkeypatch, capsys, host, *flags) -> str:
+    """`hugelab run --dry-run` in this process, on the fake host `host`: its stdout."""
+    from hugelab.cli import dryrun
+    from hugelab.cli.main import main
+    monkeypatch.setattr(dryrun, "inspect_host", lambda: inspect_host(host))
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "300")
+    (tmp_path / "exp.toml").write_text(DRY_RUN)
+    rc = main(["run", str(tmp_path / "exp.toml"), "--dry-run", "--store",
+               str(tmp_path / "x.db"), *flags])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not (tmp_path / "x.db").exists() and not (tmp_path / "state").exists()
+    return out
+
+
+def test_dry_run_shows_the_mthp_knobs_each_arm_sets(tmp_path, monkeypatch, capsys):
+    host = add_mthp(make_host(tmp_path / "h"), anon_kb=(64, 2048))
+    p = json.loads(dry_run(tmp_path, monkeypatch, capsys, host, "--json"))
+    assert p["host_mthp"] == [
+        {"knob": "enabled", "size": "64K", "mode": "never"},
+        {"knob": "enabled", "size": "2M", "mode": "inherit"},
+        {"knob": "shmem_enabled", "size": None, "mode": "never"},
+        {"knob": "shmem_enabled", "size": "8K", "mode": "never"},
+        {"knob": "shmem_enabled", "size": "64K", "mode": "never"},
+        {"knob": "shmem_enabled", "size": "2M", "mode": "inherit"}]
+    cells = {c["name"]: c for c in p["cells"]}
+    knobs = {n: {(k["knob"], k["size"]): (k["mode"], k["unchanged"]) for k in c["mthp_knobs"]}
+             for n, c in cells.items()}
+    assert all(same for _, same in knobs["4k"].values()) and len(knobs["4k"]) == 6
+    assert knobs["m64"][("enabled", "64K")] == ("always", False)
+    assert knobs["m64"][("enabled", "2M")] == ("never", False)
+    assert knobs["m64"][("shmem_enabled", "2M")] == ("inherit", True)
+    assert knobs["shm"][("shmem_enabled", None)] == ("advise", False)
+    assert knobs["shm"][("shmem_enabled", "8K")] == ("never", True)
+    assert knobs["shm"][("enabled", "2M")] == ("inherit", True)
+    assert cells["m16"]["skipped"] and cells["m16"]["mthp_knobs"] == []  # 16K: not offered
+    assert cells["m64"]["host_thp"] == "(unchanged)"  # its thp is the 64K size's mode
+    assert p["host_changes"]["thp_modes"] == [{"enabled": "madvise", "defrag": "madvise"}]
+
+    text = " ".join(dry_run(tmp_path, monkeypatch, capsys, host).split())
+    assert "host mTHP (per-size THP modes each arm's trials run under" in text
+    assert ("m64: enabled: 64K always, 2M never; shmem_enabled: as the host has it "
+            "(unchanged)") in text
+    assert ("shm: enabled: as the host has it (unchanged); shmem_enabled: top-level advise, "
+            "8K 64K never (unchanged), 2M inherit (unchanged)") in text
+    assert "4k: every knob as the host has it (unchanged)" in text and "m16:" not in text
+
+
+def test_dry_run_without_mthp_has_no_section(tmp_path, monkeypatch, capsys):
+    host = make_host(tmp_path / "h")
+    p = json.loads(dry_run(tmp_path, monkeypatch, capsys, host, "--json"))
+    assert p["host_mthp"] == [] and all(c["mthp_knobs"] == [] for c in p["cells"])
+    assert "host mTHP" not in dry_run(tmp_path, monkeypatch, capsys, host)

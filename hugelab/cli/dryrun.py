@@ -22,7 +22,7 @@ from hugelab.experiment import Arm, Experiment
 from hugelab.experiment.cost import Measured, cuts, estimate, human
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
-from hugelab.runner import pool_plan, unsupported_arms
+from hugelab.runner import arm_thp_knobs, pool_plan, unsupported_arms
 from hugelab.stats.paired import MIN_UNITS
 from hugelab.store.locate import exists, open_store, resolve
 from hugelab.vm.trial import vm_spec
@@ -72,6 +72,43 @@ def _guests(arm: Arm) -> str:
     return f"{vm.vms}x{vm.mem_mib}M {backing}"
 
 
+def _thp(arm: Arm) -> str | None:
+    """The THP `enabled` mode an arm sets; a native mthp-<size> arm's `thp` is its size's."""
+    return None if arm.mthp_kb and arm.vm is None else arm.thp
+
+
+def _size(size_kb: int | None) -> str | None:
+    """64 -> '64K', 2048 -> '2M'; None (the top-level shmem_enabled) stays None."""
+    if size_kb is None:
+        return None
+    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
+
+
+def host_mthp(host: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host's multi-size THP knobs now: `enabled` per size (anonymous memory), then
+    `shmem_enabled` (size None: the top-level file) and per size; [] on a kernel without."""
+    sizes = (host.get("mthp") or {}).get("sizes") or []
+    out = [{"knob": "enabled", "size": s["size"], "mode": s["enabled"]}
+           for s in sizes if s.get("enabled")]
+    if host["thp"].get("shmem_enabled") and sizes:
+        out.append({"knob": "shmem_enabled", "size": None, "mode": host["thp"]["shmem_enabled"]})
+    return out + [{"knob": "shmem_enabled", "size": s["size"], "mode": s["shmem_enabled"]}
+                  for s in sizes if s.get("shmem_enabled")]
+
+
+def mthp_knobs(arm: Arm, host: dict[str, Any]) -> list[dict[str, Any]]:
+    """The multi-size THP knobs an arm's trials run under (runner.arm_thp_knobs), each with
+    the host's mode now and whether the arm leaves it unchanged; [] on a kernel without."""
+    if not (host.get("mthp") or {}).get("supported"):
+        return []
+    now = {(k["knob"], k["size"]): k["mode"] for k in host_mthp(host)}
+    anon, shmem = arm_thp_knobs(arm, host)
+    pairs = [("enabled", _size(kb), m) for kb, m in anon.items()] + \
+        [("shmem_enabled", _size(kb), m) for kb, m in shmem.items()]
+    return [{"knob": knob, "size": size, "mode": mode, "host": now.get((knob, size)),
+             "unchanged": now.get((knob, size)) == mode} for knob, size, mode in pairs]
+
+
 def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
          store_path: Path, budget_s: float | None) -> dict[str, Any]:
     """Everything the dry run reports, as one JSON-able dict; validates every guest cell."""
@@ -84,7 +121,7 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
             vm_spec(a, _workload_bytes(per_arm.get(a.name, workload), a), hugetlbfs)
     runnable = [a for a in exp.arms if a.name not in skipped]
     thp_now = host["thp"].get("enabled")
-    modes = sorted({(a.thp or thp_now or "-", a.thp_defrag or host["thp"].get("defrag") or "-")
+    modes = sorted({(_thp(a) or thp_now or "-", a.thp_defrag or host["thp"].get("defrag") or "-")
                     for a in runnable})
     pools = pool_plan(exp, workload, runnable, per_arm)
     mounts = sorted({a.vm.page_size for a in runnable
@@ -95,9 +132,11 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     out: dict[str, Any] = {
         "experiment": exp.name, "blocks": exp.blocks, "design": exp.design,
         "cells": [{"name": a.name, "layer": a.layer, "levels": dict(a.levels),
-                   "host_thp": a.thp or "(unchanged)", "guests": _guests(a),
+                   "host_thp": _thp(a) or "(unchanged)", "guests": _guests(a),
                    "trial_s": est.per_arm.get(a.name), "basis": est.basis.get(a.name, "skipped"),
-                   "skipped": skipped.get(a.name)} for a in exp.arms],
+                   "skipped": skipped.get(a.name),
+                   "mthp_knobs": [] if a.name in skipped else mthp_knobs(a, host)}
+                  for a in exp.arms],
         "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
                     for f in exp.factors],
         "trials_per_block": len(runnable), "trials": len(runnable) * exp.blocks,
@@ -105,6 +144,7 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
                          "pools": [{"size": s, "node": n, "pages": p}
                                    for (s, n), p in sorted(pools.items(), key=str)],
                          "hugetlbfs_mounts": mounts},
+        "host_mthp": host_mthp(host),
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
         "boot_s": est.boot_s, "boot_basis": est.boot_basis,
         "estimated_s": est.seconds, "budget_s": budget_s, "warnings": [],
@@ -159,6 +199,41 @@ def _rows(cells: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
     return list(rows.values()), scenarios
 
 
+def knobs_text(knobs: list[dict[str, Any]]) -> str:
+    """'enabled: 64K madvise, 2M never, 16K 32K never (unchanged); shmem_enabled: as the
+    host has it (unchanged)': the knobs an arm sets, changed ones first."""
+    parts = []
+    for knob in ("enabled", "shmem_enabled"):
+        mine = [k for k in knobs if k["knob"] == knob]
+        if mine and all(k["unchanged"] for k in mine):
+            parts.append(f"{knob}: as the host has it (unchanged)")
+        elif mine:
+            groups: dict[tuple[str, bool], list[str]] = {}
+            for k in sorted(mine, key=lambda k: bool(k["unchanged"])):  # stable: changed first
+                groups.setdefault((k["mode"], k["unchanged"]), []).append(k["size"] or "top-level")
+            parts.append(f"{knob}: " + ", ".join(
+                f"{' '.join(sizes)} {mode}" + (" (unchanged)" if same else "")
+                for (mode, same), sizes in groups.items()))
+    return "; ".join(parts)
+
+
+def mthp_lines(cells: list[dict[str, Any]]) -> list[str]:
+    """The "host mTHP" section: per arm (a cell less its scenario) the knobs it sets; the
+    arms that leave every knob as the host has it on one line. [] without mTHP knobs."""
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for c in cells:
+        if c["mthp_knobs"]:
+            arms.setdefault(c["name"].partition(" [")[0], c["mthp_knobs"])
+    if not arms:
+        return []
+    same = [a for a, knobs in arms.items() if all(k["unchanged"] for k in knobs)]
+    lines = [f"  {a}: {knobs_text(knobs)}" for a, knobs in arms.items() if a not in same]
+    if same:
+        lines.append(f"  {', '.join(same)}: every knob as the host has it (unchanged)")
+    return ["host mTHP (per-size THP modes each arm's trials run under; journaled, restored "
+            "at the end):", *lines]
+
+
 def print_plan(p: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(p, indent=2))
@@ -188,6 +263,8 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     con.print(f"host changes (journaled, restored at the end): THP enabled/defrag {modes}; "
               f"pools {pools}; hugetlbfs mounts {', '.join(h['hugetlbfs_mounts']) or 'none'}",
               highlight=False)
+    for text in mthp_lines(p["cells"]):
+        con.print(text, highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \
         " (configured workload time + 0.5 s per trial + boot)"

@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--blocks", type=int, help="override the file's number of blocks")
     p.add_argument("--dry-run", action="store_true",
                    help="change nothing and run nothing: list the cells (every combination of a "
-                   "factorial's levels), the trials per block, the host changes and guests each "
+                   "factorial's levels), the trials per block, the host changes (mTHP knobs "
+                   "included, \"(unchanged)\" where the host has them already) and guests each "
                    "needs, and the estimated duration (workload time + measured boot time)")
     p.add_argument("--budget", type=_budget, metavar="DURATION",
                    help="with --dry-run: warn when the estimate exceeds this (e.g. 90m, 2h), "
