@@ -94,5 +94,10 @@ class StoreError(HugelabError):
     """The results store cannot be read or written."""
 
 
+class StoreConnectionLost(StoreError):
+    """The connection to a server store went away (a restart, a failover, a network cut):
+    a run rides it out (`hugelab.store.outage`) for a while before it stops."""
+
+
 class VMError(HugelabError):
     """A guest failed to boot or to run its trial."""

@@ -21,6 +21,7 @@ from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.recovery import run_session
 from hugelab.store import SqlStore, Trial
+from hugelab.store.spool import write_id
 from hugelab.trial import monitors
 from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
@@ -518,7 +519,8 @@ class Runner:
                 "layer": arm.layer, "target": target, "backing": arm.backing,
                 "host_backing": host_backing, "guest_backing": guest_backing,
                 "thp": arm.thp, "thp_defrag": arm.thp_defrag, "design": self.exp.design,
-                **({"levels": dict(arm.levels)} if arm.levels else {}), **guest.provenance}
+                **({"levels": dict(arm.levels)} if arm.levels else {}), **guest.provenance,
+                "write_id": write_id()}  # the store writes this trial once, however often sent
         if result is None:
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 USER = "hugelab"
@@ -30,12 +30,46 @@ def pg_bin() -> Path | None:
     return Path(found[-1]).parent if found else None
 
 
+# pg_ctl's shutdown modes as the postmaster's signals: smart waits for clients, fast ends
+# their sessions (AdminShutdown), immediate quits without a checkpoint (crash recovery next)
+SHUTDOWN_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+
+
 @dataclass
 class Server:
     host: str
     port: int
     password: str
     socket_dir: Path
+    bindir: Path = field(default=Path(), repr=False)
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        """Start the cluster (again): the same data, port and password. Call it from a thread
+        that outlives the server (the main thread): the server gets SIGKILL when the thread
+        that started it ends (the parent-death signal is per thread)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.proc = _postmaster(self.bindir, self.socket_dir)
+        _wait_ready(self.bindir, self.port, self.proc, self.socket_dir / "log")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop it as `pg_ctl stop -m MODE` would; every client loses its connection."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(SHUTDOWN_SIGNALS[mode])
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def restart(self, mode: str = "fast", down_s: float = 0.0) -> None:
+        """`pg_ctl restart -m MODE`, staying down `down_s` seconds in between."""
+        self.stop(mode)
+        time.sleep(down_s)
+        self.start()
 
     def url(self, db: str = "postgres", **query: str) -> str:
         """A URL without the password (tests pass it in PGPASSWORD, as users should)."""
@@ -106,22 +140,22 @@ def running_server(fsync: bool = False, huge_pages: str = "off") -> Iterator[Ser
                        f"unix_socket_directories = '{top}'\nssl = on\n"
                        f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n"
                        f"huge_pages = {huge_pages}\n")
-        # in the foreground, as postgres, with the parent-death signal: a killed test session
-        # takes its server with it (pg_ctl would leave a daemon behind)
-        with open(top / "log", "wb") as log:
-            server = subprocess.Popen(
-                ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups",
-                 "--pdeathsig", "KILL", "--", str(bindir / "postgres"), "-D", str(data)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        server = Server("127.0.0.1", port, password, top, bindir)
         try:
-            _wait_ready(bindir, port, server, top / "log")
-            yield Server("127.0.0.1", port, password, top)
+            server.start()
+            yield server
         finally:
-            server.send_signal(signal.SIGINT)  # fast shutdown
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            server.stop("fast")
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def _postmaster(bindir: Path, top: Path) -> subprocess.Popen[bytes]:
+    """The server of the cluster in `top`/data, in the foreground, as postgres, with the
+    parent-death signal: a killed test session takes its server with it (pg_ctl would leave a
+    daemon behind). Its output is appended to `top`/log."""
+    with open(top / "log", "ab") as log:
+        return subprocess.Popen(
+            ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups",
+             "--pdeathsig", "KILL", "--", str(bindir / "postgres"), "-D", str(top / "data")],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)

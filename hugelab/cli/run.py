@@ -23,6 +23,7 @@ from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import SqlStore
 from hugelab.store.locate import open_store, shown
+from hugelab.store.outage import riding
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
 
@@ -72,6 +73,11 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--wait-host", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for another hugelab changing this host instead of "
                    "refusing at once (hosts of a fleet that share one kernel take turns)")
+    p.add_argument("--store-outage", type=_outage, default=DEFAULT_OUTAGE_S, metavar="DURATION",
+                   help="how long a server store (postgresql://) may be away - a restart, a "
+                   "failover - before the run stops (default 5m): meanwhile trials go on and "
+                   "are kept in a local spool, written exactly once when it is back; past it the "
+                   "run stops cleanly and `hugelab store flush` (or the next run) writes them")
     p.add_argument("--calibrate", action="store_true",
                    help="for a duet: run the baseline arm and an identical twin side by side, "
                    "then one after the other, and say what the duet comparison can claim (are "
@@ -88,6 +94,21 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
 def _budget(text: str) -> float:
     from hugelab.cli.dryrun import parse_budget
     return parse_budget(text)
+
+
+DEFAULT_OUTAGE_S = 300.0
+
+
+def _outage(text: str) -> float:
+    """A duration (90s, 5m, 1h; a bare number is seconds); 0 stops at the first loss."""
+    from hugelab.cli.dryrun import parse_budget
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_budget(text)
+    if seconds < 0 or seconds != seconds:
+        raise argparse.ArgumentTypeError(f"not a duration like 90s, 5m or 1h: {text!r}")
+    return seconds
 
 
 def _fraction(text: str) -> float:
@@ -165,7 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if other is not None:
         return other
     con = Console(stderr=True)
-    with open_store(args.store) as store:
+    with riding(open_store(args.store), args.store_outage,
+                lambda msg: con.print(f"[yellow]store:[/] {escape(msg)}")) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}", markup=False), TimeRemainingColumn(),
                       console=con, transient=False) as bar:

@@ -1,4 +1,5 @@
-"""`hugelab store copy|info`: move runs between SQLite and PostgreSQL; what a store holds."""
+"""`hugelab store copy|info|flush`: move runs between SQLite and PostgreSQL; what a store
+holds; write the trials a run kept in its spool while its server store was away."""
 
 from __future__ import annotations
 
@@ -39,6 +40,18 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(i)
     add_json(i)
     i.set_defaults(func=cmd_info)
+    f = ss.add_parser("flush", help="write the trials a run spooled while its store was away",
+                      description="A run whose PostgreSQL store went away (a restart, a "
+                      "failover) keeps the trials it measured meanwhile in a local spool "
+                      "(store-spool.db in hugelab's state directory, mode 0600) and writes them "
+                      "when the server is back; a run that stopped because the server stayed "
+                      "away longer than --store-outage leaves them there. This writes them, "
+                      "each trial exactly once (the next `hugelab run` on that store does the "
+                      "same). Passwords come from PGPASSWORD or ~/.pgpass.")
+    f.add_argument("--store", metavar="URL", default=None,
+                   help="only this store's trials (default: every store the spool names)")
+    add_json(f)
+    f.set_defaults(func=cmd_flush)
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
@@ -82,4 +95,32 @@ def cmd_info(args: argparse.Namespace) -> int:
     for k, v in info.items():
         shown = ", ".join(v) if isinstance(v, list) else "n/a (a local file)" if v is None else v
         print(f"{k:>10}: {shown}")
+    return 0
+
+
+def cmd_flush(args: argparse.Namespace) -> int:
+    from hugelab.store.locate import display, open_store
+    from hugelab.store.spool import Spool
+
+    spool = Spool()
+    names = spool.stores() if args.store is None else [display(args.store)]
+    done = []
+    for name in names:
+        if not spool.count(name):
+            continue
+        with open_store(args.store if args.store is not None else name) as store:
+            done.append(spool.flush(name, store))
+    left = spool.count()
+    if args.json:
+        print_json({"spool": str(spool.path), "stores": [asdict(d) for d in done],
+                    "left": left})
+        return 0
+    for d in done:
+        print(f"{d.store}: wrote {d.written} trial(s)"
+              + (f", {d.present} were there already" if d.present else ""))
+    if not done:
+        print(f"nothing to write: the spool {spool.path} holds no trial"
+              + (f" for {names[0]}" if args.store is not None else ""))
+    if left:
+        print(f"{left} trial(s) for other stores are still in {spool.path}")
     return 0

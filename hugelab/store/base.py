@@ -151,30 +151,37 @@ class SqlStore:
     def add_trial(self, t: Trial) -> None:
         self.add_trials([t])
 
-    def add_trials(self, trials: list[Trial]) -> None:
-        """Commit trials together: the guests of one multi-VM trial land all or none."""
+    def add_trials(self, trials: list[Trial]) -> int:
+        """Commit trials together: the guests of one multi-VM trial land all or none. A
+        trial whose write id (provenance `write_id`) the store already has is not written
+        again: a write the connection lost before its commit was acknowledged, sent again.
+        Returns how many were written."""
         for t in trials:
             if t.status not in TRIAL_STATUSES:
                 raise StoreError(f"bad trial status {t.status!r}")
         with self.transaction():
-            for t in trials:
-                self._insert(t)
+            return sum(self._insert(t) for t in trials)
 
-    def _insert(self, t: Trial) -> None:
-        """Insert a trial; a retry replaces the earlier attempt, kept in its provenance."""
+    def _insert(self, t: Trial) -> bool:
+        """Insert a trial; a retry replaces the earlier attempt, kept in its provenance; the
+        same write again (same write id) changes nothing (False)."""
         key = (t.run_id, t.block, t.arm, t.target)
         old = self.one("SELECT status, error, cause, attempts, provenance FROM trials "
                        "WHERE run_id = ? AND block = ? AND arm = ? AND target = ?", key)
         prov = dict(t.provenance or {})
         attempts = 1
         if old is not None:
-            earlier = json.loads(old["provenance"]).get("earlier_attempts", [])
+            before = json.loads(old["provenance"])
+            if prov.get("write_id") and before.get("write_id") == prov["write_id"]:
+                return False
+            earlier = before.get("earlier_attempts", [])
             prov["earlier_attempts"] = [*earlier, {"status": old["status"], "error": old["error"],
                                                    "cause": old["cause"]}]
             attempts = int(old["attempts"]) + 1
             self.execute("DELETE FROM trials WHERE run_id = ? AND block = ? AND arm = ? "
                          "AND target = ?", key)
         self.insert_trial_row(t, prov, attempts)
+        return True
 
     def insert_trial_row(self, t: Trial, provenance: dict[str, Any], attempts: int) -> None:
         """One INSERT of a trial as it is (no retry bookkeeping): for copies and imports."""

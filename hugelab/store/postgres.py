@@ -18,12 +18,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from hugelab.errors import StoreError
+from hugelab.errors import StoreConnectionLost, StoreError
 from hugelab.store.base import SqlStore
 from hugelab.store.schema import MIGRATIONS, for_postgres, statements
 from hugelab.store.url import split_password
 
 MIGRATION_LOCK = 0x6875_6765  # pg_advisory_xact_lock key: one migrating client at a time
+CONNECT_TIMEOUT_S = 10
+# SQLSTATE classes of a server that went away: connection exceptions (08), an operator's or a
+# crash's shutdown (57P01-57P05: admin shutdown, crash shutdown, cannot connect now...)
+LOST_STATES = ("08", "57P")
 
 
 class Row(tuple[Any, ...]):
@@ -68,12 +72,13 @@ class PostgresStore(SqlStore):
                                   "(./bootstrap setup does)") from exc
         self.name = name
         self._psycopg = psycopg
+        self._url = url
+        self._options: dict[str, Any] = {} if "sslmode" in url else {"sslmode": "prefer"}
+        if password is not None:  # kept in memory to reconnect; never written or shown
+            self._options["password"] = password
+        self._password = password
         try:
-            options: dict[str, Any] = {} if "sslmode" in url else {"sslmode": "prefer"}
-            if password is not None:
-                options["password"] = password
-            self.db = psycopg.connect(url, autocommit=True, connect_timeout=10,
-                                      application_name="hugelab", **options)
+            self.db = self._connect()
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to store {name}: {_scrub(exc, password)}",
                              hint="check the server, the user and the password (PGPASSWORD or "
@@ -85,6 +90,23 @@ class PostgresStore(SqlStore):
             raise StoreError(f"{name} cannot hold a hugelab store: {_scrub(exc, password)}",
                              hint="a new database needs a user that may CREATE tables in it; "
                                   "later ones need only read and write") from exc
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                                     application_name="hugelab", **self._options)
+
+    def reconnect(self) -> None:
+        """A new connection in place of a lost one: StoreConnectionLost while the server is
+        still away."""
+        try:
+            self.db.close()
+        except self._psycopg.Error:
+            pass
+        try:
+            self.db = self._connect()
+        except self._psycopg.Error as exc:
+            raise StoreConnectionLost(f"store {self.name} is still away: "
+                                      f"{_scrub(exc, self._password)}") from exc
 
     @property
     def tls(self) -> bool:
@@ -110,21 +132,30 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """A lost connection or a refused statement is a StoreError naming the store (a run
-        stops there, restores the host, and resumes later), never a traceback."""
+        """A lost connection is StoreConnectionLost, a refused statement a StoreError, both
+        naming the store, never a traceback (a run rides out the first: `outage.py`)."""
         try:
             yield
-        except self._psycopg.OperationalError as exc:
-            raise StoreError(f"lost the connection to store {self.name}: {_scrub(exc, None)}",
-                             hint="run the same command again when the server is back: it "
-                                  "resumes") from exc
         except self._psycopg.Error as exc:
-            raise StoreError(f"store {self.name} refused a statement: {_scrub(exc, None)}") \
-                from exc
+            if self._lost(exc):
+                raise StoreConnectionLost(
+                    f"lost the connection to store {self.name}: {_scrub(exc, self._password)}",
+                    hint="run the same command again when the server is back: it "
+                         "resumes") from exc
+            raise StoreError(f"store {self.name} refused a statement: "
+                             f"{_scrub(exc, self._password)}") from exc
+
+    def _lost(self, exc: Exception) -> bool:
+        """Whether `exc` means the server went away (not that it refused a statement)."""
+        if self.db.closed or self.db.broken:
+            return True
+        state = getattr(exc, "sqlstate", None) or ""
+        return isinstance(exc, self._psycopg.OperationalError) and (
+            not state or state.startswith(LOST_STATES))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        with self.db.transaction():
+        with self._errors(), self.db.transaction():
             yield
 
     def json_text(self, column: str, *path: str | int) -> str:
