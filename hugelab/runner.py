@@ -15,8 +15,10 @@ from typing import Any
 from hugelab import __version__
 from hugelab.errors import HugelabError, PoolBusyError, PoolError
 from hugelab.experiment import Arm, Experiment, TrialSpec, VmLayer, schedule
+from hugelab.host import holders
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
+from hugelab.host.inspect import pools as host_pools
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.recovery import run_session
@@ -59,6 +61,7 @@ class RunOutcome:
     resumed: bool
     executed: int
     skipped: dict[str, str] = field(default_factory=dict)
+    pool_holders: list[dict[str, Any]] = field(default_factory=list)  # others' pages at start
 
 
 def _workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
@@ -264,7 +267,7 @@ class Runner:
                         break
         self.store.set_run_status(run_id, "finished", skipped)
         self.progress(RunEvent("done", executed, executed))
-        return RunOutcome(run_id, not created, executed, skipped)
+        return RunOutcome(run_id, not created, executed, skipped, host.get("pool_holders") or [])
 
     def _preflight(self, skipped: dict[str, str]) -> None:
         """Each arm's workload checks what it needs before any host change (`preflight()`:
@@ -326,17 +329,23 @@ class Runner:
                         out[name] = exc.message
         return out
 
-    def _unit_pools(self, unit: list[TrialSpec], control: HostControl) -> str | None:
+    def _unit_pools(self, unit: list[TrialSpec], control: HostControl
+                    ) -> tuple[str | None, dict[str, Any]]:
         """Before each unit, the pages its arms need free again: another user may have taken
         some since the last one (a database that started), so a pool is grown on top of what
-        is held now, tried POOL_ATTEMPTS times; the reason when the pages cannot be had."""
+        is held now, tried POOL_ATTEMPTS times. Returns the reason when the pages cannot be
+        had, and per pool the pages others held (for the trials' monitors)."""
         plan = pool_plan(self.exp, self.workload, [self._arm(t.arm) for t in unit],
                          self.workloads)
+        held: dict[str, Any] = {}
         for (size, node), pages in _global_first(plan):
             last: PoolError | None = None
             for attempt in range(POOL_ATTEMPTS):
                 try:
-                    control.ensure_free(size_kb_from_name(size), pages, node)
+                    counts = control.ensure_free(size_kb_from_name(size), pages, node)
+                    if counts.held:
+                        held[size if node is None else f"{size}@{node}"] = {
+                            "held_by_others": counts.held, "needed": pages}
                     last = None
                     break
                 except PoolError as exc:
@@ -346,8 +355,13 @@ class Runner:
             if last is not None:
                 where = f" on node {node}" if node is not None else ""
                 return (f"the {size} pool{where} could not give this trial its {pages} pages "
-                        f"({POOL_ATTEMPTS} attempts): {last.message}")
-        return None
+                        f"({POOL_ATTEMPTS} attempts): {last.message}{self._holders_now()}"), held
+        return None, held
+
+    def _holders_now(self) -> str:
+        """Who holds pool pages now, as lines to add to a trial's error."""
+        entries = holders.pool_holders(host_pools(self.paths), holders.scan(self.paths))
+        return "".join(f"\n  {holders.describe(e, limit=8)}" for e in entries)
 
     def _pool_failed(self, run_id: int, unit: list[TrialSpec], why: str
                      ) -> list[tuple[TrialSpec, str, float | None]]:
@@ -397,7 +411,7 @@ class Runner:
                   ) -> list[tuple[TrialSpec, str, float | None]]:
         """Run one trial (paired) or every arm of a block at the same time (duet), then commit
         the unit's trials together."""
-        why = self._unit_pools(unit, control)
+        why, held = self._unit_pools(unit, control)
         if why is not None:
             return self._pool_failed(run_id, unit, why)
         self._apply_arm(control, self._arm(unit[0].arm), thp_initial)  # duet: arms share THP
@@ -420,6 +434,8 @@ class Runner:
                 t.join()
         ended = time.time()
         mon = monitors.delta(before, monitors.snapshot(self.paths))
+        if held:
+            mon["pools_shared"] = held  # pages other users held when the unit started
         trials = [self._trial(run_id, spec, self._arm(spec.arm), o.result, o.error,
                               {**mon, **o.monitors}, started, ended, o)
                   for spec, outs in zip(unit, results, strict=True) for o in outs]
@@ -522,6 +538,8 @@ class Runner:
                 **({"levels": dict(arm.levels)} if arm.levels else {}), **guest.provenance,
                 "write_id": write_id()}  # the store writes this trial once, however often sent
         if result is None:
+            if guest.cause == PoolBusyError.cause and error and "held by other users" not in error:
+                error += self._holders_now()  # who took the pages, while they still hold them
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,
                          ended=ended, target=target, cause=guest.cause)

@@ -151,3 +151,121 @@ def test_a_holder_that_leaves_no_room_fails_the_trials_with_the_pool_reason(env)
     assert store.done_keys(out.run_id) == {(t["block"], t["arm"], t["target"])
                                            for t in store.trials(out.run_id)
                                            if t["status"] != "failed"}
+
+
+# ---------------------------------------------------------------- who holds the pages
+
+SMAPS = """7f0000000000-7f0000a00000 rw-s 00000000 00:0f 32768                      /SYSV00000000 (deleted)
+Size:              10240 kB
+KernelPageSize:     2048 kB
+Rss:                   0 kB
+Shared_Hugetlb:    10240 kB
+Private_Hugetlb:       0 kB
+VmFlags: rd wr sh mr mw me ms de ht sd
+7f0000a00000-7f0001400000 rw-p 00000000 00:10 99                         /anon_hugepage (deleted)
+Size:              10240 kB
+KernelPageSize:     2048 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:    4096 kB
+7f0001400000-7f0001600000 rw-p 00000000 00:00 0
+Size:               2048 kB
+KernelPageSize:        4 kB
+AnonHugePages:      2048 kB
+"""
+
+SHM = """       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap
+         0      32768   600              10485760   500   500      2     0     0     0     0          0          0 1700000000              10485760                     0
+   9961753      32769   600              20971520   501   501      0   101   101   101   101          0          0 1700000000              20971520                     0
+"""
+
+
+def fake_proc(host, pids=(500, 501)):
+    for pid in pids:
+        d = host.p(f"proc/{pid}")
+        d.mkdir(parents=True)
+        (d / "status").write_text("Name:\tpostgres\nUid:\t101\t101\t101\t101\n"
+                                  "HugetlbPages:\t14336 kB\n")
+        (d / "maps").write_text("".join(line + "\n" for line in SMAPS.splitlines()
+                                        if line[:1] == "7"))
+        (d / "smaps").write_text(SMAPS)
+        (d / "cmdline").write_text("postgres\0-D\0/srv/pg\0")
+    host.p("proc/sysvipc").mkdir(parents=True)
+    host.p("proc/sysvipc/shm").write_text(SHM)
+
+
+def test_holders_are_named_and_shared_segments_counted_once(host):
+    from hugelab.host import holders
+    fake_proc(host)
+    found = holders.scan(host)
+    assert [p["pid"] for p in found["processes"]] == [500, 501]
+    assert found["processes"][0]["by_page_kb"] == {"2048": {"mapped_kb": 20480,
+                                                            "hugetlb_kb": 14336}}
+    assert found["processes"][0]["segments"] == [32768] and found["processes"][0]["uid"] == 101
+    # the shared segment once (10 MiB), each process's private 4 MiB: 18 MiB, 9 pages
+    assert found["in_processes_kb"] == {"2048": 10240 + 2 * 4096}
+    sysv = {s["shmid"]: s for s in found["sysv"]}
+    assert sysv[32768]["page_kb"] == 2048 and sysv[32769]["page_kb"] is None
+    assert sysv[32769]["key"] == "0x00980119" and sysv[32769]["creator_pid"] == 501
+    pools = [{"size": "2M", "size_kb": 2048, "nr": 30, "free": 16, "resv": 2},
+             {"size": "1G", "size_kb": 1048576, "nr": 0, "free": 0, "resv": 0}]
+    [entry] = holders.pool_holders(pools, found)
+    assert (entry["held"], entry["by_processes"], entry["reserved"], entry["unaccounted"]) == \
+        (16, 9, 2, 5)
+    text = holders.describe(entry)
+    assert text.startswith("16 of the 2M pool's 30 pages are held by other users: postgres "
+                           "(pid 500, 14 MiB in use of 20 MiB mapped)")
+    assert "SysV segment 0x00980119 (shmid 32769" in text and "2 reserved" in text
+    assert "5 in use that no process maps" in text
+
+
+def test_inspect_names_the_holders_and_warns(host):
+    from hugelab.cli.host import holder_lines
+    from hugelab.host.inspect import inspect_host
+    fake_proc(host, pids=(500,))
+    for name, value in (("nr_hugepages", 20), ("free_hugepages", 10)):
+        host.pool_file(MB2, name).write_text(f"{value}\n")
+    info = inspect_host(host)
+    assert info["pool_holders"][0]["held"] == 10
+    assert any(w.startswith("10 of the 2M pool's 20 pages are held by other users: postgres")
+               for w in info["warnings"])
+    lines = holder_lines(info)
+    assert lines[0] == "2M pool: 10 of 20 pages held by other users"
+    assert lines[1].startswith("  postgres (pid 500")
+
+
+def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
+    from hugelab.report.analysis import Options, analyse
+    from hugelab.report.load import load_run
+    from hugelab.report.poolnotes import pool_warnings, shared_pools
+    host, _, store, kernel = env
+    kernel.pool_cap[MB2] = 1600
+
+    class Arrives(DeterministicWorkload):
+        def run(self, target, backing):
+            if not target.calls:
+                hold_pages(host, kernel, MB2, 1000, free=nr(host) - 1000)
+            return super().run(target, backing)
+
+    def run(workload):
+        runner = Runner(experiment(blocks=2), store, workload, target=Recorder(),
+                        session=env[1], paths=host)
+        runner.pool_retry_s = 0.0
+        return runner.run()
+
+    out = run(Arrives())
+    failed = sum(t["status"] == "failed" for t in store.trials(out.run_id))
+    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    assert f"hugetlb-2M: {failed} trial(s) failed because another user took the hugetlb pages " \
+        "they needed (cause 'pool'); running the experiment again retries them" in warnings
+    assert not out.pool_holders  # nobody held pages when it started
+    kernel.pool_cap[MB2] = 5000  # memory freed: the retried trials get their pages
+    out = run(DeterministicWorkload())
+    assert {t["status"] for t in store.trials(out.run_id)} == {"ok"}
+    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    assert f"{failed} trial(s) started while other users held up to 1000 pages of the 2M pool: " \
+        "each got its pages free on top of theirs, but those users ran beside it (their " \
+        "memory traffic is part of the measurement)" in warnings
+    assert out.pool_holders and out.pool_holders[0]["held"] == 1000
+    assert pool_warnings(out.pool_holders, {}, {})[0].startswith(
+        "1000 of the 2M pool's 1000 pages are held by other users")
+    assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == {"2M": (1, 5)}

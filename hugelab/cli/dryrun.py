@@ -20,6 +20,7 @@ from rich.text import Text
 from hugelab.errors import UsageError
 from hugelab.experiment import Arm, Experiment
 from hugelab.experiment.cost import Measured, cuts, estimate, human
+from hugelab.host.holders import describe
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
 from hugelab.runner import arm_thp_knobs, pool_plan, unsupported_arms
@@ -152,9 +153,35 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     if "unknown" in est.basis.values():
         out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
                                "trials count as 0 s; run one block first (--blocks 1) to measure")
+    out["pool_holders"] = host.get("pool_holders") or []
+    out["warnings"] += pool_plan_warnings(host, pools)
     if budget_s is not None and est.seconds > budget_s:
         out["warnings"].append(_over_budget(exp_run, meas, accel or "tcg", est.seconds,
                                             budget_s))
+    return out
+
+
+def pool_plan_warnings(host: dict[str, Any], pools: dict[tuple[str, int | None], int]
+                       ) -> list[str]:
+    """Per pool the run needs: who holds its pages now and what the run will set it to, and
+    whether memory allows it to grow that far (all of the run's pools together)."""
+    by_size = {p["size"]: p for p in host.get("pools", [])}
+    held = {e["size"]: e for e in host.get("pool_holders") or []}
+    out, extra_kb = [], 0
+    for (size, node), pages in sorted(pools.items(), key=str):
+        pool = by_size.get(size)
+        if pool is None or node is not None:
+            continue
+        free = max(int(pool.get("free") or 0) - int(pool.get("resv") or 0), 0)
+        if size in held:
+            out.append(f"{describe(held[size])}: the run will set the pool to "
+                       f"{held[size]['held']} + {pages} pages so that its own are free")
+        extra_kb += max(pages - free, 0) * int(pool["size_kb"])
+    avail = int((host.get("meminfo_kb") or {}).get("MemAvailable", 0))
+    if extra_kb > avail:
+        out.append(f"the run's pools need {extra_kb / 1048576:.1f} GiB more memory than is free "
+                   f"in them now, and only {avail / 1048576:.1f} GiB is available: arms whose "
+                   "pool cannot grow will be skipped")
     return out
 
 

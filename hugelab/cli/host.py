@@ -98,6 +98,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         for n in p["nodes"] if len(p["nodes"]) > 1 else []:
             t.add_row("", str(n["node"]), str(n["nr"]), str(n["free"]), "", str(n["surplus"]))
     con.print(t)
+    for line in holder_lines(info):
+        con.print(line, highlight=False, markup=False)
     mounts = ", ".join(f"{m['target']} ({m['pagesize']})" for m in info["hugetlbfs_mounts"])
     con.print(f"[bold]hugetlbfs[/] {mounts or 'none mounted'}")
     gib = 1048576
@@ -111,6 +113,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for w in info["warnings"]:
         con.print(f"[yellow]warning:[/] {w}")
     return 0
+
+
+def holder_lines(info: dict[str, Any]) -> list[str]:
+    """Who holds each pool's pages, one line per holder (pure)."""
+    out = []
+    for e in info.get("pool_holders") or []:
+        out.append(f"{e['size']} pool: {e['held']} of {e['of']} pages held by other users")
+        out += [f"  {h}" for h in e["holders"]]
+        if e["reserved"]:
+            out.append(f"  {e['reserved']} of them reserved (mapped, not yet touched)")
+        if e["unaccounted"]:
+            out.append(f"  {e['unaccounted']} of them in use that no process maps (SysV "
+                       "segments no process attaches, or files in hugetlbfs)")
+    return out
 
 
 def mthp_line(info: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.host.inspect import hardware_counters
+from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.report.summary import arm_problems, arm_summary, retried
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
@@ -225,7 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
               "comparisons": verdicts.get("comparisons", []), "unit": unit,
               "factorial": verdicts.get("factorial"),
-              "problems": problems, "retried": retried(trials)}
+              "problems": problems, "retried": retried(trials),
+              "pool_warnings": _pool_warnings(outcome.pool_holders, trials)}
     if args.json:
         from hugelab.cli.output import print_json
         print_json(result)
@@ -239,6 +242,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    "nothing to compare them with (see the reasons above)")
         return 1
     return 0
+
+
+def _pool_warnings(holders: list[dict[str, Any]], trials: list[dict[str, Any]]) -> list[str]:
+    """The run's hugetlb pools shared with other users (hugelab.report.poolnotes)."""
+    failed = Counter(t["arm"] for t in trials if t["status"] == "failed" and t["cause"] == "pool")
+    return pool_warnings(holders, shared_pools(t["monitors"] or {} for t in trials), failed)
 
 
 def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, blocks: int
@@ -336,20 +345,27 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
                   f" of {seq['plan']['looks']} (looks after blocks {seq['plan']['look_sizes']})")
         for arm, d in seq["decided"].items():
             con.print(f"  {arm}: {d['decision']} at look {d['look']}", markup=False)
-    for arm, why in result["skipped"].items():
-        con.print(f"[yellow]skipped[/] {escape(arm)}: {escape(why)}")
-    for p in result.get("problems", []):
-        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {escape(p['text'])}",
-                  highlight=False)
-    if result.get("retried"):
-        con.print(f"retried: {len(result['retried'])} trial(s) that failed for outside reasons "
-                  "ran again (hugelab show RUN lists them)")
+    _print_problems(con, result)
     notes = {n for c in result.get("comparisons", []) if c.get("effect_pct") is None
              for n in c.get("notes", [])[:1]}
     for note in sorted(notes):
         con.print(f"note: {note}", markup=False)
     con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
               "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
+
+
+def _print_problems(con: Console, result: dict[str, Any]) -> None:
+    """Skipped arms, failed or flagged trials, pools shared with other users, retries."""
+    for arm, why in result["skipped"].items():
+        con.print(f"[yellow]skipped[/] {escape(arm)}: {escape(why)}")
+    for p in result.get("problems", []):
+        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {escape(p['text'])}",
+                  highlight=False)
+    for w in result.get("pool_warnings", []):
+        con.print(f"[yellow]shared pool:[/] {escape(w)}", highlight=False)
+    if result.get("retried"):
+        con.print(f"retried: {len(result['retried'])} trial(s) that failed for outside reasons "
+                  "ran again (hugelab show RUN lists them)")
 
 
 def _print_factorial(con: Console, result: dict[str, Any]) -> None:

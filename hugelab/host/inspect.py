@@ -7,6 +7,7 @@ import platform
 import shutil
 from typing import Any
 
+from hugelab.host import holders as pool_holders
 from hugelab.host.control import mthp_unsupported_message, size_name
 from hugelab.host.paths import (
     REAL,
@@ -159,6 +160,9 @@ def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
         "fragmentation": fragmentation(paths),
         "hardware_counters": hardware_counters(paths),
     }
+    found = pool_holders.scan(paths)
+    info["holders"] = found
+    info["pool_holders"] = pool_holders.pool_holders(info["pools"], found)
     info["warnings"] = warnings(info)
     return info
 
@@ -174,6 +178,8 @@ def warnings(info: dict[str, Any]) -> list[str]:
         if size in sizes and not sizes[size]["nr"]:
             out.append(f"no {size} pool reserved: hugetlb-{size} arms need one "
                        f"(`hugelab host set --pool {size}=N`; `hugelab run` reserves it for you)")
+    out += [pool_holders.describe(e) + ": a run grows the pool on top of them and leaves their "
+            "pages alone" for e in info.get("pool_holders") or []]
     thp = info["thp"]
     if not thp.get("supported"):
         out.append("THP not supported by this kernel: thp arms will be skipped")

@@ -34,6 +34,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.report import factorial
 from hugelab.report.load import RunData
+from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
@@ -475,7 +476,10 @@ def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | N
                    "are trustworthy; do not pool trials across blocks")
     if len(kernels := {str(p.get("kernel")) for d in data.details for p in d.provenance}) > 1:
         out.append(f"trials ran on {len(kernels)} different kernels: {', '.join(sorted(kernels))}")
-    return out
+    return out + pool_warnings((data.run.get("host") or {}).get("pool_holders") or [],
+                               shared_pools(m for d in data.details for m in d.monitors),
+                               {s: d.pool_failed for s, d in zip(data.series, data.details,
+                                                                 strict=True)})
 
 
 def _run_info(data: RunData) -> dict[str, Any]:

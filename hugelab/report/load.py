@@ -38,6 +38,7 @@ class SeriesDetails:
     flag_reasons: Counter[str] = field(default_factory=Counter)
     error_reasons: Counter[str] = field(default_factory=Counter)
     retry_reasons: Counter[str] = field(default_factory=Counter)  # earlier attempts' errors
+    pool_failed: int = 0  # failed trials whose hugetlb pages another user took (cause "pool")
     monitors: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     provenance: list[dict[str, Any]] = field(default_factory=list)
@@ -110,14 +111,15 @@ def _sample_blocks(data: RunData, per_series: int) -> list[int]:
 def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
     where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
                                                       strict=True))}
-    for arm, target, status, flag, error in store.tuples(
-            "SELECT arm, target, status, flag, error FROM trials "
+    for arm, target, status, flag, error, cause in store.tuples(
+            "SELECT arm, target, status, flag, error, cause FROM trials "
             "WHERE run_id = ? AND status != 'ok'", (run_id,)):
         d = data.details[where[(arm, target)]]
         if status == "flagged":
             d.flag_reasons[flag or "(no reason recorded)"] += 1
         else:
             d.error_reasons[error or "(no error recorded)"] += 1
+            d.pool_failed += cause == "pool"
     last_error = store.json_text("provenance", "earlier_attempts", -1, "error")
     for arm, target, earlier in store.tuples(
             f"SELECT arm, target, {last_error} "  # noqa: S608 - a JSON path of ours

@@ -1,0 +1,93 @@
+"""A foreign user of a hugetlb pool, for tests: a process that holds pages the way databases,
+DPDK or JVMs do, until its stdin closes or it is killed.
+
+    python -m tests.hugetlb_holder MODE PAGES [--size-kb 2048]
+
+MODE: `touch` maps PAGES anonymous MAP_HUGETLB pages and faults them in (in use); `reserve`
+maps them and touches none (reserved: HugePages_Rsvd); `sysv` creates an SHM_HUGETLB segment
+of PAGES pages, attaches it and faults it in; `sysv-detached` does the same, then detaches, so
+the segment holds its pages with no process attached (it is removed when the holder exits).
+Prints one line `ready PID [SHMID]` when it holds its pages, `failed: WHY` and exits 1 when it
+cannot get them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import mmap
+import os
+import sys
+
+MAP_HUGETLB = 0x40000
+MAP_HUGE_SHIFT = 26
+SHM_HUGETLB = 0o4000
+SHM_HUGE_SHIFT = 26
+IPC_PRIVATE = 0
+IPC_CREAT = 0o1000
+IPC_RMID = 0
+
+
+def _size_flag(size_kb: int, shift: int) -> int:
+    return (size_kb * 1024).bit_length() - 1 << shift
+
+
+def hold_anon(pages: int, size_kb: int, touch: bool) -> mmap.mmap:
+    length = pages * size_kb * 1024
+    m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_HUGETLB
+                  | _size_flag(size_kb, MAP_HUGE_SHIFT))
+    if touch:
+        for off in range(0, length, size_kb * 1024):
+            m[off] = 1
+    return m
+
+
+def hold_sysv(pages: int, size_kb: int, detach: bool) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+    libc.shmdt.argtypes = (ctypes.c_void_p,)
+    length = pages * size_kb * 1024
+    shmid = libc.shmget(IPC_PRIVATE, ctypes.c_size_t(length),
+                        IPC_CREAT | SHM_HUGETLB | _size_flag(size_kb, SHM_HUGE_SHIFT) | 0o600)
+    if shmid < 0:
+        raise OSError(ctypes.get_errno(), f"shmget: {os.strerror(ctypes.get_errno())}")
+    addr = libc.shmat(shmid, None, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        libc.shmctl(shmid, IPC_RMID, None)
+        raise OSError(ctypes.get_errno(), f"shmat: {os.strerror(ctypes.get_errno())}")
+    for off in range(0, length, size_kb * 1024):
+        ctypes.c_char.from_address(addr + off).value = b"x"
+    if detach:
+        libc.shmdt(ctypes.c_void_p(addr))
+    else:  # removed when its last user detaches: a killed holder leaves nothing behind
+        libc.shmctl(shmid, IPC_RMID, None)
+    return shmid
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=("touch", "reserve", "sysv", "sysv-detached"))
+    ap.add_argument("pages", type=int)
+    ap.add_argument("--size-kb", type=int, default=2048)
+    a = ap.parse_args(argv)
+    shmid = None
+    try:
+        if a.mode in ("touch", "reserve"):
+            held = hold_anon(a.pages, a.size_kb, a.mode == "touch")  # noqa: F841 - kept mapped
+        else:
+            shmid = hold_sysv(a.pages, a.size_kb, a.mode == "sysv-detached")
+    except OSError as exc:
+        print(f"failed: {exc}", flush=True)
+        return 1
+    print(f"ready {os.getpid()}" + (f" {shmid}" if shmid is not None else ""), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        if shmid is not None and a.mode == "sysv-detached":
+            ctypes.CDLL(None).shmctl(shmid, IPC_RMID, None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
