@@ -16,15 +16,17 @@ from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
 from hugelab.vm.common.libvirtd import recover_domains
+from hugelab.vm.domains.ssh import remove_dead_dirs
 from hugelab.vm.own.guest import kill_leftover_qemus
 
 
 def kill_leftovers() -> list[str]:
     """Workload process trees, QEMUs and transient libvirt domains whose hugelab is gone, with
-    their temporary files and disk overlays."""
+    their temporary files and disk overlays, and its SSH connections' directories."""
     done = kill_leftover_workloads(state_dir())
     done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
-    return done + [f"destroyed leftover transient domain {name}" for name in recover_domains()]
+    done += [f"destroyed leftover transient domain {name}" for name in recover_domains()]
+    return done + [f"removed leftover SSH directory {d}" for d in remove_dead_dirs()]
 
 
 def clear_for_a_run() -> list[str]:

@@ -11,13 +11,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError
-from hugelab.vm.domains.ssh import Ssh, SshTarget
+from hugelab.vm.domains.ssh import Ssh, SshTarget, remove_dead_dirs
 from hugelab.workloads.command import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -113,3 +114,32 @@ def test_auto_adds_the_ssh_nic_only_when_the_arm_names_a_key():
     from hugelab.vm.domains.libvirt_guest import Access
     assert not Access("auto").ssh and not Access("agent", ssh_key="/k").ssh
     assert Access("auto", ssh_key="/root/.ssh/id_ed25519").ssh and Access("ssh").ssh
+
+
+def test_recover_removes_a_killed_hugelabs_ssh_dirs_and_keeps_live_ones(server, tmp_path):
+    """A hugelab SIGKILLed with a master connection open leaves its hugelab-ssh-* directory
+    (known_hosts, the master's socket) and the master itself: recover removes both; a live
+    hugelab's directory (the fixture's) stays, and so does an unowned one still young."""
+    code = ("import sys, time; from hugelab.vm.domains.ssh import Ssh; "
+            "s = Ssh(int(sys.argv[1]), user=sys.argv[2], key=sys.argv[3]); "
+            "assert s.ready() is None; print(s.dir, flush=True); time.sleep(600)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(server.port), server.user,
+                              str(server.key)], stdout=subprocess.PIPE, text=True)
+    try:
+        dead = Path(child.stdout.readline().strip())
+    finally:
+        child.kill()
+        child.wait()
+    assert (dead / "master").exists()
+    assert subprocess.run(["pgrep", "-f", f"{dead}/master"]).returncode == 0  # it outlives
+    young = Path(tempfile.mkdtemp(prefix="hugelab-ssh-"))  # no owner file yet
+    try:
+        removed = remove_dead_dirs()
+        assert str(dead) in removed and not dead.exists()
+        assert str(young) not in removed and young.exists()
+        assert Path(server.dir).exists() and server.ready() is None  # live: kept
+        masters = subprocess.run(["pgrep", "-f", f"{dead}/master"], capture_output=True)
+        assert masters.returncode == 1, "the dead hugelab's master connection still runs"
+        assert str(young) in remove_dead_dirs(now=time.time() + 3600)  # old and unowned
+    finally:
+        shutil.rmtree(young, ignore_errors=True)

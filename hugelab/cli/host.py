@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.Argum
     rec = sub.add_parser("recover", help="clean up after a killed run (workloads, QEMU, THP, pools)",
                          description="After a hugelab that was killed (SIGKILL, power loss): kills "
                          "the workload processes and guests of its trials, removes their "
-                         "temporary files, then replays its journal (THP modes, pools, mounts). "
+                         "temporary files and its SSH connections' directories (hugelab-ssh-*, "
+                         "their master connections stopped), then replays its journal (THP modes, pools, mounts). "
                          "Waits a few seconds for a dying hugelab to let go of the lock. Safe to "
                          "run any time; every `hugelab run` does the same before it starts.")
     add_json(rec)

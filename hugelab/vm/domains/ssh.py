@@ -22,15 +22,20 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.proc import APT_PACKAGES, which
+from hugelab.vm.common.process import alive, starttime
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.workloads.base import ExecResult
 
 ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)
 CONNECT_S = 5
+DIR_PREFIX = "hugelab-ssh-"
+OWNER = "owner"  # in each directory: "PID STARTTIME" of the hugelab that made it
+UNOWNED_GRACE_S = 600  # a directory without an owner file (just made, or by an older hugelab)
 
 
 class SshError(VMError):
@@ -46,7 +51,9 @@ class Ssh:
         self.user = user
         self.key = key
         self.host = host
-        self.dir = tempfile.mkdtemp(prefix="hugelab-ssh-")  # 0700: known_hosts, the master
+        self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # 0700: known_hosts, the master
+        pid = os.getpid()
+        Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)}\n")  # for `hugelab recover`
         self.ssh = which("ssh")
 
     def options(self) -> list[str]:
@@ -97,6 +104,37 @@ class Ssh:
                             f"{self.user}@{self.host}"], capture_output=True, timeout=10,
                            check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def remove_dead_dirs(top: Path | None = None, now: float | None = None) -> list[str]:
+    """`hugelab recover`: the directories (`hugelab-ssh-*` in the temporary directory `top`)
+    of SSH connections whose hugelab is gone - killed before it closed them - with their
+    master connection stopped; what was removed. A live hugelab's are left alone."""
+    top = Path(tempfile.gettempdir()) if top is None else top
+    now = time.time() if now is None else now
+    out = []
+    for d in sorted(top.glob(f"{DIR_PREFIX}*")):
+        if d.is_symlink() or not d.is_dir() or not _dead(d, now):
+            continue
+        if (d / "master").exists():  # a ControlPersist master outlives its hugelab a while
+            subprocess.run([which("ssh"), "-o", f"ControlPath={d}/master", "-O", "exit",  # noqa: S603
+                            "hugelab-leftover"], capture_output=True, timeout=10, check=False)
+        shutil.rmtree(d, ignore_errors=True)
+        out.append(str(d))
+    return out
+
+
+def _dead(d: Path, now: float) -> bool:
+    try:
+        pid, start = (d / OWNER).read_text().split()
+        return not alive(int(pid), int(start) if start.isdigit() else None)
+    except FileNotFoundError:
+        try:
+            return now - d.stat().st_mtime > UNOWNED_GRACE_S
+        except OSError:
+            return False
+    except (OSError, ValueError):
+        return False
 
 
 class SshTarget(RemoteTarget):
