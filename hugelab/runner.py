@@ -46,7 +46,7 @@ Stopper = Callable[[int, int, dict[str, str]], bool]
 
 @dataclass(frozen=True)
 class RunEvent:
-    kind: str  # "start" | "skip" | "trial" | "done"
+    kind: str  # "start" | "skip" | "trial" | "repeat" | "stop" | "done"
     done: int = 0
     total: int = 0
     trial: TrialSpec | None = None
@@ -220,8 +220,12 @@ class Runner:
                  target: Target, session: SessionFactory | None = None,
                  paths: HostPaths = REAL, progress: Progress | None = None,
                  stopper: Stopper | None = None, retry_failed: bool = False,
-                 workloads: Mapping[str, Workload] | None = None, label: str = "") -> None:
+                 workloads: Mapping[str, Workload] | None = None, label: str = "",
+                 repeat_pause_s: float = 0.0, sleep: Callable[[float], None] = time.sleep
+                 ) -> None:
         self.exp = exp
+        self.repeat_pause_s = repeat_pause_s  # between repeats, when the run has several
+        self.sleep = sleep
         self.workloads = dict(workloads or {})  # per arm, where a scenario sets its own
         self.retry_failed = retry_failed
         self.store = store
@@ -257,6 +261,8 @@ class Runner:
                 thp_initial = host["thp"].get("enabled"), host["thp"].get("defrag")
                 units = _units(todo, self.exp.design)
                 for u, unit in enumerate(units):
+                    if u and self._new_repeat(units[u - 1][0], unit[0]):
+                        self._pause(unit[0])
                     for spec, status, value in self._run_unit(run_id, unit, control, thp_initial):
                         executed += 1
                         self.progress(RunEvent("trial", executed, len(todo), spec, status, value))
@@ -283,6 +289,19 @@ class Runner:
                 continue
             seen.add(id(workload))
             check()
+
+    def _new_repeat(self, prev: TrialSpec, nxt: TrialSpec) -> bool:
+        return self.exp.repeat_of(prev.block) != self.exp.repeat_of(nxt.block)
+
+    def _pause(self, nxt: TrialSpec) -> None:
+        """Between two repeats: wait `repeat_pause_s`, so the repeats sample the machine's
+        states further apart in time (host settings stay as the run set them)."""
+        r = self.exp.repeat_of(nxt.block)
+        self.progress(RunEvent("repeat", message=(
+            f"repeat {r + 1} of {self.exp.repeats}"
+            + (f" after a {self.repeat_pause_s:g} s pause" if self.repeat_pause_s else ""))))
+        if self.repeat_pause_s > 0:
+            self.sleep(self.repeat_pause_s)
 
     def _should_stop(self, run_id: int, spec: TrialSpec, nxt: TrialSpec | None,
                      skipped: dict[str, str]) -> bool:

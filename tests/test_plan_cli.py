@@ -120,3 +120,26 @@ def test_plan_on_an_imported_short_pilot(tmp_path, capsys):
     rc, out, err = cli(["plan", "--store", str(db)], capsys)
     assert rc != 0 and "3 paired block(s) of 'on' and baseline 'off'" in err
     assert "run 7 more block(s)" in err and "import at least 7 more" in err
+
+
+def test_plan_recommends_repeats_when_between_repeat_variation_dominates(tmp_path, capsys):
+    from tests.test_report_repeats import ISSUE_EFFECTS, store_run
+    rng = np.random.default_rng(6)
+    per = [e * np.exp(rng.normal(0, 0.01, 10)) for e in ISSUE_EFFECTS]
+    store_run(tmp_path / "r.db", np.concatenate(per), blocks=10, repeats=4)
+    rc, out, err = cli(["plan", "--store", str(tmp_path / "r.db"), "--effect", "5%",
+                        "--confidence", "95%", "--power", "80%", "--json"], capsys)
+    assert rc == 0, err
+    rep = json.loads(out)["arms"][0]["repeats"]
+    assert rep["pilot_repeats"] == 4 and rep["blocks_per_repeat"] == 10
+    assert rep["between_dominates"] and rep["i2"] > 0.5 and rep["tau_pct"] > 1
+    assert 3 <= rep["repeats_needed"] <= 20
+    assert f"--repeats {rep['repeats_needed']}" in rep["reading"]
+    rc, out, _ = cli(["plan", "--store", str(tmp_path / "r.db"), "--effect", "5%"], capsys)
+    assert "between-repeat variation dominates" in out
+    # one run whose blocks fall into two regimes: plan from repeats
+    store_run(tmp_path / "one.db", np.where(np.arange(30) < 15, 0.87, 0.78)
+              * np.exp(rng.normal(0, 0.01, 30)), blocks=30)
+    rc, out, _ = cli(["plan", "--store", str(tmp_path / "one.db"), "--json"], capsys)
+    rep = json.loads(out)["arms"][0]["repeats"]
+    assert rep["regimes"]["split"] and "--repeats 3" in rep["reading"]

@@ -105,6 +105,21 @@ def test_every_trial_committed_in_schedule_order_and_host_restored(env):
     assert host.pool_file(1048576).read_text().strip() == "0"
 
 
+def test_repeats_run_one_after_another_with_a_pause_between_them(env):
+    exp = replace(experiment(blocks=2), repeats=3)
+    events, slept = [], []
+    out, _ = run(env, exp, DeterministicWorkload(), progress=events.append,
+                 repeat_pause_s=7.5, sleep=slept.append)
+    blocks = sorted({r[0] for r in env[2].values(out.run_id)})
+    assert out.executed == 24 and blocks == list(range(6))
+    assert slept == [7.5, 7.5]  # between repeats, not before the first or after the last
+    said = [e.message for e in events if e.kind == "repeat"]
+    assert said == ["repeat 2 of 3 after a 7.5 s pause", "repeat 3 of 3 after a 7.5 s pause"]
+    assert [exp.repeat_of(b) for b in blocks] == [0, 0, 1, 1, 2, 2]
+    assert "repeats" in exp.to_dict() and "repeats" not in experiment().to_dict()
+    assert exp.key() != experiment(blocks=2).key()  # its own run, never a resumed plain one
+
+
 def test_summary_against_baseline(env):
     exp = experiment()
     out, _ = run(env, exp, DeterministicWorkload())

@@ -81,3 +81,20 @@ def test_agreeing_repeats_say_so_and_short_repeats_are_left_out():
         repeats.combine([[0.1, 0.2]])
     with pytest.raises(StatsInputError):
         repeats.combine([[0.1, 0.2, 0.3]], better="sideways")
+
+
+def test_repeats_needed_gives_the_power_it_promises_by_simulation():
+    tau, sd, blocks, effect = 0.02, 0.02, 10, -0.03
+    v = (1.1 * sd) ** 2 / blocks  # a repeat's HL variance over 10 Gaussian blocks, about
+    r = repeats.repeats_needed(tau**2, v, effect, confidence=0.95, power=0.8)
+    assert r is not None and 5 <= r <= 40
+    d = simulate(np.random.default_rng(11), sims=1000, r=r, tau=tau, sd=sd,
+                 mu=np.log1p(effect))
+    rows = repeats.combine_rows(d)
+    got = float(np.mean((rows["p"] < 0.05) & (rows["mu"] < 0)))
+    print(f"repeats_needed = {r}: power {got:.3f} (asked 0.8)")
+    assert got >= 0.75
+    assert repeats.repeats_needed(tau**2, v, effect, confidence=0.95, power=0.8) < \
+        repeats.repeats_needed(tau**2, v, effect, confidence=0.9999, power=0.9)
+    assert repeats.repeats_needed(0.5, 0.0, 0.001, confidence=0.9999, power=0.9,
+                                  max_repeats=50) is None

@@ -131,7 +131,8 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     exp_run = replace(exp, arms=tuple(runnable))  # skipped cells cost nothing
     est = estimate(exp_run, meas, accel or "tcg")
     out: dict[str, Any] = {
-        "experiment": exp.name, "blocks": exp.blocks, "design": exp.design,
+        "experiment": exp.name, "blocks": exp.blocks, "repeats": exp.repeats,
+        "design": exp.design,
         "cells": [{"name": a.name, "layer": a.layer, "levels": dict(a.levels),
                    "host_thp": _thp(a) or "(unchanged)", "guests": _guests(a),
                    "trial_s": est.per_arm.get(a.name), "basis": est.basis.get(a.name, "skipped"),
@@ -140,7 +141,7 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
                   for a in exp.arms],
         "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
                     for f in exp.factors],
-        "trials_per_block": len(runnable), "trials": len(runnable) * exp.blocks,
+        "trials_per_block": len(runnable), "trials": len(runnable) * exp.blocks * exp.repeats,
         "host_changes": {"thp_modes": [{"enabled": e, "defrag": d} for e, d in modes],
                          "pools": [{"size": s, "node": n, "pages": p}
                                    for (s, n), p in sorted(pools.items(), key=str)],
@@ -267,8 +268,9 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         return
     con = Console()
     rows, scenarios = _rows(p["cells"])
+    reps = f" x {p['repeats']} repeats" if p.get("repeats", 1) > 1 else ""
     t = Table(title=escape(f"{p['experiment']}: {len(p['cells'])} cell(s), {p['blocks']} "
-                           f"block(s), design {p['design']} (dry run: nothing changes)"),
+                           f"block(s){reps}, design {p['design']} (dry run: nothing changes)"),
               box=box.SIMPLE_HEAD)
     for col in ("cell", "host THP", "guests", "s/trial"):
         t.add_column(col, overflow="fold", justify="right" if col == "s/trial" else "left",

@@ -28,7 +28,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
         "with --budget N also the smallest effect N blocks can detect. When the pilot's guest "
         "boots ran several trials (trials_per_boot), also the share of variance between and "
         "within boots, the trials per boot that the pilot's measured boot and trial costs "
-        "recommend, and the boots needed at that k. Percentages may be written 1% or 0.01.")
+        "recommend, and the boots needed at that k. When the pilot ran several repeats "
+        "(run --repeats), also the spread of the effect between repeats and, when it "
+        "dominates, the repeats a verdict needs; a one-repeat pilot whose blocks fall into two "
+        "regimes is told to plan from repeats. Percentages may be written 1% or 0.01.")
     q.add_argument("run", nargs="?", type=int, help="pilot run id (default: the latest run)")
     add_store(q)
     add_json(q)
@@ -60,7 +63,49 @@ def pilot_pairs(rows: list[tuple[Any, ...]], baseline: str, arm: str) -> dict[st
             cells.setdefault((block, target), {})[a] = float(value)
     keys = sorted(k for k, v in cells.items() if baseline in v and arm in v)
     d = [math.log(cells[k][arm] / cells[k][baseline]) for k in keys]
-    return {"d": np.asarray(d, dtype=float), "targets": sorted({k[1] for k in keys})}
+    return {"d": np.asarray(d, dtype=float), "targets": sorted({k[1] for k in keys}),
+            "blocks": np.asarray([k[0] for k in keys], dtype=np.int64)}
+
+
+def _plan_repeats(run: dict[str, Any], pairs: dict[str, Any], unit_sd: float,
+                  opts: dict[str, Any]) -> dict[str, Any] | None:
+    """A pilot of several repeats: the spread between them (tau), and when it dominates the
+    repeats' own variance, the repeats a verdict needs (each of the pilot's blocks per repeat).
+    A pilot of one repeat whose blocks fall into two regimes: advice to plan with repeats."""
+    from hugelab.stats import StatsInputError, regimes
+    from hugelab.stats import repeats as rp
+    exp = run.get("experiment") or {}
+    reps, per = int(exp.get("repeats") or 1), int(exp.get("blocks") or 0)
+    d = pairs["d"]
+    if reps < 2 or per < 1:
+        if d.size < regimes.MIN_BLOCKS:
+            return None
+        g = regimes.detect(d[np.argsort(pairs["blocks"])])
+        return {"pilot_repeats": 1, "regimes": g.to_dict(), "reading": (
+            g.reading() + ": plan from a pilot of 3 or more repeats (hugelab run --repeats 3) "
+            "to see how much the effect moves between runs" if g.split else None)}
+    which = pairs["blocks"] // per
+    try:
+        comb = rp.combine([d[which == r] for r in range(reps)])
+    except StatsInputError as exc:
+        return {"pilot_repeats": reps, "error": exc.message}
+    tau2 = comb.pooled.tau2 if np.isfinite(comb.pooled.tau2) else 0.0
+    v = unit_sd**2 / per
+    need = rp.repeats_needed(tau2, v, opts["effect"], confidence=opts["confidence"],
+                             power=opts["power"])
+    out = {"pilot_repeats": comb.pooled.k, "blocks_per_repeat": per, "tau_pct": comb.tau_pct,
+           "i2": comb.pooled.i2, "between_dominates": comb.between_dominates,
+           "repeats_needed": need, "replication": comb.reading()}
+    if comb.between_dominates:
+        out["reading"] = (
+            f"between-repeat variation dominates (I^2 {comb.pooled.i2:.0%}, tau "
+            f"{comb.tau_pct:.1f}%): more blocks per run cannot narrow the machine's interval; "
+            + (f"run {need} repeats of {per} blocks (hugelab run --repeats {need})"
+               if need else "no number of repeats detects this effect against that spread"))
+    else:
+        out["reading"] = (f"the repeats agree within their own intervals (I^2 "
+                          f"{comb.pooled.i2:.0%}): plan blocks; repeats add little")
+    return out
 
 
 def _too_short(run: dict[str, Any], arm: str, baseline: str, n: int) -> Exception:
@@ -128,6 +173,9 @@ def _plan_one(run: dict[str, Any], rows: list[tuple[Any, ...]], baseline: str, a
              power=opts["power"])
     out: dict[str, Any] = {"arm": arm, "baseline": baseline, "targets": pairs["targets"],
                            **p.to_dict(), "more_blocks": max(0, p.blocks_needed - n)}
+    repeats = _plan_repeats(run, pairs, p.unit_sd, opts)
+    if repeats is not None:
+        out["repeats"] = repeats
     reps = _plan_reps(boots or {}, baseline, arm, pairs["targets"], p.unit_sd, opts)
     if reps is not None:
         out["reps"] = reps
@@ -195,6 +243,9 @@ def _print_plan(data: dict[str, Any], opts: dict[str, Any]) -> None:
             con.print(f"    note: {n}", markup=False)
         if "reps" in p:
             _print_reps(con, p["reps"])
+        rep = p.get("repeats") or {}
+        if rep.get("reading") or rep.get("error"):
+            con.print(f"    repeats: {rep.get('reading') or rep.get('error')}", markup=False)
     if len(data["arms"]) > 1:
         con.print(f"every arm: {data['blocks_needed']} blocks", markup=False)
 

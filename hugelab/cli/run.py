@@ -46,6 +46,16 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     add_store(p)
     add_json(p)
     p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.add_argument("--repeats", type=int, metavar="R",
+                   help="run the experiment R times, one repeat after another (each with its "
+                   "blocks), stored as one run; the report treats the repeat as a random effect "
+                   "and gives the effect across repeats with the spread between them (tau). On "
+                   "a shared machine the effect can move between runs minutes apart: one run's "
+                   "interval describes its own minutes, not the machine (default: the file's "
+                   "`repeats`, else 1)")
+    p.add_argument("--repeat-pause", type=float, default=0.0, metavar="SECONDS",
+                   help="with --repeats: wait this long between repeats (host settings stay), "
+                   "to spread the repeats over more of the machine's states (default 0)")
     p.add_argument("--dry-run", action="store_true",
                    help="change nothing and run nothing: list the cells (every combination of a "
                    "factorial's levels), the trials per block, the host changes (mTHP knobs "
@@ -129,10 +139,26 @@ def _load(args: argparse.Namespace) -> Experiment:
         if blocks < 1:
             raise UsageError("the number of blocks must be at least 1")
         exp = Experiment(**{**exp.__dict__, "blocks": blocks})
+    exp = _repeats(args, exp)
     if len(args.label) > 100 or not all(c.isprintable() for c in args.label):
         raise UsageError("--label must be at most 100 printable characters")
     if args.wait_host < 0:
         raise UsageError(f"--wait-host must be 0 or more seconds, got {args.wait_host:g}")
+    return exp
+
+
+def _repeats(args: argparse.Namespace, exp: Experiment) -> Experiment:
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+        exp = Experiment(**{**exp.__dict__, "repeats": args.repeats})
+    if not args.repeat_pause >= 0:  # NaN too
+        raise UsageError(f"--repeat-pause must be 0 or more seconds, got {args.repeat_pause:g}")
+    if exp.repeats > 1 and args.until_verdict:
+        raise UsageError("--until-verdict stops one run at a look; it does not combine with "
+                         "repeats", hint="leave out --until-verdict, or use --repeats 1")
+    if exp.repeats > 1 and args.calibrate:
+        raise UsageError("--calibrate runs its own A/A runs: leave out --repeats")
     return exp
 
 
@@ -206,13 +232,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                         last += f" {e.value:.4g}"
                     bar.update(task, completed=e.done, last=last)
 
+                elif e.kind == "repeat":
+                    bar.console.print(escape(e.message))
                 elif e.kind == "stop":
                     bar.console.print(f"[green]{escape(e.message)}[/]")
 
             stopper = _stopper(args, exp, store)
             outcome = Runner(exp, store, workload, target=_target(), progress=progress,
                              stopper=stopper, retry_failed=args.retry_failed,
-                             workloads=per_arm, label=args.label, session=_session(args)).run()
+                             workloads=per_arm, label=args.label, session=_session(args),
+                             repeat_pause_s=args.repeat_pause).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
         rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
@@ -226,7 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = {"sequential": seq, "run": outcome.run_id, "store": shown(args.store), "resumed": outcome.resumed,
               "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
               "comparisons": verdicts.get("comparisons", []), "unit": unit,
-              "factorial": verdicts.get("factorial"),
+              "factorial": verdicts.get("factorial"), "replication": verdicts.get("replication"),
               "problems": problems, "retried": retried(trials),
               "pool_warnings": _pool_warnings(outcome.pool_holders, trials)}
     if args.json:
@@ -338,6 +367,7 @@ def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
                   effect, verdict)
     con.print(t)
     _print_factorial(con, result)
+    _print_replication(con, result)
     seq = result.get("sequential")
     if seq:
         at = seq["stopped_at_look"]
@@ -374,6 +404,12 @@ def _print_factorial(con: Console, result: dict[str, Any]) -> None:
                   highlight=False)
         con.print("(main effects, interactions and effects along ordered parameters: "
                   "hugelab report)")
+
+
+def _print_replication(con: Console, result: dict[str, Any]) -> None:
+    """A run of several repeats: each comparison's effect across them (hugelab report: more)."""
+    for r in result.get("replication") or []:
+        con.print(f"{r['name']}: {r.get('reading') or r.get('error')}", markup=False)
 
 
 def _tries(tr: dict[str, Any]) -> str:

@@ -67,7 +67,7 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
 
 
 def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg") -> Estimate:
-    """Seconds for the whole experiment: blocks x the sum of every arm's trial time (a duet or
+    """Seconds for the whole experiment: blocks (x repeats) x the sum of every arm's trial time (a duet or
     interleaved block runs its arms at once: its longest). Unknown workload times count as zero and say so."""
     if all(a.vm.accel == "kvm" for a in exp.arms if a.vm is not None) and \
             any(a.vm is not None for a in exp.arms):
@@ -78,7 +78,8 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     secs = [t or 0.0 for t, _ in times.values()]
     together = exp.design in ("duet", "interleaved")  # a block's arms run at once
     per_block = max(secs, default=0.0) if together else sum(secs)
-    return Estimate(per_block * exp.blocks, per_block, exp.blocks * len(exp.arms),
+    blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
+    return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),
                     {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},
                     boot, basis_boot)
 

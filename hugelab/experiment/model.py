@@ -144,6 +144,10 @@ class Experiment:
     thp_min_fraction: float = 0.5
     description: str = ""
     factors: tuple[Factor, ...] = ()
+    # separate repeats of the whole experiment, one after another (`blocks` blocks each,
+    # numbered on: repeat r holds blocks r*blocks .. (r+1)*blocks - 1); the report treats the
+    # repeat as a random effect (hugelab.stats.repeats)
+    repeats: int = 1
 
     @property
     def baseline_arm(self) -> str:
@@ -164,6 +168,10 @@ class Experiment:
             {k: v for k, v in base.levels if k not in scen}
         return next((a.name for a in self.arms if dict(a.levels) == want), self.baseline_arm)
 
+    def repeat_of(self, block: int) -> int:
+        """The repeat (0-based) a block belongs to."""
+        return block // self.blocks
+
     def workload_for(self, arm: Arm) -> dict[str, Any]:
         """The [workload] table this arm runs: the experiment's, with its scenario's values."""
         return {**self.workload, **dict(arm.workload)}
@@ -174,6 +182,8 @@ class Experiment:
         d = asdict(self)
         if not self.factors:
             del d["factors"]
+        if self.repeats == 1:  # a key added later: identities stay as they were
+            del d["repeats"]
         for arm in d["arms"]:
             for k in ("levels", "workload", "app"):
                 if not arm[k]:
@@ -230,11 +240,12 @@ class TrialSpec:
 
 
 def schedule(exp: Experiment) -> list[TrialSpec]:
-    """Every arm once per block, in a fresh random order per block, from the stored seed."""
+    """Every arm once per block, in a fresh random order per block, from the stored seed; a run
+    of several repeats has `blocks` blocks per repeat, numbered on."""
     rng = random.Random(exp.seed)
     out: list[TrialSpec] = []
     names = [a.name for a in exp.arms]
-    for block in range(exp.blocks):
+    for block in range(exp.blocks * exp.repeats):
         order = names[:]
         rng.shuffle(order)
         out.extend(TrialSpec(block, pos, arm) for pos, arm in enumerate(order))

@@ -33,7 +33,7 @@ DESIGNS = ("paired", "duet", "interleaved")
 # backings one hugelab-mem process can hold side by side under one set of host knobs
 INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
-            "description", "vm", "factors", "scenarios", "base", "cells"}
+            "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
             "app", "process_thp"}
 PROCESS_THP = ("never", "madvise")
@@ -442,6 +442,7 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         workload=dict(workload),
         seed=_int(d, "seed", 1, 0, loc),
         blocks=_int(d, "blocks", 10, 1, loc),
+        repeats=_int(d, "repeats", 1, 1, loc),
         design=design,
         baseline=baseline,
         thp_min_fraction=float(evidence.get("thp_min_fraction", 0.5)),

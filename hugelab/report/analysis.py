@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.report import factorial
+from hugelab.report import repeats as replicated
 from hugelab.report.load import RunData
 from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
@@ -241,7 +242,8 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
         d = c.to_dict()
         d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
         out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
-                    "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p)})
+                    "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p),
+                    "regimes": replicated.regimes_of(p)})
     return ps, out, {k.removeprefix("claim:"): adjusted[k] for k in extra}
 
 
@@ -491,6 +493,7 @@ def _run_info(data: RunData) -> dict[str, Any]:
             "workload": exp.get("workload"), "blocks_planned": exp.get("blocks"),
             "seed": exp.get("seed"), "skipped": r.get("skipped") or {},
             "sequential": r.get("sequential") or None, "design": exp.get("design", "paired"),
+            "repeats": int(exp.get("repeats") or 1),
             "hardware_counters": (r.get("host") or {}).get("hardware_counters")}
 
 
@@ -508,6 +511,7 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
                               margin=opts.margin, family=family, empty=empty,
                               medians=[r["median"] for r in rows])
     vc = block_components(data)
+    rep = replicated.replication(ps, data.run, alpha=opts.alpha, margin=opts.margin)
     result = {
         "run": _run_info(data),
         "options": {"alpha": opts.alpha, "margin": opts.margin, "confidence": opts.confidence,
@@ -515,7 +519,7 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         "trials": data.n_trials, "blocks": int(m.blocks.size),
         "series": rows, "comparisons": comps, "block_variance": vc,
         "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
-        "repetitions": repetitions(data),
-        "warnings": _warnings(data, comps, vc, rows),
+        "repetitions": repetitions(data), "replication": rep,
+        "warnings": _warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
     }
     return Report(data=data, result=clean(result), paired=ps)

@@ -5,44 +5,16 @@ Nothing here escapes: every renderer escapes every cell for its own format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from hugelab.report import answer, lead
+# Table and the cell formatters live in hugelab.report.table; re-exported here for the renderers
+from hugelab.report import answer, lead, repeats
+from hugelab.report.table import Table as Table
+from hugelab.report.table import num as num
+from hugelab.report.table import pct as pct
+from hugelab.report.table import pval as pval
+from hugelab.report.table import ratio as ratio
 from hugelab.stats.drift import part_name
-
-
-@dataclass
-class Table:
-    """A titled table of strings with notes underneath."""
-
-    key: str
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
-    right: set[int] = field(default_factory=set)  # right-aligned column indexes (numbers)
-    full: bool = False  # shown in the terminal only with `hugelab report --full`
-
-
-def num(v: float | None, spec: str = ".4g") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def pct(v: float | None, digits: int = 2) -> str:
-    return "-" if v is None else f"{v:+.{digits}f}%"
-
-
-def pval(p: float | None) -> str:
-    if p is None:
-        return "-"
-    if p == 0:
-        return "<1e-300"
-    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
-
-
-def ratio(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
 
 
 def verdict_text(c: dict[str, Any]) -> str:
@@ -431,7 +403,8 @@ def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
     """Every table, or (full=False) the compact set: verdicts, trials, evidence, grids, and
     drift only when the effect changed over the run."""
     drifts = [drift(result)] if result["comparisons"] else []
-    every = [*factor_tables(result), verdicts(result), *drifts, tails(result), classic(result),
+    every = [*factor_tables(result), verdicts(result), *repeats.tables(result), *drifts,
+             tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     return [t for t in every if full or not t.full]

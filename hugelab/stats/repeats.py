@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import stats
 
 from hugelab.stats import meta, signedrank
 from hugelab.stats._util import FloatArray, StatsInputError, jsonable
@@ -142,3 +143,19 @@ def combine_rows(d: ArrayLike, *, alpha: float = 0.05) -> dict[str, FloatArray]:
         raise StatsInputError("combine_rows needs (simulations, >= 2 repeats, >= 3 blocks)")
     y, v = meta.hl_estimates(x.reshape(-1, x.shape[2]))
     return meta.pool_rows(y.reshape(x.shape[:2]), v.reshape(x.shape[:2]), alpha=alpha)
+
+
+def repeats_needed(tau2: float, v: float, effect: float, *, confidence: float, power: float,
+                   max_repeats: int = 10_000) -> int | None:
+    """The fewest repeats whose across-repeat test detects a relative `effect` (0.01 = 1%) at
+    `confidence` with `power`, when repeats differ by tau^2 and each repeat's own estimate has
+    variance v (log scale): the smallest R >= 2 with
+    (t_{R-1}(1 - (1 - confidence)/2) + t_{R-1}(power)) sqrt((tau^2 + v) / R) <= |log(1 + effect)|.
+    None when even `max_repeats` do not (an effect too small for the spread between runs)."""
+    if not (0 < confidence < 1 and 0 < power < 1 and effect != 0 and tau2 >= 0 and v >= 0):
+        raise StatsInputError("repeats_needed: confidence and power in (0, 1), effect != 0, "
+                              "variances >= 0")
+    r = np.arange(2, max_repeats + 1, dtype=float)
+    crit = stats.t.isf((1 - confidence) / 2, r - 1) + stats.t.isf(1 - power, r - 1)
+    ok = crit * np.sqrt((tau2 + v) / r) <= abs(math.log1p(effect))
+    return int(r[np.argmax(ok)]) if ok.any() else None

@@ -1,0 +1,41 @@
+"""A titled table of strings and the cell formatters every report table uses.
+
+Nothing here escapes: every renderer escapes every cell for its own format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Table:
+    """A titled table of strings with notes underneath."""
+
+    key: str
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    right: set[int] = field(default_factory=set)  # right-aligned column indexes (numbers)
+    full: bool = False  # shown in the terminal only with `hugelab report --full`
+
+
+def num(v: float | None, spec: str = ".4g") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def pct(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:+.{digits}f}%"
+
+
+def pval(p: float | None) -> str:
+    if p is None:
+        return "-"
+    if p == 0:
+        return "<1e-300"
+    return f"{p:.2g}" if p < 0.01 else f"{p:.3f}"
+
+
+def ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"

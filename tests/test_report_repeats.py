@@ -1,0 +1,84 @@
+"""The report of a run with repeats (replication across them) and of one run with regimes."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from hugelab.report import markdown, text
+from hugelab.report.analysis import Options, analyse
+from hugelab.report.load import load_run
+from hugelab.store import Store, Trial
+
+# issue 20's four paired runs: effects -13.3, -13.8, -16.9 and -17.6% (blocks' SD ~1.5%)
+ISSUE_EFFECTS = (0.867, 0.862, 0.831, 0.824)
+
+
+def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1):
+    """One run whose block b has candidate/baseline ratio effects_per_block[b]."""
+    rng = np.random.default_rng(seed)
+    exp = {"name": "chase", "baseline": "4k", "blocks": blocks, "seed": 77,
+           "arms": [{"name": "4k", "backing": "4k"}, {"name": "2M", "backing": "hugetlb-2M"}]}
+    if repeats > 1:
+        exp["repeats"] = repeats
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("k", "chase", exp, {})
+        for b, eff in enumerate(effects_per_block):
+            base = 170.0 * float(np.exp(rng.normal(0, 0.02)))
+            for pos, (arm, v) in enumerate((("4k", base), ("2M", base * eff))):
+                st.add_trial(Trial(run_id, b, pos, arm, "ok", v, "ns_per_load", "ns", "lower",
+                                   metrics={}, evidence={}, monitors={}, provenance={}))
+
+
+def report(path):
+    with Store(path) as st:
+        return analyse(load_run(st), Options())
+
+
+def test_four_repeats_that_disagree_get_a_replication_section_and_a_warning(tmp_path):
+    rng = np.random.default_rng(4)
+    per = [e * np.exp(rng.normal(0, 0.015, 10)) for e in ISSUE_EFFECTS]
+    store_run(tmp_path / "s.db", np.concatenate(per), blocks=10, repeats=4)
+    rep = report(tmp_path / "s.db")
+    r = rep.result
+    assert r["run"]["repeats"] == 4
+    (one,) = r["replication"]
+    assert one["name"] == "2M vs 4k" and one["pooled"]["k"] == 4
+    assert [e["n"] for e in one["repeats"]] == [10, 10, 10, 10]
+    assert [e["effect_pct"] for e in one["repeats"]] == \
+        pytest.approx([-13.3, -13.8, -16.9, -17.6], abs=1.5)
+    assert one["disagree"] and one["tau_pct"] > 1.0
+    # the across-repeat interval is wider than the single interval over all 40 blocks
+    comp = r["comparisons"][0]
+    assert one["pooled"]["ci_high_pct"] - one["pooled"]["ci_low_pct"] > \
+        comp["ci_high_pct"] - comp["ci_low_pct"]
+    assert any("repeats disagree beyond their own intervals" in w for w in r["warnings"])
+    json.dumps(r)
+    out = io.StringIO()
+    text.render(r, Console(file=out, width=160))
+    shown = out.getvalue()
+    assert "Replication: the effect across repeats" in shown and "across 4" in shown
+    assert "Replication" in markdown.render(r)
+
+
+def test_one_run_with_two_regimes_says_so_and_a_plain_run_has_no_replication(tmp_path):
+    rng = np.random.default_rng(5)
+    effects = np.where(np.arange(30) < 18, 0.87, 0.78) * np.exp(rng.normal(0, 0.01, 30))
+    store_run(tmp_path / "r.db", effects, blocks=30)
+    r = report(tmp_path / "r.db").result
+    assert r["replication"] is None and r["run"]["repeats"] == 1
+    g = r["comparisons"][0]["regimes"]
+    assert g["split"] and g["switches"] == 1 and (g["low"]["blocks"], g["high"]["blocks"]) == (12, 18)
+    assert any("fall into two regimes" in w for w in r["warnings"])
+    out = io.StringIO()
+    text.render(r, Console(file=out, width=160))
+    assert "Regimes: per-block effects that split in two" in out.getvalue()
+    calm = 0.87 * np.exp(rng.normal(0, 0.01, 30))
+    store_run(tmp_path / "c.db", calm, blocks=30)
+    r = report(tmp_path / "c.db").result
+    assert not r["comparisons"][0]["regimes"]["split"]
+    assert not any("regimes" in w for w in r["warnings"])
