@@ -5,8 +5,9 @@ Every rule lives here, one function per layer; each returns a Check that is `ver
 flagged and never counted as its arm.
 
 workload layer (where the workload runs: the host, or inside a guest)
-  - own mapping (hugelab-mem reports its buffer's /proc/self/smaps entry):
-      4k          KernelPageSize 4 kB and no AnonHugePages
+  - own mapping (hugelab-mem reports its buffer's /proc/self/smaps entry; postgres its
+    postmaster's shared memory segment's):
+      4k          KernelPageSize 4 kB, no AnonHugePages and no ShmemPmdMapped
       thp         AnonHugePages >= thp_min_fraction of the mapping's Rss
       hugetlb-2M  KernelPageSize 2048 kB;  hugetlb-1G  KernelPageSize 1048576 kB
       thp-collapse as thp, after MADV_COLLAPSE (the collapse's result is in the reason)
@@ -83,9 +84,10 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
                      layer)
     rss = ev.get("Rss_kB") or 0
     anon_huge = ev.get("AnonHugePages_kB") or 0
-    if backing == "4k" and anon_huge > 0:
-        return Check(CONTRADICTED, f"asked for 4k, but {anon_huge} kB are in transparent huge "
-                                   "pages", layer)
+    shmem_huge = ev.get("ShmemPmdMapped_kB") or 0  # a shared mapping's THP (shmem_enabled)
+    if backing == "4k" and (anon_huge > 0 or shmem_huge > 0):
+        return Check(CONTRADICTED, f"asked for 4k, but {anon_huge + shmem_huge} kB are in "
+                                   "transparent huge pages", layer)
     if backing in ("thp", "thp-collapse", "shmem-thp"):
         huge = (ev.get("ShmemPmdMapped_kB") or 0) if backing == "shmem-thp" else anon_huge
         share = huge / rss if rss else 0.0

@@ -34,9 +34,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "build": ("hugelab.workloads.make_build", "MakeBuild"),
     "command": ("hugelab.workloads.command", "CommandWorkload"),
     "hugelab-mem": ("hugelab.workloads.hugelab_mem", "HugelabMem"),
+    "postgres": ("hugelab.workloads.postgres.workload", "Postgres"),
 }
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm
-NOT_FROM_FILES = {"kind", "server", "app", "process_thp"}
+NOT_FROM_FILES = {"kind", "server", "app", "process_thp", "arm_backing"}
 ARM_FIELDS = ("app", "process_thp")  # what an arm hands its own workload object
 
 
@@ -231,6 +232,8 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
     default = per_arm[first.name] if first.name in per_arm else build(exp.workload)
     for arm in exp.arms:
         own = with_arm(per_arm.get(arm.name, default), arm)
+        if callable(bind := getattr(own, "for_arm", None)):  # a kind whose settings follow
+            own = bind(arm)                                   # the arm's backing (postgres)
         if own is not per_arm.get(arm.name, default):
             per_arm[arm.name] = own
     return default, per_arm

@@ -1,0 +1,86 @@
+"""pgbench as the load: its argv, and its results from its own output and per-transaction log.
+
+`pgbench -n -b select-only -c C -j J -T S -M prepared -l --log-prefix P`: TPS from its summary
+line, per-transaction latencies (µs, the third column of each log line) from the log files it
+writes, one per thread (`P.<pid>` and `P.<pid>.<n>`), summarised as p50..p99.9 in ms."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from hugelab.errors import WorkloadError
+
+BUILTINS = ("select-only", "tpcb-like", "simple-update")
+PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0, "p99_ms": 99.0,
+               "p99_9_ms": 99.9}
+# a percentile is reported only with enough transactions beyond it to mean something
+MIN_TAIL_COUNT = 10
+_TPS = re.compile(r"^tps = ([0-9.]+) \((?:without|excluding) initial connection",
+                  re.MULTILINE)
+_TPS_ANY = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
+_LAT = re.compile(r"^latency average = ([0-9.]+) ms", re.MULTILINE)
+_TX = re.compile(r"^number of transactions actually processed: (\d+)", re.MULTILINE)
+_FAILED = re.compile(r"^number of failed transactions: (\d+)", re.MULTILINE)
+
+
+def argv(pgbench: Path, socket_dir: Path, port: int, *, builtin: str, script: str | None,
+         clients: int, threads: int, seconds: float | None, transactions: int | None,
+         log_prefix: Path | None) -> list[str]:
+    """One pgbench run against the private socket as the postgres user (pure)."""
+    out = [str(pgbench), "-h", str(socket_dir), "-p", str(port), "-U", "postgres", "-n",
+           "-c", str(clients), "-j", str(threads), "-M", "prepared"]
+    out += ["-f", script] if script else ["-b", builtin]
+    if transactions is not None:
+        out += ["-t", str(transactions)]
+    else:
+        out += ["-T", str(max(1, round(seconds or 1)))]
+    if log_prefix is not None:
+        out += ["-l", "--log-prefix", str(log_prefix)]
+    return [*out, "postgres"]
+
+
+def summary(stdout: str) -> dict[str, float]:
+    """tps, latency_avg_ms, transactions from pgbench's summary (pure); WorkloadError when
+    it printed none."""
+    m = _TPS.search(stdout) or _TPS_ANY.search(stdout)
+    if m is None:
+        raise WorkloadError("pgbench printed no tps line:\n  "
+                            + "\n  ".join(stdout.strip().splitlines()[-8:]))
+    out = {"tps": float(m.group(1))}
+    if (lat := _LAT.search(stdout)) is not None:
+        out["latency_avg_ms"] = float(lat.group(1))
+    if (tx := _TX.search(stdout)) is not None:
+        out["transactions"] = float(tx.group(1))
+    if (failed := _FAILED.search(stdout)) is not None:
+        out["failed_transactions"] = float(failed.group(1))
+    return out
+
+
+def log_latencies_us(files: list[Path]) -> np.ndarray:
+    """Every transaction's latency (µs) from pgbench's per-transaction logs."""
+    parts = []
+    for f in files:
+        try:
+            cols = np.loadtxt(f, usecols=2, dtype=np.float64, ndmin=1)
+        except (OSError, ValueError) as exc:
+            raise WorkloadError(f"pgbench's log {f.name} is unreadable: {exc}") from exc
+        parts.append(cols)
+    return np.concatenate(parts) if parts else np.empty(0)
+
+
+def percentiles_ms(latencies_us: np.ndarray) -> dict[str, float]:
+    """p50..p99.9 in ms of the latencies, each only where at least MIN_TAIL_COUNT
+    transactions lie beyond it (p99.9 needs 10,000) (pure)."""
+    n = latencies_us.size
+    out: dict[str, float] = {}
+    for name, q in PERCENTILES.items():
+        if n * (100.0 - q) / 100.0 >= MIN_TAIL_COUNT or q == 50.0 and n:
+            out[name] = float(np.percentile(latencies_us, q)) / 1000.0
+    return out
+
+
+def log_files(prefix: Path) -> list[Path]:
+    return sorted(prefix.parent.glob(prefix.name + ".*"))

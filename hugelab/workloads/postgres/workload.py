@@ -1,0 +1,237 @@
+"""`kind = "postgres"`: a PostgreSQL server per trial with the arm's settings, loaded by pgbench.
+
+    [workload]
+    kind = "postgres"
+    builtin = "select-only"     # or tpcb-like, simple-update; or script = "/path/to/file.sql"
+    scale = 10                  # pgbench -i -s: the template cluster's size (cached)
+    clients = 4
+    threads = 2
+    duration_s = 10             # pgbench -T (or transactions = N per client: -t)
+
+    [[arms]]
+    name = "on"
+    backing = "hugetlb-2M"      # huge_pages = "on", huge_page_size = "2MB" unless app says else
+    app = { shared_buffers = "256MB" }
+
+An arm's `app` keys are postgresql.conf settings passed as server options; the server itself
+judges them (`postgres -C`) before any trial. `huge_pages` defaults to `on` for a hugetlb
+backing and `off` for 4k, never PostgreSQL's own default `try` (which falls back silently: an
+arm that asks for `try` gets its fallback flagged by the evidence). The pool an arm needs comes
+from the server (`postgres -C shared_memory_size_in_huge_pages`). Metrics: tps (primary) and
+per-transaction latency percentiles from pgbench's log; evidence: the postmaster's segment in
+smaps (segment.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.command import check_exit
+from hugelab.workloads.postgres import cluster, pgbench, segment, server, template
+
+BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
+HUGE_PAGES = ("off", "on", "try")
+_ASKED: dict[tuple[Any, ...], str] = {}  # (template, name, settings) -> the server's answer
+
+
+@dataclass(frozen=True)
+class Postgres:
+    """PostgreSQL + pgbench; metrics tps, latency_avg_ms, p50_ms .. p99_9_ms."""
+
+    builtin: str = "select-only"
+    script: str | None = None
+    scale: int = 10
+    clients: int = 4
+    threads: int = 2
+    duration_s: float = 10.0
+    transactions: int | None = None
+    warmup_s: float = 2.0
+    window_s: float = 2.0  # design "interleaved": each arm's pgbench window
+    bindir: str | None = None
+    timeout_s: float | None = None
+    app: tuple[tuple[str, Any], ...] = ()
+    arm_backing: str | None = None  # set by for_arm: the arm's backing decides the defaults
+    kind: str = field(default="postgres", init=False)
+
+    def __post_init__(self) -> None:
+        if self.script is None and self.builtin not in pgbench.BUILTINS:
+            raise ExperimentError(f"postgres: unknown builtin {self.builtin!r}; known: "
+                                  f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
+        if self.script is not None and not Path(self.script).is_file():
+            raise ExperimentError(f"postgres: script {self.script!r} is not a file")
+        for name in ("scale", "clients", "threads"):
+            if getattr(self, name) < 1:
+                raise ExperimentError(f"postgres: {name} must be at least 1")
+        if self.threads > self.clients:
+            raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
+        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
+            raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
+                                  "least 1 (pgbench -T); warmup_s at least 0")
+        if self.transactions is not None and self.transactions < 1:
+            raise ExperimentError("postgres: transactions must be at least 1")
+        object.__setattr__(self, "app", tuple(self.app))
+        app = dict(self.app)
+        if bad := sorted(k for k in app if k in server.RESERVED):
+            raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
+                                  "(the server listens on a private socket only)")
+        hp = app.get("huge_pages")
+        if hp is not None and hp not in HUGE_PAGES:
+            raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
+                                  f", not {hp!r}")
+        if self.arm_backing is not None:
+            self._check_backing(self.arm_backing)
+
+    # -- the arm's settings -----------------------------------------------------------------
+    def _check_backing(self, backing: str) -> None:
+        if backing not in BACKINGS:
+            raise ExperimentError(
+                f"postgres: backing {backing!r} is not one PostgreSQL's shared memory can be "
+                f"given; use {', '.join(BACKINGS)}",
+                hint="4k with app huge_pages = \"off\", hugetlb-2M or hugetlb-1G with \"on\" "
+                     "(or \"try\", to see whether it falls back)")
+        hp = dict(self.app).get("huge_pages")
+        if backing == "4k" and hp in ("on", "try"):
+            raise ExperimentError(f"postgres: huge_pages = {hp!r} needs a hugetlb backing "
+                                  "(hugetlb-2M or hugetlb-1G), not 4k")
+        if backing != "4k" and hp == "off":
+            raise ExperimentError(f"postgres: backing {backing} with huge_pages = 'off' would "
+                                  "never use the pool; use backing 4k")
+
+    def for_arm(self, arm: Any) -> Postgres:
+        """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
+        defaults; the server checks every setting (`postgres -C`) now, before any trial."""
+        try:
+            own = dataclasses.replace(self, arm_backing=arm.backing)
+        except ExperimentError as exc:
+            raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
+        try:
+            own.ask("huge_pages")
+        except WorkloadError as exc:
+            raise ExperimentError(f"arm '{arm.name}': postgres refused its settings: "
+                                  f"{exc.message}") from None
+        return own
+
+    def settings(self, backing: str | None = None) -> dict[str, object]:
+        """The server settings of this arm: huge_pages explicit always, huge_page_size from the
+        backing unless app sets it, then every app setting."""
+        backing = backing or self.arm_backing or "4k"
+        app = dict(self.app)
+        out: dict[str, object] = {"huge_pages": "off" if backing == "4k" else "on"}
+        if BACKINGS.get(backing):
+            out["huge_page_size"] = BACKINGS[backing]
+        out.update(app)
+        out.setdefault("max_connections", max(100, self.clients + 10))
+        return out
+
+    # -- the server's own answers -----------------------------------------------------------
+    def _bin(self) -> Path:
+        return cluster.bindir(self.bindir)
+
+    def template(self) -> Path:
+        return template.ensure(self._bin(), self.scale)
+
+    def ask(self, name: str) -> str:
+        """`postgres -C name` with this arm's settings, on a copy of the template."""
+        tpl = self.template()
+        key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in self.settings().items())))
+        if key not in _ASKED:
+            with cluster.private_dir("ask") as cd:
+                cluster.copy_template(tpl, cd)
+                _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
+        return _ASKED[key]
+
+    def hugetlb_bytes(self) -> int:
+        """Bytes of huge pages the server maps: PostgreSQL's own count of pages of its
+        huge_page_size (0 for huge_pages off)."""
+        settings = self.settings()
+        if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k"):
+            return 0
+        pages = int(self.ask("shared_memory_size_in_huge_pages"))
+        size = str(settings.get("huge_page_size", "2MB"))
+        unit = {"kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+        num = size.rstrip("kMGB")
+        return max(pages, 0) * int(num or 1) * unit.get(size[len(num):], 1 << 20)
+
+    # -- one trial --------------------------------------------------------------------------
+    def pgbench_argv(self, cd: cluster.ClusterDir, seconds: float | None,
+                     log: bool) -> list[str]:
+        return pgbench.argv(self._bin() / "pgbench", cd.top, server.PORT,
+                            builtin=self.builtin, script=self.script, clients=self.clients,
+                            threads=self.threads, seconds=seconds,
+                            transactions=self.transactions if seconds is None else None,
+                            log_prefix=cd.top / "pgbench" if log else None)
+
+    def exec_timeout(self, seconds: float) -> float:
+        return self.timeout_s if self.timeout_s is not None else 120.0 + 3 * seconds
+
+    def start(self, backing: str) -> server.Server:
+        """A private cluster copied from the template, its server up with the arm's settings;
+        the caller stops it (stop_and_remove)."""
+        self._check_backing(backing)
+        bin_dir, tpl = self._bin(), self.template()
+        cd = cluster.new_dir("trial")
+        try:
+            cluster.copy_template(tpl, cd)
+            settings = self.settings(backing)
+            return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
+        except BaseException:
+            cluster.remove_dir(cd)
+            raise
+
+    def load(self, target: Target, srv: server.Server, seconds: float | None,
+             log: bool = True) -> dict[str, float]:
+        """One pgbench run against `srv`: its summary and, with `log`, latency percentiles."""
+        for f in pgbench.log_files(srv.cd.top / "pgbench"):
+            f.unlink()
+        res = target.exec(self.pgbench_argv(srv.cd, seconds, log),
+                          timeout=self.exec_timeout(seconds or self.duration_s))
+        check_exit(res, "pgbench")
+        out = pgbench.summary(res.stdout)
+        if log:
+            lat = pgbench.log_latencies_us(pgbench.log_files(srv.cd.top / "pgbench"))
+            out.update(pgbench.percentiles_ms(lat))
+        return out
+
+    def warm(self, target: Target, srv: server.Server) -> None:
+        if self.warmup_s >= 1:
+            self.load(target, srv, self.warmup_s, log=False)
+
+    def result(self, metrics: dict[str, float], evidence: dict[str, Any], backing: str,
+               server_out: str) -> WorkloadResult:
+        """The trial's result; WorkloadError when the segment could not be read."""
+        if "error" in evidence:
+            raise WorkloadError(f"postgres: {evidence['error']}")
+        info: dict[str, Any] = {"tool": "pgbench", "version": cluster.version(self._bin()),
+                                "backing": backing, "settings": self.settings(backing),
+                                "builtin": self.script or self.builtin,
+                                "server_output_tail": server_out}
+        return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
+                              better="higher", evidence=evidence, info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        if getattr(target, "name", "") != "native":
+            raise WorkloadError("postgres runs natively only in this hugelab (target "
+                                f"{getattr(target, 'name', '?')!r})")
+        srv = self.start(backing)
+        try:
+            self.warm(target, srv)
+            seconds = None if self.transactions is not None else self.duration_s
+            metrics = self.load(target, srv, seconds)
+            evidence = segment.read_segment(srv.pid)
+        finally:
+            out = srv.stop()
+            cluster.remove_dir(srv.cd)
+        return self.result(metrics, evidence, backing, out)
+
+
+def installed() -> bool:
+    try:
+        cluster.bindir()
+    except Exception:  # noqa: BLE001 - any reason means no
+        return False
+    return shutil.which("setpriv") is not None
