@@ -115,19 +115,15 @@ def test_cell_names_are_printed_whole(tmp_path, cmd):
 
 
 def test_run_summary_keeps_the_scenario_in_cell_names():
-    from hugelab.cli.run import _print_summary
+    from hugelab.cli import runsummary
     exp = parse_experiment(EXP)
     rows = [{"arm": a.name, "n": 1, "flagged": 0, "failed": 0, "median": 1.0,
              "baseline": a.name == exp.baseline_of(a.name)} for a in exp.arms]
     buf = io.StringIO()
-    import hugelab.cli.run as run_mod
-    real = run_mod.Console
-    run_mod.Console = lambda *a, **k: Console(file=buf, width=200)  # type: ignore[assignment,misc]
-    try:
-        _print_summary(exp, {"resumed": False, "run": 1, "store": "s.db", "executed": 1,
-                             "arms": rows, "comparisons": [], "skipped": {"x [size=1G]": "why"}})
-    finally:
-        run_mod.Console = real  # type: ignore[misc]
+    runsummary.render(exp, {"resumed": False, "run": 1, "store": "s.db", "executed": 1,
+                            "arms": rows, "comparisons": [], "skipped": {"x [size=1G]": "why"}},
+                      Console(file=buf, width=200))
     out = buf.getvalue()
-    assert "thp=always,backing=thp [size=1G]" in out and "x [size=1G]: why" in out
-    assert "baseline cell of its scenario" in out
+    # one heading per scenario, each cell by the levels that differ from its baseline cell
+    assert "size=1G: each cell against its baseline" in out and "x [size=1G]: why" in out
+    assert "size=64M: each cell against its baseline" in out

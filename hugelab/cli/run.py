@@ -244,25 +244,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                              repeat_pause_s=args.repeat_pause).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
-        rows = arm_summary(store.values(outcome.run_id), [a.name for a in exp.arms],
-                           {a.name: exp.baseline_of(a.name) for a in exp.arms},
-                           _better(store, outcome.run_id))
-        verdicts = _verdicts(store, outcome.run_id)
-        unit = _first(store, outcome.run_id, "unit")
-        trials = list(store.trials(outcome.run_id))
-    problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in outcome.skipped])
+        result = summary_result(store, exp, outcome.run_id, outcome.skipped,
+                                outcome.pool_holders)
     seq = stopper.describe() if stopper is not None else None
-    result = {"sequential": seq, "run": outcome.run_id, "store": shown(args.store), "resumed": outcome.resumed,
-              "executed": outcome.executed, "skipped": outcome.skipped, "arms": rows,
-              "comparisons": verdicts.get("comparisons", []), "unit": unit,
-              "factorial": verdicts.get("factorial"), "replication": verdicts.get("replication"),
-              "problems": problems, "retried": retried(trials),
-              "pool_warnings": _pool_warnings(outcome.pool_holders, trials)}
+    result = {"sequential": seq, "run": outcome.run_id, "store": shown(args.store),
+              "resumed": outcome.resumed, "executed": outcome.executed, **result}
+    problems = result["problems"]
     if args.json:
         from hugelab.cli.output import print_json
         print_json(result)
     else:
-        _print_summary(exp, result)
+        from hugelab.cli import runsummary
+        runsummary.render(exp, result, Console())
         Console().print("host settings restored. Full report with tails, the classic table, "
                         f"evidence and plots: hugelab report --store {shown(args.store)} --html report.html")
     empty = [p["arm"] for p in problems if p["no_ok_trial"]]
@@ -277,6 +270,25 @@ def _pool_warnings(holders: list[dict[str, Any]], trials: list[dict[str, Any]]) 
     """The run's hugetlb pools shared with other users (hugelab.report.poolnotes)."""
     failed = Counter(t["arm"] for t in trials if t["status"] == "failed" and t["cause"] == "pool")
     return pool_warnings(holders, shared_pools(t["monitors"] or {} for t in trials), failed)
+
+
+def summary_result(store: SqlStore, exp: Experiment, run_id: int, skipped: dict[str, str],
+                   pool_holders: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the run summary (and `hugelab run --json`) says about run `run_id`: per arm
+    counts and medians, the report's comparisons, factorial answer, options and warnings, and
+    what went wrong (`pool_holders`: who else held the run's hugetlb pools)."""
+    rows = arm_summary(store.values(run_id), [a.name for a in exp.arms],
+                       {a.name: exp.baseline_of(a.name) for a in exp.arms},
+                       _better(store, run_id))
+    verdicts = _verdicts(store, run_id)
+    trials = list(store.trials(run_id))
+    problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in skipped])
+    return {"skipped": skipped, "arms": rows, "comparisons": verdicts.get("comparisons", []),
+            "unit": _first(store, run_id, "unit"), "factorial": verdicts.get("factorial"),
+            "replication": verdicts.get("replication"),
+            "options": verdicts.get("options"), "warnings": verdicts.get("warnings", []),
+            "problems": problems, "retried": retried(trials),
+            "pool_warnings": _pool_warnings(pool_holders or [], trials)}
 
 
 def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, blocks: int
@@ -328,88 +340,6 @@ def _first(store: SqlStore, run_id: int, column: str) -> str | None:
 
 def _fmt(v: float | None, spec: str = ".4g") -> str:
     return "-" if v is None else format(v, spec)
-
-
-def _effect(c: dict[str, Any]) -> str:
-    """'+1.2% [-0.3, +2.5]', or '-' when there is no estimate (too few pairs)."""
-    keys = ("effect_pct", "ci_low_pct", "ci_high_pct")
-    if any(c.get(k) is None for k in keys):
-        return "-" if c.get("effect_pct") is None else f"{c['effect_pct']:+.1f}%"
-    return f"{c['effect_pct']:+.1f}% [{c['ci_low_pct']:+.1f}, {c['ci_high_pct']:+.1f}]"
-
-
-def _print_summary(exp: Experiment, result: dict[str, Any]) -> None:
-    con = Console()
-    verb = "resumed" if result["resumed"] else "ran"
-    con.print(f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
-              f"{result['executed']} trial(s) this time")
-    comps: dict[str, dict[str, Any]] = {}
-    for c in result.get("comparisons", []):  # one row per arm: its first target's comparison
-        comps.setdefault(str(c["candidate"]).split("@")[0], c)
-    unit = result.get("unit") or ""
-    several = any(len(f.levels) > 1 for f in exp.scenario_factors)
-    against = "the baseline cell of its scenario" if several else f"'{exp.baseline_arm}'"
-    t = Table(title=escape(f"{exp.name}: each {'cell' if exp.factors else 'arm'} against "
-                           f"{against} (paired by block)"), box=box.SIMPLE_HEAD)
-    for col in ("arm", "ok", "flag/fail", f"median {unit}".strip(), "effect [95% CI]", "verdict"):
-        t.add_column(col, justify="left" if col in ("arm", "verdict") else "right",
-                     no_wrap=col != "arm", overflow="fold")
-    for r in result["arms"]:
-        c = comps.get(r["arm"])
-        if r["baseline"]:
-            effect, verdict = "", "baseline"
-        elif c is None:
-            effect, verdict = "-", "-"
-        else:
-            effect = _effect(c)
-            verdict = str(c["verdict"])
-        t.add_row(Text(r["arm"]), str(r["n"]), f"{r['flagged']}/{r['failed']}", _fmt(r["median"]),
-                  effect, verdict)
-    con.print(t)
-    _print_factorial(con, result)
-    _print_replication(con, result)
-    seq = result.get("sequential")
-    if seq:
-        at = seq["stopped_at_look"]
-        con.print(f"until-verdict: {'stopped at look ' + str(at) if at else 'ran every planned look'}"
-                  f" of {seq['plan']['looks']} (looks after blocks {seq['plan']['look_sizes']})")
-        for arm, d in seq["decided"].items():
-            con.print(f"  {arm}: {d['decision']} at look {d['look']}", markup=False)
-    _print_problems(con, result)
-    notes = {n for c in result.get("comparisons", []) if c.get("effect_pct") is None
-             for n in c.get("notes", [])[:1]}
-    for note in sorted(notes):
-        con.print(f"note: {note}", markup=False)
-    con.print("effect: Hodges-Lehmann shift of paired log-ratios (negative = smaller values); "
-              "verdicts use Wilcoxon signed-rank with Holm correction and TOST at ±1%.")
-
-
-def _print_problems(con: Console, result: dict[str, Any]) -> None:
-    """Skipped arms, failed or flagged trials, pools shared with other users, retries."""
-    for arm, why in result["skipped"].items():
-        con.print(f"[yellow]skipped[/] {escape(arm)}: {escape(why)}")
-    for p in result.get("problems", []):
-        con.print(f"[yellow]{'failed' if p['failed'] else 'flagged'}[/] {escape(p['text'])}",
-                  highlight=False)
-    for w in result.get("pool_warnings", []):
-        con.print(f"[yellow]shared pool:[/] {escape(w)}", highlight=False)
-    if result.get("retried"):
-        con.print(f"retried: {len(result['retried'])} trial(s) that failed for outside reasons "
-                  "ran again (hugelab show RUN lists them)")
-
-
-def _print_factorial(con: Console, result: dict[str, Any]) -> None:
-    if result.get("factorial"):
-        con.print(f"[bold]What matters:[/] {escape(result['factorial']['summary'])}",
-                  highlight=False)
-        con.print("(main effects, interactions and effects along ordered parameters: "
-                  "hugelab report)")
-
-
-def _print_replication(con: Console, result: dict[str, Any]) -> None:
-    """A run of several repeats: each comparison's effect across them (hugelab report: more)."""
-    for r in result.get("replication") or []:
-        con.print(f"{r['name']}: {r.get('reading') or r.get('error')}", markup=False)
 
 
 def _tries(tr: dict[str, Any]) -> str:

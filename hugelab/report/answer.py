@@ -103,7 +103,7 @@ class Names:
         """'thp' (one arm factor), 'host=thp, guest=always' (the factors that differ from
         `base`), or the series name itself outside a factorial."""
         lv, target = self._cell(series)
-        if lv is None:
+        if lv is None or not self.arm_factors:
             return series
         ref = self._cell(base)[0] if base else None
         diff = [f for f in self.arm_factors if ref is None or lv.get(f) != ref.get(f)]

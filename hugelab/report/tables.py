@@ -333,9 +333,9 @@ def what_matters(result: dict[str, Any]) -> str | None:
 
 
 def _effect(e: dict[str, Any]) -> str:
-    """'+1.2% [-0.3, +2.5]', or '-40.1% (no interval)' (`no_interval_note` says why once)."""
+    """'+1.2% [-0.3, +2.5]', or '-40.1% (no CI)' (`no_interval_note` says why once)."""
     if e.get("effect_pct") is not None and not answer.has_interval(e):
-        return f"{answer.pct(e['effect_pct'])} (no interval)"
+        return f"{answer.pct(e['effect_pct'])} (no CI)"
     return answer.interval(e)
 
 
@@ -346,7 +346,7 @@ def no_interval_note(entries: list[dict[str, Any]]) -> list[str]:
     if not few:
         return []
     have = ", ".join(str(n) for n in few)
-    return [f"(no interval): an interval needs at least {answer.MIN_UNITS} pairs (blocks); "
+    return [f"(no CI): no interval yet: one needs at least {answer.MIN_UNITS} pairs (blocks); "
             f"those rows have {have}"]
 
 

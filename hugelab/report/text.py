@@ -70,6 +70,17 @@ def _stacked(t: tables.Table, con: Console) -> None:
             con.print(line)
 
 
+def print_table(t: tables.Table, con: Console) -> None:
+    """`t` as a table when its numbers fit `con`, else stacked (one block per row); its title
+    alone when it has no rows. Notes are the caller's."""
+    if not t.rows:
+        con.print(Text(t.title, style="bold"))
+    elif needed_width(t) > con.width:
+        _stacked(t, con)
+    else:
+        con.print(_rich(t))
+
+
 def bullets(items: list[Text]) -> RichTable:
     """Items under '  • ', continuation lines indented under the text."""
     g = RichTable.grid(padding=(0, 1))
@@ -104,12 +115,7 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
     said = set(ld.notes)
     con.print()
     for t in tables.all_tables(result, full=full):
-        if not t.rows:
-            con.print(Text(t.title, style="bold"))
-        elif needed_width(t) > con.width:
-            _stacked(t, con)
-        else:
-            con.print(_rich(t))
+        print_table(t, con)
         for n in dict.fromkeys(t.notes):
             if n not in said:
                 con.print(Text("  " + n, style="dim"))

@@ -1,0 +1,147 @@
+"""The summary `hugelab run` prints when it finishes, answer first and compact at any size:
+
+1. what ran (run id, store, trials this time);
+2. the answer in the report's own words (`hugelab.report.lead`: per comparison or per factor,
+   the recommendation, warnings each once), saying which analysis it is (the report's
+   defaults: alpha, margin, Holm family);
+3. with --until-verdict, each arm's sequential decision, saying it comes from the sequential
+   looks at the run's own alpha and margin; with --repeats, each comparison across repeats;
+4. one row per cell: ok, flagged/failed, median, effect and verdict; factorial cells named by
+   the levels that differ from their scenario's baseline cell, one heading line per scenario;
+   stacked rows when the table does not fit the terminal, so no word is ever split;
+5. what went wrong (skipped arms, failed or flagged trials, hugetlb pools shared with other
+   users, retries), once each.
+
+Pure formatting over the run's result dict (the same dict `--json` prints) and the experiment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from hugelab.experiment import Experiment
+from hugelab.report import answer, lead, tables, text
+
+EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs baseline "
+               "(negative = smaller values); verdicts: Wilcoxon signed-rank, Holm-adjusted, and "
+               "TOST at the margin")
+
+
+def _report_like(result: dict[str, Any]) -> dict[str, Any]:
+    """The parts of the report's result that `lead` and `tables` read."""
+    return {"comparisons": result.get("comparisons") or [],
+            "factorial": result.get("factorial"), "warnings": result.get("warnings") or []}
+
+
+def headline(exp: Experiment, result: dict[str, Any]) -> str:
+    verb = "resumed" if result["resumed"] else "ran"
+    return (f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
+            f"{result['executed']} trial(s) this time")
+
+
+def analysis_line(result: dict[str, Any]) -> str | None:
+    """Which analysis the answer comes from."""
+    o = result.get("options")
+    if not o or not result.get("comparisons"):
+        return None
+    return (f"(the report's analysis: alpha {o['alpha']:g}, margin ±{100 * o['margin']:g}%, "
+            f"Holm across {o['holm_family']} claim(s); hugelab report says the same)")
+
+
+def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
+    """Each arm's sequential decision, named as such (its alpha is the run's own)."""
+    if not seq:
+        return []
+    at = seq.get("stopped_at_look")
+    plan = seq.get("plan") or {}
+    alpha, margin = seq.get("family_alpha"), plan.get("margin")
+    head = (f"until-verdict: {'stopped at look ' + str(at) if at else 'ran every planned look'}"
+            f" of {plan.get('looks')} (looks after blocks {plan.get('look_sizes')}); the "
+            f"sequential decisions below use the run's alpha {alpha:g}"
+            + (f" and margin ±{100 * margin:g}%" if margin is not None else "")
+            + ", not the report's defaults")
+    return [head] + [f"  {arm}: {d['decision']} at look {d['look']}"
+                     for arm, d in (seq.get("decided") or {}).items()]
+
+
+def names_of(exp: Experiment) -> answer.Names:
+    """Short cell names from the experiment itself (a run with no comparison yet too)."""
+    if not exp.factors:
+        return answer.Names()
+    return answer.Names({a.name: dict(a.levels) for a in exp.arms},
+                        [f.name for f in exp.factors if not f.scenario],
+                        [f.name for f in exp.factors if f.scenario and len(f.levels) > 1])
+
+
+def cells(exp: Experiment, result: dict[str, Any]) -> list[tables.Table]:
+    """One table per scenario (one for a flat run) of every cell against its baseline."""
+    rep = _report_like(result)
+    names = names_of(exp)
+    comps: dict[str, dict[str, Any]] = {}
+    for c in rep["comparisons"]:  # one row per arm: its first target's comparison
+        comps.setdefault(str(c["candidate"]).split("@")[0], c)
+    unit = result.get("unit") or ""
+    out: dict[str, tables.Table] = {}
+    for r in result["arms"]:
+        scope = names.scope(r["arm"])
+        t = out.setdefault(scope, _table(exp, scope, unit))
+        c = comps.get(r["arm"])
+        effect, verdict = ("", "baseline") if r["baseline"] else ("-", "-") if c is None else \
+            (tables._effect(c), answer.verdict(c))
+        name = names.short(r["arm"], c["baseline"] if c else r["arm"] if r["baseline"] else None)
+        t.rows.append([name, str(r["n"]), f"{r['flagged']}/{r['failed']}",
+                       tables.num(r["median"]), effect, verdict])
+    return list(out.values())
+
+
+def _table(exp: Experiment, scope: str, unit: str) -> tables.Table:
+    several = any(len(f.levels) > 1 for f in exp.scenario_factors)
+    against = "the baseline cell of its scenario" if several else f"'{exp.baseline_arm}'"
+    what = "cell" if exp.factors else "arm"
+    title = f"{scope}: each {what} against its baseline" if scope else \
+        f"{exp.name}: each {what} against {against} (paired by block)"
+    return tables.Table("cells", title, [what, "ok", "flag/fail", f"median {unit}".strip(),
+                                         "effect [95% CI]", "verdict"], [],
+                        right={1, 2, 3, 4})
+
+
+def problems(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) of what went wrong, once each."""
+    out = [("skipped", f"{arm}: {why}") for arm, why in (result.get("skipped") or {}).items()]
+    out += [("failed" if p["failed"] else "flagged", p["text"])
+            for p in result.get("problems") or []]
+    said = set(result.get("warnings") or [])  # the lead said these already
+    out += [("shared pool:", w) for w in result.get("pool_warnings") or [] if w not in said]
+    if result.get("retried"):
+        out.append(("retried", f"{len(result['retried'])} trial(s) that failed for outside "
+                               "reasons ran again (hugelab show RUN lists them)"))
+    return out
+
+
+def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
+    """Print the summary (see the module docstring for its order)."""
+    con.print(Text(headline(exp, result)))
+    rep = _report_like(result)
+    if rep["comparisons"]:
+        text.lead_lines(lead.build(rep), con)
+        line = analysis_line(result)
+        if line:
+            con.print(Text(line, style="dim"))
+    for line in sequential_lines(result.get("sequential")):
+        con.print(Text(line))
+    for r in result.get("replication") or []:  # a run of several repeats (hugelab report: more)
+        con.print(Text(f"across repeats: {r['name']}: {r.get('reading') or r.get('error')}"))
+    for t in cells(exp, result):
+        text.print_table(t, con)
+    for n in tables.no_interval_note(rep["comparisons"]):
+        con.print(Text("  " + n, style="dim"))
+    for label, what in problems(result):
+        con.print(Text(f"{label} ", style="yellow") + Text(what))
+    if rep["comparisons"]:
+        con.print(Text(EFFECT_NOTE, style="dim"))
+    if result.get("factorial"):
+        con.print(Text("main effects, interactions and effects along ordered parameters: "
+                       "hugelab report", style="dim"))

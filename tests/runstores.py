@@ -1,0 +1,77 @@
+"""Stores for the report's layout tests.
+
+- `fabricate`: a run of a real experiment file (its real cell names, scenarios and factors)
+  with values drawn here, so the terminal and HTML layouts of examples that need guests
+  (001, 002) are checked on every machine in a second.
+- `real_run`: a real `hugelab run` of an example at small size, cached under .pytest_cache so
+  a test session runs it once (the key holds the example's text and the arguments); it takes
+  the host lock like every host test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hugelab.experiment import Experiment, default_experiment, load_experiment
+from hugelab.store import Store, Trial
+from tests.conftest import HOST_LOCK
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".pytest_cache" / "hugelab-real-runs"
+
+
+def experiment(example: str | None) -> Experiment:
+    """An example by file name (None: the built-in default experiment)."""
+    return default_experiment() if example is None else load_experiment(ROOT / "examples" /
+                                                                        example)
+
+
+def fabricate(path: Path, exp: Experiment, *, blocks: int = 8, seed: int = 1) -> int:
+    """A finished run of `exp` with every trial ok: each cell a random effect of up to ±30% on
+    a time, block effects and 2% noise. Returns the run id."""
+    rng = np.random.default_rng(seed)
+    effect = {a.name: float(np.exp(rng.normal(0, 0.15))) for a in exp.arms}
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("k", exp.name, exp.to_dict(), {})
+        for b in range(blocks):
+            shift = float(np.exp(rng.normal(0, 0.05)))
+            for pos, arm in enumerate(exp.arms):
+                value = 100 * effect[arm.name] * shift * float(np.exp(rng.normal(0, 0.02)))
+                st.add_trial(Trial(run_id, b, pos, arm.name, "ok", value, "ns_per_access",
+                                   "ns", "lower"))
+        st.set_run_status(run_id, "finished")
+    return run_id
+
+
+def real_run(example: str | None, blocks: int) -> Path:
+    """The store of a real run of `example` (None: the default experiment) with `blocks`
+    blocks, made once and kept in .pytest_cache."""
+    text = "default" if example is None else (ROOT / "examples" / example).read_text()
+    key = hashlib.sha256(f"{text}\0{blocks}".encode()).hexdigest()[:16]
+    db = CACHE / f"{example or 'default'}-{blocks}-{key}.db"
+    if db.exists():
+        return db
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = db.with_suffix(".partial.db")
+    tmp.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "hugelab.cli", "run", *([str(ROOT / "examples" / example)]
+                                                          if example else []),
+            "--blocks", str(blocks), "--store", str(tmp), "--json"]
+    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=1800,
+                           check=False)
+    finally:
+        os.close(fd)
+    if r.returncode != 0:
+        raise RuntimeError(f"hugelab run failed ({r.returncode}): {r.stderr[-2000:]}")
+    tmp.rename(db)
+    return db

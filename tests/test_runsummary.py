@@ -1,0 +1,128 @@
+"""The summary `hugelab run` prints (cli/runsummary.py): answer first, in the report's words,
+saying which analysis each verdict comes from; compact rows named by the levels that differ;
+at 80, 120 and 200 columns no line too wide and no word split, for the examples' real cell
+names (001 and 002 need guests: their runs are fabricated from the real experiment files)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from hugelab.cli import runsummary
+from hugelab.cli.run import summary_result
+from hugelab.experiment import Experiment
+from hugelab.store import Store
+from tests import runstores
+
+LEVEL = re.compile(r"[\w+-]+=[\w.+-]*(?:,[\w+-]+=[\w.+-]*)*")  # factor=level(,factor=level)
+EXAMPLES = ["001-mnstory-factorial.toml", "002-host-x-guest-2x2.toml", "mthp-sizes.toml", None]
+
+
+def result_of(db, exp: Experiment, **extra) -> dict:
+    with Store(db) as st:
+        run_id = st.runs()[-1]["id"]
+        res = summary_result(st, exp, run_id, {})
+    return {"sequential": None, "run": run_id, "store": str(db), "resumed": False,
+            "executed": 8, **res, **extra}
+
+
+def printed(exp: Experiment, result: dict, width: int) -> str:
+    buf = io.StringIO()
+    runsummary.render(exp, result, Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module", params=EXAMPLES, ids=lambda e: e or "default")
+def fabricated(request, tmp_path_factory):
+    exp = runstores.experiment(request.param)
+    db = tmp_path_factory.mktemp("rs") / "s.db"
+    runstores.fabricate(db, exp, blocks=12)
+    return exp, result_of(db, exp)
+
+
+def check_layout(out: str, width: int, words: set[str]) -> None:
+    """No line wider than `width`; every level name and 'factor=level' whole on one line."""
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width, out
+    for line in lines:
+        for m in LEVEL.finditer(line):
+            assert m.group() in words, f"a word split at {width} columns: {m.group()!r}\n{out}"
+
+
+def cell_words(exp: Experiment) -> set[str]:
+    return {f"{f}={lv}" for a in exp.arms for f, lv in a.levels} | \
+        {a.name for a in exp.arms}
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_no_line_too_wide_and_no_word_split(fabricated, width):
+    exp, res = fabricated
+    out = printed(exp, res, width)
+    check_layout(out, width, cell_words(exp))
+    # every cell is on the page, by the levels that differ from its baseline cell
+    arms = {a.name: dict(a.levels) for a in exp.arms}
+    arm_factors = {f.name for f in exp.factors if not f.scenario}
+    for a in exp.arms:
+        base = arms[exp.baseline_of(a.name)]
+        diff = [f"{f}={lv}" for f, lv in a.levels if f in arm_factors and lv != base[f]]
+        if len(arm_factors) > 1:
+            assert ", ".join(diff) in out, (a.name, diff)
+
+
+def test_answer_first_then_cells_then_the_effect_note(fabricated):
+    exp, res = fabricated
+    out = printed(exp, res, 120)
+    assert out.index("What matters") < out.index("each ") < out.index("effect: Hodges-Lehmann")
+    assert "(the report's analysis: alpha 0.05, margin ±1%" in out
+    assert "[-100" not in out and ", -]" not in out
+    for a in exp.arms if not exp.factors else []:  # a flat run's arms by their own names
+        assert re.search(rf"^ {re.escape(a.name)} +12 ", out, re.M), out
+
+
+def test_factorial_cells_by_the_levels_that_differ_one_heading_per_scenario(tmp_path):
+    exp = runstores.experiment("mthp-sizes.toml")
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    out = printed(exp, result_of(tmp_path / "s.db", exp), 80)
+    assert "workload=chase: each cell against its baseline" in out
+    assert "workload=populate: each cell against its baseline" in out
+    assert "backing=mthp-16K [workload=chase]" not in out  # the short name instead
+    assert re.search(r"^ mthp-16K +8 +0/0 ", out, re.M), out
+
+
+def test_sequential_decisions_say_they_are_the_runs_own_analysis(tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    seq = {"plan": {"looks": 5, "look_sizes": [6, 12, 18, 24, 30], "margin": 0.01},
+           "family_alpha": 0.0001, "decided": {"thp": {"decision": "equivalent", "look": 3}},
+           "stopped_at_look": 3}
+    out = printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120)
+    one = " ".join(out.split())
+    assert "stopped at look 3 of 5" in one
+    assert "the sequential decisions below use the run's alpha 0.0001 and margin ±1%, not the " \
+        "report's defaults" in one
+    assert "thp: equivalent at look 3" in one
+    assert "(the report's analysis: alpha 0.05, margin ±1%" in one
+
+
+def test_what_went_wrong_is_said_once(tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    res = result_of(tmp_path / "s.db", exp, skipped={"hugetlb-1G": "no 1 GiB page free"},
+                    pool_warnings=["the 2M pool is shared with pid 7 (postgres)"])
+    res["warnings"] = [*res["warnings"], "the 2M pool is shared with pid 7 (postgres)"]
+    out = printed(exp, res, 80)
+    assert out.count("no 1 GiB page free") == 1 and "skipped hugetlb-1G:" in out
+    assert out.count("pid 7 (postgres)") == 1  # in the lead's warnings, not again below
+    res["warnings"] = res["warnings"][:-1]
+    assert "shared pool: the 2M pool is shared" in printed(exp, res, 80)
+
+
+def test_a_run_of_repeats_says_each_comparison_across_them(tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    rep = [{"name": "thp vs 4k", "reading": "-9.8% [-12.0, -7.5] across 3 repeats, tau 1.2%"}]
+    out = printed(exp, result_of(tmp_path / "s.db", exp, replication=rep), 120)
+    assert out.count("across repeats: thp vs 4k: -9.8% [-12.0, -7.5] across 3 repeats") == 1
