@@ -36,6 +36,9 @@ APT_PACKAGES = {
     "make": "make",
     "perf": "linux-perf",
     "numastat": "numactl",
+    "java": "openjdk-17-jdk-headless",
+    "memcached": "memcached",
+    "memcslap": "libmemcached-tools",
 }
 
 

@@ -276,19 +276,21 @@ class Runner:
         return RunOutcome(run_id, not created, executed, skipped, host.get("pool_holders") or [])
 
     def _preflight(self, skipped: dict[str, str]) -> None:
-        """Each arm's workload checks what it needs before any host change (`preflight()`:
-        its programs installed, its settings valid, a process_thp this kernel has); an
-        ExperimentError or ToolMissingError stops the run with nothing changed."""
-        seen: set[int] = set()
+        """Each arm's workload checks what it needs before any host change
+        (`preflight(backing)`: its programs installed, its settings valid and giving the arm's
+        backing), and the kernel has the arm's process_thp; an ExperimentError or
+        ToolMissingError stops the run with nothing changed."""
+        seen: set[tuple[int, str]] = set()
         for arm in self.exp.arms:
             workload = self._workload(arm)
-            if arm.name not in skipped:
-                process_thp.preflight(workload.kind, arm.process_thp)
-            check = getattr(workload, "preflight", None)
-            if arm.name in skipped or id(workload) in seen or not callable(check):
+            if arm.name in skipped:
                 continue
-            seen.add(id(workload))
-            check()
+            process_thp.preflight(workload.kind, arm.process_thp)
+            check = getattr(workload, "preflight", None)
+            if (id(workload), arm.backing) in seen or not callable(check):
+                continue
+            seen.add((id(workload), arm.backing))
+            check(arm.backing)
 
     def _new_repeat(self, prev: TrialSpec, nxt: TrialSpec) -> bool:
         return self.exp.repeat_of(prev.block) != self.exp.repeat_of(nxt.block)

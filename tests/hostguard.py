@@ -45,7 +45,7 @@ def qemu_children() -> list[int]:
 
 
 WORKLOAD_NAMES = ("hugelab-mem", "stress-ng", "sysbench", "redis-server", "redis-benchmark",
-                  "iperf3", "cc1", "make", "hugelab-thp")
+                  "iperf3", "cc1", "make", "hugelab-thp", "java", "memcached", "memcslap")
 
 
 def workload_processes() -> list[str]:

@@ -54,6 +54,9 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
         assert ev["check"] in ("verified", "not applicable"), f"{where}: {ev}"
         assert ev["reason"], f"{where}: a verdict without a reason"
         assert ev["checks"]["workload"]["status"] != "contradicted"
+        for layer in ("app", "process"):  # an application's own switch, a process THP mode
+            if layer in ev["checks"]:
+                assert ev["checks"][layer]["status"] == "verified", f"{where}: {ev['checks']}"
         if t["target"] != "native":  # guest arms: both sides' evidence
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")

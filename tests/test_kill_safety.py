@@ -65,6 +65,20 @@ backing = "hugetlb-1G"
 name = "b"
 backing = "hugetlb-2M"
 """
+JVM = HEAD + """
+[workload]
+kind = "jvm"
+heap = "128M"
+[[arms]]
+name = "a"
+backing = "4k"
+thp = "madvise"
+[[arms]]
+name = "b"
+backing = "hugetlb-2M"
+thp = "madvise"
+app = {{ UseLargePages = true }}
+"""
 GUEST = HEAD + """
 [vm]
 mem = "512M"
@@ -140,11 +154,13 @@ def trials(store: Path) -> list[tuple]:
 
 @pytest.mark.parametrize("case,then", [
     ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
-    ("hugelab-mem-1G", "recover"), pytest.param("guest", "recover", marks=pytest.mark.vm),
+    ("hugelab-mem-1G", "recover"), ("jvm", "recover"),
+    pytest.param("guest", "recover", marks=pytest.mark.vm),
 ])
 def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
     text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
-                    "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu")}[case]
+                    "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu"),
+                    "jvm": (JVM, "UseLargePages")}[case]
     src = make_tree(tmp_path / "src", units=60) if case == "build" else ""
     exp = tmp_path / "exp.toml"
     exp.write_text(text.format(src=src))

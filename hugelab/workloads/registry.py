@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "command": ("hugelab.workloads.command", "CommandWorkload"),
     "hugelab-mem": ("hugelab.workloads.hugelab_mem", "HugelabMem"),
     "postgres": ("hugelab.workloads.postgres.workload", "Postgres"),
+    "jvm": ("hugelab.workloads.jvm", "JvmBenchmark"),
 }
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm
 NOT_FROM_FILES = {"kind", "server", "app", "process_thp", "arm_backing"}

@@ -1,0 +1,258 @@
+"""A JVM (Debian's OpenJDK 17) running a real Java benchmark, with the JVM's own large-page
+switches per arm.
+
+Default benchmark: Sunflow's ray-tracing benchmark from Debian's `sunflow` package (the renderer
+DaCapo's `sunflow` uses), `SunflowGUI -nogui -rtbench`: metric "Average FPS" (higher). Or the
+user's own `jar` and `args`, with a `regex` (one group) for its metric.
+
+The arm's `app` table holds the JVM's switches:
+
+    app = { UseLargePages = true }                 hugetlb pool (arm backing hugetlb-2M): the
+                                                   JVM maps the whole heap (and code cache)
+                                                   from the pool up front
+    app = { UseLargePages = true, LargePageSizeInBytes = "1G" }      (backing hugetlb-1G)
+    app = { UseTransparentHugePages = true }       THP: the JVM madvises its heap (backing thp)
+    app = { heap = "1G", gc = "Parallel", AlwaysPreTouch = false, options = ["-XX:..."] }
+
+The command line: `java -Xms<heap> -Xmx<heap> -XX:+Use<gc>GC [-XX:+AlwaysPreTouch]
+<switches> -Xlog:pagesize,gc+init:stderr <options> -cp <sunflow jars> SunflowGUI -nogui -rtbench`.
+Evidence: the JVM's own report (`-Xlog:pagesize`: the heap's `page_size`, and the warning it
+prints when it falls back, `UseLargePages disabled, no large pages configured and available on
+the system`; `-Xlog:gc+init`: `Large Page Support: ...`), judged as the app layer by
+hugelab.trial.appevidence.check_jvm, beside the tree's smaps (the workload layer). A JVM that
+fell back exits 0 and runs at 4 KiB: such a trial is contradicted, never counted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
+from hugelab.proc import which
+from hugelab.trial.appevidence import check_jvm
+from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
+from hugelab.workloads.command import check_exit, format_size, parse_size, tail
+from hugelab.workloads.process_thp import check_mode, target_for
+
+SUNFLOW_JARS = ("/usr/share/java/sunflow.jar", "/usr/share/java/sunflowGUI.jar")
+SUNFLOW_MAIN = ("SunflowGUI", "-nogui", "-rtbench")
+SUNFLOW_REGEX = r"Average FPS:\s*([0-9.]+)"
+GCS = {"G1": "-XX:+UseG1GC", "Parallel": "-XX:+UseParallelGC", "Serial": "-XX:+UseSerialGC",
+       "Shenandoah": "-XX:+UseShenandoahGC"}
+APP_KEYS: dict[str, type] = {"UseLargePages": bool, "UseTransparentHugePages": bool,
+                             "LargePageSizeInBytes": str, "AlwaysPreTouch": bool, "heap": str,
+                             "gc": str, "options": tuple}
+CODE_CACHE = 240 << 20  # ReservedCodeCacheSize's default with tiered compilation (JDK 17)
+_LOG = "-Xlog:pagesize,gc+init:stderr"
+
+
+def _round_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def parse_jvm_report(text: str) -> dict[str, Any]:
+    """What the JVM said about its pages (pure): the heap's page size (kB), `Large Page
+    Support`, the usable sizes, and its page-size warnings (fallbacks, failed reservations)."""
+    out: dict[str, Any] = {"heap_page_kb": None, "large_page_support": None,
+                           "usable_page_sizes": None, "warnings": []}
+    units = {"K": 1, "M": 1024, "G": 1024 * 1024}
+    for line in text.splitlines():
+        if m := re.search(r"\]\s*Heap:.*\bpage_size=(\d+)([KMG])", line):
+            out["heap_page_kb"] = int(m.group(1)) * units[m.group(2)]
+        elif m := re.search(r"Large Page Support:\s*(.+?)\s*$", line):
+            out["large_page_support"] = m.group(1)
+        elif m := re.search(r"Usable page sizes: ([^.]+)\.", line):
+            out["usable_page_sizes"] = m.group(1)
+        if ("[warning][pagesize]" in line.replace(" ", "") or
+                "Failed to reserve and commit memory" in line or "UseLargePages disabled" in line):
+            msg = re.sub(r"^\[[^]]*\](\[[^]]*\])*\s*", "", line).strip()
+            if msg not in out["warnings"]:
+                out["warnings"].append(msg)
+    return out
+
+
+@dataclass(frozen=True)
+class JvmBenchmark:
+    """OpenJDK running Sunflow's benchmark (or the user's jar); primary metric from its output."""
+
+    heap: str = "256M"
+    gc: str = "G1"
+    pretouch: bool = True       # -XX:+AlwaysPreTouch: the whole heap resident before the run
+    options: tuple[str, ...] = ()
+    jar: str | None = None      # the user's own benchmark (java -jar JAR ARGS)
+    args: tuple[str, ...] = ()
+    regex: str | None = None    # the user's metric: one group matching a number
+    better: Better = "higher"
+    unit: str = "FPS"
+    name: str = "fps"
+    java: str = "java"
+    timeout_s: float = 600.0
+    app: tuple[tuple[str, Any], ...] = ()
+    process_thp: str | None = None
+    kind: str = field(default="jvm", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "app", tuple((k, tuple(v) if isinstance(v, list) else v)
+                                              for k, v in self.app))
+        check_mode("jvm", self.process_thp)
+        for key, value in self.app:
+            want = APP_KEYS.get(key)
+            if want is None:
+                raise ExperimentError(f"jvm: unknown app setting {key!r}; known: "
+                                      f"{', '.join(APP_KEYS)}")
+            if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+                raise ExperimentError(f"jvm: app {key} must be "
+                                      f"{'true or false' if want is bool else want.__name__}, "
+                                      f"got {value!r}")
+        for what, size in (("heap", self.heap_size), ("LargePageSizeInBytes", self.page_size)):
+            if size is not None and not isinstance(size, int):
+                raise ExperimentError(f"jvm: {what}: {size}")
+        if self.settings()["gc"] not in GCS:
+            raise ExperimentError(f"jvm: gc must be one of {', '.join(GCS)}, not "
+                                  f"{self.settings()['gc']!r}")
+        if self.jar is not None and not self.regex:
+            raise ExperimentError("jvm: a jar needs regex, with one group matching its metric")
+        if self.regex is not None:
+            try:
+                groups = re.compile(self.regex).groups
+            except re.error as exc:
+                raise ExperimentError(f"jvm: bad regex {self.regex!r}: {exc}") from exc
+            if groups != 1:
+                raise ExperimentError(f"jvm: regex {self.regex!r} must have exactly one group")
+        s = self.settings()
+        if s["UseLargePages"] and s["UseTransparentHugePages"]:
+            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
+                                  "(THP) exclude each other; an arm sets one")
+
+    # --- settings ---------------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """The JVM settings of this arm: the workload's defaults, then the arm's `app`."""
+        s: dict[str, Any] = {"UseLargePages": False, "UseTransparentHugePages": False,
+                             "LargePageSizeInBytes": None, "AlwaysPreTouch": self.pretouch,
+                             "heap": self.heap, "gc": self.gc, "options": self.options}
+        s.update(dict(self.app))
+        return s
+
+    @property
+    def heap_size(self) -> int | str:
+        """The heap in bytes, or the reason it is not a size."""
+        try:
+            return parse_size(self.settings()["heap"])
+        except ValueError as exc:
+            return str(exc)
+
+    @property
+    def page_size(self) -> int | str | None:
+        value = self.settings()["LargePageSizeInBytes"]
+        if value is None:
+            return None
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            return str(exc)
+
+    def expected_backing(self) -> str:
+        """The arm backing these switches give the heap: hugetlb-<S>, thp or 4k."""
+        s = self.settings()
+        if s["UseLargePages"]:
+            size = self.page_size if isinstance(self.page_size, int) else 2 << 20
+            return f"hugetlb-{format_size(size)}"
+        return "thp" if s["UseTransparentHugePages"] else "4k"
+
+    def hugetlb_bytes_for(self, size: str) -> int:
+        """Pool bytes one JVM takes with pages of `size` ("2M", "1G"): the heap rounded to
+        whole pages; with 2 MiB pages also the code cache and G1's two marking bitmaps, which
+        the JVM maps from the same pool (measured: a 256 MiB heap takes 252 pages)."""
+        page = parse_size(size)
+        heap = self.heap_size
+        assert isinstance(heap, int)
+        need = _round_up(heap, page)
+        if page <= 2 << 20:
+            need += _round_up(CODE_CACHE, page) + 2 * _round_up(max(heap // 64, page), page)
+        return need
+
+    # --- before any host change -------------------------------------------------------------
+    def preflight(self, backing: str) -> None:
+        """Java and the benchmark installed; the arm's backing is what its switches give."""
+        which(self.java)  # ToolMissingError naming openjdk-17-jdk-headless
+        if self.jar is None:
+            for jar in SUNFLOW_JARS:
+                if not os.path.isfile(jar):
+                    raise ToolMissingError(os.path.basename(jar), "sunflow")
+        elif not os.path.isfile(self.jar):
+            raise ExperimentError(f"jvm: jar {self.jar!r} does not exist")
+        want = self.expected_backing()
+        if backing != want:
+            raise ExperimentError(
+                f"jvm: an arm with backing {backing!r} must set the JVM switches that give it; "
+                f"these give {want!r}",
+                hint="hugetlb-2M: app = { UseLargePages = true }; hugetlb-1G: add "
+                     "LargePageSizeInBytes = \"1G\"; thp: app = { UseTransparentHugePages = "
+                     "true }; 4k: neither")
+
+    # --- one trial --------------------------------------------------------------------------
+    def argv(self) -> list[str]:
+        """The java command line (pure)."""
+        s = self.settings()
+        heap = format_size(int(self.heap_size))  # type: ignore[arg-type]
+        argv = [self.java, f"-Xms{heap}", f"-Xmx{heap}", GCS[s["gc"]]]
+        if s["AlwaysPreTouch"]:
+            argv.append("-XX:+AlwaysPreTouch")
+        if s["UseLargePages"]:
+            argv.append("-XX:+UseLargePages")
+            if isinstance(self.page_size, int):
+                argv.append(f"-XX:LargePageSizeInBytes={format_size(self.page_size)}")
+        if s["UseTransparentHugePages"]:
+            argv.append("-XX:+UseTransparentHugePages")
+        argv += [_LOG, *s["options"]]
+        if self.jar is not None:
+            return argv + ["-jar", self.jar, *self.args]
+        return argv + ["-cp", ":".join(SUNFLOW_JARS), *SUNFLOW_MAIN]
+
+    @property
+    def primary(self) -> str:
+        return self.name if self.jar is not None else "fps"
+
+    def parse(self, res: ExecResult) -> WorkloadResult:
+        """Metrics, the JVM's report and its app-layer check of one finished run (pure)."""
+        check_exit(res, "java")
+        text = res.stdout + "\n" + res.stderr
+        m = re.search(self.regex or SUNFLOW_REGEX, text)
+        if m is None:
+            raise WorkloadError(f"java: no metric in its output ({self.regex or SUNFLOW_REGEX!r})"
+                                f"\n  {tail(text, 5) or '(no output)'}")
+        try:
+            value = float(m.group(1))
+        except ValueError as exc:
+            raise WorkloadError(f"java: the metric matched {m.group(1)!r}, not a number") from exc
+        report = parse_jvm_report(res.stderr)
+        metrics = {self.primary: value, "wall_s": res.wall_s}
+        if t := re.search(r"Total time:\s*(\d+):(\d+):([0-9.]+)", text):
+            metrics["bench_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + float(t[3])
+        check = check_jvm(self.settings(), self.page_size if isinstance(self.page_size, int)
+                          else None, report)
+        version = re.search(r"Version: (\S+)", res.stderr)
+        info: dict[str, Any] = {"tool": "java", "version": version.group(1) if version else None,
+                                "benchmark": "user jar" if self.jar else "sunflow -rtbench",
+                                "jvm_settings": {k: list(v) if isinstance(v, tuple) else v
+                                                 for k, v in self.settings().items()},
+                                "warnings": report["warnings"]}
+        return WorkloadResult(metrics=metrics, primary=self.primary,
+                              unit=self.unit if self.jar else "FPS",
+                              better=self.better if self.jar else "higher",
+                              evidence={"jvm": report, "app": check.to_dict()}, info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        if backing != self.expected_backing():
+            raise WorkloadError(f"jvm: backing {backing!r} needs the JVM switches that give it; "
+                                f"this arm's give {self.expected_backing()!r}")
+        res = target_for(target, self.process_thp).exec(self.argv(), timeout=self.timeout_s)
+        result = self.parse(res)
+        result.info["backing"] = backing
+        result.info["argv"] = self.argv()
+        return result
