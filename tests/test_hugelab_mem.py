@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -376,6 +377,37 @@ def test_interleaved_a_a_buffers_alternate_in_balanced_windows(binary: Path) -> 
         assert r.evidence["KernelPageSize_kB"] == 4 and not r.info["warnings"]
         assert r.info["interleaved"]["buffers"] == 2 and r.primary == "ns_per_access"
     assert 0.5 < a.value / b.value < 2.0  # the same walk over alike memory
+
+
+def test_interleaved_windows_start_with_an_unmeasured_warm_up(binary: Path) -> None:
+    """--warmup (default a quarter of the window) runs each buffer unmeasured after a switch:
+    recorded in the output and the trial, and it takes its share of every round."""
+    wl = HugelabMem(workload="chase", size_bytes=4 * MiB, duration_s=0.5, window_ms=10)
+    assert "--warmup" not in wl.argv_interleaved(["4k", "4k"], binary)
+    data = json.loads(_exec(wl.argv_interleaved(["4k", "4k"], binary)).stdout)
+    assert data["warmup_s"] == pytest.approx(0.0025) and data["window_s"] == pytest.approx(0.01)
+    slow = replace(wl, warmup_ms=30)
+    argv = slow.argv_interleaved(["4k", "4k"], binary)
+    assert argv[argv.index("--warmup") + 1] == "30"
+    res = _exec(argv)
+    a, _ = slow.parse_interleaved(res)
+    assert a.info["warmup_ms"] == pytest.approx(30) and \
+        a.info["interleaved"]["warmup_s"] == pytest.approx(0.03)
+    assert a.info["reps"]["wall_s"][0] == pytest.approx(2 * (0.01 + 0.03))
+    # a round of 4 slots of 10 + 30 ms: at most 3 rounds fit in 0.5 s
+    assert 4 <= len(json.loads(res.stdout)["order"]) <= 12
+    none = json.loads(_exec(replace(wl, warmup_ms=0).argv_interleaved(["4k", "4k"], binary))
+                      .stdout)
+    assert none["warmup_s"] == 0.0
+    for extra, words in ((["--backing", "4k", "--warmup", "5"], "goes with --interleave"),
+                         (["--interleave", "4k,thp", "--warmup", "-1"], "bad warmup"),
+                         (["--interleave", "4k,thp", "--duration", "0.1", "--window", "10",
+                           "--warmup", "20"], "too short")):
+        cp = subprocess.run([str(binary), "--workload", "chase", "--size", "4M", *extra],
+                            capture_output=True, text=True)
+        assert cp.returncode == 2 and words in cp.stderr, cp.stderr
+    with pytest.raises(ExperimentError, match="warm-up"):
+        HugelabMem(warmup_ms=-1)
 
 
 def test_interleaved_refuses_what_it_cannot_interleave(binary: Path) -> None:

@@ -110,6 +110,8 @@ struct config {
     unsigned inter_kb[MAX_INTERLEAVE]; /* each interleaved mthp buffer's folio size */
     char inter_name[MAX_INTERLEAVE][32];
     double window;
+    double warmup;     /* seconds run, unmeasured, after each switch of buffer */
+    int warmup_given;
 };
 
 /* Set by the SIGINT handler; workers poll it together with g_stop. */
@@ -203,7 +205,8 @@ static void usage(FILE *out)
           "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
           "                   [--seed N] [--stride BYTES]\n"
           "       hugelab-mem --workload chase|random --interleave BACKING,BACKING[,...]\n"
-          "                   --size BYTES --duration SECONDS [--window MS] [--seed N]\n"
+          "                   --size BYTES --duration SECONDS [--window MS]\n"
+          "                   [--warmup MS] [--seed N]\n"
           "\n"
           "  chase      dependent loads over a random cyclic permutation of --stride-byte\n"
           "             slots (default 64); TLB-sensitive latency (ns_per_access)\n"
@@ -219,7 +222,9 @@ static void usage(FILE *out)
           "--interleave maps one buffer of --size per backing (a backing may repeat)\n"
           "and measures them in alternating windows of --window ms (default 20), each\n"
           "round a random order and its mirror (ABBA), until --duration; every window's\n"
-          "value is reported, so drift hits every buffer alike.\n"
+          "value is reported, so drift hits every buffer alike.  Each window starts\n"
+          "with --warmup ms (default a quarter of --window) run but not measured: after\n"
+          "a switch the TLB and caches still hold the other buffer's state.\n"
           "\n"
           "Prints one JSON object on stdout.  Exit 2: bad arguments; exit 3: a hugetlb\n"
           "mapping failed (pool too small).  --stride applies to chase only.\n",
@@ -317,7 +322,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         {"duration", required_argument, 0, 'd'}, {"seed", required_argument, 0, 'r'},
         {"stride", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
         {"interleave", required_argument, 0, 'I'}, {"window", required_argument, 0, 'W'},
-        {0, 0, 0, 0}};
+        {"warmup", required_argument, 0, 'U'}, {0, 0, 0, 0}};
     int have_w = 0, have_b = 0, have_s = 0, c, idx;
     char *end;
 
@@ -387,6 +392,14 @@ static void parse_args(int argc, char **argv, struct config *cfg)
                 cfg->window < 0.001 || cfg->window > 10.0)
                 die(2, "bad window '%s': expected milliseconds in 1..10000", optarg);
             break;
+        case 'U':
+            errno = 0;
+            cfg->warmup = strtod(optarg, &end) / 1000.0;
+            if (errno || end == optarg || *end != '\0' || !isfinite(cfg->warmup) ||
+                cfg->warmup < 0.0 || cfg->warmup > 10.0)
+                die(2, "bad warmup '%s': expected milliseconds in 0..10000", optarg);
+            cfg->warmup_given = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -409,9 +422,14 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         die(2, "--interleave measures the chase and random workloads only");
     if (cfg->n_inter && cfg->threads != 1)
         die(2, "--interleave runs one thread");
-    if (cfg->n_inter && cfg->duration < 2 * cfg->n_inter * cfg->window)
-        die(2, "--duration %.3g s is too short for one round of %u windows of %.3g ms",
-            cfg->duration, 2 * cfg->n_inter, cfg->window * 1000.0);
+    if (cfg->warmup_given && !cfg->n_inter)
+        die(2, "--warmup goes with --interleave");
+    if (cfg->n_inter && !cfg->warmup_given)
+        cfg->warmup = cfg->window / 4.0;
+    if (cfg->n_inter && cfg->duration < 2 * cfg->n_inter * (cfg->window + cfg->warmup))
+        die(2, "--duration %.3g s is too short for one round of %u windows of %.3g ms "
+            "(+ %.3g ms warm-up each)", cfg->duration, 2 * cfg->n_inter,
+            cfg->window * 1000.0, cfg->warmup * 1000.0);
     if (cfg->size < BASE_PAGE)
         die(2, "size %zu is too small: at least 4096 bytes", cfg->size);
     if (cfg->workload == W_CHASE && cfg->size / cfg->stride < 2 * (size_t)cfg->threads)
@@ -1355,7 +1373,7 @@ static int run_interleaved(const struct config *cfg)
     unsigned perm[MAX_INTERLEAVE], n_order = 0;
     double t_start = now_s(), t_end = t_start + cfg->duration;
     while (!g_sigint) {
-        double round = 2.0 * nb * cfg->window;
+        double round = 2.0 * nb * (cfg->window + cfg->warmup);
         if (n_order && now_s() + round > t_end)
             break;
         if (n_order + 2 * nb > max_win)
@@ -1370,6 +1388,8 @@ static int run_interleaved(const struct config *cfg)
             for (unsigned i = 0; i < nb; i++) {
                 unsigned k = half ? perm[nb - 1 - i] : perm[i];
                 uint64_t ops;
+                if (cfg->warmup > 0.0) /* after the switch: run, do not measure */
+                    run_window(cfg, &b[k], now_s() + cfg->warmup, &ops);
                 double secs = run_window(cfg, &b[k], now_s() + cfg->window, &ops);
                 b[k].win_ns[b[k].n_win++] = secs * 1e9 / (double)ops;
                 b[k].time += secs;
@@ -1388,8 +1408,8 @@ static int run_interleaved(const struct config *cfg)
            (unsigned long long)cfg->seed);
     if (cfg->workload == W_CHASE)
         printf("\"stride_bytes\":%zu,", cfg->stride);
-    printf("\"duration_s\":%.6f,\"window_s\":%.6f,\"interrupted\":%s,",
-           wall, cfg->window, g_sigint ? "true" : "false");
+    printf("\"duration_s\":%.6f,\"window_s\":%.6f,\"warmup_s\":%.6f,\"interrupted\":%s,",
+           wall, cfg->window, cfg->warmup, g_sigint ? "true" : "false");
     print_primary(cfg->workload);
     printf(",\"order\":[");
     for (unsigned i = 0; i < n_order; i++)

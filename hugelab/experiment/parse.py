@@ -382,13 +382,17 @@ def _too_short_to_interleave(workload: dict[str, Any], n_arms: int) -> tuple[str
     own checks say so)."""
     duration = workload.get("duration", workload.get("duration_s", 1.0))
     window = workload.get("window_ms", 20.0)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)):
+    warmup = workload.get("warmup_ms")
+    if warmup is None and isinstance(window, int | float):
+        warmup = window / 4.0  # hugelab-mem's default
+    if not all(isinstance(v, int | float) and not isinstance(v, bool)
+               for v in (duration, window, warmup)):
         return None
-    need = 2 * n_arms * window / 1000.0
+    need = 2 * n_arms * (window + warmup) / 1000.0
     if duration >= need:
         return None
     return (f"duration {duration:g} s is shorter than one round of windows ({n_arms} arms x 2 "
-            f"x {window:g} ms = {need:g} s)",
+            f"x ({window:g} ms + {warmup:g} ms warm-up) = {need:g} s)",
             f"raise duration to at least {need:g} (a few seconds gives dozens of rounds), or "
             "lower window_ms")
 

@@ -75,6 +75,9 @@ class HugelabMem:
     seed: int = 1
     stride_bytes: int | None = None  # chase slot size; None = the tool's default (64)
     window_ms: float = 20.0  # design 'interleaved': each measurement window
+    # design 'interleaved': run, unmeasured, after each switch of buffer (the TLB and caches
+    # still hold the other buffer's state); None: the tool's default, a quarter of window_ms
+    warmup_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -85,6 +88,8 @@ class HugelabMem:
                                   "and duration_s > 0")
         if not 1 <= self.window_ms <= 10000:
             raise ExperimentError(f"window_ms = {self.window_ms:g}: a window is 1 to 10000 ms")
+        if self.warmup_ms is not None and not 0 <= self.warmup_ms <= 10000:
+            raise ExperimentError(f"warmup_ms = {self.warmup_ms:g}: a warm-up is 0 to 10000 ms")
         if self.stride_bytes is not None and self.workload != "chase":
             raise ExperimentError("stride_bytes applies to the chase workload only")
 
@@ -143,6 +148,8 @@ class HugelabMem:
         argv = [str(binary), "--workload", self.workload, "--interleave", ",".join(backings),
                 "--size", str(self.size_bytes), "--duration", f"{self.duration_s:g}",
                 "--window", f"{self.window_ms:g}", "--seed", str(self.seed)]
+        if self.warmup_ms is not None:
+            argv += ["--warmup", f"{self.warmup_ms:g}"]
         if self.stride_bytes is not None:
             argv += ["--stride", str(self.stride_bytes)]
         return argv
@@ -155,6 +162,7 @@ class HugelabMem:
         primary = data["primary"]
         better: Better = "higher" if primary.get("better") == "higher" else "lower"
         window = float(data.get("window_s", 0.0))
+        warmup = float(data.get("warmup_s", 0.0))  # 0: a binary from before warm-ups
         out = []
         for i, buf in enumerate(data["buffers"]):
             windows = [float(w) for w in buf["windows_ns"]]
@@ -169,10 +177,14 @@ class HugelabMem:
                 "tool", "version", "workload", "size_bytes", "threads", "seed", "interrupted")}
             info.update(backing=buf["backing"], checksum=buf.get("checksum"),
                         interleaved={"buffers": len(data["buffers"]), "index": i,
-                                     "window_s": window, "order": data.get("order")},
-                        # a window of one buffer costs a slot of every buffer's round
+                                     "window_s": window, "warmup_s": warmup,
+                                     "order": data.get("order")},
+                        warmup_ms=1000.0 * warmup,
+                        # a window of one buffer (and its warm-up) costs a slot of every
+                        # buffer's round
                         reps={"n": len(windows), "values": windows, "unit": "window",
-                              "wall_s": [window * len(data["buffers"])] * len(windows)})
+                              "wall_s": [(window + warmup) * len(data["buffers"])]
+                              * len(windows)})
             if isinstance(buf.get("collapse"), dict):
                 evidence["collapse"] = buf["collapse"]
                 metrics["collapse_s"] = float(buf["collapse"].get("seconds") or 0.0)
