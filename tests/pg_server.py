@@ -109,12 +109,14 @@ def _wait_ready(bindir: Path, port: int, server: subprocess.Popen[bytes], log: P
 
 
 @contextmanager
-def running_server(fsync: bool = False, huge_pages: str = "off") -> Iterator[Server]:
+def running_server(fsync: bool = False, huge_pages: str = "off",
+                   shared_buffers: str | None = None) -> Iterator[Server]:
     """`fsync`: durable commits (off for tests: faster, nothing to keep). `huge_pages`: set
     explicitly, never PostgreSQL's default `try`, which takes its shared memory from whatever
     2 MiB pool the host has at start-up and holds it until the server stops: a store server
     started while a test had a pool up kept those pages, and every later hugetlb trial on the
-    host found its pool short (CI failed that way)."""
+    host found its pool short (CI failed that way). `shared_buffers`: its size (e.g. "16MB"),
+    PostgreSQL's default when None; with huge_pages = on it sets the pages the server holds."""
     bindir = pg_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
@@ -140,6 +142,8 @@ def running_server(fsync: bool = False, huge_pages: str = "off") -> Iterator[Ser
                        f"unix_socket_directories = '{top}'\nssl = on\n"
                        f"fsync = {'on' if fsync else 'off'}\nmax_connections = 50\n"
                        f"huge_pages = {huge_pages}\n")
+            if shared_buffers is not None:
+                conf.write(f"shared_buffers = '{shared_buffers}'\n")
         server = Server("127.0.0.1", port, password, top, bindir)
         try:
             server.start()
