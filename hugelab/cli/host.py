@@ -30,7 +30,9 @@ MANUAL_JOURNAL = "host-set.json"
 def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser("inspect", help="show this host's huge-page state (read-only, no root)",
                        description="Kernel and CPU support, THP modes, hugetlb pools per size and "
-                       "NUMA node, hugetlbfs mounts, meminfo, fragmentation — with warnings.")
+                       "NUMA node and who holds their pages (processes, SysV segments, "
+                       "hugetlbfs files; other users' processes only as root), hugetlbfs "
+                       "mounts, meminfo, fragmentation — with warnings.")
     add_json(p)
     p.add_argument("--sysfs-root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_inspect)
