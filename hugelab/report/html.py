@@ -73,13 +73,14 @@ def _figure(caption: str, png: bytes) -> str:
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 
-def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]]) -> list[str]:
+def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]],
+            grids: list[tables.Table]) -> list[str]:
     out = ['<section id="answer">', f"<h2>{esc(ld.heading)}</h2>", '<ul class="answer">']
     out += [f'<li class="{esc(a.verdict)}-answer">{esc(a.text)}</li>' for a in ld.answers]
     out.append("</ul>")
-    if figures:
+    if figures or grids:
         out.append('<div id="lead-figures">' + "".join(_figure(c, png) for c, png in figures)
-                   + "</div>")
+                   + "".join(_table(t) for t in grids) + "</div>")
     if ld.recommendations:
         out.append('<p class="rec">Recommendation</p><ul id="recommendation">'
                    + "".join(f"<li>{esc(r)}</li>" for r in ld.recommendations) + "</ul>")
@@ -101,9 +102,10 @@ def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = Non
            f"<title>hugelab report: {esc(name)}</title>", f"<style>{CSS}</style></head><body>",
            f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(tables.header(result))}</p>"]
     out += [f'<div class="tcg">WARNING: {esc(w)}</div>' for w in ld.loud]
-    out += _answer(ld, lead or [])
+    grids, rest = tables.lead_split(tables.all_tables(result))
+    out += _answer(ld, lead or [], grids)
     out.append('<h2 id="details">Details</h2>')
-    out += [_table(t) for t in tables.all_tables(result)]
+    out += [_table(t) for t in rest]
     lines = tables.context_lines(result)
     if lines:
         out.append("<h2>Context</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines)

@@ -45,8 +45,11 @@ def render(result: dict[str, Any]) -> str:
     """The whole report as one Markdown document, answer first (`lead`), details after."""
     out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
     out += _lead(lead.build(result))
+    grids, rest = tables.lead_split(tables.all_tables(result))
+    for t in grids:
+        out += _table(t)
     out += ["## Details", ""]
-    for t in tables.all_tables(result):
+    for t in rest:
         out += _table(t)
     lines = tables.context_lines(result)
     if lines:

@@ -408,3 +408,10 @@ def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     return [t for t in every if full or not t.full]
+
+
+def lead_split(ts: list[Table]) -> tuple[list[Table], list[Table]]:
+    """(tables that answer the question and go with the lead: a factorial's medians grids,
+    the rest)."""
+    lead_ = [t for t in ts if t.key.startswith("two_way")]
+    return lead_, [t for t in ts if not t.key.startswith("two_way")]

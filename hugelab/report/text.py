@@ -113,8 +113,11 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
     ld = lead.build(result)
     lead_lines(ld, con)
     said = set(ld.notes)
+    grids, rest = tables.lead_split(tables.all_tables(result, full=full))
+    for t in grids:
+        print_table(t, con)
     con.print()
-    for t in tables.all_tables(result, full=full):
+    for t in rest:
         print_table(t, con)
         for n in dict.fromkeys(t.notes):
             if n not in said:
