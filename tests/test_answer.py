@@ -77,6 +77,17 @@ def test_warnings_shared_by_comparisons_fold_into_one_line():
     assert lead.fold([("x", "t"), ("y", "t")], total=5) == ["2 comparisons: t (x, y)"]
 
 
+def test_arm_warnings_that_differ_only_in_counts_fold_into_one_line():
+    r = result(warnings=[
+        "4k: 1 of 2 trials under high machine load (CPU steal in 1): may be the machine's",
+        "thp: 2 of 2 trials under high machine load (CPU pressure in 2): may be the machine's",
+        "thp: something else"])
+    r["series"] = [{"name": "4k"}, {"name": "thp"}]
+    _, notes = lead.warnings(r)
+    assert notes == ["2 arms: trials under high machine load: may be the machine's "
+                     "(4k: 1 of 2; thp: 2 of 2)", "thp: something else"]
+
+
 def test_flat_run_answers_each_comparison(tmp_path):
     make_store(tmp_path / "s.db", arms={"4k": 1.0, "thp": 0.9, "hugetlb-2M": 1.0})
     with Store(tmp_path / "s.db") as st:

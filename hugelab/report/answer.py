@@ -112,7 +112,10 @@ class Names:
         return (", ".join(f"{f}={lv[f]}" for f in diff) or "baseline") + target
 
     def pair(self, c: dict[str, Any]) -> str:
-        return f"{self.short(c['candidate'], c['baseline'])} vs {self.short(c['baseline'])}"
+        """'thp vs 4k'; with several arm factors 'host=thp, guest=always vs baseline' (the
+        baseline cell is named once, in the report's header)."""
+        base = "baseline" if len(self.arm_factors) > 1 else self.short(c["baseline"])
+        return f"{self.short(c['candidate'], c['baseline'])} vs {base}"
 
 
 def comparison(c: dict[str, Any], names: Names) -> Answer:

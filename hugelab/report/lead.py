@@ -7,6 +7,7 @@ Pure over the report's result dict; the HTML, terminal and Markdown renderers on
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,15 +48,43 @@ def fold(items: list[tuple[str, str]], total: int, what: str = "comparisons") ->
     return out
 
 
+COUNT = re.compile(r"\d+ of \d+ ")
+
+
+def fold_counts(items: list[tuple[str, str]], what: str = "arms") -> list[str]:
+    """(subject, text) pairs whose texts differ only in an 'N of M' count and parenthesised
+    detail become one line listing each subject's count ('8 arms: trials under high machine
+    load: ... (4k: 1 of 2, thp: 2 of 2)'); the others stay as they are."""
+    by: dict[str, list[tuple[str, str]]] = {}
+    for subject, text in items:
+        key = re.sub(r" ?\([^)]*\)", "", COUNT.sub("", text)) if COUNT.search(text) else text
+        by.setdefault(key, []).append((subject, text))
+    out = []
+    for key, group in by.items():
+        if len(group) == 1 or key == group[0][1]:
+            out += [f"{s}: {t}" for s, t in group]
+            continue
+        counts = "; ".join(f"{s}: {m.group().strip()}" if (m := COUNT.search(t)) else s
+                           for s, t in group)
+        out.append(f"{len(group)} {what}: {key} ({counts})")
+    return out
+
+
 def warnings(result: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(loud, notes): the run's warnings with those about single comparisons folded."""
+    """(loud, notes): the run's warnings with those about single comparisons folded, and
+    those about single arms that differ only in their counts."""
     names = answer.Names.of(result)
     comps = {c["name"]: c for c in result["comparisons"]}
-    loud, plain, per = [], [], []
+    series = sorted((s["name"] for s in result.get("series") or []), key=len, reverse=True)
+    loud, plain, per, arms = [], [], [], []
     for w in dict.fromkeys(result["warnings"]):
         name = next((n for n in comps if w.startswith(n + ": ")), None)
+        arm = next((n for n in series if w.startswith(n + ": ")), None)
         if w.startswith("TCG"):
             loud.append(w)
+        elif name is None and arm is not None:
+            scope = names.scope(arm)
+            arms.append((names.short(arm) + (f" [{scope}]" if scope else ""), w[len(arm) + 2:]))
         elif name is None:
             plain.append(w)
         else:
@@ -63,7 +92,7 @@ def warnings(result: dict[str, Any]) -> tuple[list[str], list[str]]:
             subject = names.pair(c)
             scope = names.scope(c["candidate"])
             per.append((f"{subject} [{scope}]" if scope else subject, w[len(name) + 2:]))
-    return loud, plain + fold(per, len(comps))
+    return loud, plain + fold(per, len(comps)) + fold_counts(arms)
 
 
 def build(result: dict[str, Any]) -> Lead:
