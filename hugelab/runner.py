@@ -37,6 +37,7 @@ from hugelab.vm.trial import (
 )
 from hugelab.workloads import process_thp
 from hugelab.workloads.base import Target, Workload, WorkloadResult
+from hugelab.workloads.interleave import is_server, serve
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
 Progress = Callable[["RunEvent"], None]
@@ -500,8 +501,12 @@ class Runner:
         name = self.target.name
         try:
             with TrialScope("interleaved block") as scope:
-                results = self.workload.run_interleaved(  # type: ignore[attr-defined]
-                    self.target, [a.backing for a in arms])
+                if is_server(self.workload):  # every arm's server up, windows alternated
+                    results = serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
+                                                  for a in arms])
+                else:
+                    results = self.workload.run_interleaved(  # type: ignore[attr-defined]
+                        self.target, [a.backing for a in arms])
         except HugelabError as exc:
             return [[GuestOutcome(name, None, exc.message, cause=exc.cause)] for _ in arms]
         except Exception as exc:  # noqa: BLE001 - a bug must fail the trial, not the run
@@ -511,8 +516,9 @@ class Runner:
         out = []
         for r in results:
             o = GuestOutcome(name, r, None)
-            o.evidence["tree"] = {**scope.tree, "where": "host (one process: every arm's "
-                                  "buffer)"}
+            o.evidence["tree"] = {**scope.tree, "where": "host (every arm's server)"
+                                  if is_server(self.workload) else
+                                  "host (one process: every arm's buffer)"}
             o.monitors["perf"] = "not separable in an interleaved block"
             o.provenance["workload_s"] = r.metrics.get("duration_s")  # the measured phase
             if scope.leftovers_killed:

@@ -31,6 +31,7 @@ THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired", "duet", "interleaved")
 # backings one hugelab-mem process can hold side by side under one set of host knobs
+SERVER_KINDS = ("postgres",)  # interleaved as servers (workloads/interleave.py), not buffers
 INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}
@@ -348,14 +349,19 @@ def _knobs(arm: Arm) -> tuple[object, ...]:
 def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
                        loc: _Locator | None) -> None:
     """design 'interleaved': one hugelab-mem process holds every arm's buffer and measures them
-    in alternating windows, so the arms must be able to share one process and one host."""
+    in alternating windows, so the arms must be able to share one process and one host; or a
+    server workload (SERVER_KINDS) runs every arm's server at once, one client alternating."""
     why = hint = None
+    server = isinstance(workload, dict) and workload.get("kind") in SERVER_KINDS
     if factorial:
         why = "it does not mix with [factors] or [scenarios]"
+    elif server:
+        why, hint = _server_problem(arms, workload) or (None, None)
     elif not isinstance(workload, dict) or workload.get("kind") != "hugelab-mem" or \
             workload.get("workload", "chase") not in ("chase", "random") or \
             workload.get("threads", 1) != 1:
-        why = "it interleaves hugelab-mem's chase or random workload, one thread"
+        why = ("it interleaves hugelab-mem's chase or random workload, one thread, or the "
+               f"servers of {', '.join(SERVER_KINDS)}")
         hint = ("[workload] kind = \"hugelab-mem\", workload = \"chase\"; other workloads: "
                 "design = \"paired\"")
     elif any(a.vm is not None for a in arms):
@@ -374,6 +380,25 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
     if why:
         raise _err(loc, f"design 'interleaved': {why}", "design",
                    hint=hint or "use design = \"paired\"")
+
+
+def _server_problem(arms: tuple[Arm, ...], workload: dict[str, Any]
+                    ) -> tuple[str, str] | None:
+    """(why, hint) when a server workload's arms cannot all be up at once on one host."""
+    if any(a.vm is not None for a in arms):
+        return ("its servers run side by side on the host: no guest arms",
+                "use design = \"paired\" for guests")
+    if len({(a.thp, a.thp_defrag) for a in arms}) > 1:
+        return ("every arm's server runs under one host setting, so the arms must share thp "
+                "and thp_defrag; arms that differ in host THP mode cannot be interleaved",
+                "use design = \"paired\" to compare host THP modes")
+    duration, window = workload.get("duration_s", 10.0), workload.get("window_s", 2.0)
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)) \
+            and duration < 2 * window:
+        return (f"duration_s {duration:g} is shorter than two windows of window_s {window:g} "
+                "(a window per arm and its mirror)",
+                "raise duration_s, or lower window_s (whole seconds, at least 1)")
+    return None
 
 
 def _too_short_to_interleave(workload: dict[str, Any], n_arms: int) -> tuple[str, str] | None:

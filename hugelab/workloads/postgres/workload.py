@@ -29,7 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.postgres import cluster, pgbench, segment, server, template
@@ -183,35 +186,56 @@ class Postgres:
             cluster.remove_dir(cd)
             raise
 
-    def load(self, target: Target, srv: server.Server, seconds: float | None,
-             log: bool = True) -> dict[str, float]:
-        """One pgbench run against `srv`: its summary and, with `log`, latency percentiles."""
-        for f in pgbench.log_files(srv.cd.top / "pgbench"):
+    def window(self, target: Target, srv: server.Server, seconds: float | None,
+               log: bool = True) -> tuple[dict[str, float], np.ndarray]:
+        """One pgbench run against `srv` (`seconds`, or None: `transactions` per client): its
+        summary and, with `log`, every transaction's latency in µs."""
+        prefix = srv.cd.top / "pgbench"
+        for f in pgbench.log_files(prefix):
             f.unlink()
         res = target.exec(self.pgbench_argv(srv.cd, seconds, log),
                           timeout=self.exec_timeout(seconds or self.duration_s))
         check_exit(res, "pgbench")
-        out = pgbench.summary(res.stdout)
-        if log:
-            lat = pgbench.log_latencies_us(pgbench.log_files(srv.cd.top / "pgbench"))
-            out.update(pgbench.percentiles_ms(lat))
-        return out
+        lat = pgbench.log_latencies_us(pgbench.log_files(prefix)) if log else np.empty(0)
+        return pgbench.summary(res.stdout), lat
 
     def warm(self, target: Target, srv: server.Server) -> None:
         if self.warmup_s >= 1:
-            self.load(target, srv, self.warmup_s, log=False)
+            self.window(target, srv, self.warmup_s, log=False)
 
-    def result(self, metrics: dict[str, float], evidence: dict[str, Any], backing: str,
-               server_out: str) -> WorkloadResult:
-        """The trial's result; WorkloadError when the segment could not be read."""
+    def finish(self, srv: server.Server, windows: list[dict[str, float]],
+               latencies: np.ndarray, backing: str) -> WorkloadResult:
+        """The trial's result from its windows (one, in a paired trial) and the segment's
+        evidence, read now, with the server still up; WorkloadError without a segment."""
+        evidence = segment.read_segment(srv.pid)
         if "error" in evidence:
             raise WorkloadError(f"postgres: {evidence['error']}")
+        tps = [w["tps"] for w in windows]
+        metrics = {"tps": interleave.geomean(tps) if len(tps) > 1 else tps[0],
+                   "transactions": sum(w.get("transactions", 0.0) for w in windows),
+                   "failed_transactions": sum(w.get("failed_transactions", 0.0)
+                                              for w in windows)}
+        if latencies.size:
+            metrics["latency_avg_ms"] = float(latencies.mean()) / 1000.0
+        elif "latency_avg_ms" in windows[0]:
+            metrics["latency_avg_ms"] = windows[0]["latency_avg_ms"]
+        metrics.update(pgbench.percentiles_ms(latencies))
         info: dict[str, Any] = {"tool": "pgbench", "version": cluster.version(self._bin()),
                                 "backing": backing, "settings": self.settings(backing),
                                 "builtin": self.script or self.builtin,
-                                "server_output_tail": server_out}
+                                "server_output_tail": srv.output(20)}
+        if len(windows) > 1:
+            metrics["duration_s"] = self.window_s * len(windows)
+            info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
+                            "wall_s": [self.window_s] * len(tps)}
         return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                               better="higher", evidence=evidence, info=info)
+
+    def stop(self, srv: server.Server) -> None:
+        try:
+            srv.stop()
+        finally:
+            cluster.remove_dir(srv.cd)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if getattr(target, "name", "") != "native":
@@ -221,12 +245,10 @@ class Postgres:
         try:
             self.warm(target, srv)
             seconds = None if self.transactions is not None else self.duration_s
-            metrics = self.load(target, srv, seconds)
-            evidence = segment.read_segment(srv.pid)
+            summary, lat = self.window(target, srv, seconds)
+            return self.finish(srv, [summary], lat, backing)
         finally:
-            out = srv.stop()
-            cluster.remove_dir(srv.cd)
-        return self.result(metrics, evidence, backing, out)
+            self.stop(srv)
 
 
 def installed() -> bool:

@@ -1,0 +1,95 @@
+"""Interleaved servers (design "interleaved" for a server workload): every arm's server up at
+once, each with its own settings, pool share and evidence; one client alternates short load
+windows between them, in a random order and its mirror (ABBA...), so drift of the machine
+cancels within the trial as it does in hugelab-mem's interleaved buffers.
+
+A server workload offers `start(backing) -> server`, `warm(target, server)`,
+`window(target, server, seconds) -> (summary metrics, per-request latencies in µs)`,
+`window_s`, `duration_s`, `finish(server, windows, latencies, backing) -> WorkloadResult`,
+and `stop(server)`. Each arm's result: its primary metric the geometric mean of its windows
+(so the log-ratio of two arms is the mean of their windows' log-ratios), latency percentiles
+over all its windows' requests, every window kept as a repetition within the trial."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from hugelab.errors import WorkloadError
+from hugelab.workloads.base import Target, WorkloadResult
+
+
+class ServerWorkload(Protocol):
+    window_s: float
+    duration_s: float
+
+    def start(self, backing: str) -> Any: ...
+    def warm(self, target: Target, server: Any) -> None: ...
+    def window(self, target: Target, server: Any, seconds: float
+               ) -> tuple[dict[str, float], np.ndarray]: ...
+    def finish(self, server: Any, windows: list[dict[str, float]], latencies: np.ndarray,
+               backing: str) -> WorkloadResult: ...
+    def stop(self, server: Any) -> None: ...
+
+
+def is_server(workload: object) -> bool:
+    return all(callable(getattr(workload, n, None)) for n in ("start", "window", "finish"))
+
+
+def order(n_arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
+    """Each round's arm order: a random permutation, then its mirror, and so on (pure)."""
+    out: list[list[int]] = []
+    while len(out) < rounds:
+        perm = list(range(n_arms))
+        rng.shuffle(perm)
+        out += [perm, perm[::-1]]
+    return out[:rounds]
+
+
+def rounds_for(duration_s: float, window_s: float) -> int:
+    """Windows per arm: duration_s of load each, in windows of window_s, an even count (every
+    order appears with its mirror), at least 2."""
+    n = max(2, int(duration_s // window_s))
+    return n + (n % 2)
+
+
+def geomean(values: Sequence[float]) -> float:
+    if not values or any(v <= 0 for v in values):
+        raise WorkloadError(f"a window without a positive value: {list(values)}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
+          rng: random.Random | None = None) -> list[WorkloadResult]:
+    """One interleaved trial: one result per (workload, backing), in the given order."""
+    rng = rng or random.Random()
+    servers: list[Any] = []
+    try:
+        for wl, backing in arms:
+            servers.append(wl.start(backing))
+        for (wl, _b), srv in zip(arms, servers, strict=True):
+            wl.warm(target, srv)
+        window_s = arms[0][0].window_s
+        plan = order(len(arms), rounds_for(arms[0][0].duration_s, window_s), rng)
+        windows: list[list[dict[str, float]]] = [[] for _ in arms]
+        lats: list[list[np.ndarray]] = [[] for _ in arms]
+        for perm in plan:
+            for i in perm:
+                wl, _b = arms[i]
+                summary, lat = wl.window(target, servers[i], window_s)
+                windows[i].append(summary)
+                lats[i].append(lat)
+        out = []
+        for i, ((wl, backing), srv) in enumerate(zip(arms, servers, strict=True)):
+            res = wl.finish(srv, windows[i], np.concatenate(lats[i]), backing)
+            res.info["interleaved"] = {"servers": len(arms), "index": i, "window_s": window_s,
+                                       "order": plan}
+            out.append(res)
+        return out
+    finally:
+        for (wl, _b), srv in zip(arms, servers, strict=False):
+            wl.stop(srv)

@@ -1,0 +1,108 @@
+"""Interleaved servers (workloads/interleave.py): the window order (a random permutation and
+its mirror), windows per arm, the arms' results from their windows, the experiment file's
+refusals, and two real PostgreSQL servers up at once, each evidenced from its own postmaster."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.experiment.parse import parse_experiment
+from hugelab.workloads import interleave
+from hugelab.workloads.postgres.workload import Postgres, installed
+
+
+def test_order_mirrors_every_permutation():
+    plan = interleave.order(3, 6, random.Random(1))
+    assert len(plan) == 6
+    for a, b in zip(plan[::2], plan[1::2], strict=True):
+        assert b == a[::-1] and sorted(a) == [0, 1, 2]
+    # over many rounds each arm sits in each position equally often
+    many = interleave.order(2, 400, random.Random(2))
+    assert sum(p[0] == 0 for p in many) == 200
+
+
+def test_rounds_are_even_and_at_least_two():
+    assert interleave.rounds_for(10, 2) == 6 and interleave.rounds_for(8, 2) == 4
+    assert interleave.rounds_for(1, 2) == 2
+    assert interleave.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    with pytest.raises(WorkloadError):
+        interleave.geomean([1.0, 0.0])
+
+
+class Counter:
+    """A server workload whose windows report how many windows ran before them: the order."""
+
+    window_s = 1.0
+    duration_s = 4.0
+
+    def __init__(self, log):
+        self.log, self.stopped = log, []
+
+    def start(self, backing):
+        return backing
+
+    def warm(self, target, server):
+        pass
+
+    def window(self, target, server, seconds):
+        self.log.append(server)
+        return {"tps": float(len(self.log))}, np.array([float(len(self.log))])
+
+    def finish(self, server, windows, latencies, backing):
+        from hugelab.workloads.base import WorkloadResult
+        return WorkloadResult({"tps": interleave.geomean([w["tps"] for w in windows]),
+                               "n": float(latencies.size)}, "tps", "tx/s", "higher",
+                              info={"backing": backing})
+
+    def stop(self, server):
+        self.stopped.append(server)
+
+
+def test_serve_alternates_windows_and_stops_every_server():
+    log: list[str] = []
+    a, b = Counter(log), Counter(log)
+    out = interleave.serve(SimpleNamespace(name="native"), [(a, "4k"), (b, "hugetlb-2M")],
+                           random.Random(3))
+    assert [r.info["backing"] for r in out] == ["4k", "hugetlb-2M"]
+    assert [r.metrics["n"] for r in out] == [4.0, 4.0] and len(log) == 8
+    pairs = [log[i:i + 2] for i in range(0, 8, 2)]
+    assert all(sorted(p) == ["4k", "hugetlb-2M"] for p in pairs)
+    assert pairs[1] == pairs[0][::-1]  # the mirror
+    assert a.stopped == ["4k"] and b.stopped == ["hugetlb-2M"]
+
+
+def _exp(**over):
+    d = {"name": "x", "design": "interleaved", "baseline": "a",
+         "workload": {"kind": "postgres", "duration_s": 4, "window_s": 2},
+         "arms": [{"name": "a", "backing": "4k"}, {"name": "b", "backing": "hugetlb-2M"}]}
+    d.update(over)
+    return d
+
+
+def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host():
+    assert parse_experiment(_exp()).design == "interleaved"
+    with pytest.raises(ExperimentError, match="shorter than two windows"):
+        parse_experiment(_exp(workload={"kind": "postgres", "duration_s": 3, "window_s": 2}))
+    with pytest.raises(ExperimentError, match="host THP mode"):
+        parse_experiment(_exp(arms=[{"name": "a", "backing": "4k", "thp": "never"},
+                                    {"name": "b", "backing": "4k", "thp": "always"}]))
+    with pytest.raises(ExperimentError, match="servers of postgres"):
+        parse_experiment(_exp(workload={"kind": "redis"}))
+
+
+@pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
+def test_two_real_servers_at_once_each_with_its_own_evidence():
+    from hugelab.trial.native import NativeTarget
+    base = Postgres(scale=1, clients=2, threads=1, duration_s=2, window_s=1, warmup_s=0)
+    arms = [(base.for_arm(SimpleNamespace(name=n, backing="4k")), "4k") for n in "ab"]
+    out = interleave.serve(NativeTarget(), arms, random.Random(1))
+    assert len({r.evidence["postmaster_pid"] for r in out}) == 2
+    for r in out:
+        assert r.evidence["KernelPageSize_kB"] == 4 and r.metrics["tps"] > 0
+        assert r.info["reps"]["n"] == 2 and r.metrics["duration_s"] == 2
+        assert r.metrics["p50_ms"] > 0
