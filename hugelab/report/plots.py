@@ -419,7 +419,7 @@ def effects(report: Report) -> bytes:
     no interval yet)."""
     names = answer.Names.of(report.result)
     comps = [c for c in report.result["comparisons"] if c["effect_pct"] is not None]
-    fig = Figure(figsize=(8, 1.4 + 0.32 * max(len(comps), 1)), layout="constrained")
+    fig = Figure(figsize=(10, 1.4 + 0.32 * max(len(comps), 1)), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(comps))[::-1]
     for yi, c in zip(y, comps, strict=True):
@@ -431,10 +431,12 @@ def effects(report: Report) -> bytes:
     m = 100 * report.result["options"]["margin"]
     ax.axvspan(-m, m, color="#cccccc", alpha=0.5, label=f"±{m:g}% margin")
     ax.axvline(0, color="grey", linewidth=0.5)
-    ax.set_yticks(y, [label(names.pair(c)) for c in comps], fontsize=8)
-    ax.set_xlabel("effect vs baseline, % (Hodges-Lehmann, Holm-adjusted interval)")
-    ax.set_title("Effect of each arm against its baseline")
-    ax.legend(fontsize=7, loc="best")
+    ax.set_yticks(y, [label(names.pair(c).removesuffix(" vs baseline")) for c in comps],
+                  fontsize=8)
+    ax.set_xlabel("effect vs baseline, % (Hodges-Lehmann; Holm-adjusted interval)")
+    ax.set_title("Effect of each arm against its baseline"
+                 + (" cell" if len(names.arm_factors) > 1 else ""))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _png(fig)
 
 

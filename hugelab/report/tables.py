@@ -401,13 +401,19 @@ def factor_tables(result: dict[str, Any]) -> list[Table]:
 
 def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
     """Every table, or (full=False) the compact set: verdicts, trials, evidence, grids, and
-    drift only when the effect changed over the run."""
+    drift only when the effect changed over the run. A note is kept under the first table
+    shown that has it, and left out under the later ones."""
     drifts = [drift(result)] if result["comparisons"] else []
     every = [*factor_tables(result), verdicts(result), *repeats.tables(result), *drifts,
              tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
-    return [t for t in every if full or not t.full]
+    shown = [t for t in every if full or not t.full]
+    said: set[str] = set()
+    for t in shown:
+        t.notes = [n for n in dict.fromkeys(t.notes) if n not in said]
+        said.update(t.notes)
+    return shown
 
 
 def lead_split(ts: list[Table]) -> tuple[list[Table], list[Table]]:
