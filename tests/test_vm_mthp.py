@@ -5,22 +5,16 @@ set for the arm's trials only; guest mthp is written into the guest's own sysfs.
 from __future__ import annotations
 
 import re
-import shutil
 from typing import Any
 
 import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.host.paths import REAL, parse_selected
-from hugelab.host.session import host_session
-from hugelab.runner import Runner
-from hugelab.store import Store
-from hugelab.trial.native import NativeTarget
 from hugelab.vm.own.initramfs import default_kernel, kernel_release
 from hugelab.workloads.base import Target, WorkloadResult
-from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem
-from tests.hostguard import host_state
+from tests.guestruns import guest_env, run_on_host
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
 
@@ -49,23 +43,14 @@ class Spying(HugelabMem):
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
-    binary = tmp_path / "bin" / "hugelab-mem"
-    binary.parent.mkdir()
-    shutil.copy2(ensure_hugelab_mem(), binary)
-    monkeypatch.setenv("HUGELAB_MEM_BIN", str(binary))
-    before = host_state()
-    store = Store(tmp_path / "s.db")
-    yield tmp_path, store
-    store.close()
-    assert host_state() == before
+    with guest_env(tmp_path, monkeypatch, own_mem_binary=True) as e:
+        yield e
 
 
 def run(tmp, store, arms, wl):
     exp = Experiment("vm-mthp", arms, {"kind": "hugelab-mem"}, seed=5, blocks=1,
                      baseline=arms[0].name)
-    out = Runner(exp, store, wl, target=NativeTarget(),
-                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    out = run_on_host(tmp, store, exp, wl)
     assert out.executed == len(arms) and not out.skipped
     return {t["arm"]: t for t in store.trials(out.run_id)}
 

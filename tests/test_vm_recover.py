@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.host.paths import REAL, parse_selected
+from tests.guestruns import alive, qemus_under
 from tests.hostguard import host_state
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
@@ -53,42 +54,6 @@ prealloc = true
 mem = "256M"
 accel = "tcg"
 """
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def alive(pid: int, starttime: str) -> bool:
-    """`pid` is still the same process and not a zombie."""
-    st = _stat(pid)
-    return st is not None and st[0] not in ("Z", "X") and st[19] == starttime
-
-
-def qemus_under(ancestor: int) -> dict[int, str]:
-    """{pid: starttime} of live qemu-system processes descended from `ancestor`."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            if not Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("qemu-system"):
-                continue
-        except OSError:
-            continue
-        st = _stat(pid)
-        p = pid
-        while st is not None and p > 1:
-            p = int(st[1])
-            if p == ancestor:
-                out[pid] = _stat(pid)[19]  # type: ignore[index]
-                break
-            st = _stat(p)
-    return out
 
 
 def pool_2m() -> tuple[int, int]:

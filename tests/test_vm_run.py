@@ -2,51 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
-from hugelab.host.session import host_session
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.load import load_run
-from hugelab.runner import Runner
-from hugelab.store import Store
-from hugelab.trial.native import NativeTarget
-from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem import HugelabMem
-from tests.hostguard import host_state
+from tests.guestruns import guest_env, own_qemus, run_on_host
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
-    # The binary lives under /tmp, like a checkout in /tmp: guests must still see it (the
-    # guest's /tmp is an overlay over the host's, not an empty tmpfs).
-    binary = tmp_path / "bin" / "hugelab-mem"
-    binary.parent.mkdir()
-    shutil.copy2(ensure_hugelab_mem(), binary)
-    monkeypatch.setenv("HUGELAB_MEM_BIN", str(binary))
-    before = host_state()
-    store = Store(tmp_path / "s.db")
-    yield tmp_path, store
-    store.close()
-    assert host_state() == before
-
-
-def qemus() -> list[int]:
-    import os
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if os.readlink(f"/proc/{pid}/exe").endswith("qemu-system-x86_64"):
-                    out.append(int(pid))
-            except OSError:
-                pass
-    return out
+    with guest_env(tmp_path, monkeypatch, own_mem_binary=True) as e:
+        yield e
 
 
 def test_native_and_two_hugetlbfs_guests_in_one_run(env):
@@ -61,9 +31,8 @@ def test_native_and_two_hugetlbfs_guests_in_one_run(env):
     )
     exp = Experiment("vm", arms, {"kind": "hugelab-mem"}, seed=2, blocks=1, baseline="native-2M")
     wl = HugelabMem(workload="chase", size_bytes=16 << 20, duration_s=0.2)
-    qemu_before = set(qemus())
-    out = Runner(exp, store, wl, target=NativeTarget(),
-                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    qemu_before = set(own_qemus())
+    out = run_on_host(tmp, store, exp, wl)
     assert out.executed == 3 and not out.skipped
     trials = {(t["arm"], t["target"]): t for t in store.trials(out.run_id)}
     assert set(trials) == {("native-2M", "native"), ("vm-file-2M", "vm0"), ("vm-file-2M", "vm1"),
@@ -77,7 +46,7 @@ def test_native_and_two_hugetlbfs_guests_in_one_run(env):
     assert g["provenance"]["accel"] == "tcg" and g["provenance"]["layer"] == "guest"
     a = trials[("vm-anon-4k", "vm0")]
     assert a["evidence"]["AnonHugePages_kB"] == 0 and a["evidence"]["KernelPageSize_kB"] == 4
-    assert set(qemus()) == qemu_before  # every guest is gone
+    assert set(own_qemus()) == qemu_before  # every guest is gone
     assert g["provenance"]["host_backing"] == "hugetlb-2M"
     assert g["provenance"]["guest_backing"] == "hugetlb-2M"
     assert a["provenance"]["host_backing"] in ("thp", "4k") and a["provenance"]["guest_backing"] == "4k"
@@ -93,13 +62,12 @@ def test_guest_that_cannot_boot_fails_its_trial_and_leaves_nothing(env):
             Arm("badkernel", "4k", vm=VmLayer(mem_mib=256, accel="tcg", kernel="/nonexistent")))
     exp = Experiment("bad", arms, {"kind": "hugelab-mem"}, blocks=1)
     wl = HugelabMem(workload="chase", size_bytes=8 << 20, duration_s=0.1)
-    qemu_before = set(qemus())
-    out = Runner(exp, store, wl, target=NativeTarget(),
-                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    qemu_before = set(own_qemus())
+    out = run_on_host(tmp, store, exp, wl)
     bad = [t for t in store.trials(out.run_id) if t["arm"] == "badkernel"]
     assert bad[0]["status"] == "failed" and "boot failed" in bad[0]["error"]
     assert "/nonexistent" in bad[0]["error"]
-    assert set(qemus()) == qemu_before
+    assert set(own_qemus()) == qemu_before
 
 
 def test_several_trials_per_boot_keep_their_values_and_raise_the_workload_share(env):
@@ -111,8 +79,7 @@ def test_several_trials_per_boot_keep_their_values_and_raise_the_workload_share(
             Arm("k3", "4k", vm=vm))
     exp = Experiment("reps", arms, {"kind": "hugelab-mem"}, seed=3, blocks=1)
     wl = HugelabMem(workload="chase", size_bytes=16 << 20, duration_s=1.0)
-    out = Runner(exp, store, wl, target=NativeTarget(),
-                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    out = run_on_host(tmp, store, exp, wl)
     trials = {t["arm"]: t for t in store.trials(out.run_id)}
     for t in trials.values():
         assert t["status"] == "ok", (t["arm"], t["error"], t["flag"])

@@ -7,19 +7,13 @@ trial must say it ran in a TCG guest and carry guest vmstat, and no QEMU may be 
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
 
 from hugelab.experiment import load_experiment
-from hugelab.host.session import host_session
-from hugelab.runner import Runner
-from hugelab.store import Store
-from hugelab.trial.native import NativeTarget
 from hugelab.workloads.registry import build_workload
-from tests.hostguard import host_state
+from tests.guestruns import guest_env, own_qemus, run_on_host
 from tests.test_workload_make_build import make_tree
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
@@ -73,40 +67,10 @@ timeout_s = 300.0
 }
 
 
-def own_qemus() -> list[int]:
-    """QEMU processes descended from this test process (a parallel run's guests do not count)."""
-    me = os.getpid()
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            if not os.readlink(f"/proc/{pid}/exe").endswith("qemu-system-x86_64"):
-                continue
-        except OSError:
-            continue
-        p = pid
-        while p > 1:
-            try:
-                stat = Path(f"/proc/{p}/stat").read_text()
-            except OSError:
-                break
-            p = int(stat.rsplit(")", 1)[1].split()[1])
-            if p == me:
-                out.append(pid)
-                break
-    return out
-
-
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
-    before = host_state()
-    store = Store(tmp_path / "s.db")
-    yield tmp_path, store
-    store.close()
-    assert host_state() == before
+    with guest_env(tmp_path, monkeypatch) as e:
+        yield e
 
 
 @pytest.mark.parametrize("kind", list(WORKLOADS))
@@ -123,8 +87,7 @@ def test_field_workload_in_a_tcg_guest_beside_native(env, kind):
     workload = build_workload(exp.workload["kind"], params)
 
     t0 = time.monotonic()
-    out = Runner(exp, store, workload, target=NativeTarget(),
-                 session=lambda: host_session(journal_path=tmp / "state" / "journal.json")).run()
+    out = run_on_host(tmp, store, exp, workload)
     elapsed = time.monotonic() - t0
     assert out.executed == 2 and not out.skipped, out
     trials = {t["arm"]: t for t in store.trials(out.run_id)}
