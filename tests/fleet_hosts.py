@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -167,6 +168,38 @@ class SshFleet:
         _wait_banner(port, host.process, host.log)
         return host
 
+    def host(self, name: str) -> SshHost:
+        return next(h for h in self.hosts if h.name == name)
+
+    def cut(self, name: str) -> list[int]:
+        """The host drops off: its sshd and every SSH session it serves end (their pids), so
+        a client's open connection breaks too. What its sessions started in the background
+        (an Ansible async job: its own session, reparented) goes on, as on a real host."""
+        host = self.host(name)
+        proc = host.process
+        if proc is None or proc.poll() is not None:
+            return []
+        sessions = _descendants(proc.pid)
+        proc.kill()
+        proc.wait()
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return [proc.pid, *sessions]
+
+    def restore(self, name: str) -> None:
+        """The host is back: its sshd again, on the same port with the same keys. Call it
+        from the main thread (the server dies with the thread that started it)."""
+        host = self.host(name)
+        with host.log.open("ab") as log:
+            host.process = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--", SSHD,
+                                             "-D", "-e", "-f", str(host.config)],
+                                            stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT)
+        _wait_banner(host.port, host.process, host.log)
+
     def stop(self) -> None:
         for host in self.hosts:
             proc = host.process
@@ -212,6 +245,22 @@ class SshFleet:
                                           "-o UserKnownHostsFile=/dev/null -o ConnectTimeout=3"}))
         path.write_text("\n".join(lines) + "\n")
         return path
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first), from /proc's children lists."""
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = [int(k) for k in Path(f"/proc/{parent}/task/{parent}/children")
+                    .read_text().split()]
+        except OSError:
+            continue
+        out += kids
+        todo += kids
+    return out
 
 
 def closed_port() -> int:

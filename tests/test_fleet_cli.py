@@ -132,3 +132,59 @@ def test_a_relative_inventory_path_is_the_callers(fleet: SshFleet, tmp_path: Pat
     assert cp.returncode == 0, out
     assert sorted(out["hosts"]) == ["alpha", "beta"]
     assert all(o["status"] == "ok" for o in out["hosts"].values()), out
+
+
+def _cut_when_running(fleet: SshFleet, url: str, host: str, cut: list[int],
+                      stop: threading.Event) -> None:
+    """Drop `host` off the network (its sshd and sessions killed) once its run has committed
+    two trials; its hugelab run goes on."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not cut and not stop.is_set():
+        if _trials(url, host) >= 2:
+            cut.extend(fleet.cut(host))
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.host
+def test_a_host_lost_mid_run_is_reported_and_resumed_when_back(fleet: SshFleet, tmp_path: Path,
+                                                                pg_url: str) -> None:
+    """beta stops answering SSH during its run: the fleet run does not wait for it (hard
+    timeouts), reports it lost, alpha finishes; with beta's sshd back, a second fleet run
+    resumes it to every trial exactly once."""
+    before = host_state()
+    exp = tmp_path / "lost.toml"
+    exp.write_text(EXP)
+    inv = fleet.inventory(tmp_path / "hosts.ini")
+    cut: list[int] = []
+    stop = threading.Event()
+    cutter = threading.Thread(target=_cut_when_running, args=(fleet, pg_url, "beta", cut, stop))
+    cutter.start()
+    try:
+        started = time.monotonic()
+        rc, first = _fleet_run(exp, inv, pg_url)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        cutter.join()
+        fleet.restore("beta")  # here, on the main thread: see SshFleet.restore
+    assert cut, "beta's run was never seen running"
+    alpha, beta = first["hosts"]["alpha"], first["hosts"]["beta"]
+    assert rc == 1 and alpha["status"] == "ok", first
+    assert beta["status"] == "lost" and "hugelab fleet run" in beta["message"], beta
+    assert took < 400, f"the fleet run took {took:.0f} s"
+
+    deadline = time.monotonic() + 300  # beta's run went on there: let it end (or not)
+    while _trials(pg_url, "beta") < 2 * BLOCKS and time.monotonic() < deadline:
+        time.sleep(1)
+    rc, second = _fleet_run(exp, inv, pg_url)
+    assert rc == 0, second
+    assert second["hosts"]["beta"]["result"]["resumed"]
+    with open_store(pg_url) as store:
+        runs = {r["label"]: r for r in store.runs()}
+        for r in runs.values():
+            keys = [(t["block"], t["arm"]) for t in store.trials(r["id"])]
+            assert len(keys) == len(set(keys)) == 2 * BLOCKS and r["status"] == "finished"
+    subprocess.run([*HUGELAB, "recover"], capture_output=True, check=False,
+                   env={**os.environ, "HUGELAB_STATE_DIR": str(fleet.state_dir)})
+    assert host_state() == before

@@ -25,6 +25,7 @@ from hugelab.fleet import dispatch, launch, preflight
 from hugelab.fleet.dispatch import (
     CANCELLED,
     FAILED,
+    LOST,
     OK,
     RECOVERED,
     SELECTED_OUT,
@@ -284,6 +285,61 @@ def test_events_become_host_events_and_outcomes() -> None:
     assert ("b", "preflight", SELECTED_OUT) in kinds
     assert ("c", "run", "failed") in kinds
     assert ("d", "install", "failed") not in kinds
+
+
+def test_a_host_unreachable_during_its_run_is_lost_and_the_others_go_on() -> None:
+    """The run is started (async, poll 0) then polled by a task of its own: the start is not
+    the result, retried polls are "running", the finished poll is the result; a host whose
+    poll cannot reach it is lost (not unreachable before it ran, and not left polling)."""
+    seen: list[HostEvent] = []
+    tr = EventTranslator(seen.append)
+    run, wait = "run: hugelab run x.toml", "run: hugelab run x.toml (until it ends)"
+    for host in ("a", "b"):
+        tr(ev("runner_on_start", host, run))
+        tr(ev("runner_on_ok", host, run, {"changed": True, "started": 1, "finished": 0,
+                                           "ansible_job_id": "j1.2"}))
+        tr(ev("runner_on_start", host, wait))
+        tr(ev("runner_retry", host, wait, {"finished": 0, "retries": 9}))
+    assert all(o.status == "pending" and o.result is None for o in tr.hosts.values())
+    tr(ev("runner_on_unreachable", "b", wait,
+          {"msg": "Failed to connect to the host via ssh: ssh: connect to host 127.0.0.1 port "
+                  "2222: Connection refused", "unreachable": True}))
+    tr(ev("runner_on_ok", "a", wait, {"finished": 1, "rc": 0, "stdout": '{"run": 4}'}))
+    tr({"event": "playbook_on_stats", "event_data": {"processed": {"a": 1, "b": 1},
+                                                      "dark": {"b": 1}}})
+    tr.finish(canceled=False)
+    a, b = tr.hosts["a"], tr.hosts["b"]
+    assert a.status == OK and a.result == {"run": 4}
+    assert b.status == LOST and b.started_run
+    assert b.message.startswith("lost during its run: ") and "Connection refused" in b.message
+    assert "hugelab fleet run" in b.message
+    kinds = [(e.host, e.status) for e in seen]
+    assert kinds.count(("b", "running")) == 2 and ("b", LOST) in kinds
+    assert not dispatch.FleetOutcome(tr.hosts, "failed", 4).ok
+
+
+def test_a_host_unreachable_before_its_run_is_unreachable() -> None:
+    tr = EventTranslator()
+    tr(ev("runner_on_unreachable", "c", "install: ./bootstrap setup", {"msg": "refused"}))
+    assert tr.hosts["c"].status == UNREACHABLE and tr.hosts["c"].message == "refused"
+
+
+def test_the_playbook_polls_the_run_itself_with_a_bounded_poll(monkeypatch) -> None:
+    """Ansible's own async poll (poll > 0) retries an unreachable host until the async
+    timeout; the role starts the run with poll 0 and polls it with async_status, whose
+    unreachable ends the host at once, each poll bounded by a task timeout."""
+    import yaml
+
+    tasks = yaml.safe_load((dispatch.ANSIBLE_DIR / "roles/hugelab/tasks/run.yml").read_text())
+    block = next(t for t in tasks if "block" in t)["block"]
+    start = next(t for t in block if "ansible.builtin.command" in t)
+    poll = next(t for t in block if "ansible.builtin.async_status" in t)
+    assert start["poll"] == 0 and "async" in start
+    assert poll["ansible.builtin.async_status"]["jid"] == "{{ hugelab_job.ansible_job_id }}"
+    assert "finished" in poll["until"] and poll["timeout"] and poll["delay"]
+    monkeypatch.delenv("ANSIBLE_SSH_ARGS", raising=False)
+    env = dispatch._envvars()
+    assert "ServerAliveInterval" in env["ANSIBLE_SSH_ARGS"]
 
 
 def test_failure_messages_prefer_what_hugelab_said() -> None:

@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                       "Running the same command again resumes every host where it stopped "
                       "(no trial is repeated). Ctrl-C stops the hosts' runs and puts them back. "
                       "Exits 0 when every host ran (or was selected out), 1 when a host failed "
-                      "or was unreachable, 130 when interrupted.")
+                      "or was unreachable, 130 when interrupted. A host that stops answering "
+                      "during its run is reported lost (its run may go on there) and the "
+                      "others go on; the next fleet run resumes it.")
     r.add_argument("experiment", type=Path, help="experiment file (TOML)")
     r.add_argument("-i", "--inventory", type=Path, required=True,
                    help="Ansible inventory (INI or YAML) of the hosts")

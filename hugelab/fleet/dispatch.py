@@ -4,7 +4,8 @@
 `ansible/fleet.yml` on the inventory's hosts and turns ansible-runner's events into small
 `HostEvent`s for a progress display (`on_event`) and one `HostOutcome` per host: ok,
 selected-out (the preflight found arms it cannot run, with the reasons), failed (with the
-message, and whether the host was recovered), unreachable, or - after Ctrl-C - recovered
+message, and whether the host was recovered), unreachable, lost (unreachable after its run
+had started: the run may go on there, and the next fleet run resumes it), or - after Ctrl-C - recovered
 (its run was stopped and the host put back by `ansible/recover.yml`) or cancelled (it had not
 started running). `recover_fleet` runs `recover.yml` alone.
 
@@ -52,8 +53,8 @@ RECOVER_PLAYBOOK = ANSIBLE_DIR / "recover.yml"
 PASSWORD_ENV = "PGPASSWORD"
 PHASES = ("install", "preflight", "run", "recover")
 # a host's outcome
-OK, SELECTED_OUT, FAILED, UNREACHABLE, RECOVERED, CANCELLED = (
-    "ok", "selected-out", "failed", "unreachable", "recovered", "cancelled")
+OK, SELECTED_OUT, FAILED, UNREACHABLE, LOST, RECOVERED, CANCELLED = (
+    "ok", "selected-out", "failed", "unreachable", "lost", "recovered", "cancelled")
 PENDING = "pending"
 
 # what goes into the source tarball: these top-level files and the package, less build output
@@ -66,6 +67,9 @@ SOURCE_EPOCH = 315532800  # 1980-01-01: every member's mtime, so equal trees giv
 
 DEFAULT_FORKS = 50  # hosts driven at once: an async task with polling holds one fork per host
 CANCEL_POLL_S = 1  # how often ansible-runner asks whether to cancel
+# Ansible's own ssh_args, and keepalives: a connection to a host that stopped answering ends
+SSH_ARGS = ("-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=10 "
+            "-o ServerAliveCountMax=3")
 
 
 class FleetError(HugelabError):
@@ -326,13 +330,15 @@ class EventTranslator:
             return HostEvent(out.host, phase, "failed", out.message, task)
         if kind == "runner_on_unreachable":
             out.status, out.message = UNREACHABLE, unreachable_message(res)
-            if out.started_run:
-                out.message += " (its run may still be going on there: run the fleet again " \
-                               "to resume it, or recover it with recover_fleet)"
-            return HostEvent(out.host, phase, "unreachable", out.message, task)
+            if out.started_run:  # mid-run: the others go on, this one is lost for now
+                out.status = LOST
+                out.message = f"lost during its run: {out.message} (its run may go on there: " \
+                              "when the host is back, `hugelab fleet run` again resumes it, " \
+                              "or `hugelab fleet recover` stops it and puts the host back)"
+            return HostEvent(out.host, phase, out.status, out.message, task)
         if kind == "runner_on_skipped":
             return HostEvent(out.host, phase, "skipped", task=task)
-        if kind == "runner_on_async_poll":
+        if kind in ("runner_on_async_poll", "runner_retry"):  # a poll of the running run
             return HostEvent(out.host, phase, "running", task=task)
         return None
 
@@ -350,6 +356,8 @@ class EventTranslator:
             if verdict is not None:
                 out.plan = verdict.get("plan")
         elif phase == "run" and task.startswith("hugelab run"):
+            if res.get("ansible_job_id") and not res.get("finished"):  # started, not over
+                return HostEvent(out.host, phase, "running", task=task)
             out.result = _json_or_none(res.get("stdout"))
             out.status = OK
         elif phase == "recover" and task in ("hugelab recover", "hugelab recover again"):
@@ -426,6 +434,9 @@ def _envvars() -> dict[str, str]:
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
+        # a host that vanishes (no RST: a cable, a crash) ends its SSH connection within ~30 s
+        # instead of TCP's quarter of an hour
+        "ANSIBLE_SSH_ARGS": os.environ.get("ANSIBLE_SSH_ARGS") or SSH_ARGS,
     }
 
 
