@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.report import factorial
+from hugelab.report import factorial, latency
 from hugelab.report import repeats as replicated
 from hugelab.report.load import RunData
 from hugelab.report.poolnotes import pool_warnings, shared_pools
@@ -520,6 +520,8 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         "series": rows, "comparisons": comps, "block_variance": vc,
         "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
         "repetitions": repetitions(data), "replication": rep,
+        "tail_latency": latency.tail_latency(data.latency, ps, data, alpha=opts.alpha,
+                                             margin=opts.margin),
         "warnings": _warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
     }
     return Report(data=data, result=clean(result), paired=ps)

@@ -9,6 +9,7 @@ error reasons, and the accelerators seen per target, are read over all trials.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,8 @@ class RunData:
     accel: dict[str, list[str]] = field(default_factory=dict)  # target -> accelerators seen
     # (arm, target) -> its ok boots that ran several repetitions (trials_per_boot > 1)
     reps: dict[tuple[str, str], list[RepBoot]] = field(default_factory=dict)
+    # latency percentile metrics of ok trials (postgres, redis): metric -> (block, series) -> v
+    latency: Latencies = field(default_factory=dict)
 
     @property
     def n_trials(self) -> int:
@@ -186,4 +189,46 @@ def load_run(store: SqlStore, run_id: int | None = None) -> RunData:
         _read_details(store, data, run["id"])
         _read_accel(store, data, run["id"])
         data.reps = rep_boots(store.rep_rows(run["id"]))
+        data.latency = read_latencies(store, data, run["id"])
     return data
+
+
+PERCENTILE = re.compile(r"(?:^|_)p(\d+)(?:_(\d+))?_ms$")
+Latencies = dict[str, dict[tuple[int, int], float]]  # metric -> (block, series) -> value
+
+
+def percentile_of(metric: str) -> float | None:
+    """'p99_9_ms' -> 99.9, 'get_p95_ms' -> 95.0, anything else -> None (pure)."""
+    m = PERCENTILE.search(metric)
+    return None if m is None else float(f"{m.group(1)}.{m.group(2) or 0}")
+
+
+def _json_dict(text: Any) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return text
+    try:
+        d = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def read_latencies(store: SqlStore, data: RunData, run_id: int) -> Latencies:
+    """Each ok trial's latency percentile metrics; one query and nothing more for a run whose
+    trials report none."""
+    first = store.tuples("SELECT metrics FROM trials WHERE run_id = ? AND status = 'ok' "
+                         "LIMIT 1", (run_id,))
+    if not first or not any(percentile_of(k) is not None for k in _json_dict(first[0][0])):
+        return {}
+    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
+                                                      strict=True))}
+    out: Latencies = {}
+    for block, arm, target, metrics in store.tuples(
+            "SELECT block, arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok'",
+            (run_id,)):
+        i = where.get((arm, target))
+        for key, value in _json_dict(metrics).items():
+            if i is not None and percentile_of(key) is not None and \
+                    isinstance(value, int | float) and value > 0:
+                out.setdefault(key, {})[(int(block), i)] = float(value)
+    return out

@@ -175,6 +175,26 @@ def tails(result: dict[str, Any]) -> Table:
     return t
 
 
+def tail_latency(result: dict[str, Any]) -> list[Table]:
+    """Per-percentile latency verdicts (report/latency.py), when the workload reports them."""
+    tl = result.get("tail_latency")
+    if not tl or not tl.get("entries"):
+        return []
+    conf = 100 * (1 - result["options"]["alpha"])
+    t = Table("tail_latency", f"Tail latency (lower is better; Holm across "
+              f"{tl['holm_family']} percentiles)",
+              ["comparison", "percentile", "verdict", f"effect [{conf:g}% CI]", "p", "n"], [],
+              right={3, 4, 5})
+    for e in tl["entries"]:
+        t.rows.append([e["comparison"], e["metric"], verdict_text(e), _effect(e),
+                       pval(e["p_adjusted"]), f"{e['n_units']:,}"])
+    t.notes.append("each percentile of each trial (from the workload's own per-request "
+                   "latencies) paired by block like the primary metric; 'faster' = a lower "
+                   "latency")
+    t.notes += no_interval_note(tl["entries"])
+    return [t]
+
+
 def trials(result: dict[str, Any]) -> Table:
     t = Table("trials", "Trials per arm (only ok trials count)",
               ["arm", "ok", "flagged", "failed", "why flagged / failed"], [], right={1, 2, 3})
@@ -405,7 +425,7 @@ def all_tables(result: dict[str, Any], full: bool = True) -> list[Table]:
     shown that has it, and left out under the later ones."""
     drifts = [drift(result)] if result["comparisons"] else []
     every = [*factor_tables(result), verdicts(result), *repeats.tables(result), *drifts,
-             tails(result), classic(result),
+             *tail_latency(result), tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     shown = [t for t in every if full or not t.full]

@@ -1,0 +1,57 @@
+"""Tail latency as a verdict: for workloads that report latency percentiles per trial
+(postgres: p50_ms .. p99_9_ms from pgbench's log; redis: get_p99_ms, ...), every comparison
+of the report is repeated on each percentile, paired by block like the primary metric
+(Hodges-Lehmann shift of the log-ratios, signed-rank test, TOST at the report's margin; lower
+is better), and all of them, every percentile of every comparison, are Holm-adjusted as one
+family of their own: a p99 verdict is never a lucky one among many looks. The primary metric's
+family is separate and unchanged. Validated by simulation (tests/test_report_latency.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hugelab.report.load import Latencies, RunData, percentile_of
+from hugelab.stats import multiple, paired
+
+
+def family(pairs: Sequence[tuple[str, str, np.ndarray, np.ndarray]], *, alpha: float,
+           margin: float) -> list[dict[str, Any]]:
+    """(comparison, metric, baseline values, candidate values) -> one entry each, with its
+    paired effect and verdict Holm-adjusted across all of them (pure)."""
+    raw = {f"{name}\0{metric}": paired.compare(b, c, better="lower", alpha=alpha,
+                                               margin=margin)
+           for name, metric, b, c in pairs}
+    adjusted = multiple.adjust(raw) if raw else {}
+    out = []
+    for name, metric, b, _c in pairs:
+        c = adjusted[f"{name}\0{metric}"]
+        out.append({"comparison": name, "metric": metric, "percentile": percentile_of(metric),
+                    "pairs": int(b.size), **c.to_dict()})
+    return out
+
+
+def tail_latency(lat: Latencies, comparisons: Sequence[Any], data: RunData, *,
+                 alpha: float, margin: float) -> dict[str, Any] | None:
+    """The report's `tail_latency` section: every percentile of every comparison (`Paired`:
+    name, baseline, candidate, blocks) as one Holm family; None without latency metrics."""
+    if not lat:
+        return None
+    pairs = []
+    for p in comparisons:
+        i, j = data.index(p.baseline), data.index(p.candidate)
+        for metric in sorted(lat, key=lambda k: (k.rsplit("p", 1)[0], percentile_of(k) or 0)):
+            vals = lat[metric]
+            blocks = [int(b) for b in p.blocks if (int(b), i) in vals and (int(b), j) in vals]
+            if not blocks:
+                continue
+            b = np.array([vals[(k, i)] for k in blocks])
+            c = np.array([vals[(k, j)] for k in blocks])
+            pairs.append((p.name, metric, b, c))
+    entries = family(pairs, alpha=alpha, margin=margin)
+    return {"holm_family": len(entries), "better": "lower", "entries": entries,
+            "method": "per percentile: Hodges-Lehmann shift of paired log-ratios, Wilcoxon "
+                      "signed-rank and TOST, Holm-adjusted across every percentile of every "
+                      "comparison"}
