@@ -234,3 +234,37 @@ def test_the_arms_pins_and_numa_node():
     assert [p.get("cpuset") for p in root.findall("cputune/vcpupin")] == ["2,3", "2,3"]
     assert root.find("cputune/emulatorpin").get("cpuset") == "2,3"  # type: ignore[union-attr]
     assert root.find("numatune/memory").attrib == {"mode": "strict", "nodeset": "1"}  # type: ignore[union-attr]
+
+
+# --- the demo domain: its pinned SSH host key, its private copies ---------------------------
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2UgaG9zdCBrZXkgZm9yIHRlc3RzIG9ubHkgMDEy x"
+
+
+def test_the_demo_domain_pins_its_images_host_key_in_its_metadata():
+    from hugelab.vm.domains.demo_domain import image_domain_xml
+    xml = image_domain_xml("demo", "/i/disk.qcow2", "/i/vmlinuz", "/i/initrd.img",
+                           key_arg="hugelab.ssh_key=ssh-ed25519,AAAA", host_key=HOST_KEY)
+    root = dx.parse(xml)
+    assert dx.host_key(root) == HOST_KEY
+    assert 'xmlns:hugelab="urn:hugelab:domain:1"' in xml
+    assert dx.host_key(dx.parse(USER)) is None  # a user's domain pins nothing: accept-new
+    dx.pin_host_key(root, "ssh-ed25519 OTHER")  # pinning again replaces, never adds
+    assert dx.host_key(root) == "ssh-ed25519 OTHER"
+    assert len(root.findall(f"metadata/{{{dx.HUGELAB_NS}}}ssh")) == 1
+    plain = image_domain_xml("demo", "/i/d", "/i/k", "/i/r")
+    assert dx.host_key(dx.parse(plain)) is None and "<metadata" not in plain
+
+
+def test_demo_copies_are_private_from_their_first_byte(tmp_path):
+    import os
+
+    from hugelab.vm.domains.demo_domain import _copy_private
+    src, dst = tmp_path / "disk.qcow2", tmp_path / "copy.qcow2"
+    src.write_bytes(b"x" * 3_000_000)
+    dst.write_bytes(b"old")
+    os.chmod(dst, 0o644)  # a copy of an earlier version, world-readable
+    _copy_private(src, dst)
+    assert dst.read_bytes() == src.read_bytes() and dst.stat().st_mode & 0o777 == 0o600
+    _copy_private(src, tmp_path / "new")
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o600

@@ -29,6 +29,9 @@ from hugelab.vm.domains import image as img
 
 # --- helpers -------------------------------------------------------------------------------------
 
+FAKE_HOST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2UgaG9zdCBrZXkgZm9yIHRlc3RzIG9ubHkgMDEy "
+                 "root@hugelab-guest")
+
 
 def _fake_image(directory: Path, digest: str) -> None:
     """What a finished build leaves in its directory (tiny stand-in files)."""
@@ -37,6 +40,7 @@ def _fake_image(directory: Path, digest: str) -> None:
     (directory / img.KERNEL).write_bytes(b"kernel")
     (directory / img.INITRD).write_bytes(b"initrd")
     (directory / img.PACKAGES).write_text("sysbench 1.0.20\n")
+    (directory / img.HOST_KEY).write_text(FAKE_HOST_KEY + "\n")
     (directory / img.MANIFEST).write_text(json.dumps({
         "recipe_hash": digest, "virtual_size": 1 << 30, "disk_file_bytes": 64,
         "root_device": "/dev/vda", "kernel_version": "6.1.0-test-amd64"}))
@@ -176,7 +180,7 @@ def test_cache_hit_returns_at_once_without_building(cache, monkeypatch):
     assert got == img.GuestImage(disk=d / "disk.qcow2", kernel=d / "vmlinuz",
                                  initrd=d / "initrd.img", recipe=digest, root_device="/dev/vda",
                                  size_bytes=1 << 30, disk_file_bytes=64,
-                                 kernel_version="6.1.0-test-amd64")
+                                 kernel_version="6.1.0-test-amd64", host_key=FAKE_HOST_KEY)
     assert got.directory == d
 
 
@@ -187,7 +191,8 @@ def test_cache_dir_comes_from_the_environment_and_is_created_private(cache, monk
     assert img.image_dir().parent == Path("/var/cache/hugelab/images")
 
 
-@pytest.mark.parametrize("damage", ["no-manifest", "other-hash", "truncated-disk", "no-kernel"])
+@pytest.mark.parametrize("damage", ["no-manifest", "other-hash", "truncated-disk", "no-kernel",
+                                    "no-host-key", "rsa-host-key"])
 def test_an_incomplete_directory_is_no_cache_hit(tmp_path, damage):
     d = tmp_path / "abc"
     _fake_image(d, "abc")
@@ -198,9 +203,47 @@ def test_an_incomplete_directory_is_no_cache_hit(tmp_path, damage):
         _fake_image(d, "def")
     elif damage == "truncated-disk":
         (d / img.DISK).write_bytes(b"QFI")
+    elif damage == "no-host-key":
+        (d / img.HOST_KEY).unlink()
+    elif damage == "rsa-host-key":
+        (d / img.HOST_KEY).write_text("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ root@x\n")
     else:
         (d / img.KERNEL).unlink()
     assert img.load_image(d) is None
+
+
+def test_a_complete_image_carries_its_host_key(tmp_path):
+    _fake_image(tmp_path / "abc", "abc")
+    got = img.load_image(tmp_path / "abc")
+    assert got is not None and got.host_key == FAKE_HOST_KEY
+
+
+def test_each_build_makes_its_own_sshd_host_key_and_drops_the_packages_ones(tmp_path):
+    """What the build does after debootstrap: the keys openssh-server's install made are
+    removed, a new ed25519 key is made (private 0600, in the guest only) and its public half
+    kept beside the disk; two builds never share one. sshd is told to use that key alone."""
+    keys = []
+    for n in range(2):
+        root, out = tmp_path / f"root{n}", tmp_path / f"out{n}"
+        (root / "etc" / "ssh").mkdir(parents=True)
+        out.mkdir()
+        for baked in ("ssh_host_rsa_key", "ssh_host_rsa_key.pub", "ssh_host_ecdsa_key",
+                      "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
+            (root / "etc" / "ssh" / baked).write_text("baked\n")
+        line = img._host_key(root, out, f"digest{n}")
+        assert img.host_key_problem(line) is None and line.endswith(f"image digest{n}")
+        assert sorted(p.name for p in (root / "etc" / "ssh").iterdir()) == \
+            ["ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"]
+        private = root / img.GUEST_HOST_KEY.lstrip("/")
+        assert private.stat().st_mode & 0o777 == 0o600
+        assert "OPENSSH PRIVATE KEY" in private.read_text()
+        assert (out / img.HOST_KEY).read_text() == line + "\n"
+        assert Path(f"{private}.pub").read_text().strip() == line
+        assert not list(out.glob("*key")), "the private half stays in the guest root"
+        keys.append(line.split()[1])
+    assert keys[0] != keys[1]
+    sshd = dict(img.RECIPE.files)["/etc/ssh/sshd_config.d/hugelab.conf"]
+    assert f"HostKey {img.GUEST_HOST_KEY}\n" in sshd
 
 
 def test_build_removes_stale_temp_dirs_and_publishes_atomically(cache, no_real_build):
@@ -492,6 +535,11 @@ def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(t
         rc, out, _ = agent.exec("/usr/bin/cat", "/proc/mounts", "/etc/hostname")
         assert re.search(r"^/dev/vda / ext4 rw", out, re.MULTILINE), out
         assert img.HOSTNAME in out
+        # sshd has this build's own host key, and only it
+        rc, out, _ = agent.exec("/usr/bin/sh", "-c", "ls /etc/ssh/ | grep ssh_host_; cat "
+                                f"{img.GUEST_HOST_KEY}.pub; stat -c %a {img.GUEST_HOST_KEY}")
+        assert out.split("\n")[:2] == ["ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"], out
+        assert out.split("\n")[2].strip() == image.host_key and out.split("\n")[3] == "600"
         rc, out, _ = agent.exec("/usr/bin/systemctl", "is-system-running", "--wait", timeout=180)
         state = out.strip()
         assert state in ("running", "degraded"), state

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import CommandError, ToolMissingError
-from hugelab.vm.domains.ssh import Ssh, SshTarget, remove_dead_dirs
+from hugelab.vm.domains.ssh import Ssh, SshError, SshTarget, known_hosts_line, remove_dead_dirs
 from hugelab.workloads.command import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1: (its port, the directory of its host and client keys)."""
     if not os.path.exists(SSHD):
         pytest.fail("sshd is missing: apt-get install openssh-server (./bootstrap setup)")
     d = tmp_path_factory.mktemp("sshd")
@@ -43,16 +44,24 @@ def server(tmp_path_factory):
                              "-o", "StrictModes=no", "-o", "PidFile=none",
                              "-o", "PasswordAuthentication=no", "-o", "UsePAM=no"],
                             stderr=subprocess.PIPE)
-    ssh = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
+    probe = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
     deadline = time.monotonic() + 20
-    while (why := ssh.ready()) is not None:
+    while (why := probe.ready()) is not None:
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd died"
         assert time.monotonic() < deadline, why
         time.sleep(0.2)
-    yield ssh
-    ssh.close()
+    probe.close()
+    yield port, d
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def server(sshd):
+    port, d = sshd
+    ssh = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
+    yield ssh
+    ssh.close()
 
 
 @pytest.fixture
@@ -143,3 +152,43 @@ def test_recover_removes_a_killed_hugelabs_ssh_dirs_and_keeps_live_ones(server, 
         assert str(young) in remove_dead_dirs(now=time.time() + 3600)  # old and unowned
     finally:
         shutil.rmtree(young, ignore_errors=True)
+
+
+def test_a_pinned_host_key_is_the_only_one_trusted(sshd, tmp_path):
+    """A domain that pins its host key (the demo image's, from its build) is reached with
+    that key in known_hosts and strict checking; a guest showing another key is refused at
+    once, with the reason, and nothing is learnt."""
+    port, d = sshd
+    user, key = getpass.getuser(), str(d / "client")
+    pinned = (d / "host.pub").read_text()
+    good = Ssh(port, user=user, key=key, host_key=pinned)
+    try:
+        assert "StrictHostKeyChecking=yes" in good.options()
+        known = Path(good.dir, "known_hosts")
+        assert known.read_text() == f"[127.0.0.1]:{port} {' '.join(pinned.split()[:2])}\n"
+        assert good.ready() is None
+        assert good.run(["true"]).returncode == 0
+    finally:
+        good.close()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")],
+                   check=True)
+    other = (tmp_path / "other.pub").read_text()
+    bad = Ssh(port, user=user, key=key, host_key=other)
+    try:
+        with pytest.raises(SshError, match="another SSH host key than the one its domain pins"):
+            bad.ready()
+        assert Path(bad.dir, "known_hosts").read_text().split()[2] == other.split()[1]
+    finally:
+        bad.close()
+    unpinned = Ssh(port, user=user, key=key)
+    try:
+        assert "StrictHostKeyChecking=accept-new" in unpinned.options()
+        assert not Path(unpinned.dir, "known_hosts").exists()
+    finally:
+        unpinned.close()
+
+
+def test_known_hosts_line_brackets_only_other_ports():
+    assert known_hosts_line("127.0.0.1", 2222, "ssh-ed25519 AAAA c") == \
+        "[127.0.0.1]:2222 ssh-ed25519 AAAA\n"
+    assert known_hosts_line("h", 22, "ssh-ed25519 AAAA") == "h ssh-ed25519 AAAA\n"

@@ -119,6 +119,8 @@ def test_two_arms_in_the_users_domain(domain, kind, access, tmp_path, monkeypatc
         assert ev["checks"]["workload"]["status"] in ("verified", "not applicable"), ev["checks"]
         assert ev["qemu"]["domain"]["of"] == name
         assert ev["qemu"]["domain"]["access"] == access
+        if access == "ssh":  # the demo image's own host key, from its build, pinned
+            assert ev["qemu"]["domain"]["host_key"] == "pinned"
         assert ev["tree"]["where"].startswith("guest") and ev["tree"].get("samples"), ev["tree"]
         want = 2048 if t["arm"] == "memfd-2M" else 4
         assert ev["qemu"]["kernel_page_size_kb"] == want, ev["qemu"]

@@ -1,6 +1,9 @@
 """A domain of hugelab's small Debian image (hugelab.vm.domains.image), for trying `domain = NAME` without
 a VM of your own and for the tests: `hugelab vm demo-domain` defines it. Its kernel command
-line names hugelab's own SSH key (`demo_key`), so its sshd lets hugelab in over SSH too.
+line names hugelab's own SSH key (`demo_key`), so its sshd lets hugelab in over SSH too, and
+its metadata pins the image's sshd host key (made by that image's build), so hugelab's SSH
+trusts that key only. The copies of the image it boots are 0600 (libvirt hands them to its QEMU
+user): the disk holds the host key's private half.
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ def _key_arg(key: Path) -> str:
 
 
 def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_mib: int = 512,
-                     accel: str = "tcg", key_arg: str = "", stamp: str = "") -> str:
+                     accel: str = "tcg", key_arg: str = "", stamp: str = "",
+                     host_key: str = "") -> str:
     """A persistent domain booting hugelab's Debian image (hugelab.vm.domains.image) directly from its
     kernel and initrd, root on a virtio disk, the guest agent's channel, the console on a pty;
-    `key_arg` (hugelab.ssh_key=...) lets hugelab's key in over SSH; `stamp` describes it."""
+    `key_arg` (hugelab.ssh_key=...) lets hugelab's key in over SSH; `host_key` (the image's
+    sshd host key) is pinned in its metadata; `stamp` describes it."""
     import xml.etree.ElementTree as ET
     dom = ET.Element("domain", type="kvm" if accel == "kvm" else "qemu")
     ET.SubElement(dom, "name").text = name
@@ -50,6 +55,8 @@ def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_m
         ET.SubElement(dom, "description").text = stamp
     ET.SubElement(dom, "memory", unit="MiB").text = str(mem_mib)
     ET.SubElement(dom, "vcpu").text = "1"
+    if host_key:
+        dx.pin_host_key(dom, host_key)
     os_el = ET.SubElement(dom, "os")
     ET.SubElement(os_el, "type", arch="x86_64", machine="pc").text = "hvm"
     ET.SubElement(os_el, "kernel").text = str(kernel)
@@ -92,11 +99,10 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
         for src in (image.disk, image.kernel, image.initrd):
-            shutil.copyfile(src, home / src.name)
-            os.chmod(home / src.name, 0o644)
+            _copy_private(src, home / src.name)
         xml = image_domain_xml(name, home / image.disk.name, home / image.kernel.name,
                                home / image.initrd.name, mem_mib=mem_mib, accel=accel,
-                               key_arg=_key_arg(key), stamp=stamp)
+                               key_arg=_key_arg(key), stamp=stamp, host_key=image.host_key)
         try:
             conn.defineXML(xml)
         except lv.libvirtError as exc:
@@ -108,6 +114,14 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
 
 
 STAMP_PREFIX = "hugelab demo domain: image"
+
+
+def _copy_private(src: Path, dst: Path) -> None:
+    """Copy `src` to `dst`, 0600 from its first byte (an old copy is made 0600 first)."""
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+        os.fchmod(out.fileno(), 0o600)
+        shutil.copyfileobj(inp, out, 1 << 20)
 
 
 def _defined_as(conn: Any, name: str, stamp: str) -> bool:

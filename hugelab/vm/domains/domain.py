@@ -23,6 +23,9 @@ from hugelab.vm.common.backing_xml import QEMU_NS, memory_backing
 from hugelab.vm.common.spec import VmSpec
 
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
+# a domain's pinned SSH host key, in its <metadata>: <hugelab:ssh host-key="ssh-ed25519 ..."/>
+# (hugelab's demo domains carry their image's; the SSH way in then trusts only that key)
+HUGELAB_NS = "urn:hugelab:domain:1"
 MEMORY_UNITS_KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "kib": 1, "k": 1, "kb": 1000 / 1024,
                     "mib": 1024, "m": 1024, "mb": 1e6 / 1024, "gib": 1024 ** 2, "g": 1024 ** 2,
                     "gb": 1e9 / 1024, "tib": 1024 ** 3, "t": 1024 ** 3, "tb": 1e12 / 1024}
@@ -47,6 +50,24 @@ def parse(xml: str) -> ET.Element:
     if root.tag != "domain":
         raise VMError("not a libvirt domain XML (no <domain> root)")
     return root
+
+
+def host_key(root: ET.Element) -> str | None:
+    """The SSH host key pinned in the domain's metadata (see HUGELAB_NS), or None."""
+    el = root.find(f"metadata/{{{HUGELAB_NS}}}ssh")
+    key = el.get("host-key") if el is not None else None
+    return key.strip() if key and key.strip() else None
+
+
+def pin_host_key(root: ET.Element, key: str) -> None:
+    """Pin `key` (an OpenSSH public key line) in the domain's metadata, replacing one pinned."""
+    ET.register_namespace("hugelab", HUGELAB_NS)
+    meta = root.find("metadata")
+    if meta is None:
+        meta = ET.SubElement(root, "metadata")
+    for old in meta.findall(f"{{{HUGELAB_NS}}}ssh"):
+        meta.remove(old)
+    ET.SubElement(meta, f"{{{HUGELAB_NS}}}ssh", {"host-key": key.strip()})
 
 
 def memory_mib(root: ET.Element) -> int:

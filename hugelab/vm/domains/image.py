@@ -11,6 +11,7 @@ built once per recipe and kept in the cache directory (`HUGELAB_CACHE_DIR`, defa
         vmlinuz         the guest's own Debian kernel, booted directly (-kernel; no bootloader)
         initrd.img      its initramfs (initramfs-tools, MODULES=list: virtio + ext4 only)
         packages.txt    every installed package and version (`dpkg-query -W`)
+        host_key.pub    the public half of the guest sshd's host key (see below)
         recipe.json     written last: the recipe, sizes, kernel version, build time
 
 How it is built (root only): `debootstrap --variant=minbase --include=PACKAGES` into a temporary
@@ -25,6 +26,13 @@ Guests boot a copy-on-write overlay (`make_overlay`), so the cached base is neve
 `boot_argv` gives the QEMU command line; the guest agent listens on the virtio-serial port
 `org.qemu.guest_agent.0`: Debian's udev rule starts qemu-guest-agent.service as soon as that port
 appears (the unit has no [Install] section and needs no enabling).
+
+Each build generates its own ed25519 sshd host key (`ssh-keygen` at build time, after every
+key the openssh-server package made is removed; sshd is told to use that key only), so no two
+builds share a host key and none is baked into hugelab. Its public half is kept beside the disk
+(`host_key.pub`, and in recipe.json): the SSH way into a domain of the image pins it
+(hugelab.vm.domains.demo_domain puts it in the domain's metadata, hugelab.vm.domains.ssh writes
+it to the connection's known_hosts) instead of trusting the first key it is shown.
 
 The recipe hash covers what ends up in the image (suite, packages, files, commands, removals,
 initramfs modules, free space) and IMAGE_VERSION, not the mirror: where packages come from is
@@ -55,7 +63,7 @@ from hugelab import proc
 from hugelab.errors import NotRootError, ToolMissingError, VMError
 from hugelab.host.journal import ensure_private_dir
 
-IMAGE_VERSION = 1  # bump when the build steps change in a way the recipe does not show
+IMAGE_VERSION = 2  # bump when the build steps change in a way the recipe does not show
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_CACHE_DIR = Path("/var/cache/hugelab")
 SOURCES_FILES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"))
@@ -66,6 +74,8 @@ QGA_PORT = "org.qemu.guest_agent.0"  # qemu-guest-agent's port (hugelab's own ag
 KERNEL_CMDLINE = (f"root={ROOT_DEVICE}", "rw", "console=ttyS0", "panic=-1")
 MANIFEST = "recipe.json"
 DISK, KERNEL, INITRD, PACKAGES = "disk.qcow2", "vmlinuz", "initrd.img", "packages.txt"
+HOST_KEY = "host_key.pub"  # the guest sshd's host key, public half
+GUEST_HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"  # its private half, in the guest only
 TMP_PREFIX = ".tmp-"
 CHROOT_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 DEBOOTSTRAP_TIMEOUT = 1800.0
@@ -136,6 +146,7 @@ class Recipe:
                                                          "[Network]\nDHCP=ipv4\n"),
         (SSH_KEYS_COMMAND, _SSH_KEYS_SCRIPT),
         ("/etc/ssh/sshd_config.d/hugelab.conf",
+         f"HostKey {GUEST_HOST_KEY}\n"
          f"AuthorizedKeysCommand {SSH_KEYS_COMMAND} %u\nAuthorizedKeysCommandUser nobody\n"
          "PasswordAuthentication no\nUseDNS no\n"),
     )
@@ -178,6 +189,7 @@ class GuestImage:
     size_bytes: int = 0
     disk_file_bytes: int = 0  # the qcow2 file on the host
     kernel_version: str = ""
+    host_key: str = ""  # the guest sshd's public host key, "ssh-ed25519 BASE64 COMMENT"
 
     @property
     def directory(self) -> Path:
@@ -258,7 +270,9 @@ def load_image(directory: Path, expected_hash: str | None = None) -> GuestImage 
         disk = directory / DISK
         disk_bytes = disk.stat().st_size
         kernel, initrd = directory / KERNEL, directory / INITRD
+        host_key = (directory / HOST_KEY).read_text().strip()
         ok = (manifest.get("recipe_hash") == (expected_hash or directory.name)
+              and host_key_problem(host_key) is None
               and disk_bytes == int(manifest["disk_file_bytes"])
               and kernel.stat().st_size > 0 and initrd.stat().st_size > 0)
     except (OSError, ValueError, KeyError, TypeError):
@@ -268,7 +282,18 @@ def load_image(directory: Path, expected_hash: str | None = None) -> GuestImage 
     return GuestImage(disk=disk, kernel=kernel, initrd=initrd, recipe=manifest["recipe_hash"],
                       root_device=str(manifest.get("root_device", ROOT_DEVICE)),
                       size_bytes=int(manifest["virtual_size"]), disk_file_bytes=disk_bytes,
-                      kernel_version=str(manifest.get("kernel_version", "")))
+                      kernel_version=str(manifest.get("kernel_version", "")),
+                      host_key=host_key)
+
+
+def host_key_problem(line: str) -> str | None:
+    """Why `line` is not an ed25519 public key line (`ssh-ed25519 BASE64 [comment]`), or None."""
+    parts = line.split()
+    if len(parts) < 2 or parts[0] != "ssh-ed25519":
+        return f"not an ssh-ed25519 public key: {line[:40]!r}"
+    if not re.fullmatch(r"AAAAC3NzaC1lZDI1NTE5[A-Za-z0-9+/]{48}", parts[1]):
+        return "the key's base64 is not an ed25519 key"
+    return None
 
 
 def build_image(*, force: bool = False, progress: Callable[[str], None] | None = None,
@@ -312,7 +337,8 @@ def _preflight() -> None:
         raise NotRootError("building the guest disk image needs root (debootstrap, chroot)",
                            hint="run it once as root; later runs reuse the cached image")
     for tool, package in (("debootstrap", "debootstrap"), ("mkfs.ext4", "e2fsprogs"),
-                          ("qemu-img", "qemu-utils"), ("chroot", "coreutils")):
+                          ("qemu-img", "qemu-utils"), ("chroot", "coreutils"),
+                          ("ssh-keygen", "openssh-client")):
         if shutil.which(tool) is None and shutil.which(tool, path=CHROOT_PATH) is None:
             raise DebootstrapMissingError(tool, package)
 
@@ -480,6 +506,24 @@ def _write_files(root: Path, files: Sequence[tuple[str, str]]) -> None:
         os.chmod(target, 0o644)
 
 
+def _host_key(root: Path, out: Path, digest: str) -> str:
+    """This build's own sshd host key: every key the packages made removed, a new ed25519 one
+    generated into the root (private 0600), its public half written to `out`/HOST_KEY."""
+    ssh_dir = root / "etc" / "ssh"
+    for old in ssh_dir.glob("ssh_host_*"):
+        old.unlink()
+    key = root / GUEST_HOST_KEY.lstrip("/")
+    proc.run([_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C",
+              f"root@{HOSTNAME} image {digest}", "-f", key], timeout=60)
+    os.chmod(key, 0o600)
+    os.chmod(f"{key}.pub", 0o644)
+    line = Path(f"{key}.pub").read_text().strip()
+    if (why := host_key_problem(line)) is not None:
+        raise ImageError(f"ssh-keygen made no usable host key: {why}")
+    (out / HOST_KEY).write_text(line + "\n")
+    return line
+
+
 def _remove_globs(root: Path, patterns: Sequence[str]) -> None:
     for pattern in patterns:
         for found in glob.glob(str(root / pattern)):
@@ -551,6 +595,7 @@ def _build_into(out: Path, recipe: Recipe, digest: str, say: Callable[[str], Non
     _write_files(root, recipe.files)
     for argv in recipe.commands:
         _in_root(root, argv)
+    host_key = _host_key(root, out, digest)
     version = _kernel_version(root)
     _check_initramfs(root, version, recipe.initramfs_modules)
     (out / PACKAGES).write_text(_in_root(root, ["dpkg-query", "-W", "-f",
@@ -568,7 +613,7 @@ def _build_into(out: Path, recipe: Recipe, digest: str, say: Callable[[str], Non
              timeout=STEP_TIMEOUT)
     raw.unlink()
     remove_tree(root)
-    for name in (DISK, KERNEL, INITRD, PACKAGES):
+    for name in (DISK, KERNEL, INITRD, PACKAGES, HOST_KEY):
         _fsync_file(out / name)
     manifest = {
         "recipe_hash": digest,
@@ -576,6 +621,7 @@ def _build_into(out: Path, recipe: Recipe, digest: str, say: Callable[[str], Non
         "recipe": json.loads(recipe.canonical()),
         "mirror": recipe.mirror,
         "kernel_version": version,
+        "host_key": host_key,
         "root_device": ROOT_DEVICE,
         "fs_label": FS_LABEL,
         "kernel_cmdline": " ".join(KERNEL_CMDLINE),

@@ -348,7 +348,8 @@ class DomainGuest:
         overlays, vars_copy = self._overlays(disks, dx.nvram(root))
         forward = None
         if self.access.ssh:
-            self.ssh = Ssh(free_port(), user=self.access.ssh_user, key=self.access.ssh_key)
+            self.ssh = Ssh(free_port(), user=self.access.ssh_user, key=self.access.ssh_key,
+                           host_key=dx.host_key(root))
             forward = (self.ssh.port, SSH_PORT)
         self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name, overlays=overlays,
                                     private=str(self.overlays), nvram_copy=vars_copy,
@@ -420,8 +421,11 @@ class DomainGuest:
     def evidence(self) -> dict[str, Any]:
         ev = qemu_memory_evidence(self.qemu_pid, self.spec.mem_bytes)
         ev["accel"] = self.accel
+        ssh = self.target.ssh if isinstance(self.target, SshTarget) else None
         ev["domain"] = {"of": self.domain, "transient": self.dom_name, "uri": self.uri,
-                        "access": "ssh" if isinstance(self.target, SshTarget) else "agent"}
+                        "access": "ssh" if ssh else "agent"}
+        if ssh is not None:  # a demo domain's key is pinned; any other domain's taken as shown
+            ev["domain"]["host_key"] = "pinned" if ssh.host_key else "accepted on first contact"
         return ev
 
     def alive(self) -> bool:

@@ -4,8 +4,12 @@ hugelab adds a NIC of its own to the transient copy whose only way in is a 127.0
 forward to the guest's SSH port (see hugelab.vm.domains.domain._ssh_nic), and talks to it with OpenSSH's
 client: argv lists, never a local shell; the remote command is one string for the guest user's
 shell, every word quoted with shlex. One master connection per copy (ControlMaster) keeps each
-round trip cheap. The copy's host key is accepted on first contact into a known_hosts file of
-the copy's own: it is the copy hugelab just started, reached through its own loopback forward.
+round trip cheap. A domain that pins its host key (hugelab's demo domains pin their image's,
+made by that image's build: see hugelab.vm.domains.image) is trusted with that key only: it is
+written to the connection's known_hosts and ssh checks it strictly, so a guest showing another
+key is refused at once. Otherwise the copy's host key is accepted on first contact into a
+known_hosts file of the copy's own: it is the copy hugelab just started, reached through its
+own loopback forward.
 Authentication is ssh's: `key` (a private key file) or ssh's defaults (~/.ssh, ssh-agent);
 hugelab never handles a password (BatchMode).
 
@@ -46,18 +50,23 @@ class Ssh:
     """Connection settings and the master connection of one copy (context: `close`)."""
 
     def __init__(self, port: int, *, user: str = "root", key: str | None = None,
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", host_key: str | None = None) -> None:
         self.port = port
         self.user = user
         self.key = key
         self.host = host
+        self.host_key = host_key.strip() if host_key else None
         self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # 0700: known_hosts, the master
         pid = os.getpid()
         Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)}\n")  # for `hugelab recover`
         self.ssh = which("ssh")
+        if self.host_key:
+            with open(f"{self.dir}/known_hosts", "w", encoding="ascii") as f:
+                f.write(known_hosts_line(host, port, self.host_key))
 
     def options(self) -> list[str]:
-        opts = {"BatchMode": "yes", "StrictHostKeyChecking": "accept-new",
+        opts = {"BatchMode": "yes",
+                "StrictHostKeyChecking": "yes" if self.host_key else "accept-new",
                 "UserKnownHostsFile": f"{self.dir}/known_hosts", "GlobalKnownHostsFile":
                 "/dev/null", "ControlMaster": "auto", "ControlPath": f"{self.dir}/master",
                 "ControlPersist": "60", "ConnectTimeout": str(CONNECT_S), "LogLevel": "ERROR",
@@ -95,7 +104,13 @@ class Ssh:
             return exc.message
         if cp.returncode == 0:
             return None
-        lines = cp.stderr.decode(errors="replace").strip().splitlines()
+        said = cp.stderr.decode(errors="replace")
+        if self.host_key and "Host key verification failed" in said:
+            raise SshError(f"the guest at {self.host}:{self.port} shows another SSH host key "
+                           f"than the one its domain pins ({self.host_key[:40]}...)",
+                           hint="the domain's disk is not of the image its metadata names: "
+                           "define it again (hugelab vm demo-domain)")
+        lines = said.strip().splitlines()
         return lines[-1] if lines else f"ssh exited {cp.returncode}"
 
     def close(self) -> None:
@@ -135,6 +150,13 @@ def _dead(d: Path, now: float) -> bool:
             return False
     except (OSError, ValueError):
         return False
+
+
+def known_hosts_line(host: str, port: int, key: str) -> str:
+    """The known_hosts line trusting `key` (an OpenSSH public key line) for host:port."""
+    kind, blob = key.split()[:2]
+    where = host if port == 22 else f"[{host}]:{port}"
+    return f"{where} {kind} {blob}\n"
 
 
 class SshTarget(RemoteTarget):
