@@ -1,8 +1,8 @@
 """What a verdict costs in wall-clock time, measured as a user would run it.
 
-    .venv/bin/python bench/time_to_verdict.py [--part native|guest|all] [--minutes 5]
+    .venv/bin/python bench/time_to_verdict.py [--part native|guest|pgbench|all] [--minutes 5]
         [--blocks 120] [--looks 6] [--design paired|interleaved] [--duration 1]
-        [--window-ms 20] [--aa-runs 20 --aa-blocks 12] [--json PATH]
+        [--window-ms 20] [--aa-runs 20 --aa-blocks 12] [--pg-alpha 0.01] [--json PATH]
 
 native: `hugelab run --until-verdict` at 99.99% (alpha 0.0001, margin ±1%) on the chase workload
 (1 s trials, 512 MiB), for (a) an A/A pair (two identical 4k arms: the right verdict is
@@ -14,6 +14,11 @@ guest: hugelab's own guest under the machine's accelerator (TCG here), a 2 s cha
 one arm pair, 2 blocks, with trials_per_boot = 1 and 5: wall time per useful trial (the trial
 row's started..ended divided by its repetitions) and the share of the guest's wall time spent
 in the workload (provenance workload_s / guest_wall_s).
+
+pgbench: PostgreSQL (kind "postgres", select-only, scale 5, 4 clients) `hugelab run
+--until-verdict` at 1 - --pg-alpha (default 99%), margin ±1%, for an A/A pair (huge_pages off
+twice) and off vs on (2 MiB pool), paired (--duration seconds of pgbench per trial) and as
+interleaved servers (the same load per arm in 1 s windows); each capped at --minutes.
 
 Prints Markdown tables for docs/benchmarks.md; --json writes the raw numbers. Root only (it
 changes the host like any run, and restores it).
@@ -84,6 +89,34 @@ vm = {{ backing = "anon" }}
 """
 
 
+PGBENCH = """\
+name = "ttv-pg-{case}-{design}"
+seed = {seed}
+blocks = {blocks}
+design = "{design}"
+
+[workload]
+kind = "postgres"
+builtin = "select-only"
+scale = 5
+clients = 4
+threads = 2
+duration_s = {duration}
+window_s = 1
+warmup_s = 1
+
+[[arms]]
+name = "a"
+backing = "4k"
+app = {{ shared_buffers = "128MB" }}
+
+[[arms]]
+name = "b"
+backing = "{other}"
+app = {{ shared_buffers = "128MB" }}
+"""
+
+
 def hugelab(*args: str, cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*HUGELAB, *args], capture_output=True, text=True, cwd=cwd,
                           timeout=timeout, check=False)
@@ -120,6 +153,57 @@ def native_case(case: str, design: str, minutes: float, blocks: int, looks: int,
             "verdict": decided.get("decision", "none at the last look"),
             "look": decided.get("look"), "trials": run.get("trials"),
             "blocks_planned": blocks, "raw": out if not timed_out else None}
+
+
+def pgbench_case(case: str, design: str, minutes: float, blocks: int, looks: int,
+                 alpha: float, work: Path, seed: int = 11) -> dict[str, Any]:
+    """One `hugelab run --until-verdict` of PostgreSQL: A/A (off, off) or off vs on."""
+    other = "4k" if case == "aa" else "hugetlb-2M"
+    name = f"ttv-pg-{case}-{design}"
+    exp = work / f"{name}.toml"
+    exp.write_text(PGBENCH.format(case=case, design=design, seed=seed, blocks=blocks,
+                                  other=other, duration=max(2, round(DURATION[0]))))
+    store = f"{name}.db"
+    t0 = time.monotonic()
+    try:
+        r = hugelab("run", str(exp), "--store", store, "--until-verdict", "--alpha", str(alpha),
+                    "--margin", "0.01", "--looks", str(looks), "--json", "--wait-host", "900",
+                    cwd=work, timeout=minutes * 60)
+        out = json.loads(r.stdout) if r.returncode in (0, 1) and r.stdout.strip() else {}
+        if not out:
+            raise SystemExit(f"{name}: hugelab run failed ({r.returncode}):\n{r.stderr}")
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        out, timed_out = {}, True
+        hugelab("recover", cwd=work)
+    wall = time.monotonic() - t0
+    decided = ((out.get("sequential") or {}).get("decided") or {}).get("b") or {}
+    report = json.loads(hugelab("report", "--store", store, "--json", cwd=work).stdout or "{}")
+    comp = next((c for c in report.get("comparisons") or [] if c.get("candidate") == "b"), {})
+    tl = [e for e in (report.get("tail_latency") or {}).get("entries") or []
+          if e["metric"] == "p99_ms"]
+    return {"case": case, "design": design, "wall_s": round(wall, 1), "timed_out": timed_out,
+            "verdict": decided.get("decision", "none at the last look"),
+            "look": decided.get("look"), "blocks": report.get("blocks"),
+            "effect_pct": comp.get("effect_pct"), "ci": [comp.get("ci_low_pct"),
+                                                         comp.get("ci_high_pct")],
+            "block_sd_pct": _block_sd(work, store), "p99": tl[0] if tl else None,
+            "alpha": alpha}
+
+
+def _block_sd(work: Path, store: str) -> float | None:
+    """Robust SD (1.4826 x MAD) of the per-block log-ratios b/a, in %."""
+    import math
+    shown = json.loads(hugelab("show", "1", "--store", store, "--json", cwd=work).stdout or "{}")
+    by: dict[int, dict[str, float]] = {}
+    for t in shown.get("trials") or []:
+        if t["status"] == "ok" and t["value"]:
+            by.setdefault(t["block"], {})[t["arm"]] = float(t["value"])
+    d = [math.log(v["b"] / v["a"]) for v in by.values() if "a" in v and "b" in v]
+    if len(d) < 3:
+        return None
+    med = statistics.median(d)
+    return round(100 * 1.4826 * statistics.median(abs(x - med) for x in d), 2)
 
 
 def aa_fixed(seed: int, blocks: int, work: Path) -> dict[str, Any]:
@@ -178,6 +262,17 @@ def print_tables(results: dict[str, Any]) -> None:
               + ", ".join(f"{v}: {n}" for v, n in sorted(counts.items()))
               + f"; wall time median {statistics.median(walls) / 60:.1f} min, "
               f"max {walls[-1] / 60:.1f} min")
+    if results.get("pgbench"):
+        print("\n| case | design | confidence | verdict | blocks | effect [CI] | per-block SD |"
+              " wall time |\n|---|---|---|---|---|---|---|---|")
+        for r in results["pgbench"]:
+            verdict = "none (cap reached)" if r["timed_out"] else r["verdict"]
+            eff = "-" if r["effect_pct"] is None else (
+                f"{r['effect_pct']:+.1f}% [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]"
+                if None not in r["ci"] else f"{r['effect_pct']:+.1f}%")
+            print(f"| {'A/A' if r['case'] == 'aa' else 'off vs on (2 MiB)'} | {r['design']} | "
+                  f"{100 * (1 - r['alpha']):g}% | {verdict} | {r['blocks']} | {eff} | "
+                  f"{r['block_sd_pct']}% | {r['wall_s'] / 60:.1f} min |")
     if results["guest"]:
         print("\n| trials_per_boot | boots (ok) | boot s | wall per useful trial | "
               "workload share |\n|---|---|---|---|---|")
@@ -188,7 +283,7 @@ def print_tables(results: dict[str, Any]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("native", "guest", "all"), default="all")
+    ap.add_argument("--part", choices=("native", "guest", "pgbench", "all"), default="all")
     ap.add_argument("--minutes", type=float, default=8.0,
                     help="native: wall-time cap per case (default 8)")
     ap.add_argument("--blocks", type=int, default=180,
@@ -205,6 +300,8 @@ def main() -> int:
                     help="native: seconds per trial (default 1)")
     ap.add_argument("--window-ms", type=float, default=20.0,
                     help="native, interleaved: window length in ms (default 20)")
+    ap.add_argument("--pg-alpha", type=float, default=0.01,
+                    help="pgbench: alpha of --until-verdict (0.01: 99%%; 0.0001: 99.99%%)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     DURATION[0], WINDOW[0] = args.duration, args.window_ms
@@ -221,6 +318,11 @@ def main() -> int:
                                                          args.blocks, args.looks, work))
             results["aa_runs"] = [aa_fixed(100 + i, args.aa_blocks, work)
                                   for i in range(args.aa_runs)]
+        if args.part in ("pgbench", "all"):
+            results["pgbench"] = [
+                pgbench_case(case, design, args.minutes, args.blocks, args.looks,
+                             args.pg_alpha, work)
+                for design in args.design or designs() for case in ("aa", "diff")]
     print_tables(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -257,3 +257,31 @@ def pgbench_running(pid: int) -> bool:
         return b"pgbench" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
     except OSError:
         return False
+
+
+def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, monkeypatch):
+    import fcntl
+
+    from hugelab.workloads.postgres import cluster, leftovers
+    monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
+    work = tmp_path / "work"
+    dead, live = work / "trial-dead", work / "trial-live"
+    for d in (dead, live):
+        (d / "data").mkdir(parents=True)
+    (dead / cluster.OWNER_FILE).write_text(json.dumps({"owner_pid": 1, "owner_starttime": -1,
+                                                       "boot_id": cluster.boot_id()}))
+    (live / cluster.OWNER_FILE).write_text(json.dumps({
+        "owner_pid": os.getpid(), "owner_starttime": cluster.starttime(os.getpid()),
+        "boot_id": cluster.boot_id()}))
+    cache = tmp_path / "cache" / "postgres"
+    (cache / "k1.tmp").mkdir(parents=True)
+    (cache / "k2.tmp").mkdir()
+    fd = os.open(cache / "k2.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live build of k2
+    try:
+        done = leftovers.remove_leftovers(work)
+    finally:
+        os.close(fd)
+    assert not dead.exists() and live.exists()
+    assert not (cache / "k1.tmp").exists() and (cache / "k2.tmp").exists()
+    assert any(str(dead) in d for d in done)

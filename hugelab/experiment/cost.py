@@ -13,7 +13,7 @@ from hugelab.experiment.model import Arm, Experiment
 TIME_KEYS = {"sysbench": ("time_s", 10.0), "stress-ng": ("timeout_s", 10.0),
              "iperf3": ("duration_s", 5.0), "hugelab-mem": ("duration", 1.0),
              "build": ("timeout_s", None), "command": ("timeout_s", None),
-             "redis": ("timeout_s", None)}
+             "redis": ("timeout_s", None), "postgres": ("duration_s", 10.0)}
 OVERHEAD_S = 0.5  # per trial: starting processes, evidence, committing
 ASSUMED_BOOT_S = {"kvm": 2.0, "tcg": 8.0}
 

@@ -48,8 +48,12 @@ def work_dir() -> Path:
     return d
 
 
+def cache_path() -> Path:
+    return Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE) / "postgres"
+
+
 def cache_dir() -> Path:
-    d = Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE) / "postgres"
+    d = cache_path()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     return d
 
