@@ -106,3 +106,40 @@ def test_two_real_servers_at_once_each_with_its_own_evidence():
         assert r.evidence["KernelPageSize_kB"] == 4 and r.metrics["tps"] > 0
         assert r.info["reps"]["n"] == 2 and r.metrics["duration_s"] == 2
         assert r.metrics["p50_ms"] > 0
+
+
+def _aa_trial(rng, n_windows=6, drift=0.02):
+    """One interleaved A/A trial of two servers: the machine's speed drifts within the trial
+    (a random walk plus a trend), each window adds noise; returns each arm's geomean tps."""
+    plan = interleave.order(2, n_windows, rng)
+    speed, t, per = 1.0, 0, [[], []]
+    trend = rng.normal(0, drift)
+    for perm in plan:
+        for i in perm:
+            speed *= np.exp(trend + rng.normal(0, drift))
+            per[i].append(1000.0 * speed * np.exp(rng.normal(0, 0.03)))
+            t += 1
+    return [interleave.geomean(v) for v in per]
+
+
+def test_interleaved_servers_aa_false_positives_at_most_alpha_by_simulation():
+    from hugelab.stats import paired
+    rng = random.Random(7)
+    nrng = np.random.default_rng(7)
+
+    class Both:  # order() takes a random.Random; the noise a numpy generator
+        shuffle = rng.shuffle
+
+        def normal(self, *a):
+            return nrng.normal(*a)
+
+    gen = Both()
+    sims, claims, shifts = 400, 0, []
+    for _ in range(sims):
+        trials = np.array([_aa_trial(gen) for _ in range(12)])
+        c = paired.compare(trials[:, 0], trials[:, 1], better="higher", alpha=0.05)
+        claims += c.verdict in ("faster", "slower")
+        shifts.append(c.effect_pct)
+    se = np.sqrt(0.05 * 0.95 / sims)
+    assert claims / sims <= 0.05 + 2.5 * se
+    assert abs(float(np.median(shifts))) < 0.5  # drift cancels in the mirrored order
