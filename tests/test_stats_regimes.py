@@ -40,9 +40,24 @@ def test_false_positives_under_heavy_tails_are_recorded():
                                                          (100, 0.3, 4.0, 0.9)])
 def test_power_against_two_regimes(n, share, gap, power):
     x = two_regimes(np.random.default_rng(n), 1000, n, share, gap)
-    got = float(np.mean(regimes.pvalues(x) < 0.01))
+    got = float(np.mean(regimes.flags(x, 0.01)))
     print(f"n={n} share={share} gap={gap} SD: power {got:.3f}")
     assert got >= power
+
+
+@pytest.mark.parametrize("shape", ["exponential", "gamma", "lognormal", "uniform"])
+def test_a_large_run_with_a_skewed_or_flat_spread_is_not_two_regimes(shape):
+    """Thousands of blocks reject the Gaussian null for any other unimodal shape; the
+    separation floor keeps them from being called regimes."""
+    rng = np.random.default_rng(1)
+    x = {"exponential": lambda: rng.exponential(size=5000),
+         "gamma": lambda: rng.gamma(2.0, size=5000),
+         "lognormal": lambda: rng.lognormal(0.0, 0.5, 5000),
+         "uniform": lambda: rng.random(5000)}[shape]()
+    r = regimes.detect(0.01 * x)
+    assert r.p_value < 0.01 and r.separation < regimes.MIN_SEPARATION and not r.split
+    mixed = regimes.detect(rng.normal(size=5000) + 5.0 * (rng.random(5000) < 0.4))
+    assert mixed.split and mixed.separation > 4.5
 
 
 def test_detect_reports_the_regimes_of_issue_20():
