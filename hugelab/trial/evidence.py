@@ -104,8 +104,15 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
                                        "(2 MiB) THP", layer)
         return Check(VERIFIED, "buffer in 4 kB page table entries, no PMD-size THP", layer)
     if backing.startswith("hugetlb-"):
-        return Check(VERIFIED, f"buffer in {page} kB hugetlb pages", layer)
-    return Check(VERIFIED, "buffer in 4 kB pages, no transparent huge pages", layer)
+        return Check(VERIFIED, f"{_mapping_name(ev)} in {page} kB hugetlb pages", layer)
+    return Check(VERIFIED, f"{_mapping_name(ev)} in 4 kB pages, no transparent huge pages",
+                 layer)
+
+
+def _mapping_name(ev: dict[str, Any]) -> str:
+    """What the mapping is, for a reason: hugelab-mem's buffer, or what the workload says
+    (postgres: the shared memory segment)."""
+    return str(ev.get("mapping_role") or "buffer")
 
 
 def _hugetlb_sizes(tree: dict[str, Any]) -> dict[int, int]:

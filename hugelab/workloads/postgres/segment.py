@@ -44,6 +44,7 @@ def check_segment(smaps: str) -> dict[str, Any]:
                                      "AnonHugePages_kB", "ShmemPmdMapped_kB")}
     ev["Hugetlb_kB"] = seg.get("Shared_Hugetlb_kB", 0) + seg.get("Private_Hugetlb_kB", 0)
     ev["mapping"] = seg["name"]
+    ev["mapping_role"] = "the postmaster's shared memory segment"
     ev["range"] = seg["range"]
     return ev
 
