@@ -191,6 +191,25 @@ def pgbench_case(case: str, design: str, minutes: float, blocks: int, looks: int
             "alpha": alpha}
 
 
+def pg_aa_fixed(seed: int, blocks: int, work: Path) -> dict[str, Any]:
+    """One interleaved-servers PostgreSQL A/A run of a fixed number of blocks: its verdict at
+    the report's defaults (alpha 0.05, ±1%) and wall time."""
+    name = f"pg-aa-fixed-{seed}"
+    exp = work / f"{name}.toml"
+    exp.write_text(PGBENCH.format(case="aa-fixed", design="interleaved", seed=seed,
+                                  blocks=blocks, other="4k", duration=max(2, round(DURATION[0]))))
+    t0 = time.monotonic()
+    r = hugelab("run", str(exp), "--store", f"{name}.db", "--json", "--wait-host", "900",
+                cwd=work)
+    wall = time.monotonic() - t0
+    out = json.loads(r.stdout) if r.stdout.strip() else {}
+    comp = next((c for c in out.get("comparisons") or [] if str(c.get("candidate")) == "b"), {})
+    return {"case": "pg-aa", "design": "interleaved", "seed": seed, "wall_s": round(wall, 1),
+            "timed_out": False, "verdict": comp.get("verdict", f"no verdict (exit "
+                                                     f"{r.returncode})"),
+            "effect_pct": comp.get("effect_pct")}
+
+
 def _block_sd(work: Path, store: str) -> float | None:
     """Robust SD (1.4826 x MAD) of the per-block log-ratios b/a, in %."""
     import math
@@ -300,6 +319,9 @@ def main() -> int:
                     help="native: seconds per trial (default 1)")
     ap.add_argument("--window-ms", type=float, default=20.0,
                     help="native, interleaved: window length in ms (default 20)")
+    ap.add_argument("--pg-aa-runs", type=int, default=0, metavar="N",
+                    help="pgbench: N interleaved-servers A/A runs of --aa-blocks blocks each "
+                    "(fresh seeds, report defaults), counting false positives")
     ap.add_argument("--pg-alpha", type=float, default=0.01,
                     help="pgbench: alpha of --until-verdict (0.01: 99%%; 0.0001: 99.99%%)")
     ap.add_argument("--json", type=Path)
@@ -322,7 +344,11 @@ def main() -> int:
             results["pgbench"] = [
                 pgbench_case(case, design, args.minutes, args.blocks, args.looks,
                              args.pg_alpha, work)
-                for design in args.design or designs() for case in ("aa", "diff")]
+                for design in args.design or designs() for case in ("aa", "diff")
+                if args.minutes > 0]
+            if args.pg_aa_runs:
+                results["aa_runs"] = [pg_aa_fixed(200 + i, args.aa_blocks, work)
+                                      for i in range(args.pg_aa_runs)]
     print_tables(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
