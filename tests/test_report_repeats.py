@@ -18,8 +18,9 @@ from hugelab.store import Store, Trial
 ISSUE_EFFECTS = (0.867, 0.862, 0.831, 0.824)
 
 
-def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1):
-    """One run whose block b has candidate/baseline ratio effects_per_block[b]."""
+def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1, steal=None):
+    """One run whose block b has candidate/baseline ratio effects_per_block[b] (and, with
+    `steal`, that CPU steal share recorded for both trials of block b)."""
     rng = np.random.default_rng(seed)
     exp = {"name": "chase", "baseline": "4k", "blocks": blocks, "seed": 77,
            "arms": [{"name": "4k", "backing": "4k"}, {"name": "2M", "backing": "hugetlb-2M"}]}
@@ -30,8 +31,10 @@ def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1):
         for b, eff in enumerate(effects_per_block):
             base = 170.0 * float(np.exp(rng.normal(0, 0.02)))
             for pos, (arm, v) in enumerate((("4k", base), ("2M", base * eff))):
+                mon = {} if steal is None else {"load": {"steal_share": float(steal[b]),
+                                                         "other_busy_share": 0.05}}
                 st.add_trial(Trial(run_id, b, pos, arm, "ok", v, "ns_per_load", "ns", "lower",
-                                   metrics={}, evidence={}, monitors={}, provenance={}))
+                                   metrics={}, evidence={}, monitors=mon, provenance={}))
 
 
 def report(path):
@@ -82,3 +85,27 @@ def test_one_run_with_two_regimes_says_so_and_a_plain_run_has_no_replication(tmp
     r = report(tmp_path / "c.db").result
     assert not r["comparisons"][0]["regimes"]["split"]
     assert not any("regimes" in w for w in r["warnings"])
+
+
+def test_regimes_tied_to_the_machine_load_of_their_blocks(tmp_path):
+    """The blocks of the larger effect ran while the hypervisor stole 30% of the CPU."""
+    rng = np.random.default_rng(6)
+    slow = np.arange(30) % 3 == 0
+    effects = np.where(slow, 0.78, 0.87) * np.exp(rng.normal(0, 0.01, 30))
+    steal = np.where(slow, 0.30, 0.01) + rng.uniform(0, 0.01, 30)
+    store_run(tmp_path / "l.db", effects, blocks=30, steal=steal)
+    r = report(tmp_path / "l.db").result
+    c = r["comparisons"][0]
+    assert c["regimes"]["split"] and c["regimes"]["switches"] > 10
+    load = c["load_effect"]
+    assert load["blocks"] == 30 and load["spearman"]["steal_share"]["rho"] < -0.5
+    assert "other_busy_share" not in load["spearman"]  # constant: nothing to correlate
+    assert load["low_regime_median"]["steal_share"] > 0.25 > load["high_regime_median"][
+        "steal_share"]
+    assert any("moved with the machine's load: CPU steal (rho -" in w for w in r["warnings"])
+    out = io.StringIO()
+    text.render(r, Console(file=out, width=200))
+    assert "median load in the low / high regime's blocks: CPU steal 31% / 1%" in \
+        " ".join(out.getvalue().split())
+    store_run(tmp_path / "q.db", effects, blocks=30)  # no load recorded
+    assert report(tmp_path / "q.db").result["comparisons"][0]["load_effect"] is None

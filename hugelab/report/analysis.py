@@ -243,8 +243,13 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
         d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
         out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
                     "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p),
-                    "regimes": replicated.regimes_of(p)})
+                    **_regimes(p, data)})
     return ps, out, {k.removeprefix("claim:"): adjusted[k] for k in extra}
+
+
+def _regimes(p: Paired, data: RunData) -> dict[str, Any]:
+    split = replicated.regimes_of(p)
+    return {"regimes": split, "load_effect": replicated.load_effect(p, data, split)}
 
 
 def factorial_section(data: RunData, m: Matrix, opts: Options

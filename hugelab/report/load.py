@@ -41,6 +41,7 @@ class SeriesDetails:
     retry_reasons: Counter[str] = field(default_factory=Counter)  # earlier attempts' errors
     pool_failed: int = 0  # failed trials whose hugetlb pages another user took (cause "pool")
     monitors: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[int] = field(default_factory=list)  # the block of each sampled trial
     evidence: list[dict[str, Any]] = field(default_factory=list)
     provenance: list[dict[str, Any]] = field(default_factory=list)
     sampled: int = 0
@@ -135,8 +136,9 @@ def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
     for start in range(0, len(blocks), 500):
         chunk = blocks[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        for arm, target, status, bet, metric, unit, mon, ev, prov in store.tuples(
-                "SELECT arm, target, status, better, metric, unit, monitors, evidence, provenance "
+        for block, arm, target, status, bet, metric, unit, mon, ev, prov in store.tuples(
+                "SELECT block, arm, target, status, better, metric, unit, monitors, evidence, "
+                "provenance "
                 f"FROM trials WHERE run_id = ? AND block IN ({marks})",  # noqa: S608 - placeholders
                 (run_id, *chunk)):
             i = where[(arm, target)]
@@ -147,6 +149,7 @@ def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
                 continue
             d.sampled += 1
             d.monitors.append(json.loads(mon or "{}"))
+            d.blocks.append(int(block))
             d.evidence.append(json.loads(ev or "{}"))
             d.provenance.append(json.loads(prov or "{}"))
     for i, c in better.items():

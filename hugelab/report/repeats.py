@@ -15,13 +15,18 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import stats
 
+from hugelab.report.load import RunData
 from hugelab.report.table import Table, pct, pval
 from hugelab.stats import regimes
 from hugelab.stats import repeats as stats_repeats
 from hugelab.stats._util import StatsInputError
+from hugelab.trial.load import LABELS
 
 REGIME_ALPHA = 0.01  # a warning: conservative
+LOAD_KEYS = ("steal_share", "other_busy_share", "psi_cpu_some_share", "psi_memory_some_share")
+LOAD_MIN_BLOCKS = 10
 
 
 class PairedLike(Protocol):
@@ -71,10 +76,55 @@ def regimes_of(p: PairedLike) -> dict[str, Any] | None:
     return out
 
 
+def block_load(data: RunData, series: Sequence[str]) -> dict[int, dict[str, float]]:
+    """Per sampled block: each load reading (hugelab.trial.load) averaged over the trials of
+    `series` in that block."""
+    acc: dict[int, dict[str, list[float]]] = {}
+    for name in series:
+        d = data.details[data.index(name)]
+        for block, mon in zip(d.blocks, d.monitors, strict=True):
+            load = mon.get("load") or {}
+            for k in LOAD_KEYS:
+                if isinstance(load.get(k), int | float):
+                    acc.setdefault(block, {}).setdefault(k, []).append(float(load[k]))
+    return {b: {k: float(np.mean(v)) for k, v in ks.items()} for b, ks in acc.items()}
+
+
+def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
+                ) -> dict[str, Any] | None:
+    """The comparison's per-block effect against the machine's load in that block: Spearman's
+    rho per reading, and with two regimes each regime's median reading (None: no load data)."""
+    per = block_load(data, (p.baseline, p.candidate))
+    d = dict(zip(p.blocks.tolist(), p.log_ratio.tolist(), strict=True))
+    common = [b for b in d if b in per]
+    if len(common) < LOAD_MIN_BLOCKS:
+        return None
+    out: dict[str, Any] = {"blocks": len(common), "spearman": {}}
+    for k in LOAD_KEYS:
+        xs = [(per[b][k], d[b]) for b in common if k in per[b]]
+        if len(xs) >= LOAD_MIN_BLOCKS and len({x for x, _ in xs}) > 1:
+            rho, pv = stats.spearmanr([x for x, _ in xs], [y for _, y in xs])
+            out["spearman"][k] = {"rho": float(rho), "p": float(pv), "blocks": len(xs)}
+    if split and split.get("split"):
+        cut = sorted(d.values())[split["low"]["blocks"] - 1]
+        for name, pick in (("low", lambda v: v <= cut), ("high", lambda v: v > cut)):
+            mine = [per[b] for b in common if pick(d[b])]
+            out[f"{name}_regime_median"] = {k: float(np.median([m[k] for m in mine if k in m]))
+                                            for k in LOAD_KEYS if any(k in m for m in mine)}
+    strong = [f"{LABELS[k]} (rho {v['rho']:+.2f}, p {v['p']:.2g})"
+              for k, v in out["spearman"].items() if v["p"] < REGIME_ALPHA]
+    out["reading"] = ("the effect moved with the machine's load: " + ", ".join(strong)
+                      if strong else "no link between the effect and the machine's load "
+                      f"detected over {len(common)} blocks")
+    return out
+
+
 def warnings(comps: list[dict[str, Any]], rep: list[dict[str, Any]] | None) -> list[str]:
     out = [f"{r['name']}: {r['reading']}" for r in rep or [] if r.get("disagree")]
     out += [f"{c['name']}: {c['regimes']['reading']}" for c in comps
             if (c.get("regimes") or {}).get("split")]
+    out += [f"{c['name']}: {c['load_effect']['reading']}" for c in comps
+            if (c.get("load_effect") or {}).get("reading", "").startswith("the effect moved")]
     return out
 
 
@@ -126,6 +176,12 @@ def regimes_table(result: dict[str, Any]) -> Table | None:
                        f"{pct(g['high']['effect_pct'], 1)} in {g['high']['blocks']} "
                        f"({100 * g['high']['share']:.0f}%)", str(g["switches"]),
                        pval(g["p_value"])])
+        load = c.get("load_effect") or {}
+        if load.get("low_regime_median"):
+            lo, hi = load["low_regime_median"], load.get("high_regime_median") or {}
+            t.notes.append(f"{c['name']}: median load in the low / high regime's blocks: "
+                           + ", ".join(f"{LABELS[k]} {100 * lo[k]:.0f}% / {100 * hi[k]:.0f}%"
+                                       for k in lo if k in hi))
     t.notes.append("the two-means split of the blocks' effects, each regime >= 20% of the "
                    "blocks, against Gaussian blocks; a run that saw two regimes has one interval "
                    "over a mixture, and another run may see other shares: repeat it (--repeats)")
