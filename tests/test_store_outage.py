@@ -182,6 +182,10 @@ def test_a_lost_connection_is_a_store_error_and_reconnects(server: Server) -> No
         try:
             with pytest.raises(StoreConnectionLost, match="lost the connection"):
                 store.tuples("SELECT 1")
+            with pytest.raises(StoreConnectionLost):  # every way in: no psycopg error escapes
+                store.migrations()
+            with pytest.raises(StoreConnectionLost), store.transaction():
+                store.execute("SELECT 1")
             with pytest.raises(StoreConnectionLost, match="still away"):
                 store.reconnect()
         finally:

@@ -163,6 +163,10 @@ class PostgresStore(SqlStore):
         inner = "".join(f" -> {s}" for s in steps[:-1])
         return f"(({column})::jsonb{inner} ->> {steps[-1]})"
 
+    def migrations(self) -> list[str]:
+        with self._errors():  # its CREATE TABLE IF NOT EXISTS runs outside `_errors` otherwise
+            return super().migrations()
+
     def _applied_migrations(self) -> set[str]:
         self.db.execute("CREATE TABLE IF NOT EXISTS migrations "
                         "(name TEXT PRIMARY KEY, applied DOUBLE PRECISION)")
