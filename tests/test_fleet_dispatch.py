@@ -482,6 +482,7 @@ def test_install_and_preflight_on_every_host(fleet: SshFleet, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.host  # it reads the real pools: another test's pool, up meanwhile, has free pages
 def test_preflight_selects_out_hosts_that_cannot_run_an_arm(fleet: SshFleet,
                                                             tmp_path: Path) -> None:
     # beta keeps all its memory for itself: no 2M pool fits there
