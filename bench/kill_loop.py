@@ -129,12 +129,16 @@ def loop(args: argparse.Namespace, url: str | None,
     counts = {
         "kills": 0, "store_restarts": 0, "recovers": 0, "plain_reruns": 0,
         "leftover_after_recover": 0, "host_differences_after_recover": 0, "alive_at_kill": 0,
-        "recover_failures": 0}
+        "recover_failures": 0, "spooled_at_kill": 0, "outages_seen": 0,
+        "outages_ridden_out": 0}
     seen: set[str] = set()
+    differing: dict[str, str] = {}  # host settings that differed (a shared host: who did it?)
     t0 = time.monotonic()
     for k in range(args.kills):
-        p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", store], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        said = tmp / f"run-{k}.err"
+        with said.open("w") as err:
+            p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", store], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=err)
         delay = rng.uniform(0.2, args.max_delay)
         if url:  # the store goes away and comes back at a random moment before the kill
             first = rng.uniform(0.0, delay)
@@ -149,6 +153,10 @@ def loop(args: argparse.Namespace, url: str | None,
         p.send_signal(signal.SIGKILL)
         p.wait()
         counts["kills"] += 1
+        counts["spooled_at_kill"] += _spooled(state)  # measured while away, not yet written
+        text = said.read_text(errors="replace")
+        counts["outages_seen"] += "riding it out" in text
+        counts["outages_ridden_out"] += "is back after" in text
         counts["alive_at_kill"] += len(carrying(toks))  # before anything cleans up
         if k % 2:
             counts["recovers"] += 1
@@ -156,7 +164,10 @@ def loop(args: argparse.Namespace, url: str | None,
             counts["recover_failures"] += int(r.returncode != 0)
             time.sleep(0.2)
             counts["leftover_after_recover"] += len(carrying(toks))
-            counts["host_differences_after_recover"] += int(host_state() != before)
+            now = host_state()
+            counts["host_differences_after_recover"] += int(now != before)
+            differing.update({k: f"{before.get(k)} -> {now.get(k)}" for k in before.keys()
+                              | now.keys() if before.get(k) != now.get(k)})
         else:
             counts["plain_reruns"] += 1
     r = subprocess.run([*HUGELAB, "run", str(exp), "--store", store, "--json"], env=env,
@@ -174,6 +185,8 @@ def loop(args: argparse.Namespace, url: str | None,
         "not_ok": sum(s != "ok" for *_, s in rows),
         "left_in_spool": _spooled(state),
         "host_differs_at_end": host_state() != before,
+        "differing_settings": {**differing, **{k: f"{before.get(k)} -> {v}" for k, v
+                                               in host_state().items() if before.get(k) != v}},
         "leftover_at_end": len(carrying(seen | tokens(state))),
         "records_left": len(list(state.glob("workload-*.json"))),
         "seconds": round(time.monotonic() - t0, 1),
