@@ -63,7 +63,7 @@ def real_run(example: str | None, blocks: int) -> Path:
     tmp.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "hugelab.cli", "run", *([str(ROOT / "examples" / example)]
                                                           if example else []),
-            "--blocks", str(blocks), "--store", str(tmp), "--json"]
+            "--blocks", str(blocks), "--store", str(tmp), "--json", "--wait-host", "900"]
     fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
