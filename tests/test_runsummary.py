@@ -129,3 +129,14 @@ def test_a_run_of_repeats_says_each_comparison_across_them(tmp_path):
     rep = [{"name": "thp vs 4k", "reading": "-9.8% [-12.0, -7.5] across 3 repeats, tau 1.2%"}]
     out = printed(exp, result_of(tmp_path / "s.db", exp, replication=rep), 120)
     assert out.count("across repeats: thp vs 4k: -9.8% [-12.0, -7.5] across 3 repeats") == 1
+
+
+def test_warnings_about_arms_fold_as_in_the_report(tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    res = result_of(tmp_path / "s.db", exp)
+    res["warnings"] = [f"{a}: 2 of 8 trials under high machine load (CPU steal in 2): "
+                       "may be the machine's" for a in ("4k", "thp")]
+    out = " ".join(printed(exp, res, 120).split())
+    assert "2 arms: trials under high machine load: may be the machine's (4k: 2 of 8; thp: " \
+        "2 of 8)" in out and out.count("under high machine load") == 1

@@ -33,7 +33,8 @@ EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate
 def _report_like(result: dict[str, Any]) -> dict[str, Any]:
     """The parts of the report's result that `lead` and `tables` read."""
     return {"comparisons": result.get("comparisons") or [],
-            "factorial": result.get("factorial"), "warnings": result.get("warnings") or []}
+            "factorial": result.get("factorial"), "warnings": result.get("warnings") or [],
+            "series": [{"name": a["arm"]} for a in result.get("arms") or []]}
 
 
 def headline(exp: Experiment, result: dict[str, Any]) -> str:
