@@ -268,3 +268,22 @@ def test_demo_copies_are_private_from_their_first_byte(tmp_path):
     assert dst.read_bytes() == src.read_bytes() and dst.stat().st_mode & 0o777 == 0o600
     _copy_private(src, tmp_path / "new")
     assert (tmp_path / "new").stat().st_mode & 0o777 == 0o600
+
+
+def test_demo_copies_that_are_not_the_images_are_caught(tmp_path, monkeypatch):
+    """A demo domain whose copies another image's files replaced (two hugelab versions
+    defining the same name) is defined again rather than trusted by its description."""
+    from hugelab.vm.domains import image as img
+    from hugelab.vm.domains.demo_domain import copies_intact
+    from tests.test_vm_image import _fake_image
+    monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
+    home = tmp_path / "home"
+    assert copies_intact(home)  # no cached image: nothing to compare with
+    _fake_image(img.image_dir(), img.recipe_hash())
+    assert not copies_intact(home)  # no copies
+    home.mkdir()
+    for name in (img.DISK, img.KERNEL, img.INITRD):
+        (home / name).write_bytes((img.image_dir() / name).read_bytes())
+    assert copies_intact(home)
+    (home / img.INITRD).write_bytes(b"another image's initrd")
+    assert not copies_intact(home)

@@ -85,7 +85,8 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     (IMAGES_ROOT/NAME) and define domain NAME booting it, hugelab's key (`demo_key`) let in
     over SSH. Returns the copy's directory. A domain of that name defined from the same image
     and key is left as it is; one of an older image is redefined (when it is not running);
-    any other domain of that name is refused."""
+    any other domain of that name is refused. Copies that are no longer the image's (another
+    hugelab wrote its own over them) are made again, as for an older image."""
     from hugelab.vm.domains.image import build_image, recipe_hash
     home = IMAGES_ROOT / safe_name(name)
     key = demo_key()
@@ -116,6 +117,21 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
 STAMP_PREFIX = "hugelab demo domain: image"
 
 
+def copies_intact(home: Path) -> bool:
+    """Whether the copies in `home` are still the cached image's files (by size: a copy
+    replaced by another image's, or cut short, is caught without reading 600 MiB); True when
+    the cache no longer holds the image (nothing to compare with)."""
+    from hugelab.vm.domains.image import image_dir, load_image
+    image = load_image(image_dir())
+    if image is None:
+        return True
+    try:
+        return all((home / f.name).stat().st_size == f.stat().st_size
+                   for f in (image.disk, image.kernel, image.initrd))
+    except OSError:
+        return False
+
+
 def _copy_private(src: Path, dst: Path) -> None:
     """Copy `src` to `dst`, 0600 from its first byte (an old copy is made 0600 first)."""
     fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -134,7 +150,7 @@ def _defined_as(conn: Any, name: str, stamp: str) -> bool:
         return False
     root = dx.parse(user_xml(dom))
     have = root.findtext("description") or ""
-    if have == stamp:
+    if have == stamp and copies_intact(IMAGES_ROOT / safe_name(name)):
         return True
     home = str(IMAGES_ROOT / safe_name(name))
     if not (have.startswith(STAMP_PREFIX) or any(d.source.startswith(f"{home}/")
