@@ -79,6 +79,20 @@ backing = "hugetlb-2M"
 thp = "madvise"
 app = {{ UseLargePages = true }}
 """
+MEMCACHED = HEAD + """
+[workload]
+kind = "memcached"
+execute_number = 200000
+[[arms]]
+name = "a"
+backing = "4k"
+thp = "madvise"
+[[arms]]
+name = "b"
+backing = "thp"
+thp = "madvise"
+app = {{ large_pages = true }}
+"""
 GUEST = HEAD + """
 [vm]
 mem = "512M"
@@ -154,13 +168,13 @@ def trials(store: Path) -> list[tuple]:
 
 @pytest.mark.parametrize("case,then", [
     ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
-    ("hugelab-mem-1G", "recover"), ("jvm", "recover"),
+    ("hugelab-mem-1G", "recover"), ("jvm", "recover"), ("memcached", "recover"),
     pytest.param("guest", "recover", marks=pytest.mark.vm),
 ])
 def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
     text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
                     "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu"),
-                    "jvm": (JVM, "UseLargePages")}[case]
+                    "jvm": (JVM, "UseLargePages"), "memcached": (MEMCACHED, "memcslap")}[case]
     src = make_tree(tmp_path / "src", units=60) if case == "build" else ""
     exp = tmp_path / "exp.toml"
     exp.write_text(text.format(src=src))

@@ -8,7 +8,7 @@ import pytest
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
-from hugelab.trial.appevidence import check_jvm
+from hugelab.trial.appevidence import app_check, check_jvm
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
@@ -105,7 +105,7 @@ def test_parse_takes_the_metric_and_hands_over_the_app_check():
     res = ExecResult(["java"], 0, "", FELL_BACK, 12.0)
     out = jvm(UseLargePages=True).parse(res)
     assert out.value == 7.73 and out.primary == "fps" and out.better == "higher"
-    assert out.evidence["app"]["status"] == CONTRADICTED
+    assert app_check(out.evidence).status == CONTRADICTED  # type: ignore[union-attr]
     with pytest.raises(WorkloadError, match="no metric"):
         jvm().parse(ExecResult(["java"], 0, "", "nothing", 1.0))
     with pytest.raises(WorkloadError, match="java exited with 1"):
@@ -122,6 +122,7 @@ def test_a_jvm_without_a_pool_falls_back_and_is_contradicted():
         pytest.skip("this host keeps a 1 GiB pool")
     w = jvm(UseLargePages=True, LargePageSizeInBytes="1G", heap="128M")
     out = w.run(NativeTarget(), "hugetlb-1G")
-    assert out.value > 0 and out.evidence["app"]["status"] == CONTRADICTED
-    assert "UseLargePages disabled" in out.evidence["app"]["reason"]
+    check = app_check(out.evidence)
+    assert out.value > 0 and check is not None and check.status == CONTRADICTED
+    assert "UseLargePages disabled" in check.reason
     assert host_state() == before and workload_processes() == procs

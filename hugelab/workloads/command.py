@@ -231,6 +231,15 @@ class LocalServer:
         return handle
 
 
+def server_memory(handle: ServerHandle) -> dict[str, object]:
+    """The running server's own THP picture (hugelab.workloads.servermem), read just
+    before it stops; {} for a server this process cannot see (one in a guest)."""
+    from hugelab.workloads.servermem import process_memory
+    proc = getattr(handle, "proc", None)
+    pid = getattr(proc, "pid", None)
+    return process_memory(pid) if isinstance(pid, int) else {}
+
+
 def default_server(server: ServerSide | None, target: Target, tool: str,
                    port: int | None = None) -> ServerSide:
     """The server side to use: the given one, or a LocalServer (on `port` if the workload

@@ -32,7 +32,6 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
-from hugelab.trial.appevidence import check_jvm
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, parse_size, tail
 from hugelab.workloads.process_thp import check_mode, target_for
@@ -234,18 +233,17 @@ class JvmBenchmark:
         metrics = {self.primary: value, "wall_s": res.wall_s}
         if t := re.search(r"Total time:\s*(\d+):(\d+):([0-9.]+)", text):
             metrics["bench_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + float(t[3])
-        check = check_jvm(self.settings(), self.page_size if isinstance(self.page_size, int)
-                          else None, report)
         version = re.search(r"Version: (\S+)", res.stderr)
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in self.settings().items()}
+        report["settings"] = settings  # the app evidence rule: hugelab.trial.appevidence
+        report["page_size"] = self.page_size if isinstance(self.page_size, int) else None
         info: dict[str, Any] = {"tool": "java", "version": version.group(1) if version else None,
                                 "benchmark": "user jar" if self.jar else "sunflow -rtbench",
-                                "jvm_settings": {k: list(v) if isinstance(v, tuple) else v
-                                                 for k, v in self.settings().items()},
-                                "warnings": report["warnings"]}
+                                "jvm_settings": settings, "warnings": report["warnings"]}
         return WorkloadResult(metrics=metrics, primary=self.primary,
                               unit=self.unit if self.jar else "FPS",
                               better=self.better if self.jar else "higher",
-                              evidence={"jvm": report, "app": check.to_dict()}, info=info)
+                              evidence={"jvm": report}, info=info)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if backing != self.expected_backing():

@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "hugelab-mem": ("hugelab.workloads.hugelab_mem", "HugelabMem"),
     "postgres": ("hugelab.workloads.postgres.workload", "Postgres"),
     "jvm": ("hugelab.workloads.jvm", "JvmBenchmark"),
+    "memcached": ("hugelab.workloads.memcached", "MemcachedBenchmark"),
 }
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm
 NOT_FROM_FILES = {"kind", "server", "app", "process_thp", "arm_backing"}

@@ -1,0 +1,156 @@
+"""memcached as a cache, loaded by memcslap (libmemcached-tools) over 127.0.0.1, with its own
+large-page switch per arm.
+
+Server: `memcached -u nobody -l 127.0.0.1 -p P -U 0 -m MB -t T [-L]`. `-L` (app
+`large_pages = true`) preallocates all of `-m` in one 2 MiB-aligned chunk and madvises it
+(MADV_HUGEPAGE): THP, not hugetlb, so its arm's backing is `thp` with host THP `madvise` or
+`always`. With -L memcached needs room for one page per slab class: hugelab refuses `-L` with
+memory_mb below 48 before any trial (memcached itself would exit with "Error while
+preallocating slab memory").
+Client: `memcslap -s 127.0.0.1:P -t TEST -c C -e N` (loads the keys, then runs the test);
+metric: requests/s of the test (C x N keys over memcslap's own "Time to <test>").
+Evidence: the server's own mappings, read just before it stops (hugelab.trial.appevidence
+.check_memcached: -L madvised its memory and it is in THP; no -L madvised nothing), beside the
+tree's smaps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.proc import which
+from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.command import (
+    LOOPBACK,
+    ServerSide,
+    check_exit,
+    default_server,
+    first_version,
+    server_memory,
+    tail,
+)
+from hugelab.workloads.process_thp import check_mode, target_for, wrap
+
+MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
+APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}
+Test = Literal["get", "set", "mget"]
+
+
+@dataclass(frozen=True)
+class MemcachedBenchmark:
+    """memcached loaded with memcslap; primary metric `ops_per_s` of the test (higher)."""
+
+    memory_mb: int = 64
+    threads: int = 2
+    test: Test = "get"
+    concurrency: int = 4
+    execute_number: int = 20000
+    binary_protocol: bool = False
+    port: int | None = None
+    server_binary: str = "memcached"
+    client_binary: str = "memcslap"
+    timeout_s: float = 300.0
+    app: tuple[tuple[str, Any], ...] = ()
+    process_thp: str | None = None
+    server: ServerSide | None = field(default=None, compare=False, repr=False)
+    kind: str = field(default="memcached", init=False)
+
+    def __post_init__(self) -> None:
+        check_mode("memcached", self.process_thp)
+        for key, value in self.app:
+            want = APP_KEYS.get(key)
+            if want is None:
+                raise ExperimentError(f"memcached: unknown app setting {key!r}; known: "
+                                      f"{', '.join(APP_KEYS)}")
+            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+                raise ExperimentError(f"memcached: app {key} must be "
+                                      f"{'true or false' if want is bool else 'an integer'}, "
+                                      f"got {value!r}")
+        if self.test not in ("get", "set", "mget"):
+            raise ExperimentError(f"memcached: test must be get, set or mget, not {self.test!r}")
+        s = self.settings()
+        for name, value in (("memory_mb", s["memory_mb"]), ("threads", s["threads"]),
+                            ("concurrency", self.concurrency),
+                            ("execute_number", self.execute_number)):
+            if value < 1:
+                raise ExperimentError(f"memcached: {name} must be at least 1")
+        if s["large_pages"] and s["memory_mb"] < MIN_LARGE_PAGES_MB:
+            raise ExperimentError(
+                f"memcached: large_pages (-L) preallocates a page for every slab class and "
+                f"needs memory_mb >= {MIN_LARGE_PAGES_MB}; this arm has {s['memory_mb']}",
+                hint=f"set memory_mb = {MIN_LARGE_PAGES_MB} or more")
+
+    def settings(self) -> dict[str, Any]:
+        s: dict[str, Any] = {"large_pages": False, "memory_mb": self.memory_mb,
+                             "threads": self.threads}
+        s.update(dict(self.app))
+        return s
+
+    def preflight(self, backing: str) -> None:
+        """memcached and memcslap installed; -L only on a thp arm (it madvises THP)."""
+        which(self.server_binary)
+        which(self.client_binary)
+        large = self.settings()["large_pages"]
+        if large and backing != "thp":
+            raise ExperimentError(f"memcached: large_pages (-L) gives THP (it madvises its "
+                                  f"memory), so its arm's backing is 'thp', not {backing!r}")
+        if backing not in ("4k", "thp"):
+            raise ExperimentError(f"memcached: backing {backing!r} is not one memcached can "
+                                  "have: 4k, or thp (with large_pages, or host THP always)")
+
+    def server_argv(self, port: int) -> list[str]:
+        """memcached on loopback TCP only, as nobody (pure)."""
+        s = self.settings()
+        argv = [self.server_binary, "-u", "nobody", "-l", LOOPBACK, "-p", str(port), "-U", "0",
+                "-m", str(s["memory_mb"]), "-t", str(s["threads"])]
+        return argv + (["-L"] if s["large_pages"] else [])
+
+    def client_argv(self, port: int) -> list[str]:
+        argv = [self.client_binary, "-s", f"{LOOPBACK}:{port}", "-t", self.test,
+                "-c", str(self.concurrency), "-e", str(self.execute_number)]
+        return argv + (["--binary"] if self.binary_protocol else [])
+
+    def parse(self, res: ExecResult) -> WorkloadResult:
+        """Metrics of one finished memcslap run (pure); WorkloadError when it failed."""
+        check_exit(res, "memcslap")
+        text = res.stdout + "\n" + res.stderr
+        m = re.search(rf"Time to {self.test}\s+(\d+) keys by\s+(\d+) threads:\s+([0-9.]+) "
+                      "seconds", text)
+        if m is None or float(m.group(3)) <= 0:
+            raise WorkloadError(f"memcslap printed no 'Time to {self.test}' line\n  "
+                                f"{tail(text, 5) or '(no output)'}")
+        keys, secs = int(m.group(1)), float(m.group(3))
+        metrics = {"ops_per_s": keys / secs, "test_s": secs, "keys": float(keys),
+                   "wall_s": res.wall_s}
+        if t := re.search(r"Time total:\s+([0-9.]+) seconds", text):
+            metrics["total_s"] = float(t.group(1))
+        info: dict[str, Any] = {"tool": "memcslap", "test": self.test,
+                                "version": first_version(text, r"libmemcached v(\S+)\)"),
+                                "warnings": []}
+        return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="requests/s",
+                              better="higher", info=info)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        side = default_server(self.server, target, "memcached", self.port)
+        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
+                            "memcached")
+        memory: dict[str, object] = {}
+        try:
+            res = target_for(target, self.process_thp).exec(self.client_argv(handle.client_port),
+                                                            timeout=self.timeout_s)
+            memory = server_memory(handle)
+        finally:
+            server_out = handle.stop()
+        result = self.parse(res)
+        s = self.settings()
+        result.evidence["server"] = memory
+        result.evidence["server_output_tail"] = server_out
+        result.evidence["memcached"] = s  # the app evidence rule: hugelab.trial.appevidence
+        version = target.exec([self.server_binary, "-V"])
+        result.info["server_version"] = first_version(version.stdout, r"memcached (\S+)")
+        result.info["backing"] = backing
+        result.info["memcached_settings"] = s
+        return result

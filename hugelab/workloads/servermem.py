@@ -1,0 +1,61 @@
+"""A running server's own THP picture, read from /proc just before a workload stops it: its
+THP_enabled (0 under PR_SET_THP_DISABLE: Redis's disable-thp, hugelab-thp never), its
+anonymous memory and THP (smaps_rollup), and what it madvised for THP (MADV_HUGEPAGE: `hg`
+in VmFlags; memcached -L). The app evidence rules (hugelab.trial.appevidence) judge it."""
+
+from __future__ import annotations
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _kb(text: str, name: str) -> int:
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == f"{name}:" and len(parts) > 1 and parts[1].isdigit():
+            return int(parts[1])
+    return 0
+
+
+def thp_enabled(status_text: str) -> int | None:
+    """THP_enabled of a /proc/PID/status text; None before Linux 6.0 (not reported)."""
+    for line in status_text.splitlines():
+        if line.startswith("THP_enabled:"):
+            value = line.split()[1:]
+            return int(value[0]) if value and value[0].isdigit() else None
+    return None
+
+
+def madvised(smaps_text: str) -> dict[str, int]:
+    """kB in mappings madvised MADV_HUGEPAGE (`hg` in VmFlags), and of it in THP, from a full
+    /proc/PID/smaps text."""
+    out = {"madvised_kb": 0, "madvised_thp_kb": 0}
+    size = huge = 0
+    for line in smaps_text.splitlines():
+        parts = line.split()
+        if line.startswith("Size:") and len(parts) > 1:
+            size = int(parts[1])
+        elif line.startswith("AnonHugePages:") and len(parts) > 1:
+            huge = int(parts[1])
+        elif line.startswith("VmFlags:"):
+            if "hg" in parts[1:]:
+                out["madvised_kb"] += size
+                out["madvised_thp_kb"] += huge
+            size = huge = 0
+    return out
+
+
+def process_memory(pid: int, proc: str = "/proc") -> dict[str, object]:
+    """One live process's THP picture; {} when it is gone."""
+    rollup = _read(f"{proc}/{pid}/smaps_rollup")
+    if not rollup:
+        return {}
+    status = _read(f"{proc}/{pid}/status") or ""
+    return {"pid": pid, "thp_enabled": thp_enabled(status), "anon_kb": _kb(rollup, "Anonymous"),
+            "anon_huge_kb": _kb(rollup, "AnonHugePages"), "rss_kb": _kb(rollup, "Rss"),
+            **madvised(_read(f"{proc}/{pid}/smaps") or "")}
