@@ -53,6 +53,10 @@ def test_recommendation_names_the_best_and_the_runner_ups_share():
                comp("hugetlb-1G", 0.2, -0.4, 0.5, "equivalent"))
     (rec,) = answer.recommendations(r)
     assert rec == "Use hugetlb-2M: -25.0% [-27.0, -23.0] vs 4k; thp gets 80% of that"
+    r["comparisons"][0]["ci_low_pct"] = -24.0  # thp's interval now overlaps hugetlb-2M's
+    (rec,) = answer.recommendations(r)
+    assert rec == ("Use hugetlb-2M: -25.0% [-27.0, -23.0] vs 4k (thp as good within the "
+                   "intervals); thp gets 80% of that")
 
 
 def test_no_recommendation_without_a_verdict_that_supports_one():

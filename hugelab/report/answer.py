@@ -220,6 +220,12 @@ def _not_yet(comps: list[dict[str, Any]]) -> str:
             "shown equivalent: `hugelab plan` says how many blocks would settle it")
 
 
+def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two comparisons' intervals overlap (neither shown better than the other)."""
+    return bool(has_interval(a) and has_interval(b) and a["ci_low_pct"] <= b["ci_high_pct"]
+                and b["ci_low_pct"] <= a["ci_high_pct"])
+
+
 def recommend(comps: list[dict[str, Any]], names: Names) -> str:
     """One sentence for a group of comparisons against one baseline."""
     base = names.short(comps[0]["baseline"])
@@ -228,6 +234,10 @@ def recommend(comps: list[dict[str, Any]], names: Names) -> str:
         best = wins[0]
         text = f"use {names.short(best['candidate'], best['baseline'])}: {interval(best)} " \
             f"vs {base}"
+        close = [names.short(c["candidate"], c["baseline"]) for c in wins[1:]
+                 if overlap(best, c)]
+        if close:  # the ranking among them is the point estimates', not a verdict
+            text += f" ({', '.join(close)} as good within the intervals)"
         if len(wins) > 1 and best["effect_pct"]:
             share = wins[1]["effect_pct"] / best["effect_pct"]
             text += f"; {names.short(wins[1]['candidate'], wins[1]['baseline'])} gets " \
