@@ -19,6 +19,9 @@ from tests.test_report_analysis import make_store
 OPAQUE = {"cell_levels", "accel_by_target", "hugelab_versions", "kernels", "kernel_page_size_kB",
           "vmstat_median", "checks", "layers", "workload", "skipped"}
 KEYS = [
+    # answer (the lead every renderer prints first)
+    "answer", "answer.what_matters", "answer.what_matters[].subject", "answer.what_matters[].text",
+    "answer.what_matters[].verdict", "answer.recommendations", "answer.warnings",
     # block_variance
     "block_variance", "block_variance.design_effect", "block_variance.effective_n",
     "block_variance.f_p", "block_variance.f_stat", "block_variance.icc",

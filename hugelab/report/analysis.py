@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.report import factorial, latency
+from hugelab.report import factorial, latency, lead
 from hugelab.report import repeats as replicated
 from hugelab.report.load import RunData
 from hugelab.report.poolnotes import pool_warnings, shared_pools
@@ -529,4 +529,5 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
                                              margin=opts.margin),
         "warnings": _warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
     }
+    result["answer"] = lead.build(clean(result)).to_dict()  # what every renderer says first
     return Report(data=data, result=clean(result), paired=ps)

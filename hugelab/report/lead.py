@@ -27,6 +27,13 @@ class Lead:
     def heading(self) -> str:
         return "What matters"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report's `answer`: the sentences every renderer prints first."""
+        return {"what_matters": [{"subject": a.subject, "text": a.text, "verdict": a.verdict}
+                                 for a in self.answers],
+                "recommendations": list(self.recommendations),
+                "warnings": [*self.loud, *self.notes]}
+
 
 def fold(items: list[tuple[str, str]], total: int, what: str = "comparisons") -> list[str]:
     """(subject, text) pairs to lines: a text shared by several subjects is one line with
