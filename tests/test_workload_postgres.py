@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,15 +185,19 @@ app = { huge_pages = "try", shared_buffers = "64MB" }
 """
 
 
-def _pg_env(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture
+def pg_env(tmp_path):
+    """The environment of a test's hugelab runs: its own state and cluster directories (the
+    latter under /var/tmp, which `postgres` can reach), removed whatever the test's outcome."""
     work = Path(f"/var/tmp/hugelab-pg-test-{uuid.uuid4().hex[:8]}")
-    return {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state"),
-            "HUGELAB_PG_WORK": str(work)}
+    yield {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state"),
+           "HUGELAB_PG_WORK": str(work)}
+    shutil.rmtree(work, ignore_errors=True)
 
 
 @needs_pg
 @pytest.mark.host
-def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path):
+def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path, pg_env):
     exp = tmp_path / "exp.toml"
     # shared buffers larger than the arm's 2 pages plus whatever free 2 MiB pages others left
     # on this shared host, so that `try` must fall back
@@ -200,7 +205,7 @@ def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path):
     if free > 2000:
         pytest.skip(f"{free} free 2 MiB pages held by others: a too-small pool cannot be made")
     exp.write_text(TRY_SMALL_POOL.replace('"64MB"', f'"{2 * (free + 64)}MB"'))
-    env, before = _pg_env(tmp_path), host_state()
+    env, before = pg_env, host_state()
     r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(tmp_path / "s.db")],
                        capture_output=True, text=True, env=env, timeout=300)
     assert "Traceback" not in r.stdout + r.stderr  # exit 1: no ok trial of `try` to compare
@@ -214,7 +219,6 @@ def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path):
     assert "page size is 4 kB" in by_arm["try"]["evidence"]["reason"]
     assert host_state() == before
     assert not list(Path(env["HUGELAB_PG_WORK"]).iterdir())
-    Path(env["HUGELAB_PG_WORK"]).rmdir()
 
 
 def _servers(work: Path) -> list[int]:
@@ -230,12 +234,12 @@ def _servers(work: Path) -> list[int]:
 
 @needs_pg
 @pytest.mark.host
-def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path):
+def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path, pg_env):
     exp = tmp_path / "exp.toml"
     exp.write_text(TRY_SMALL_POOL.replace("duration_s = 1", "duration_s = 30")
                    .replace('huge_pages = "try"', 'huge_pages = "on"').replace(
                        'pools = { "2M" = 2 }\n', ""))
-    env, before = _pg_env(tmp_path), host_state()
+    env, before = pg_env, host_state()
     work = Path(env["HUGELAB_PG_WORK"])
     shm_before = {s.shmid for s in sysvshm.segments()}
     pg_uid = cluster_uid()
@@ -258,7 +262,6 @@ def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path):
             and s.nattch == 0]  # others' test servers come and go; an orphan has no one
     assert not left, f"a System V segment is left: {left}"
     assert host_state() == before
-    work.rmdir()
 
 
 def cluster_uid() -> int:
