@@ -2,8 +2,11 @@
 
 Server: `redis-server --port P --bind 127.0.0.1 --save "" --appendonly no --daemonize no
 --disable-thp no` (no persistence, loopback only). Redis >= 6.2 defaults to `disable-thp yes`,
-which makes the server switch THP off for itself with prctl(PR_SET_THP_DISABLE); hugelab passes
-`--disable-thp no` so the server follows the host/guest THP mode of the arm instead.
+which makes the server switch THP off for itself with prctl(PR_SET_THP_DISABLE) when the host's
+THP mode is `always`; hugelab passes `--disable-thp no` so the server follows the host/guest THP
+mode of the arm instead, unless the arm says otherwise: `app = { disable-thp = "yes" }` (Redis's
+own switch, its default). Evidence for it: the server's THP_enabled and THP, read just before
+it stops (hugelab.trial.appevidence.check_redis).
 Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,get --csv`; its
 CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
 requests/s (higher). The server side is pluggable like iperf3's (see command.ServerSide).
@@ -27,6 +30,7 @@ from hugelab.workloads.command import (
     check_exit,
     default_server,
     first_version,
+    server_memory,
     tail,
 )
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
@@ -82,6 +86,7 @@ class RedisBenchmark:
     keyspace: int | None = None  # -r: random keys from this many; None = one key
     threads: int | None = None   # redis-benchmark --threads
     port: int | None = None
+    app: tuple[tuple[str, Any], ...] = ()
     server_binary: str = "redis-server"
     benchmark_binary: str = "redis-benchmark"
     timeout_s: float | None = None
@@ -100,6 +105,18 @@ class RedisBenchmark:
             if getattr(self, name) < 1:
                 raise ExperimentError(f"redis: {name} must be at least 1")
         check_mode("redis", self.process_thp)
+        for key, value in self.app:
+            if key != "disable-thp":
+                raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
+            if value not in ("yes", "no", True, False):
+                raise ExperimentError(f"redis: app disable-thp must be \"yes\" or \"no\" "
+                                      f"(or true/false), got {value!r}")
+
+    @property
+    def disable_thp(self) -> bool:
+        """Redis's own disable-thp for this arm: hugelab's default is no (see module doc)."""
+        value = dict(self.app).get("disable-thp", "no")
+        return value in ("yes", True)
 
     @property
     def primary(self) -> str:
@@ -109,7 +126,8 @@ class RedisBenchmark:
         """redis-server on loopback, no persistence, THP left to the system mode (pure)."""
         return [self.server_binary, "--port", str(port), "--bind", LOOPBACK,
                 "--save", "", "--appendonly", "no", "--daemonize", "no",
-                "--disable-thp", "no", "--protected-mode", "yes"]
+                "--disable-thp", "yes" if self.disable_thp else "no",
+                "--protected-mode", "yes"]
 
     def benchmark_argv(self, port: int) -> list[str]:
         """redis-benchmark against 127.0.0.1:port with CSV output (pure)."""
@@ -152,18 +170,26 @@ class RedisBenchmark:
                             "redis-server")
         target = target_for(target, self.process_thp)
         server_out = ""
+        memory: dict[str, object] = {}
         try:
             res = target.exec(self.benchmark_argv(handle.client_port),
                               timeout=self.exec_timeout())
+            memory = server_memory(handle)
         finally:
             server_out = handle.stop()
         result = self.parse(res, server_out)
         result.evidence["server_output_tail"] = server_out
+        result.evidence["server"] = memory
+        if self.app:  # the arm set Redis's own switch: the app evidence rule judges it
+            result.evidence["redis"] = {"disable_thp": self.disable_thp,
+                                        "process_thp": self.process_thp}
         ver = target.exec([self.benchmark_binary, "--version"])
         result.info["benchmark_version"] = first_version(ver.stdout, r"redis-benchmark (\S+)")
         if result.info["version"] is None:
             result.info["version"] = result.info["benchmark_version"]
         result.info["backing"] = backing
-        result.info["backing_note"] = (THP_ONLY_NOTE + "; the server runs with --disable-thp no "
-                                       "so it does not opt itself out of THP")
+        result.info["backing_note"] = (THP_ONLY_NOTE + (
+            "; the server runs with --disable-thp yes: it opts itself out of THP under host "
+            "THP always" if self.disable_thp else
+            "; the server runs with --disable-thp no so it does not opt itself out of THP"))
         return result
