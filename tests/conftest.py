@@ -29,7 +29,16 @@ def _host_lock(request):
     fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        from tests.hostguard import host_state, put_back
+        before = host_state()
         yield
+        after = host_state()
+        if after != before:  # a leak here would fail every later test that reads the host
+            put_back(before)
+            changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+                       if before.get(k) != after.get(k)}
+            pytest.fail(f"the test left the host changed (now put back): {changed}",
+                        pytrace=False)
     finally:
         os.close(fd)
 

@@ -27,6 +27,30 @@ def host_state() -> dict[str, str]:
     return state
 
 
+def put_back(state: dict[str, str]) -> None:
+    """Write a host_state() snapshot back: THP modes, mTHP knobs, pool sizes; hugetlbfs mounts
+    made since are unmounted (surplus pages go when their users do)."""
+    import subprocess
+
+    files = {"thp": REAL.thp_enabled, "defrag": REAL.thp_defrag, "shmem_enabled": REAL.shmem_enabled}
+    for size in REAL.mthp_sizes_kb():
+        files[f"mthp{size}"] = REAL.mthp_enabled(size)
+        files[f"mthp_shmem{size}"] = REAL.mthp_shmem_enabled(size)
+    for size in REAL.pool_sizes_kb():
+        files[f"pool{size}"] = REAL.pool_file(size)
+    now = host_state()
+    for key, path in files.items():
+        if key in state and now.get(key) != state[key]:
+            try:
+                path.write_text(state[key])
+            except OSError:
+                pass  # reported by the caller's comparison all the same
+    kept = set(state.get("hugetlbfs", "").split(","))
+    for mnt in now.get("hugetlbfs", "").split(","):
+        if mnt and mnt not in kept:
+            subprocess.run(["umount", "-l", mnt], check=False)
+
+
 def qemu_children() -> list[int]:
     """QEMU processes whose parent is this test process."""
     out = []

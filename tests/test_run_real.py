@@ -133,7 +133,7 @@ def test_sigterm_restores_at_once(env):
 
 
 @pytest.mark.parametrize("text,code,words", [
-    ("[[arms]]\nname = 'a'\nbacking = 'hugetlb-4G'\n", 2, "line 3: arm 'a': backing"),
+    ("[[arms]]\nname = 'a'\nbacking = 'hugetlb-4G'\n", 2, "line 3: arm 'a': unknown backing"),
     ("blocks = = 1", 2, "not valid TOML"),
     ("[[arms]]\nname='a'\nbacking='4k'\n[workload]\nkind='nope'\n", 2, "nope"),
 ])

@@ -115,8 +115,10 @@ def test_parse_takes_the_metric_and_hands_over_the_app_check():
 @pytest.mark.host
 @pytest.mark.slow
 def test_a_jvm_without_a_pool_falls_back_and_is_contradicted():
-    """No 1 GiB pool: the JVM prints its warning, runs at 4 KiB and exits 0; the app layer
-    says so. (Pools on this host stay as found: none of 1 GiB is taken.)"""
+    """No 1 GiB pool: the JVM runs at 4 KiB and exits 0; the app layer says so. With no pool
+    at all the JVM warns that it disabled large pages; beside another user's 2 MiB pool it
+    keeps large pages 'enabled' yet the heap still gets 4K pages, which the check reads.
+    (Pools on this host stay as found: none of 1 GiB is taken.)"""
     before, procs = host_state(), workload_processes()
     if before.get("pool1048576", "0") != "0":
         pytest.skip("this host keeps a 1 GiB pool")
@@ -124,5 +126,5 @@ def test_a_jvm_without_a_pool_falls_back_and_is_contradicted():
     out = w.run(NativeTarget(), "hugetlb-1G")
     check = app_check(out.evidence)
     assert out.value > 0 and check is not None and check.status == CONTRADICTED
-    assert "UseLargePages disabled" in check.reason
+    assert "UseLargePages disabled" in check.reason or "heap has 4K pages" in check.reason
     assert host_state() == before and workload_processes() == procs
