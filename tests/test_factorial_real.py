@@ -61,6 +61,11 @@ def test_native_factorial_end_to_end(tmp_path, monkeypatch):
     assert backing["level"] == "thp" and backing["base_level"] == "4k"
     assert backing["verdict"] in ("faster", "slower", "equivalent", "inconclusive"), backing
     assert -100.0 < backing["effect_pct"] < 1000.0
+    # whatever the noise: the estimate lies in its interval, and a difference verdict points
+    # the way the estimate does (ns: lower is better)
+    assert backing["ci_low_pct"] <= backing["effect_pct"] <= backing["ci_high_pct"], backing
+    if backing["verdict"] in ("faster", "slower"):
+        assert (backing["effect_pct"] < 0) == (backing["verdict"] == "faster"), backing
     inter = {(e["factor"], e["by"]) for e in fact["interactions"]}
     assert inter == {("thp", "backing"), ("thp", "threads"), ("backing", "threads")}
     assert all(e["interaction_verdict"] in ("interaction", "equivalent",
