@@ -189,6 +189,9 @@ def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[
                 every other size `never`; memfd guest RAM (shmem): shmem_enabled `advise`,
                 per-size shmem S `advise`, every other size `never` (both are needed: on
                 Linux 6.18 a memfd gets S folios only with both on).
+    thp, thp-collapse (native) the PMD size `inherit` when it was found `never` (a host
+                left so by an admin or a killed mthp run would give the arm no THP at all,
+                whatever its `thp`); every other knob as found.
     any other   every knob as found at the run's start (so earlier arms leave no trace);
                 guest arms too, whatever their backing inside the guest.
     """
@@ -207,6 +210,8 @@ def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[
         return anon, shmem
     if arm.mthp_kb:
         anon = {k: (arm.thp or "madvise") if k == arm.mthp_kb else "never" for k in anon}
+    if arm.backing in ("thp", "thp-collapse") and anon.get(PMD_KB) == "never":
+        anon[PMD_KB] = "inherit"
     if arm.backing == "shmem-thp":
         shmem = {k: "advise" if k is None else "inherit" if k == PMD_KB else "never"
                  for k in shmem}

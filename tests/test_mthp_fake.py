@@ -111,6 +111,24 @@ def test_arm_knobs(new):
                         for s in (16, 32, 64, 128, 256, 512, 1024, 2048)}
 
 
+def test_a_thp_arm_turns_a_pmd_size_found_never_back_to_inherit(new, tmp_path):
+    """A host whose 2 MiB knob is `never` (an admin, or an mthp run killed before it could
+    restore) gives `enabled = always` no THP at all: a thp arm puts it to inherit, journaled."""
+    new.mthp_enabled(2048).write_text("always inherit madvise [never]")
+    info = inspect_host(new)
+    assert arm_thp_knobs(Arm("t", "thp"), info)[0][2048] == "inherit"
+    assert arm_thp_knobs(Arm("c", "thp-collapse"), info)[0][2048] == "inherit"
+    assert arm_thp_knobs(Arm("4k", "4k"), info)[0][2048] == "never"  # as found
+    c = control(new, tmp_path)
+    from hugelab.runner import Runner
+    runner = Runner.__new__(Runner)
+    runner.host = info
+    runner._apply_arm(c, Arm("t", "thp", thp="always"), (info["thp"]["enabled"], info["thp"]["defrag"]))
+    assert mode(new.mthp_enabled(2048)) == "inherit"
+    c.restore()
+    assert mode(new.mthp_enabled(2048)) == "never"
+
+
 def test_runner_applies_an_arm_then_the_next_puts_the_knobs_back(new, tmp_path):
     from hugelab.runner import Runner
 
