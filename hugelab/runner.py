@@ -521,9 +521,12 @@ class Runner:
         out = []
         for r in results:
             o = GuestOutcome(name, r, None)
-            o.evidence["tree"] = {**scope.tree, "where": "host (every arm's server)"
-                                  if is_server(self.workload) else
-                                  "host (one process: every arm's buffer)"}
+            tree = {**scope.tree, "where": "host (every arm's server)"
+                    if is_server(self.workload) else "host (one process: every arm's buffer)"}
+            if "tree" in r.evidence:  # the arm's own server, judged alone (redis)
+                o.monitors["host_tree"] = tree
+            else:
+                o.evidence["tree"] = tree
             o.monitors["perf"] = "not separable in an interleaved block"
             o.provenance["workload_s"] = r.metrics.get("duration_s")  # the measured phase
             if scope.leftovers_killed:

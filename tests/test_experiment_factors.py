@@ -574,6 +574,16 @@ def test_estimate_sums_a_block_and_a_duet_takes_its_longest():
     assert estimate(duet).per_block_s == pytest.approx(0.7)
 
 
+def test_interleaved_servers_take_turns_and_redis_windows_have_a_duration():
+    arms = [{"name": "a", "backing": "thp", "thp": "always"},
+            {"name": "b", "backing": "thp", "thp": "always", "app": {"disable-thp": "yes"}}]
+    redis = parse_experiment({"blocks": 2, "design": "interleaved", "arms": arms,
+                              "workload": {"kind": "redis", "duration_s": 4, "window_s": 1}})
+    assert workload_seconds(redis.workload) is None  # paired: requests, not seconds
+    assert workload_seconds(redis.workload, "interleaved") == 4.0
+    assert estimate(redis).per_block_s == pytest.approx(2 * 4.5)  # each server its windows
+
+
 def test_measured_trial_times_win_over_configured():
     est = estimate(_mixed(), Measured(trial_s={"g": 42.0, "elsewhere": 1.0}))
     assert est.per_arm == {"n": 1.5, "g": 42.0}

@@ -4,7 +4,9 @@ refusals, and two real PostgreSQL servers up at once, each evidenced from its ow
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -91,8 +93,38 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
     with pytest.raises(ExperimentError, match="host THP mode"):
         parse_experiment(_exp(arms=[{"name": "a", "backing": "4k", "thp": "never"},
                                     {"name": "b", "backing": "4k", "thp": "always"}]))
-    with pytest.raises(ExperimentError, match="servers of postgres"):
-        parse_experiment(_exp(workload={"kind": "redis"}))
+    with pytest.raises(ExperimentError, match="servers of postgres, redis"):
+        parse_experiment(_exp(workload={"kind": "sysbench"}))
+    redis = parse_experiment(_exp(workload={"kind": "redis", "duration_s": 4, "window_s": 1},
+                                  arms=[{"name": "a", "backing": "thp", "thp": "always"},
+                                        {"name": "b", "backing": "thp", "thp": "always",
+                                         "app": {"disable-thp": "yes"}}]))
+    assert redis.design == "interleaved"
+    from hugelab.workloads.registry import build_workload
+    with pytest.raises(ExperimentError, match="window_s are seconds"):
+        build_workload("redis", {"window_s": 0.5})
+
+
+def test_redis_window_metrics_and_each_servers_own_tree():
+    from hugelab.trial.appevidence import check_process
+    from hugelab.trial.evidence import CONTRADICTED, VERIFIED, check_tree
+    from hugelab.workloads.redis import window_metrics
+    from hugelab.workloads.servermem import server_tree
+    m = window_metrics([{"get_rps": 2.0, "get_p99_ms": 1.0, "wall_s": 1.0},
+                        {"get_rps": 8.0, "get_p99_ms": 3.0, "wall_s": 1.5},
+                        {"get_rps": 4.0, "get_p99_ms": 2.0, "wall_s": 1.0}])
+    assert m["get_rps"] == pytest.approx(4.0) and m["get_p99_ms"] == 2.0
+    assert m["wall_s"] == m["duration_s"] == 3.5
+    off = server_tree("redis-server", {"thp_enabled": 0, "anon_kb": 20480, "anon_huge_kb": 0,
+                                       "rss_kb": 30000, "madvised_thp_kb": 0})
+    on = server_tree("redis-server", {"thp_enabled": 1, "anon_kb": 20480,
+                                      "anon_huge_kb": 16384, "madvised_thp_kb": 2048})
+    assert check_tree("4k", off).status == VERIFIED and check_tree("thp", on).status == VERIFIED
+    assert check_tree("4k", on).status == CONTRADICTED
+    assert check_process("never", off).status == VERIFIED
+    assert check_process("never", on).status == CONTRADICTED
+    assert on["unadvised_thp_kb_by_comm"] == {"redis-server": 14336}
+    assert check_process("madvise", on).status == CONTRADICTED
 
 
 @pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
@@ -106,6 +138,26 @@ def test_two_real_servers_at_once_each_with_its_own_evidence():
         assert r.evidence["KernelPageSize_kB"] == 4 and r.metrics["tps"] > 0
         assert r.info["reps"]["n"] == 2 and r.metrics["duration_s"] == 2
         assert r.metrics["p50_ms"] > 0
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
+def test_two_real_redis_servers_at_once_each_with_its_own_evidence():
+    from hugelab.trial.native import NativeTarget
+    from hugelab.workloads.redis import RedisBenchmark
+    yes = RedisBenchmark(requests=5000, clients=4, duration_s=2, window_s=1,
+                         app=(("disable-thp", "yes"),))
+    no = RedisBenchmark(requests=5000, clients=4, duration_s=2, window_s=1)
+    out = interleave.serve(NativeTarget(), [(yes, "thp"), (no, "thp")], random.Random(3))
+    pids = {r.evidence["server"]["pid"] for r in out}
+    assert len(pids) == 2 and all(r.evidence["tree"]["processes"] == 1 for r in out)
+    assert out[0].evidence["redis"] == {"disable_thp": True, "process_thp": None}
+    assert "redis" not in out[1].evidence  # no app switch set: no app rule to judge
+    for r in out:
+        assert r.info["reps"]["n"] == 2 and r.metrics["get_rps"] > 0
+        assert 1.0 < r.metrics["duration_s"] < 10.0 and r.info["version"]
+        assert r.info["interleaved"]["servers"] == 2
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}/status") and
+                "Z" not in open(f"/proc/{p}/status").read().split("State:")[1][:4]]
 
 
 def _aa_trial(rng, n_windows=6, drift=0.02):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hugelab.experiment.model import Arm, Experiment
+from hugelab.experiment.parse import SERVER_KINDS
 
 # the key each workload kind reads its run time from (seconds)
 TIME_KEYS = {"sysbench": ("time_s", 10.0), "stress-ng": ("timeout_s", 10.0),
@@ -46,9 +47,11 @@ def _duration(value: Any) -> float | None:
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
 
 
-def workload_seconds(table: dict[str, Any]) -> float | None:
+def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | None:
     """The run time a [workload] table configures, or None when it does not say."""
     key, default = TIME_KEYS.get(str(table.get("kind")), (None, None))
+    if design == "interleaved" and table.get("kind") == "redis":
+        key, default = "duration_s", 10.0  # windows of load, sized from the warm-up's rate
     if table.get("kind") == "hugelab-mem" and "duration_s" in table:
         key = "duration_s"
     if key and key in table:
@@ -60,7 +63,7 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
                   measured: dict[str, float]) -> tuple[float | None, str]:
     if arm.name in measured:
         return measured[arm.name], "measured"
-    run = workload_seconds(exp.workload_for(arm))
+    run = workload_seconds(exp.workload_for(arm), exp.design)
     if run is None:
         return None, "unknown"
     return run + OVERHEAD_S + (boot_s if arm.vm is not None else 0.0), "configured"
@@ -76,7 +79,9 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
     times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    together = exp.design in ("duet", "interleaved")  # a block's arms run at once
+    # a block's arms run at once; interleaved servers take turns: each its own windows
+    together = exp.design == "duet" or (exp.design == "interleaved" and
+                                        exp.workload.get("kind") not in SERVER_KINDS)
     per_block = max(secs, default=0.0) if together else sum(secs)
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
     return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),

@@ -31,7 +31,7 @@ THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired", "duet", "interleaved")
 # backings one hugelab-mem process can hold side by side under one set of host knobs
-SERVER_KINDS = ("postgres",)  # interleaved as servers (workloads/interleave.py), not buffers
+SERVER_KINDS = ("postgres", "redis")  # interleaved as servers (workloads/interleave.py), not buffers
 INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}

@@ -10,6 +10,14 @@ it stops (hugelab.trial.appevidence.check_redis).
 Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,get --csv`; its
 CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
 requests/s (higher). The server side is pluggable like iperf3's (see command.ServerSide).
+
+Interleaved servers (design "interleaved", hugelab.workloads.interleave): every arm's
+redis-server up at once on its own free port, each under its arm's switches; a warm-up run of
+`requests` per server measures its rate, and each window then sends as many requests as fill
+`window_s` at that rate, so windows stay near their length whichever arm is faster. An arm's
+result: each test's requests/s the geometric mean of its windows, latency percentiles the
+median of its windows'; its evidence its own server's memory and THP mode, read after the last
+window (the host-wide tree holds every arm's server, so it judges none of them).
 """
 
 from __future__ import annotations
@@ -17,14 +25,21 @@ from __future__ import annotations
 import csv
 import io
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from hugelab import proc
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
     THP_ONLY_NOTE,
+    LocalServer,
+    ServerHandle,
     ServerSide,
     check_backing,
     check_exit,
@@ -34,6 +49,7 @@ from hugelab.workloads.command import (
     tail,
 )
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.servermem import server_tree
 
 TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
          "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",
@@ -90,6 +106,8 @@ class RedisBenchmark:
     server_binary: str = "redis-server"
     benchmark_binary: str = "redis-benchmark"
     timeout_s: float | None = None
+    duration_s: float = 10.0  # design "interleaved": seconds of load per arm and trial
+    window_s: float = 2.0     # design "interleaved": each window's length
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="redis", init=False)
@@ -104,6 +122,8 @@ class RedisBenchmark:
         for name in ("requests", "clients", "data_size", "pipeline"):
             if getattr(self, name) < 1:
                 raise ExperimentError(f"redis: {name} must be at least 1")
+        if self.duration_s < 1 or self.window_s < 1:
+            raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
         check_mode("redis", self.process_thp)
         for key, value in self.app:
             if key != "disable-thp":
@@ -129,10 +149,11 @@ class RedisBenchmark:
                 "--disable-thp", "yes" if self.disable_thp else "no",
                 "--protected-mode", "yes"]
 
-    def benchmark_argv(self, port: int) -> list[str]:
-        """redis-benchmark against 127.0.0.1:port with CSV output (pure)."""
+    def benchmark_argv(self, port: int, requests: int | None = None) -> list[str]:
+        """redis-benchmark against 127.0.0.1:port with CSV output, `requests` per test
+        (default: the workload's) (pure)."""
         argv = [self.benchmark_binary, "-h", LOOPBACK, "-p", str(port), "-q",
-                "-n", str(self.requests), "-c", str(self.clients), "-d", str(self.data_size),
+                "-n", str(requests or self.requests), "-c", str(self.clients), "-d", str(self.data_size),
                 "-P", str(self.pipeline), "-t", ",".join(self.tests), "--csv"]
         if self.keyspace is not None:
             argv += ["-r", str(self.keyspace)]
@@ -187,9 +208,86 @@ class RedisBenchmark:
         result.info["benchmark_version"] = first_version(ver.stdout, r"redis-benchmark (\S+)")
         if result.info["version"] is None:
             result.info["version"] = result.info["benchmark_version"]
+        self._describe(result, backing)
+        return result
+
+    def _describe(self, result: WorkloadResult, backing: str) -> None:
         result.info["backing"] = backing
         result.info["backing_note"] = (THP_ONLY_NOTE + (
             "; the server runs with --disable-thp yes: it opts itself out of THP under host "
             "THP always" if self.disable_thp else
             "; the server runs with --disable-thp no so it does not opt itself out of THP"))
+
+    # -- interleaved servers (hugelab.workloads.interleave.ServerWorkload) ---------------------
+    def start(self, backing: str) -> RedisServer:
+        """This arm's redis-server, up on a free loopback port (several run at once)."""
+        check_backing(backing)
+        handle = LocalServer().start(lambda port: wrap(self.server_argv(port), self.process_thp),
+                                     "redis-server")
+        return RedisServer(handle)
+
+    def _bench(self, target: Target, srv: RedisServer, requests: int) -> WorkloadResult:
+        client = target_for(target, self.process_thp)
+        res = client.exec(self.benchmark_argv(srv.handle.client_port, requests),
+                          timeout=self.exec_timeout())
+        return self.parse(res)
+
+    def warm(self, target: Target, srv: RedisServer) -> None:
+        """A first run of `requests` per test: the server warms, and its rate sizes the
+        windows."""
+        res = self._bench(target, srv, self.requests)
+        srv.rate = self.requests / max(res.metrics["wall_s"], 1e-3)  # per test's requests/s
+
+    def window(self, target: Target, srv: RedisServer, seconds: float
+               ) -> tuple[dict[str, float], np.ndarray]:
+        """One redis-benchmark run sized to last about `seconds` at the warm-up's rate."""
+        n = max(self.clients, round(srv.rate * seconds)) if srv.rate else self.requests
+        return self._bench(target, srv, n).metrics, np.empty(0)
+
+    def finish(self, srv: RedisServer, windows: list[dict[str, float]],
+               latencies: np.ndarray, backing: str) -> WorkloadResult:
+        """The arm's result from its windows, and its own server's evidence, read now."""
+        metrics = window_metrics(windows)
+        memory = server_memory(srv.handle)
+        evidence: dict[str, Any] = {"server": memory}
+        if memory:  # judged alone: the host-wide tree holds every arm's server
+            evidence["tree"] = server_tree("redis-server", memory)
+        if self.app:
+            evidence["redis"] = {"disable_thp": self.disable_thp, "process_thp": self.process_thp}
+        values = [w[self.primary] for w in windows]
+        info: dict[str, Any] = {"tool": "redis-benchmark", "tests": list(self.tests),
+                                "reps": {"n": len(values), "values": values, "unit": "window",
+                                         "wall_s": [w["wall_s"] for w in windows]}}
+        ver = proc.run([self.server_binary, "--version"], check=False, timeout=10)
+        info["version"] = first_version(ver.stdout, r"v=(\d+\.\d+\.\d+)")
+        result = WorkloadResult(metrics=metrics, primary=self.primary, unit="requests/s",
+                                better="higher", evidence=evidence, info=info)
+        self._describe(result, backing)
         return result
+
+    def stop(self, srv: RedisServer) -> None:
+        srv.handle.stop()
+
+
+@dataclass
+class RedisServer:
+    """One arm's running server in an interleaved trial, and its warm-up rate."""
+
+    handle: ServerHandle
+    rate: float = 0.0  # requests per second of each test, measured in the warm-up
+
+
+def window_metrics(windows: list[dict[str, float]]) -> dict[str, float]:
+    """An arm's metrics from its windows (pure): requests/s the geometric mean (so two arms'
+    log-ratio is the mean of their windows'), latencies the median, wall_s the sum."""
+    out: dict[str, float] = {}
+    for key in windows[0]:
+        values = [w[key] for w in windows if key in w]
+        if key.endswith("_rps"):
+            out[key] = interleave.geomean(values)
+        elif key == "wall_s":
+            out[key] = sum(values)
+        else:
+            out[key] = statistics.median(values)
+    out["duration_s"] = out.get("wall_s", 0.0)
+    return out

@@ -59,3 +59,20 @@ def process_memory(pid: int, proc: str = "/proc") -> dict[str, object]:
     return {"pid": pid, "thp_enabled": thp_enabled(status), "anon_kb": _kb(rollup, "Anonymous"),
             "anon_huge_kb": _kb(rollup, "AnonHugePages"), "rss_kb": _kb(rollup, "Rss"),
             **madvised(_read(f"{proc}/{pid}/smaps") or "")}
+
+
+def server_tree(comm: str, memory: dict[str, object]) -> dict[str, object]:
+    """One server's process_memory() in the shape of a trial's tree summary (one process, one
+    sample), for evidence rules that judge a tree, where the trial's tree holds other servers
+    too (interleaved servers) (pure)."""
+    def kb(key: str) -> int:
+        value = memory.get(key, 0)
+        return value if isinstance(value, int) else 0
+    enabled = memory.get("thp_enabled")
+    unadvised = max(kb("anon_huge_kb") - kb("madvised_thp_kb"), 0)
+    return {"samples": 1, "processes": 1, "rss_kb": kb("rss_kb"), "anon_kb": kb("anon_kb"),
+            "anon_huge_kb": kb("anon_huge_kb"), "shmem_pmd_kb": 0, "hugetlb_by_page_kb": {},
+            "thp_enabled_by_comm": {comm: 1} if enabled == 1 else {},
+            "thp_disabled_by_comm": {comm: 1} if enabled == 0 else {},
+            "unadvised_thp_kb_by_comm": {comm: unadvised} if unadvised else {},
+            "where": f"host ({comm} of this arm alone, read after its last window)"}
