@@ -576,3 +576,21 @@ def test_recover_fleet_on_idle_hosts(fleet: SshFleet, tmp_path: Path) -> None:
     assert out.hosts["alpha"].status == RECOVERED and out.hosts["beta"].status == RECOVERED
     assert out.hosts["ghost"].status == UNREACHABLE
     assert set(out.hosts["alpha"].timings) == {"recover"}
+
+
+def test_the_store_outage_window_reaches_every_hosts_run() -> None:
+    """`fleet run --store-outage` is each host's `hugelab run --store-outage` (with a shared
+    store only: a host's own SQLite file cannot go away)."""
+    from hugelab.cli.fleet import host_run_args
+    from hugelab.cli.main import build_parser
+
+    def args(*extra: str):
+        return build_parser().parse_args(["fleet", "run", "x.toml", "-i", "inv.ini", *extra])
+    assert host_run_args(args(), 4, "postgresql://u@127.0.0.1/db") == ["--store-outage", "300"]
+    assert host_run_args(args("--store-outage", "90s", "--blocks", "2"), 2,
+                         "postgresql://u@127.0.0.1/db") == ["--blocks", "2", "--store-outage", "90"]
+    assert host_run_args(args("--store-outage", "10m"), 4, None) == []
+    extra = dispatch.fleet_extravars(Path("x.toml"), Path("src.tgz"), store_url=None,
+                                     password=None, preflight_only=False,
+                                     run_args=["--store-outage", "90"], extra=None)
+    assert extra["hugelab_run_args"] == ["--store-outage", "90"]

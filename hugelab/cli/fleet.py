@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Column, Table
 
 from hugelab.cli.output import print_json
+from hugelab.cli.run import DEFAULT_OUTAGE_S, outage_arg
 from hugelab.errors import UsageError
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -49,6 +50,11 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    "host (password: PGPASSWORD on this machine, handed to the hosts without a "
                    "command line); default: $HUGELAB_STORE, else each host keeps its own SQLite "
                    "file (copy them together with hugelab store copy)")
+    r.add_argument("--store-outage", type=outage_arg, default=DEFAULT_OUTAGE_S,
+                   metavar="DURATION",
+                   help="with --store: how long the shared store may be away (a restart, a "
+                   "failover) before a host's run stops (default 5m); each host keeps its "
+                   "trials in a local spool meanwhile (hugelab run --store-outage)")
     r.add_argument("--limit", metavar="PATTERN", help="only these hosts (Ansible's --limit)")
     r.add_argument("--blocks", type=int, metavar="N",
                    help="override the file's number of blocks on every host (a quick look first)")
@@ -135,6 +141,14 @@ def _watch_store(url: str, key: str, board: HostBoard, stop: threading.Event) ->
         return
 
 
+def host_run_args(args: argparse.Namespace, blocks: int, url: str | None) -> list[str]:
+    """The `hugelab run` arguments every host gets beside its label (pure)."""
+    out = ["--blocks", str(blocks)] if args.blocks else []
+    if url:
+        out += ["--store-outage", f"{args.store_outage:g}"]
+    return out
+
+
 def cmd_fleet_run(args: argparse.Namespace) -> int:
     from hugelab.experiment import Experiment, load_experiment
     from hugelab.fleet import dispatch
@@ -161,8 +175,7 @@ def cmd_fleet_run(args: argparse.Namespace) -> int:
             outcome = dispatch.run_fleet(args.experiment, args.inventory, store_url=url,
                                          limit=args.limit, on_event=board.event,
                                          preflight_only=args.preflight_only,
-                                         run_args=["--blocks", str(exp.blocks)] if args.blocks
-                                         else [])
+                                         run_args=host_run_args(args, exp.blocks, url))
         finally:
             stop.set()
     result = {"experiment": exp.name, "store": _shown(url), **asdict(outcome)}

@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--wait-host", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for another hugelab changing this host instead of "
                    "refusing at once (hosts of a fleet that share one kernel take turns)")
-    p.add_argument("--store-outage", type=_outage, default=DEFAULT_OUTAGE_S, metavar="DURATION",
+    p.add_argument("--store-outage", type=outage_arg, default=DEFAULT_OUTAGE_S, metavar="DURATION",
                    help="how long a server store (postgresql://) may be away - a restart, a "
                    "failover - before the run stops (default 5m): meanwhile trials go on and "
                    "are kept in a local spool, written exactly once when it is back; past it the "
@@ -111,7 +111,7 @@ def _budget(text: str) -> float:
 DEFAULT_OUTAGE_S = 300.0
 
 
-def _outage(text: str) -> float:
+def outage_arg(text: str) -> float:
     """A duration (90s, 5m, 1h; a bare number is seconds); 0 stops at the first loss."""
     from hugelab.cli.dryrun import parse_budget
     try:
