@@ -590,7 +590,8 @@ def test_the_store_outage_window_reaches_every_hosts_run() -> None:
     assert host_run_args(args("--store-outage", "90s", "--blocks", "2"), 2,
                          "postgresql://u@127.0.0.1/db") == ["--blocks", "2", "--store-outage", "90"]
     assert host_run_args(args("--store-outage", "10m"), 4, None) == []
-    extra = dispatch.fleet_extravars(Path("x.toml"), Path("src.tgz"), store_url=None,
+    extra = dispatch.fleet_extravars(Path("x.toml"), dispatch.SourceTarball(Path("s.tgz"), "0", 1),
+                                     store_url=None,
                                      password=None, preflight_only=False,
                                      run_args=["--store-outage", "90"], extra=None)
     assert extra["hugelab_run_args"] == ["--store-outage", "90"]
