@@ -99,5 +99,10 @@ class StoreConnectionLost(StoreError):
     a run rides it out (`hugelab.store.outage`) for a while before it stops."""
 
 
+class StoreUnreachable(StoreError):
+    """A server store did not answer when the run opened it (down, restarting, failing over):
+    a run waits for it (`hugelab.store.outage.open_waiting`) for a while before it gives up."""
+
+
 class VMError(HugelabError):
     """A guest failed to boot or to run its trial."""

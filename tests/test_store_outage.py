@@ -174,6 +174,32 @@ def test_a_store_away_past_the_window_stops_cleanly_and_nothing_is_lost(
     _stored_once(url)
 
 
+@pytest.mark.host
+@pytest.mark.slow
+def test_a_run_started_while_the_store_is_down_waits_for_it(
+        server: Server, env: dict[str, str], tmp_path: Path) -> None:
+    """A fleet's database failing over just as the hosts start: each run waits for it (within
+    --store-outage) before any host change, then runs to the end; a wrong password is no
+    outage and fails at once."""
+    url = server.new_database()
+    server.stop("fast")
+    try:
+        proc = _start(tmp_path / "exp.toml", url, env, "--store-outage", "60s", "--blocks", "2")
+        time.sleep(3)
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        server.start()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "waiting up to 1 min" in err and "nothing changed on this host" in err, err
+    assert json.loads(out)["executed"] == 4 and _count(url) == 4
+    wrong = subprocess.run([*HUGELAB, "run", str(tmp_path / "exp.toml"), "--store", url,
+                            "--store-outage", "60s"], capture_output=True, text=True,
+                           env={**env, "PGPASSWORD": "not-the-password"}, timeout=30)
+    assert wrong.returncode == 1 and "password authentication failed" in wrong.stderr
+    assert "waiting" not in wrong.stderr
+
+
 def test_a_lost_connection_is_a_store_error_and_reconnects(server: Server) -> None:
     url = server.new_database()
     with open_store(url) as store:
@@ -309,6 +335,47 @@ def test_reads_wait_for_the_store_and_past_the_window_the_run_stops(tmp_path: Pa
     again = RidingStore(inner, ride.spool, 30)  # the next run writes them first
     assert again.spool.count() == 0 and again.done_keys(1) == {(0, "4k", "native"),
                                                                 (1, "4k", "native")}
+
+
+def test_opening_waits_for_an_unreachable_store_within_the_window() -> None:
+    from hugelab.errors import StoreError, StoreUnreachable
+    from hugelab.store.outage import open_waiting
+    clock, said, tries = Clock(), [], []
+
+    def flaky(ok_after: int):
+        def opener() -> str:
+            tries.append(clock.now)
+            if len(tries) <= ok_after:
+                raise StoreUnreachable("cannot connect to store S: refused")
+            return "store"
+        return opener
+    assert open_waiting(flaky(3), 60, said.append, clock=clock, sleep=clock.sleep) == "store"
+    assert tries == [0.0, 0.5, 1.5, 3.5] and len(said) == 1 and "up to 1 min" in said[0]
+    tries.clear()
+    clock = Clock()
+    with pytest.raises(StoreUnreachable, match=r"waited 10 s for it") as exc:
+        open_waiting(flaky(99), 10, clock=clock, sleep=clock.sleep)
+    assert clock.now == pytest.approx(10)
+    assert exc.value.hint is None or "PGPASSWORD" in exc.value.hint
+    tries.clear()
+    clock = Clock()
+
+    def refused() -> str:
+        tries.append(1)
+        raise StoreError("cannot connect to store S: password authentication failed")
+    with pytest.raises(StoreError, match="password"):
+        open_waiting(refused, 60, clock=clock, sleep=clock.sleep)
+    assert tries == [1] and clock.now == 0  # not an outage: no wait
+    assert open_waiting(lambda: "now", 0) == "now"
+
+
+def test_which_failed_connects_are_outages() -> None:
+    from hugelab.store.postgres import _unreachable
+    assert _unreachable(OSError('connection to server at "127.0.0.1", port 5 failed: '
+                                'Connection refused'))
+    assert _unreachable(OSError("FATAL:  the database system is starting up"))
+    assert not _unreachable(OSError('FATAL:  password authentication failed for user "u"'))
+    assert not _unreachable(OSError('FATAL:  database "x" does not exist'))
 
 
 def test_backoff_grows_to_a_ceiling() -> None:

@@ -25,7 +25,7 @@ from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import SqlStore
 from hugelab.store.locate import open_store, shown
-from hugelab.store.outage import riding
+from hugelab.store.outage import open_waiting, riding
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
 
@@ -207,6 +207,15 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
     return None
 
 
+def _open_riding(args: argparse.Namespace, con: Console) -> SqlStore:
+    """The run's store, waited for when a server store does not answer at first, and riding
+    out its later outages (both for --store-outage)."""
+    def say(msg: str) -> None:
+        con.print(f"[yellow]store:[/] {escape(msg)}")
+    opened = open_waiting(lambda: open_store(args.store), args.store_outage, say)
+    return riding(opened, args.store_outage, say)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
     workload, per_arm = _build(exp)
@@ -214,8 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if other is not None:
         return other
     con = Console(stderr=True)
-    with riding(open_store(args.store), args.store_outage,
-                lambda msg: con.print(f"[yellow]store:[/] {escape(msg)}")) as store:
+    with _open_riding(args, con) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[last]}", markup=False), TimeRemainingColumn(),
                       console=con, transient=False) as bar:

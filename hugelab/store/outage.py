@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from hugelab.errors import StoreConnectionLost, StoreError
+from hugelab.errors import StoreConnectionLost, StoreError, StoreUnreachable
 from hugelab.store.base import SqlStore
 from hugelab.store.schema import Trial
 from hugelab.store.spool import Spool
@@ -182,3 +182,29 @@ def riding(store: SqlStore, window_s: float, notify: Notify | None = None,
     if not hasattr(store, "reconnect"):
         return store
     return RidingStore(store, spool or Spool(), window_s, notify=notify)
+
+
+def open_waiting(opener: Callable[[], T], window_s: float, notify: Notify | None = None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> T:
+    """`opener()`, retried with backoff while the server store does not answer
+    (StoreUnreachable), for at most `window_s` seconds: a run started while its store restarts
+    or fails over waits for it, before any host change. Past the window the last error, with
+    how long it waited."""
+    notify = notify or (lambda _msg: None)
+    start, tries = clock(), 0
+    while True:
+        try:
+            return opener()
+        except StoreUnreachable as exc:
+            waited = clock() - start
+            if waited >= window_s:
+                if not tries:
+                    raise
+                raise StoreUnreachable(f"{exc.message} (waited {window_text(round(waited))} "
+                                       "for it: --store-outage)", hint=exc.hint) from exc
+            if tries == 0:
+                notify(f"{exc.message}; waiting up to {window_text(window_s)} for it "
+                       "(--store-outage), nothing changed on this host yet")
+            sleep(min(backoff(tries), max(window_s - waited, 0.0)))
+            tries += 1

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from hugelab.errors import StoreConnectionLost, StoreError
+from hugelab.errors import StoreConnectionLost, StoreError, StoreUnreachable
 from hugelab.store.base import SqlStore
 from hugelab.store.schema import MIGRATIONS, for_postgres, statements
 from hugelab.store.url import split_password
@@ -28,6 +28,23 @@ CONNECT_TIMEOUT_S = 10
 # SQLSTATE classes of a server that went away: connection exceptions (08), an operator's or a
 # crash's shutdown (57P01-57P05: admin shutdown, crash shutdown, cannot connect now...)
 LOST_STATES = ("08", "57P")
+
+
+# what libpq says when no server answers (yet): down, restarting, failing over, cut off;
+# an authentication or a missing database is no outage and fails at once
+UNREACHABLE = ("connection refused", "timeout expired", "the database system is starting up",
+               "the database system is shutting down", "the database system is in recovery",
+               "no route to host", "network is unreachable", "connection reset",
+               "server closed the connection", "could not receive data")
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether a failed connect means the server does not answer (pure)."""
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        return str(state).startswith(LOST_STATES)
+    text = str(exc).lower()
+    return any(s in text for s in UNREACHABLE)
 
 
 class Row(tuple[Any, ...]):
@@ -80,9 +97,10 @@ class PostgresStore(SqlStore):
         try:
             self.db = self._connect()
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to store {name}: {_scrub(exc, password)}",
-                             hint="check the server, the user and the password (PGPASSWORD or "
-                                  "~/.pgpass; never in the URL on a shared machine)") from exc
+            raise (StoreUnreachable if _unreachable(exc) else StoreError)(
+                f"cannot connect to store {name}: {_scrub(exc, password)}",
+                hint="check the server, the user and the password (PGPASSWORD or "
+                     "~/.pgpass; never in the URL on a shared machine)") from exc
         try:
             self._migrate()
         except psycopg.Error as exc:
