@@ -9,6 +9,10 @@ of PAGES pages, attaches it and faults it in; `sysv-detached` does the same, the
 the segment holds its pages with no process attached (it is removed when the holder exits).
 Prints one line `ready PID [SHMID]` when it holds its pages, `failed: WHY` and exits 1 when it
 cannot get them.
+
+The other side, for tests and benches: `start_holder` starts one and waits for its pages,
+`stop_holder` lets it go; `hugetlb_kb`, `mapped_hugetlb_kb` and `segment` read what a holder
+holds, from the kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ import argparse
 import ctypes
 import mmap
 import os
+import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 MAP_HUGETLB = 0x40000
 MAP_HUGE_SHIFT = 26
@@ -26,6 +33,7 @@ SHM_HUGE_SHIFT = 26
 IPC_PRIVATE = 0
 IPC_CREAT = 0o1000
 IPC_RMID = 0
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _size_flag(size_kb: int, shift: int) -> int:
@@ -63,6 +71,80 @@ def hold_sysv(pages: int, size_kb: int, detach: bool) -> int:
     else:  # removed when its last user detaches: a killed holder leaves nothing behind
         libc.shmctl(shmid, IPC_RMID, None)
     return shmid
+
+
+@dataclass
+class Holder:
+    pid: int
+    shmid: int | None
+    proc: subprocess.Popen[str]
+
+    def hugetlb_kb(self) -> int:
+        """HugetlbPages of the holder (faulted-in hugetlb memory it maps)."""
+        return hugetlb_kb(self.pid)
+
+
+def start_holder(mode: str, pages: int, size_kb: int = 2048) -> Holder | None:
+    """A holder of `pages` pages, once it holds them; None when it could not get them."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.hugetlb_holder", mode, str(pages),
+                             "--size-kb", str(size_kb)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    words = proc.stdout.readline().split()
+    if words[:1] != ["ready"]:
+        proc.kill()
+        proc.wait()
+        return None
+    return Holder(int(words[1]), int(words[2]) if len(words) > 2 else None, proc)
+
+
+def stop_holder(h: Holder) -> None:
+    """Let go of its pages as a stopping program would (its stdin closed; killed after 10 s)."""
+    assert h.proc.stdin is not None
+    h.proc.stdin.close()
+    try:
+        h.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        h.proc.kill()
+        h.proc.wait()
+
+
+def hugetlb_kb(pid: int) -> int:
+    """HugetlbPages of a process (hugetlb memory it maps and has faulted in); 0 when gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("HugetlbPages:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def mapped_hugetlb_kb(pid: int, size_kb: int = 2048) -> int:
+    """The size of a process's mappings of `size_kb` hugetlb pages, faulted in or not (what it
+    has a claim on: reserved at mmap time); 0 when gone."""
+    total, size = 0, 0
+    try:
+        lines = Path(f"/proc/{pid}/smaps").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == size_kb:
+            total += size
+    return total
+
+
+def segment(shmid: int) -> dict[str, int] | None:
+    """A System V segment's row of /proc/sysvipc/shm (size and rss in bytes), None if gone."""
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()
+    header = lines[0].split()
+    for line in lines[1:]:
+        row = {k: int(v) for k, v in zip(header, line.split(), strict=False)}
+        if row["shmid"] == shmid:
+            return row
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,10 @@ import pytest
 from hugelab.host.paths import REAL
 from hugelab.host.pools import PoolCounts, read_counts
 from tests.hostguard import host_state
+from tests.hugetlb_holder import Holder, segment, start_holder, stop_holder
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
-ROOT = Path(__file__).resolve().parents[1]
 MB2 = 2048
 OVERCOMMIT = REAL.pool_file(MB2, "nr_overcommit_hugepages")
 
@@ -84,42 +83,6 @@ def foreign_pool(pages: int, overcommit: int = 0) -> Iterator[None]:
         OVERCOMMIT.write_text(over)
 
 
-@dataclass
-class Holder:
-    pid: int
-    shmid: int | None
-    proc: subprocess.Popen[str]
-
-    def hugetlb_kb(self) -> int:
-        """HugetlbPages of the holder (faulted-in hugetlb memory it maps)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("HugetlbPages:"):
-                return int(line.split()[1])
-        return 0
-
-
-def start_holder(mode: str, pages: int) -> Holder | None:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.hugetlb_holder", mode, str(pages)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert proc.stdout is not None
-    words = proc.stdout.readline().split()
-    if words[:1] != ["ready"]:
-        proc.kill()
-        proc.wait()
-        return None
-    return Holder(int(words[1]), int(words[2]) if len(words) > 2 else None, proc)
-
-
-def stop_holder(h: Holder) -> None:
-    assert h.proc.stdin is not None
-    h.proc.stdin.close()
-    try:
-        h.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        h.proc.kill()
-        h.proc.wait()
-
-
 @contextmanager
 def holding(mode: str, pages: int) -> Iterator[Holder]:
     h = start_holder(mode, pages)
@@ -131,13 +94,8 @@ def holding(mode: str, pages: int) -> Iterator[Holder]:
 
 
 def segment_rss(shmid: int) -> int | None:
-    lines = Path("/proc/sysvipc/shm").read_text().splitlines()
-    header = lines[0].split()
-    for line in lines[1:]:
-        row = dict(zip(header, line.split(), strict=False))
-        if int(row["shmid"]) == shmid:
-            return int(row["rss"])
-    return None
+    row = segment(shmid)
+    return None if row is None else row["rss"]
 
 
 def run(env: Path, blocks: int = 2, duration: float = 0.2, *extra: str
