@@ -90,7 +90,8 @@ class ForeignHolders:
         self.rng = rng
         self.present: list[Present] = []
         self.counts = {"holder_arrivals": 0, "holder_arrivals_refused": 0,
-                       "holder_departures": 0}
+                       "holder_departures": 0, "arrivals_into_raised_pool": 0,
+                       "checks_with_holders": 0, "checks_with_surplus_pages": 0}
         self.modes: dict[str, int] = {}
         self._stack = ExitStack()
         self._pg: Server | None = None
@@ -127,12 +128,14 @@ class ForeignHolders:
         taken = {p.name.split()[0] for p in self.present}
         mode = self.rng.choice([m for m in MODES if m != "postgres" or m not in taken])
         pages = self.rng.randint(*PAGES)
+        raised = read_counts(REAL, MB2).persistent > ADMIN_POOL  # a hugelab run's pool is up
         came = self._postgres() if mode == "postgres" else self._holder(mode, pages)
         if came is None:
             self.counts["holder_arrivals_refused"] += 1
             return f"refused: {mode} {pages}"
         self.present.append(came)
         self.counts["holder_arrivals"] += 1
+        self.counts["arrivals_into_raised_pool"] += raised
         self.modes[mode] = self.modes.get(mode, 0) + 1
         return f"arrived: {came.name} {came.then}"
 
@@ -182,7 +185,10 @@ class ForeignHolders:
         (call it when no hugelab process holds any)."""
         out = [f"{p.name}: {p.then} -> {p.now()}" for p in self.present
                if not intact(p.then, p.now())]
-        held = read_counts(REAL, MB2).held
+        counts = read_counts(REAL, MB2)
+        held = counts.held
+        self.counts["checks_with_holders"] += bool(self.present)
+        self.counts["checks_with_surplus_pages"] += counts.surplus > 0  # pages a holder kept
         if held != self.claims():
             out.append(f"2M pool: {held} pages held, the holders have a claim on {self.claims()}")
         return out
