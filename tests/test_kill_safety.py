@@ -82,7 +82,7 @@ app = {{ UseLargePages = true }}
 MEMCACHED = HEAD + """
 [workload]
 kind = "memcached"
-execute_number = 200000
+execute_number = 40000
 [[arms]]
 name = "a"
 backing = "4k"
