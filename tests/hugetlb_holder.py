@@ -6,7 +6,9 @@ DPDK or JVMs do, until its stdin closes or it is killed.
 MODE: `touch` maps PAGES anonymous MAP_HUGETLB pages and faults them in (in use); `reserve`
 maps them and touches none (reserved: HugePages_Rsvd); `sysv` creates an SHM_HUGETLB segment
 of PAGES pages, attaches it and faults it in; `sysv-detached` does the same, then detaches, so
-the segment holds its pages with no process attached (it is removed when the holder exits).
+the segment holds its pages with no process attached (it is removed when the holder exits);
+`churn` maps PAGES pages for a millisecond and unmaps them for one, again and again (under
+overcommit: surplus pages allocated and freed, the pool's counters changing all the time).
 Prints one line `ready PID [SHMID]` when it holds its pages, `failed: WHY` and exits 1 when it
 cannot get them.
 
@@ -23,6 +25,8 @@ import mmap
 import os
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +38,15 @@ IPC_PRIVATE = 0
 IPC_CREAT = 0o1000
 IPC_RMID = 0
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def churn(pages: int, size_kb: int, stop: threading.Event) -> None:
+    """Map `pages` pages for a millisecond, unmap them for one, until `stop` is set."""
+    while not stop.is_set():
+        m = hold_anon(pages, size_kb, touch=False)
+        time.sleep(0.001)
+        m.close()
+        time.sleep(0.001)
 
 
 def _size_flag(size_kb: int, shift: int) -> int:
@@ -149,11 +162,13 @@ def segment(shmid: int) -> dict[str, int] | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("touch", "reserve", "sysv", "sysv-detached"))
+    ap.add_argument("mode", choices=("touch", "reserve", "sysv", "sysv-detached", "churn"))
     ap.add_argument("pages", type=int)
     ap.add_argument("--size-kb", type=int, default=2048)
     a = ap.parse_args(argv)
     shmid = None
+    if a.mode == "churn":
+        return _churn_until_eof(a.pages, a.size_kb)
     try:
         if a.mode in ("touch", "reserve"):
             held = hold_anon(a.pages, a.size_kb, a.mode == "touch")  # noqa: F841 - kept mapped
@@ -168,6 +183,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if shmid is not None and a.mode == "sysv-detached":
             ctypes.CDLL(None).shmctl(shmid, IPC_RMID, None)
+    return 0
+
+
+def _churn_until_eof(pages: int, size_kb: int) -> int:
+    try:
+        hold_anon(pages, size_kb, touch=False).close()
+    except OSError as exc:
+        print(f"failed: {exc}", flush=True)
+        return 1
+    stop = threading.Event()
+    worker = threading.Thread(target=churn, args=(pages, size_kb, stop))
+    worker.start()
+    print(f"ready {os.getpid()}", flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        stop.set()
+        worker.join()
     return 0
 
 

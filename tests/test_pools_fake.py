@@ -8,7 +8,7 @@ import pytest
 from hugelab.errors import PoolError
 from hugelab.host.control import HostControl, restore_journal
 from hugelab.host.journal import Journal
-from hugelab.host.pools import PoolCounts, grow_target, read_counts
+from hugelab.host.pools import PoolCounts, grow_target, read_counts, stable
 from hugelab.host.session import recover
 from hugelab.runner import Runner
 from tests.fakehost import FakeKernel, hold_pages, make_host
@@ -269,3 +269,10 @@ def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     assert pool_warnings(out.pool_holders, {}, {})[0].startswith(
         "1000 of the 2M pool's 1000 pages are held by other users")
     assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == {"2M": (1, 5)}
+
+
+def test_a_reading_is_repeated_until_two_in_a_row_agree():
+    readings = iter([(12, 8), (4, 0), (12, 0), (12, 8), (12, 8), (4, 0)])
+    assert stable(lambda: next(readings)) == (12, 8)
+    calls = iter(range(100))
+    assert stable(lambda: next(calls), tries=5) == 5  # never agreeing: the last reading

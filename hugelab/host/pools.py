@@ -16,12 +16,20 @@ pages sets nr to `held + N` (never less than it is). Writing nr = X makes X page
 *persistent* count found, `nr - surplus`: pages still in use beyond it go back to being
 surplus, and the kernel never frees a page that is in use or reserved, whatever is written.
 hugelab never writes nr_overcommit_hugepages.
+
+The counters are separate files, read one after the other, while others change them: a holder's
+mmap under overcommit raises nr, then surplus; its munmap lowers them. A pair read across such a
+change is no state the pool was ever in (nr before, surplus after: a persistent size short by the
+holder's pages, which a restore would then write), so every reading is repeated until two in a
+row agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from hugelab.host.paths import HostPaths, read_text
 
@@ -53,6 +61,21 @@ class PoolCounts:
                 "held": self.held, "available": self.available}
 
 
+T = TypeVar("T")
+STABLE_TRIES = 50  # readings before the last one is taken as it is
+
+
+def stable(read: Callable[[], T], tries: int = STABLE_TRIES) -> T:
+    """`read()` again until two readings in a row agree (at most `tries` times)."""
+    last = read()
+    for _ in range(tries):
+        now = read()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def _int(path: Path, default: int = 0) -> int:
     text = (read_text(path, "") or "").strip()
     return int(text) if text.isdigit() else default
@@ -61,12 +84,14 @@ def _int(path: Path, default: int = 0) -> int:
 def read_counts(paths: HostPaths, size_kb: int, node: int | None = None) -> PoolCounts:
     """A pool's counters, host-wide or on one NUMA node. A node has no resv counter of its
     own: the host-wide one is taken (a reservation may be on any node), capped by the node's
-    free pages."""
-    nr = _int(paths.pool_file(size_kb, "nr_hugepages", node))
-    free = _int(paths.pool_file(size_kb, "free_hugepages", node))
-    surplus = _int(paths.pool_file(size_kb, "surplus_hugepages", node))
-    resv = _int(paths.pool_file(size_kb, "resv_hugepages"))
-    return PoolCounts(nr, free, min(resv, free), surplus)
+    free pages. Read until two readings agree (others change the counters meanwhile)."""
+    def once() -> PoolCounts:
+        nr = _int(paths.pool_file(size_kb, "nr_hugepages", node))
+        free = _int(paths.pool_file(size_kb, "free_hugepages", node))
+        surplus = _int(paths.pool_file(size_kb, "surplus_hugepages", node))
+        resv = _int(paths.pool_file(size_kb, "resv_hugepages"))
+        return PoolCounts(nr, free, min(resv, free), surplus)
+    return stable(once)
 
 
 def grow_target(counts: PoolCounts, need: int) -> int | None:
@@ -87,5 +112,7 @@ def surplus_file(nr_file: Path) -> Path:
 
 
 def current_persistent(nr_file: Path) -> int:
-    """The persistent size of the pool whose nr_hugepages file is `nr_file`, now."""
-    return restore_value(_int(nr_file), _int(surplus_file(nr_file)))
+    """The persistent size of the pool whose nr_hugepages file is `nr_file`, now (read until
+    two readings agree)."""
+    nr, surplus = stable(lambda: (_int(nr_file), _int(surplus_file(nr_file))))
+    return restore_value(nr, surplus)
