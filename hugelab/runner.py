@@ -69,7 +69,7 @@ def _workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
     """Bytes of huge pages one trial's workload maps: what it says it needs for the arm's page
     size (`hugetlb_bytes_for(size)`, e.g. a JVM's heap rounded to whole pages), what it says
     it needs (`hugetlb_bytes()`), or its size."""
-    size = arm.hugetlb_size if arm is not None and arm.vm is None else None
+    size = arm.hugetlb_size if arm is not None else None  # a guest arm's: its guest's pool
     need_for = getattr(workload, "hugetlb_bytes_for", None)
     if callable(need_for) and size:
         return int(need_for(size))
