@@ -93,8 +93,8 @@ def write(tmp: Path, kind: str, workload: str, access: str = "agent") -> Path:
     return path
 
 
-# sysbench through the agent is examples/005-own-vm-duet.toml, run by tests/test_examples_run.py
-@pytest.mark.parametrize(("kind", "access"), [("hugelab-mem", "agent"), ("hugelab-mem", "ssh")])
+# the agent way in (sysbench) is examples/005-own-vm-duet.toml, run by tests/test_examples_run.py
+@pytest.mark.parametrize(("kind", "access"), [("hugelab-mem", "ssh")])
 def test_two_arms_in_the_users_domain(domain, kind, access, tmp_path, monkeypatch):
     name, home = domain
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
