@@ -100,6 +100,8 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
                                         {"name": "b", "backing": "thp", "thp": "always",
                                          "app": {"disable-thp": "yes"}}]))
     assert redis.design == "interleaved"
+    with pytest.raises(ExperimentError, match="port of its own"):
+        parse_experiment(_exp(workload={"kind": "redis", "port": 6380}))
     from hugelab.workloads.registry import build_workload
     with pytest.raises(ExperimentError, match="window_s are seconds"):
         build_workload("redis", {"window_s": 0.5})

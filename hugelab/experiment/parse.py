@@ -392,6 +392,9 @@ def _server_problem(arms: tuple[Arm, ...], workload: dict[str, Any]
         return ("every arm's server runs under one host setting, so the arms must share thp "
                 "and thp_defrag; arms that differ in host THP mode cannot be interleaved",
                 "use design = \"paired\" to compare host THP modes")
+    if workload.get("port") is not None:
+        return ("every arm's server listens on a port of its own, so the workload cannot name "
+                "one", "leave port unset: hugelab picks a free loopback port per server")
     duration, window = workload.get("duration_s", 10.0), workload.get("window_s", 2.0)
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)) \
             and duration < 2 * window:
