@@ -25,7 +25,9 @@ from hugelab.vm.own.guest import Guest
 from hugelab.vm.own.qemu_args import QemuPaths, guest_cmdline, qemu_argv
 from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_spec
 from hugelab.workloads.command import LOOPBACK, free_port
+from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
+from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
 from tests.hostguard import qemu_children
 
@@ -91,10 +93,10 @@ def test_init_brings_up_the_nic_only_when_asked():
 
 def test_guest_argv_binds_the_guest_nic():
     r = RedisBenchmark()
-    argv = guest_argv(r.server_argv(6379), "redis-server")
+    argv = guest_argv(r.server_argv(6379), REDIS.server)
     assert LOOPBACK not in argv and argv[argv.index("--bind") + 1] == ir.GUEST_NET_ADDR
     assert argv[argv.index("--protected-mode") + 1] == "no"
-    i = guest_argv(IPerf3().server_argv(5201), "iperf3")
+    i = guest_argv(IPerf3().server_argv(5201), IPERF3.server)
     assert i == ["iperf3", "-s", "-1", "-p", "5201", "-B", ir.GUEST_NET_ADDR]
 
 
@@ -231,7 +233,8 @@ def test_guest_nic_is_isolated_and_a_missing_server_is_reported():
                      "except OSError as e:\n print('blocked',e)\n")
             out = g.target.exec(["python3", "-c", probe], timeout=30).stdout
             assert out.startswith("blocked"), out
-            side = GuestServer(g.target, hp, 6379, ready_timeout_s=60, max_run_s=120)
+            side = GuestServer(g.target, hp, 6379, ready_timeout_s=60, max_run_s=120,
+                               how=REDIS.server)
             with pytest.raises(ToolMissingError):
                 side.start(lambda p: ["/nonexistent/redis-server", "--port", str(p)],
                            "redis-server")
