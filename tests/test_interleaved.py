@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from hugelab.errors import ExperimentError
-from hugelab.workloads.registry import check_places
 from hugelab.experiment import parse_experiment
+from hugelab.workloads.registry import check_places
 from tests.hostguard import host_state
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]

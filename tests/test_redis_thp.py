@@ -10,10 +10,9 @@ from hugelab.errors import ExperimentError
 from hugelab.experiment import Arm
 from hugelab.host.session import host_session
 from hugelab.trial.appevidence import app_check
-from hugelab.workloads.redis import check_redis, judge
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
-from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import RedisBenchmark, check_redis, judge
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.hostguard import host_state, workload_processes
 

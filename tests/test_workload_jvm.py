@@ -9,11 +9,10 @@ import pytest
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
 from hugelab.trial.appevidence import app_check
-from hugelab.workloads.jvm import check_jvm, judge
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.jvm import JvmBenchmark, parse_jvm_report
+from hugelab.workloads.jvm import JvmBenchmark, check_jvm, judge, parse_jvm_report
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.hostguard import host_state, workload_processes
 

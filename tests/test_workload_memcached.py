@@ -10,11 +10,10 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
 from hugelab.host.session import host_session
 from hugelab.trial.appevidence import app_check
-from hugelab.workloads.memcached import check_memcached, judge
 from hugelab.trial.evidence import CONTRADICTED, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.memcached import MemcachedBenchmark
+from hugelab.workloads.memcached import MemcachedBenchmark, check_memcached, judge
 from hugelab.workloads.registry import build_workload, with_arm
 from hugelab.workloads.servermem import madvised
 from tests.hostguard import host_state, workload_processes

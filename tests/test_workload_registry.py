@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import types
-from dataclasses import dataclass, field
 
 import pytest
 
