@@ -30,7 +30,8 @@ The fields, and who reads them:
   (`size = "2G"` for `size_bytes`), `aliases` naming them for error messages; `interleave`: the kind's own conditions for design
   "interleaved" beyond the generic ones; `counts_own_folios`: the workload reports its own
   buffer's folio sizes (no sampler needed); `asks_own_backing`: it maps its memory itself and
-  can ask for madvise/memfd backings no outside program can be told to use.
+  can ask for madvise/memfd backings no outside program can be told to use; `leftovers`:
+  removes what a killed run of the kind left on the host (private datadirs), for `recover`.
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
@@ -95,6 +96,7 @@ class Kind:
     aliases: tuple[str, ...] = ()
     interleave: Callable[[tuple[Any, ...], dict[str, Any]], Problem] | None = None
     refusals: Mapping[str, str] = field(default_factory=dict)
+    leftovers: Callable[[], list[str]] | None = None
     counts_own_folios: bool = False
     asks_own_backing: bool = False
 

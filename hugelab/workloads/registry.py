@@ -40,6 +40,7 @@ KINDS: tuple[str, ...] = (
     "hugelab.workloads.postgres.workload",
     "hugelab.workloads.jvm",
     "hugelab.workloads.memcached",
+    "hugelab.workloads.mariadb.workload",
 )
 
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm

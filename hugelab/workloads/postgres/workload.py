@@ -38,7 +38,15 @@ from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind
-from hugelab.workloads.postgres import cluster, guestio, pgbench, segment, server, template
+from hugelab.workloads.postgres import (
+    cluster,
+    guestio,
+    leftovers,
+    pgbench,
+    segment,
+    server,
+    template,
+)
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
 HUGE_PAGES = ("off", "on", "try")
@@ -285,5 +293,6 @@ KIND = Kind(
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
     role="server", where=frozenset({"host", "guest", "interleaved"}),
     test_packages=("postgresql",), duration=("duration_s", 10.0), interleave=server_problem,
+    leftovers=leftovers.remove_leftovers,
     refusals={"domain": "PostgreSQL runs from this host's binaries and template, which a user's "
                         "libvirt domain does not have; hugelab's own guests see them"})
