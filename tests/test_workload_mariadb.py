@@ -137,3 +137,29 @@ def test_large_pages_for_real_and_a_fallback_caught(tmp_path, monkeypatch):
     assert bad is not None and bad.status == CONTRADICTED, fell.evidence
     assert fell.evidence["mariadb"]["large_page_failures"], fell.evidence
     assert not list(Path(datadir.DEFAULT_WORK).glob("trial-*"))
+
+
+@pytest.mark.host
+@pytest.mark.slow
+def test_interleaved_servers_each_judged_by_its_own_server(tmp_path, monkeypatch):
+    """design "interleaved": both arms' servers up at once, sysbench windows alternated; each
+    arm's evidence is its own server's (the on arm's buffer pool in 2 MiB pages, the off arm's
+    server without huge pages), and every server and datadir is gone after."""
+    import random
+
+    from hugelab.workloads.interleave import serve
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    before, procs = host_state(), workload_processes()
+    w = Mariadb(tables=1, table_size=2000, threads=1, duration_s=2, window_s=1, warmup_s=0,
+                buffer_pool="64M")
+    on, off = w.for_arm(Arm("on", "hugetlb-2M")), w.for_arm(Arm("off", "4k"))
+    with host_session(journal_path=tmp_path / "state" / "j") as control:
+        control.ensure_free(2048, on.hugetlb_bytes_for("2M") // (2 << 20))
+        r_off, r_on = serve(NativeTarget(), [(off, "4k"), (on, "hugetlb-2M")],
+                            random.Random(3))
+    assert host_state() == before and workload_processes() == procs
+    assert r_on.value > 0 and r_off.value > 0
+    assert check(r_on.evidence).status == VERIFIED, r_on.evidence  # type: ignore[union-attr]
+    assert check(r_off.evidence).status == VERIFIED, r_off.evidence  # type: ignore[union-attr]
+    assert r_on.info["interleaved"]["servers"] == 2 and "p99_ms" in r_on.metrics
+    assert not list(Path(datadir.DEFAULT_WORK).glob("trial-*"))

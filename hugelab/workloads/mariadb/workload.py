@@ -28,7 +28,6 @@ error log, where it says which allocations it could not get in huge pages (a fal
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import shutil
 from collections.abc import Mapping
@@ -36,9 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
+from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
     LocalServer,
@@ -48,6 +50,7 @@ from hugelab.workloads.command import (
     parse_size,
     server_memory,
 )
+from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.mariadb import datadir, oltp, server
 
@@ -67,6 +70,7 @@ class Mariadb:
     threads: int = 4
     duration_s: float = 10.0
     warmup_s: float = 1.0
+    window_s: float = 2.0  # design "interleaved": each arm's sysbench window
     buffer_pool: str = "128M"
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -80,9 +84,9 @@ class Mariadb:
         for name in ("tables", "table_size", "threads"):
             if getattr(self, name) < 1:
                 raise ExperimentError(f"mariadb: {name} must be at least 1")
-        if self.duration_s < 1 or self.warmup_s < 0:
-            raise ExperimentError("mariadb: duration_s is whole seconds, at least 1; "
-                                  "warmup_s at least 0")
+        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
+            raise ExperimentError("mariadb: duration_s and window_s are whole seconds, at "
+                                  "least 1; warmup_s at least 0")
         object.__setattr__(self, "app", tuple(self.app))
         for key, value in self.app:
             if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
@@ -148,41 +152,95 @@ class Mariadb:
     def exec_timeout(self) -> float:
         return self.timeout_s or self.duration_s + self.warmup_s + 120.0
 
+    # -- one server: start, warm, windows of load, finish (evidence), stop ----------------
+    def start(self, backing: str) -> Server:
+        """A private datadir copied from the template, its server up with the arm's setting;
+        the caller stops it (stop)."""
+        self._check_backing(backing)
+        template = ensure_template(self.tables, self.table_size)
+        top = datadir.new_dir("trial")
+        try:
+            datadir.copy_template(template, top)
+            large, pool = self.large_pages(), self.buffer_pool_bytes()
+            return Server(top, start(top, str(pool), large, self.settings()), large, pool)
+        except BaseException:
+            shutil.rmtree(top, ignore_errors=True)
+            raise
+
+    def warm(self, target: Target, srv: Server) -> None:
+        if self.warmup_s >= 1:
+            self.window(target, srv, self.warmup_s)
+
+    def window(self, target: Target, srv: Server, seconds: float
+               ) -> tuple[dict[str, float], np.ndarray]:
+        """One sysbench run of `seconds` against `srv`: its summary, and its latencies in µs
+        (from sysbench's histogram: each bucket's value, as often as it counted)."""
+        res = target.exec(oltp.argv(self.script, srv.handle.client_port, self.tables,
+                                    self.table_size, self.threads, seconds),
+                          timeout=self.exec_timeout())
+        check_exit(res, "sysbench")
+        srv.sysbench_version = first_version(res.stdout, r"sysbench (\S+)")
+        rows = oltp.histogram(res.stdout)
+        lat = np.repeat([v * 1000.0 for v, _ in rows], [c for _, c in rows]) if rows \
+            else np.empty(0)
+        return oltp.parse(res.stdout), lat
+
+    def finish(self, srv: Server, windows: list[dict[str, float]], latencies: np.ndarray,
+               backing: str) -> WorkloadResult:
+        """The trial's result from its windows (one, in a paired trial) and the server's own
+        evidence, read now, with the server still up."""
+        metrics = dict(windows[0]) if len(windows) == 1 else \
+            {"tps": interleave.geomean([w["tps"] for w in windows])}
+        if len(windows) > 1 and latencies.size:
+            for p in oltp.PERCENTILES:
+                metrics[f"p{p:g}_ms"] = float(np.percentile(latencies, p)) / 1000.0
+        result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
+                                better="higher")
+        log = srv.log()
+        result.evidence["mariadb"] = {"large_pages": srv.large, "buffer_pool_kb": srv.pool // 1024,
+                                      "mappings": server.mappings(srv.pid),
+                                      **server.report(log)}
+        result.evidence["server"] = server_memory(srv.handle)
+        result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
+                            "server_version": first_version(log, r"Version: '([^']+)'"),
+                            "sysbench_version": srv.sysbench_version})
+        return result
+
+    def stop(self, srv: Server) -> None:
+        try:
+            srv.handle.stop()
+        finally:
+            shutil.rmtree(srv.top, ignore_errors=True)
+
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if getattr(target, "name", "") != "native":
             raise WorkloadError("mariadb runs on the host only")
-        template = ensure_template(self.tables, self.table_size)
-        with datadir.private_dir("trial") as top:
-            datadir.copy_template(template, top)
-            return self._trial(target, top, backing)
-
-    def _trial(self, target: Target, top: Path, backing: str) -> WorkloadResult:
-        large = self.large_pages()
-        pool = self.buffer_pool_bytes()
-        handle = start(top, str(pool), large, self.settings())
+        srv = self.start(backing)
         try:
-            load = functools.partial(oltp.argv, self.script, handle.client_port, self.tables,
-                                     self.table_size, self.threads)
-            if self.warmup_s >= 1:
-                check_exit(target.exec(load(self.warmup_s), timeout=self.exec_timeout()),
-                           "sysbench")
-            res = target.exec(load(self.duration_s), timeout=self.exec_timeout())
-            pid = int(getattr(getattr(handle, "proc", None), "pid", 0))
-            maps, memory = server.mappings(pid), server_memory(handle)
+            self.warm(target, srv)
+            summary, lat = self.window(target, srv, self.duration_s)
+            return self.finish(srv, [summary], lat, backing)
         finally:
-            out = handle.stop()
-        log = (top / "error.log").read_text(errors="replace") if (top / "error.log").exists() \
-            else out
-        check_exit(res, "sysbench")
-        result = WorkloadResult(metrics=oltp.parse(res.stdout), primary="tps",
-                                unit="transactions/s", better="higher")
-        result.evidence["mariadb"] = {"large_pages": large, "buffer_pool_kb": pool // 1024,
-                                      "mappings": maps, **server.report(log)}
-        result.evidence["server"] = memory
-        result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
-                            "server_version": first_version(log, r"Version: '([^']+)'"),
-                            "sysbench_version": first_version(res.stdout, r"sysbench (\S+)")})
-        return result
+            self.stop(srv)
+
+
+@dataclass
+class Server:
+    """One trial's running mariadbd: its private directory, handle and settings."""
+
+    top: Path
+    handle: ServerHandle
+    large: bool
+    pool: int
+    sysbench_version: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return int(getattr(getattr(self.handle, "proc", None), "pid", 0))
+
+    def log(self) -> str:
+        path = self.top / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
 
 
 def start(top: Path, pool: str, large: bool, settings: tuple[tuple[str, Any], ...]
@@ -270,7 +328,7 @@ def leftovers() -> list[str]:
 KIND = Kind(
     name="mariadb", workload=Mariadb,
     summary="MariaDB loaded by sysbench's OLTP scripts, with --large-pages per arm",
-    role="server", where=frozenset({"host"}),
+    role="server", where=frozenset({"host", "interleaved"}), interleave=server_problem,
     tools=(Tool("sysbench", "sysbench"), Tool("mariadb-install-db", "mariadb-server"),
            Tool("mariadbd", "mariadb-server"), Tool("mariadb", "mariadb-client")),
     duration=("duration_s", 10.0), judge=check, leftovers=leftovers,
