@@ -35,9 +35,13 @@ def setting_text(value: object) -> str:
 
 
 def server_options(cd: ClusterDir, settings: dict[str, object]) -> list[str]:
-    """`-c key=value` for the private socket and every setting (pure)."""
+    """`-c key=value` for the private socket, the copy's own files (whatever its own
+    postgresql.conf says: a user's data directory may name the original's) and every setting
+    (pure)."""
     base: dict[str, object] = {"listen_addresses": "", "unix_socket_directories": str(cd.top),
-                               "port": PORT}
+                               "port": PORT, "data_directory": str(cd.data),
+                               "hba_file": str(cd.data / "pg_hba.conf"),
+                               "ident_file": str(cd.data / "pg_ident.conf")}
     out: list[str] = []
     for key, value in {**base, **settings}.items():
         out += ["-c", f"{key}={setting_text(value)}"]

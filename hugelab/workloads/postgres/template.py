@@ -1,50 +1,83 @@
-"""The template cluster: initdb and `pgbench -i -s <scale>` once per PostgreSQL version and
-scale, kept in the cache (cluster.cache_dir()/<key>) and copied for each trial; built under a
-lock, so two runs that need it at once build it once."""
+"""Template clusters, built once and kept in the cache (cluster.cache_dir()/<key>), then copied
+for each trial: initdb and `pgbench -i -s <scale>` per PostgreSQL version and scale, or initdb
+and a user's pg_dump restored (userdata.py) per dump content and version. Built under a lock,
+so two runs that need one at once build it once."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from hugelab.errors import WorkloadError
 from hugelab.proc import run
-from hugelab.workloads.postgres import cluster, server
+from hugelab.workloads.postgres import cluster, server, userdata
 
 BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
+# loads a fresh cluster through its socket directory; WorkloadError when it fails
+Load = Callable[[Path, cluster.ClusterDir], None]
+_DUMPS: dict[tuple[str, str, int, int], Path] = {}  # (dump, version, size, mtime) -> template
 
 
 def ensure(bin_dir: Path, scale: int) -> Path:
     """The cached template's data directory for this PostgreSQL and scale, built if missing."""
     key = cluster.template_key(cluster.version(bin_dir), scale)
+    return _ensure(bin_dir, key, lambda b, cd: _pgbench_init(b, cd, scale))
+
+
+def ensure_dump(bin_dir: Path, dump: str) -> Path:
+    """The cached template restored from a user's dump (by its sha256 and this server's
+    version), built if missing; the dump is only read."""
+    path, version = Path(dump), cluster.version(bin_dir)
+    st = path.stat()
+    memo = (str(path.resolve()), version, st.st_size, st.st_mtime_ns)
+    if memo not in _DUMPS:
+        fmt = userdata.check_dump(dump)
+        key = userdata.dump_key(version, userdata.sha256(path), fmt)
+        _DUMPS[memo] = _ensure(bin_dir, key, lambda b, cd: _restore(b, cd, fmt, path))
+    return _DUMPS[memo]
+
+
+def _ensure(bin_dir: Path, key: str, load: Load) -> Path:
     cache = cluster.cache_dir()
     path = cache / key
     fd = os.open(cache / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if not (path / "PG_VERSION").is_file():
-            _build(bin_dir, scale, path)
+            _build(bin_dir, load, path)
     finally:
         os.close(fd)
     return path
 
 
-def _build(bin_dir: Path, scale: int, dest: Path) -> None:
+def _pgbench_init(bin_dir: Path, cd: cluster.ClusterDir, scale: int) -> None:
+    cp = run([bin_dir / "pgbench", "-i", "-q", "-s", str(scale), "-h", str(cd.top),
+              "-p", str(server.PORT), "-U", cluster.USER, "postgres"], check=False, timeout=3600)
+    if cp.returncode != 0:
+        raise WorkloadError(f"pgbench -i -s {scale} failed ({cp.returncode}):\n  "
+                            + (cp.stderr or cp.stdout).strip().replace("\n", "\n  "))
+
+
+def _restore(bin_dir: Path, cd: cluster.ClusterDir, fmt: str, dump: Path) -> None:
+    for argv in (userdata.restore_argv(bin_dir, fmt, dump, cd.top, server.PORT),
+                 userdata.analyze_argv(bin_dir, cd.top, server.PORT)):
+        cp = run(argv, check=False, timeout=3600)
+        if cp.returncode != 0:
+            raise userdata.restore_failed(argv, cp.returncode, cp.stderr or cp.stdout)
+
+
+def _build(bin_dir: Path, load: Load, dest: Path) -> None:
     with cluster.private_dir("template") as cd:
         cluster.as_postgres([bin_dir / "initdb", "-D", cd.data, "-E", "UTF8", "--locale=C",
                              "--auth=trust", "--no-sync", "-U", cluster.USER])
         srv = server.start(bin_dir, cd, BUILD_SETTINGS)
         try:
-            cp = run([bin_dir / "pgbench", "-i", "-q", "-s", str(scale), "-h", str(cd.top),
-                      "-p", str(server.PORT), "-U", cluster.USER, "postgres"],
-                     check=False, timeout=3600)
+            load(bin_dir, cd)
         finally:
-            out = srv.stop()
-        if cp.returncode != 0:
-            raise WorkloadError(f"pgbench -i -s {scale} failed ({cp.returncode}):\n  "
-                                + (cp.stderr or out).strip().replace("\n", "\n  "))
+            srv.stop()
         (cd.data / "postmaster.pid").unlink(missing_ok=True)
         tmp = dest.with_name(dest.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -46,6 +46,8 @@ from hugelab.workloads.postgres import (
     segment,
     server,
     template,
+    userconf,
+    userdata,
 )
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
@@ -69,8 +71,13 @@ class Postgres:
     bindir: str | None = None
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
+    dump: str | None = None      # a user's pg_dump file: restored once, cached, then copied
+    datadir: str | None = None   # a user's data directory: copied per trial, never opened
+    conf: str | None = None      # a user's postgresql.conf: its settings under the arm's
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides the defaults
     kind: str = field(default="postgres", init=False)
+    conf_items: tuple[tuple[str, str], ...] = field(default=(), init=False, compare=False,
+                                                     repr=False)
 
     def __post_init__(self) -> None:
         if self.script is None and self.builtin not in pgbench.BUILTINS:
@@ -97,6 +104,7 @@ class Postgres:
         if hp is not None and hp not in HUGE_PAGES:
             raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
                                   f", not {hp!r}")
+        userdata.check_user_data(self)
         if self.arm_backing is not None:
             self._check_backing(self.arm_backing)
 
@@ -131,23 +139,37 @@ class Postgres:
         return own
 
     def settings(self, backing: str | None = None) -> dict[str, object]:
-        """The server settings of this arm: huge_pages explicit always, huge_page_size from the
-        backing unless app sets it, then every app setting."""
+        """The server settings of this arm: the user's conf (less what hugelab owns), then
+        huge_pages explicit always, huge_page_size from the backing, then every app setting."""
         backing = backing or self.arm_backing or "4k"
         app = dict(self.app)
         out: dict[str, object] = {"huge_pages": "off" if backing == "4k" else "on"}
         if BACKINGS.get(backing):
             out["huge_page_size"] = BACKINGS[backing]
-        out.update(app)
+        out = {**userconf.kept(list(self.conf_items)), **out, **app}
         out.setdefault("max_connections", max(100, self.clients + 10))
         return out
+
+    def warnings(self, backing: str | None = None) -> list[str]:
+        """What the user's files set that hugelab sets itself for this arm."""
+        return userdata.warnings(self, self.settings(backing))
 
     # -- the server's own answers -----------------------------------------------------------
     def _bin(self) -> Path:
         return cluster.bindir(self.bindir)
 
     def template(self) -> Path:
+        """Where each trial's cluster is copied from: the user's data directory, the template
+        restored from their dump, or pgbench's at this scale (both cached)."""
+        if self.datadir:
+            userdata.check_major(self.datadir, cluster.version(self._bin()))
+            return Path(self.datadir)
+        if self.dump:
+            return template.ensure_dump(self._bin(), self.dump)
         return template.ensure(self._bin(), self.scale)
+
+    def copy(self, source: Path, cd: cluster.ClusterDir) -> None:
+        (userdata.copy_datadir if self.datadir else cluster.copy_template)(source, cd)
 
     def ask(self, name: str) -> str:
         """`postgres -C name` with this arm's settings, on a copy of the template."""
@@ -155,7 +177,7 @@ class Postgres:
         key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in self.settings().items())))
         if key not in _ASKED:
             with cluster.private_dir("ask") as cd:
-                cluster.copy_template(tpl, cd)
+                self.copy(tpl, cd)
                 _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
         return _ASKED[key]
 
@@ -190,7 +212,7 @@ class Postgres:
         bin_dir, tpl = self._bin(), self.template()
         cd = cluster.new_dir("trial")
         try:
-            cluster.copy_template(tpl, cd)
+            self.copy(tpl, cd)
             settings = self.settings(backing)
             return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
         except BaseException:
@@ -234,7 +256,8 @@ class Postgres:
         info: dict[str, Any] = {"tool": "pgbench", "version": cluster.version(self._bin()),
                                 "backing": backing, "settings": self.settings(backing),
                                 "builtin": self.script or self.builtin,
-                                "server_output_tail": srv.output(20)}
+                                "server_output_tail": srv.output(20),
+                                "warnings": self.warnings(backing), **userdata.info(self)}
         if len(windows) > 1:
             metrics["duration_s"] = self.window_s * len(windows)
             info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
