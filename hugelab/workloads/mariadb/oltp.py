@@ -18,9 +18,9 @@ USER = "sbtest"
 PERCENTILES = (50.0, 95.0, 99.0)
 
 
-def connection(port: int) -> list[str]:
+def connection(port: int, database: str = DATABASE) -> list[str]:
     return ["--db-driver=mysql", f"--mysql-host={LOOPBACK}", f"--mysql-port={port}",
-            f"--mysql-user={USER}", f"--mysql-db={DATABASE}"]
+            f"--mysql-user={USER}", f"--mysql-db={database}"]
 
 
 def script_path(script: str) -> str:
@@ -28,10 +28,10 @@ def script_path(script: str) -> str:
 
 
 def argv(script: str, port: int, tables: int, table_size: int, threads: int,
-         seconds: float, step: str = "run") -> list[str]:
-    """`sysbench SCRIPT ... run` for `seconds` (or `prepare`); sysbench 1.0 has no warm-up
-    option, so a warm-up is a run of its own whose output is not kept."""
-    out = ["sysbench", script_path(script), *connection(port), f"--tables={tables}",
+         seconds: float, step: str = "run", database: str = DATABASE) -> list[str]:
+    """`sysbench SCRIPT ... run` for `seconds` (or `prepare`) against `database`; sysbench 1.0
+    has no warm-up option, so a warm-up is a run of its own whose output is not kept."""
+    out = ["sysbench", script_path(script), *connection(port, database), f"--tables={tables}",
            f"--table-size={table_size}", f"--threads={threads}"]
     if step == "run":
         out += [f"--time={max(1, int(seconds))}", "--histogram=on", "--report-interval=0",

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from hugelab.workloads.command import (
 )
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool
-from hugelab.workloads.mariadb import datadir, oltp, server
+from hugelab.workloads.mariadb import datadir, oltp, server, userdata
 
 BACKINGS = ("4k", "hugetlb-2M")
 LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
@@ -73,6 +74,9 @@ class Mariadb:
     window_s: float = 2.0  # design "interleaved": each arm's sysbench window
     buffer_pool: str = "128M"
     timeout_s: float | None = None
+    dump: str | None = None      # a user's SQL dump: loaded once, cached, then copied
+    datadir: str | None = None   # a user's datadir: copied per trial, never opened in place
+    database: str = oltp.DATABASE  # the database the load connects to
     app: tuple[tuple[str, Any], ...] = ()
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides large_pages
     kind: str = field(default="mariadb", init=False)
@@ -95,6 +99,11 @@ class Mariadb:
                 raise ExperimentError(f"mariadb: app large_pages must be true or false, "
                                       f"got {value!r}")
         self.buffer_pool_bytes()
+        for key in ("dump", "datadir"):
+            if getattr(self, key):
+                object.__setattr__(self, key, os.path.abspath(getattr(self, key)))
+        userdata.check(self.dump, self.datadir, self.script, self.database, self.tables,
+                       self.script in oltp.SCRIPTS)
         if self.arm_backing is not None:
             self._check_backing(self.arm_backing)
 
@@ -157,15 +166,30 @@ class Mariadb:
         """A private datadir copied from the template, its server up with the arm's setting;
         the caller stops it (stop)."""
         self._check_backing(backing)
-        template = ensure_template(self.tables, self.table_size)
+        template = self.template()
         top = datadir.new_dir("trial")
         try:
-            datadir.copy_template(template, top)
+            settings = self.settings()
+            if self.datadir:
+                userdata.copy_datadir(template, top)
+                settings += (("init_file", top / userdata.INIT_FILE),
+                             ("skip_slave_start", True))
+            else:
+                datadir.copy_template(template, top)
             large, pool = self.large_pages(), self.buffer_pool_bytes()
-            return Server(top, start(top, str(pool), large, self.settings()), large, pool)
+            return Server(top, start(top, str(pool), large, settings), large, pool)
         except BaseException:
             shutil.rmtree(top, ignore_errors=True)
             raise
+
+    def template(self) -> Path:
+        """What each trial's datadir is copied from: the user's datadir, the one loaded from
+        their dump, or sysbench's tables (both cached)."""
+        if self.datadir:
+            return Path(self.datadir)
+        if self.dump:
+            return ensure_dump_template(self.dump, self.database)
+        return ensure_template(self.tables, self.table_size)
 
     def warm(self, target: Target, srv: Server) -> None:
         if self.warmup_s >= 1:
@@ -176,7 +200,8 @@ class Mariadb:
         """One sysbench run of `seconds` against `srv`: its summary, and its latencies in µs
         (from sysbench's histogram: each bucket's value, as often as it counted)."""
         res = target.exec(oltp.argv(self.script, srv.handle.client_port, self.tables,
-                                    self.table_size, self.threads, seconds),
+                                    self.table_size, self.threads, seconds,
+                                    database=self.database),
                           timeout=self.exec_timeout())
         check_exit(res, "sysbench")
         srv.sysbench_version = first_version(res.stdout, r"sysbench (\S+)")
@@ -204,6 +229,9 @@ class Mariadb:
         result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
                             "server_version": first_version(log, r"Version: '([^']+)'"),
                             "sysbench_version": srv.sysbench_version})
+        if self.dump or self.datadir:
+            result.info["user_data"] = {"dump": self.dump} if self.dump else \
+                {"datadir": self.datadir}
         return result
 
     def stop(self, srv: Server) -> None:
@@ -262,19 +290,52 @@ def ensure_template(tables: int, table_size: int) -> Path:
     large tables) and copied per trial."""
     version = run([server.SERVER, "--version"]).stdout.strip()
     key = datadir.template_key(version, tables, table_size)
+    dest = _cached(key, lambda top: _build(top, tables, table_size))
+    datadir.check_template(dest)
+    return dest
+
+
+def ensure_dump_template(dump: str, database: str) -> Path:
+    """The cached datadir a user's SQL dump was loaded into once, by its sha256 and the
+    server's version; the dump is only read."""
+    path = Path(dump)
+    st = path.stat()
+    memo = f"{path}:{st.st_size}:{st.st_mtime_ns}:{database}"
+    if memo not in _TEMPLATES:
+        version = run([server.SERVER, "--version"]).stdout.strip()
+        key = userdata.dump_key(version, userdata.sha256(path), database)
+        _TEMPLATES[memo] = _cached(key, lambda top: _load_dump(top, path, database))
+    return _TEMPLATES[memo]
+
+
+def _cached(key: str, build: Callable[[Path], None]) -> Path:
     if key in _TEMPLATES:
         return _TEMPLATES[key]
     dest = datadir.cache_dir() / key
     if not dest.is_dir():
         with datadir.private_dir("template") as top:
-            _build(top, tables, table_size)
+            build(top)
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             run(["cp", "-a", "--", str(top / "data"), str(tmp)])
             tmp.rename(dest)
-    datadir.check_template(dest)
     _TEMPLATES[key] = dest
     return dest
+
+
+def _load_dump(top: Path, dump: Path, database: str) -> None:
+    """A fresh datadir with the dump loaded (into `database` unless it says otherwise) and
+    the load's user, shut down cleanly."""
+    datadir.install(top / "data")
+    handle = start(top, "64M", False, (("innodb_fast_shutdown", 0),))
+    try:
+        sock = f"--socket={top / 'sock'}"
+        run(["mariadb", sock, "-uroot", "-e", f"CREATE DATABASE IF NOT EXISTS `{database}`; "
+             + userdata.GRANT], timeout=60)
+        run(userdata.load_argv(top / "sock", database, dump), timeout=3600)
+        run(["mariadb-admin", sock, "-uroot", "shutdown"], timeout=300)
+    finally:
+        handle.stop()
 
 
 def _build(top: Path, tables: int, table_size: int) -> None:
