@@ -11,6 +11,11 @@ Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,
 CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
 requests/s (higher). The server side is pluggable like iperf3's (see command.ServerSide).
 
+A user's data: `rdb = "/path/dump.rdb"` (an RDB file, e.g. from `redis-cli --rdb` or a SAVE):
+each server starts from a copy of it in a private directory (`--dir DIR --dbfilename
+dump.rdb`, the original never opened by the server), persistence still off; the keys it loaded
+(INFO keyspace, read before any load) are the evidence, in the result's info["rdb"].
+
 Interleaved servers (design "interleaved", hugelab.workloads.interleave): every arm's
 redis-server up at once on its own free port, each under its arm's switches; a warm-up run of
 `requests` per server measures its rate, and each window then sends as many requests as fill
@@ -25,10 +30,16 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import re
+import shutil
+import socket
 import statistics
+import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,6 +107,74 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
+# -- a user's RDB file: copied into a private directory, loaded at start, persistence off --------
+RDB_NAME = "dump.rdb"
+RDB_PREFIX = "hugelab-redis-"
+RDB_WORK = Path("/var/tmp")
+LOAD_TIMEOUT_S = 600.0
+
+
+def rdb_version(head: bytes) -> int:
+    """The RDB format version from a file's first bytes (`REDIS0011`) (pure); ValueError."""
+    if head[:5] != b"REDIS" or not head[5:9].isdigit():
+        raise ValueError("not a Redis RDB file (it does not start with REDIS and a version)")
+    return int(head[5:9])
+
+
+def keyspace_keys(info: str) -> int:
+    """The keys of every database in `INFO keyspace` (`db0:keys=12,expires=0,...`) (pure)."""
+    return sum(int(m.group(1)) for m in re.finditer(r"^db\d+:keys=(\d+)", info, re.MULTILINE))
+
+
+def rdb_copy(rdb: str) -> Path:
+    """A private directory (0700, named by this process) holding a copy of the RDB file."""
+    d = Path(tempfile.mkdtemp(prefix=f"{RDB_PREFIX}{os.getpid()}-", dir=RDB_WORK))
+    shutil.copyfile(rdb, d / RDB_NAME)
+    return d
+
+
+def reply_complete(data: bytes) -> bool:
+    """Whether `data` holds a whole reply: a status or error line, or a bulk string (pure)."""
+    head, sep, body = data.partition(b"\r\n")
+    if not sep:
+        return False
+    return not head.startswith(b"$") or len(body) >= int(head[1:]) + 2
+
+
+def info_section(port: int, section: str, timeout: float = 5.0) -> str:
+    """`INFO section` of the server on 127.0.0.1:port, read to the end of its reply."""
+    cmd = f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode()
+    data = b""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+        s.sendall(cmd)
+        while not reply_complete(data) and (chunk := s.recv(65536)):
+            data += chunk
+    return data.decode(errors="replace")
+
+
+def loaded_keys(port: int, timeout: float = LOAD_TIMEOUT_S) -> int:
+    """The keys a server holds once it has finished loading its RDB file."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError):  # busy loading a large file: asked again
+            if "loading:0" in info_section(port, "persistence"):
+                return keyspace_keys(info_section(port, "keyspace"))
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"redis-server was still loading its RDB after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def rdb_leftovers(work: Path = RDB_WORK) -> list[str]:
+    """RDB copies whose run is gone (after a kill): removed, for `hugelab recover`."""
+    gone = []
+    for d in sorted(work.glob(f"{RDB_PREFIX}*")):
+        pid = d.name[len(RDB_PREFIX):].split("-")[0]
+        if d.is_dir() and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(str(d))
+    return gone
+
+
 @dataclass(frozen=True)
 class RedisBenchmark:
     """redis-server loaded with redis-benchmark; metrics `<test>_rps`, `<test>_p99_ms`, ..."""
@@ -116,6 +195,7 @@ class RedisBenchmark:
     window_s: float = 2.0     # design "interleaved": each window's length
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
+    rdb: str | None = None  # a user's RDB file: loaded at each server's start from a copy
     kind: str = field(default="redis", init=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +211,13 @@ class RedisBenchmark:
         if self.duration_s < 1 or self.window_s < 1:
             raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
         check_mode("redis", self.process_thp)
+        if self.rdb is not None:
+            object.__setattr__(self, "rdb", os.path.abspath(self.rdb))
+            try:
+                with open(self.rdb, "rb") as f:
+                    rdb_version(f.read(9))
+            except (OSError, ValueError) as exc:
+                raise ExperimentError(f"redis: rdb {self.rdb}: {exc}") from None
         for key, value in self.app:
             if key != "disable-thp":
                 raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
@@ -148,9 +235,11 @@ class RedisBenchmark:
     def primary(self) -> str:
         return "get_rps" if "get" in self.tests else f"{self.tests[0]}_rps"
 
-    def server_argv(self, port: int) -> list[str]:
-        """redis-server on loopback, no persistence, THP left to the system mode (pure)."""
-        return [self.server_binary, "--port", str(port), "--bind", LOOPBACK,
+    def server_argv(self, port: int, rdb_dir: Path | None = None) -> list[str]:
+        """redis-server on loopback, no persistence, THP left to the system mode; with a
+        user's RDB, loaded from its copy in `rdb_dir` at start (and never saved) (pure)."""
+        rdb = ["--dir", str(rdb_dir), "--dbfilename", RDB_NAME] if rdb_dir else []
+        return [self.server_binary, "--port", str(port), "--bind", LOOPBACK, *rdb,
                 "--save", "", "--appendonly", "no", "--daemonize", "no",
                 "--disable-thp", "yes" if self.disable_thp else "no",
                 "--protected-mode", "yes"]
@@ -193,18 +282,32 @@ class RedisBenchmark:
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
         side = default_server(self.server, target, "redis-server", self.port)
-        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
-                            "redis-server")
+        if self.rdb and getattr(target, "name", "") != "native":
+            raise WorkloadError("redis: rdb runs on the host only for now (the RDB copy is "
+                                "this host's)")
+        rdb_dir = rdb_copy(self.rdb) if self.rdb else None
+        try:
+            return self._run(target, side, backing, rdb_dir)
+        finally:
+            if rdb_dir is not None:
+                shutil.rmtree(rdb_dir, ignore_errors=True)
+
+    def _run(self, target: Target, side: ServerSide, backing: str,
+             rdb_dir: Path | None) -> WorkloadResult:
+        handle = side.start(lambda port: wrap(self.server_argv(port, rdb_dir), self.process_thp,
+                                              target), "redis-server")
         target = target_for(target, self.process_thp)
         server_out = ""
         memory: dict[str, object] = {}
         try:
+            keys = self._loaded(handle.client_port, rdb_dir)
             res = target.exec(self.benchmark_argv(handle.client_port),
                               timeout=self.exec_timeout())
             memory = server_memory(handle)
         finally:
             server_out = handle.stop()
         result = self.parse(res, server_out)
+        self._record_rdb(result, keys)
         result.evidence["server_output_tail"] = server_out
         result.evidence["server"] = memory
         if self.app:  # the arm set Redis's own switch: the app evidence rule judges it
@@ -217,6 +320,21 @@ class RedisBenchmark:
         self._describe(result, backing)
         return result
 
+    def _loaded(self, port: int, rdb_dir: Path | None) -> int | None:
+        """The keys the server loaded from the user's RDB (None without one); WorkloadError
+        when it holds none."""
+        if rdb_dir is None:
+            return None
+        keys = loaded_keys(port)
+        if keys <= 0:
+            raise WorkloadError(f"redis-server loaded no keys from {self.rdb}",
+                                hint="the file holds no keys, or not for this server")
+        return keys
+
+    def _record_rdb(self, result: WorkloadResult, keys: int | None) -> None:
+        if keys is not None:  # INFO keyspace before any load: what the file brought
+            result.info["rdb"] = {"file": self.rdb, "keys_loaded": keys}
+
     def _describe(self, result: WorkloadResult, backing: str) -> None:
         result.info["backing"] = backing
         result.info["backing_note"] = (THP_ONLY_NOTE + (
@@ -228,9 +346,22 @@ class RedisBenchmark:
     def start(self, backing: str) -> RedisServer:
         """This arm's redis-server, up on a free loopback port (several run at once)."""
         check_backing(backing)
-        handle = LocalServer().start(lambda port: wrap(self.server_argv(port), self.process_thp),
-                                     "redis-server")
-        return RedisServer(handle)
+        rdb_dir = rdb_copy(self.rdb) if self.rdb else None
+        try:
+            handle = LocalServer().start(
+                lambda port: wrap(self.server_argv(port, rdb_dir), self.process_thp),
+                "redis-server")
+        except BaseException:
+            if rdb_dir is not None:
+                shutil.rmtree(rdb_dir, ignore_errors=True)
+            raise
+        srv = RedisServer(handle, rdb_dir=rdb_dir)
+        try:
+            srv.keys = self._loaded(handle.client_port, rdb_dir)
+        except BaseException:
+            self.stop(srv)
+            raise
+        return srv
 
     def _bench(self, target: Target, srv: RedisServer, requests: int) -> WorkloadResult:
         client = target_for(target, self.process_thp)
@@ -269,10 +400,15 @@ class RedisBenchmark:
         result = WorkloadResult(metrics=metrics, primary=self.primary, unit="requests/s",
                                 better="higher", evidence=evidence, info=info)
         self._describe(result, backing)
+        self._record_rdb(result, srv.keys)
         return result
 
     def stop(self, srv: RedisServer) -> None:
-        srv.handle.stop()
+        try:
+            srv.handle.stop()
+        finally:
+            if srv.rdb_dir is not None:
+                shutil.rmtree(srv.rdb_dir, ignore_errors=True)
 
 
 @dataclass
@@ -281,6 +417,8 @@ class RedisServer:
 
     handle: ServerHandle
     rate: float = 0.0  # requests per second of each test, measured in the warm-up
+    rdb_dir: Path | None = None  # the private copy of the user's RDB file
+    keys: int | None = None      # the keys the server loaded from it
 
 
 def window_metrics(windows: list[dict[str, float]]) -> dict[str, float]:
@@ -375,5 +513,6 @@ KIND = Kind(
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
     duration=("timeout_s", None), judge=judge, interleave=server_problem,
+    leftovers=rdb_leftovers,
     refusals={"domain": "redis runs its server in hugelab's own guests (a NIC with a "
                         "127.0.0.1 forward); a user's domain keeps its own network"})
