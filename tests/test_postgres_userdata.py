@@ -84,9 +84,9 @@ def test_the_workloads_settings_put_the_users_under_the_arms(tmp_path):
                             "huge_pages": "on", "huge_page_size": "2MB",
                             "shared_buffers": "64MB", "max_connections": 100}
     assert Postgres(conf=str(conf)).settings("4k")["huge_pages"] == "off"
-    assert w.warnings("hugetlb-2M") == [f"{conf} sets huge_pages = 'try', which hugelab owns: "
+    assert w.settings_warnings("hugetlb-2M") == [f"{conf} sets huge_pages = 'try', which hugelab owns: "
                                         "this arm runs with huge_pages = on"]
-    assert Postgres().warnings() == []
+    assert Postgres().settings_warnings() == []
 
 
 def test_a_dumps_format_is_read_from_its_content():
@@ -320,3 +320,20 @@ def test_a_data_directory_and_a_plain_dump_each_run_a_trial_and_stay_as_they_wer
                                               for w in said["datadir"]), said
     assert (tree_digest(data), file_digest(files["plain"])) == before
     assert not list(Path(pg_env["HUGELAB_PG_WORK"]).iterdir()), "a cluster copy is left"
+
+
+@needs_pg
+def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_path, pg_env):
+    conf = tmp_path / "my.conf"
+    conf.write_text(CONF)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(f'name = "dry"\nblocks = 1\n[workload]\nkind = "postgres"\nscale = 1\n'
+                   f'conf = "{conf}"\n[[arms]]\nname = "off"\nbacking = "4k"\n[[arms]]\n'
+                   'name = "on"\nbacking = "hugetlb-2M"\n')
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--dry-run", "--json", "--store",
+                        str(tmp_path / "s.db")], capture_output=True, text=True, env=pg_env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    said = [w for w in json.loads(r.stdout)["warnings"] if str(conf) in w]
+    assert said == [f"arm '{arm}': {conf} sets huge_pages = 'try', which hugelab owns: this "
+                    f"arm runs with huge_pages = {arm}" for arm in ("off", "on")]

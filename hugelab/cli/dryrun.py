@@ -154,6 +154,9 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     if "unknown" in est.basis.values():
         out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
                                "trials count as 0 s; run one block first (--blocks 1) to measure")
+    for a in runnable:  # what a user's own config sets that the arm overrides (postgres)
+        if callable(said := getattr(per_arm.get(a.name, workload), "settings_warnings", None)):
+            out["warnings"] += [f"arm '{a.name}': {w}" for w in said(a.backing)]
     out["pool_holders"] = host.get("pool_holders") or []
     out["warnings"] += pool_plan_warnings(host, pools)
     if budget_s is not None and est.seconds > budget_s:

@@ -35,7 +35,9 @@ The fields, and who reads them:
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
-`hugetlb_bytes_for(page_size)`, and for servers `start`, `warm`, `window`, `finish`, `stop`.
+`hugetlb_bytes_for(page_size)`, `settings_warnings(backing)` (what a user's own config sets
+that the arm overrides, shown by `run --dry-run`), and for servers `start`, `warm`, `window`,
+`finish`, `stop`.
 """
 
 from __future__ import annotations

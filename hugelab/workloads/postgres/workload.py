@@ -150,8 +150,9 @@ class Postgres:
         out.setdefault("max_connections", max(100, self.clients + 10))
         return out
 
-    def warnings(self, backing: str | None = None) -> list[str]:
-        """What the user's files set that hugelab sets itself for this arm."""
+    def settings_warnings(self, backing: str | None = None) -> list[str]:
+        """What the user's files set that hugelab sets itself for this arm (also shown by
+        `run --dry-run`)."""
         return userdata.warnings(self, self.settings(backing))
 
     # -- the server's own answers -----------------------------------------------------------
@@ -257,7 +258,7 @@ class Postgres:
                                 "backing": backing, "settings": self.settings(backing),
                                 "builtin": self.script or self.builtin,
                                 "server_output_tail": srv.output(20),
-                                "warnings": self.warnings(backing), **userdata.info(self)}
+                                "warnings": self.settings_warnings(backing), **userdata.info(self)}
         if len(windows) > 1:
             metrics["duration_s"] = self.window_s * len(windows)
             info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
