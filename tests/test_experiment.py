@@ -143,3 +143,20 @@ def test_vm_layer_errors(tmp_path, old, new, line, words):
     with pytest.raises(ExperimentError) as exc:
         load_experiment(write(tmp_path, VM.replace(old, new)))
     assert f"line {line}:" in exc.value.message and words in exc.value.message
+
+
+def test_workload_paths_written_dot_slash_are_beside_the_file(tmp_path):
+    from pathlib import Path
+
+    from hugelab.experiment.parse import beside
+    folder = Path("/srv/exp")
+    data = {"workload": {"kind": "postgres", "dump": "./data/d.sql", "conf": "../c.conf",
+                         "script": "/abs/q.sql", "builtin": "select-only", "scale": 2}}
+    assert beside(data, folder)["workload"] == {
+        "kind": "postgres", "dump": "/srv/exp/data/d.sql", "conf": "/srv/c.conf",
+        "script": "/abs/q.sql", "builtin": "select-only", "scale": 2}
+    assert beside({"arms": []}, folder) == {"arms": []}
+    f = tmp_path / "e.toml"
+    f.write_text('[workload]\nkind = "command"\nargv = ["./x"]\nbinary_dir = "./bin"\n'
+                 '[[arms]]\nname = "a"\nbacking = "4k"\n')
+    assert load_experiment(f).workload["binary_dir"] == str(tmp_path / "bin")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -466,13 +467,24 @@ def _factorial(d: dict[str, Any], vm_defaults: dict[str, Any]
     return expand(levels, base, cells, d.get("baseline"), make_arm)
 
 
+def beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The [workload] table's strings written `./x` or `../x` as paths beside the experiment
+    file in `folder` (an example and its data files run from any directory) (pure)."""
+    table = data.get("workload")
+    if not isinstance(table, dict):
+        return data
+    local = {k: str(Path(os.path.normpath(folder / v))) for k, v in table.items()
+             if isinstance(v, str) and v.startswith(("./", "../"))}
+    return {**data, "workload": {**table, **local}} if local else data
+
+
 def load_experiment(path: Path) -> Experiment:
     try:
         text = path.read_text()
     except OSError as exc:
         raise ExperimentError(f"cannot read {path}: {exc.strerror}") from exc
     try:
-        data = tomllib.loads(text)
+        data = beside(tomllib.loads(text), path.parent.absolute())
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: not valid TOML: {exc}") from exc
     try:
