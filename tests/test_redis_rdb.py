@@ -141,3 +141,19 @@ def test_a_users_rdb_is_loaded_by_every_trial_and_left_as_it_was(tmp_path):
     assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
     assert not list(redis.RDB_WORK.glob(f"{redis.RDB_PREFIX}{p.pid}-*")), "a copy is left"
     assert host_state() == before
+
+
+@needs_redis
+@pytest.mark.slow
+def test_interleaved_servers_each_load_their_own_copy(tmp_path):
+    import random
+
+    from hugelab.trial.native import NativeTarget
+    from hugelab.workloads.interleave import serve
+    rdb = make_rdb(tmp_path, 120)
+    digest = hashlib.sha256(rdb.read_bytes()).hexdigest()
+    w = RedisBenchmark(requests=2000, clients=4, rdb=str(rdb), duration_s=2, window_s=1)
+    a, b = serve(NativeTarget(), [(w, "4k"), (w, "4k")], random.Random(1))
+    assert a.info["rdb"] == b.info["rdb"] == {"file": str(rdb), "keys_loaded": 120}
+    assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
+    assert not list(redis.RDB_WORK.glob(f"{redis.RDB_PREFIX}{os.getpid()}-*")), "a copy is left"
