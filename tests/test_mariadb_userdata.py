@@ -73,6 +73,8 @@ def test_a_builtin_script_is_refused_without_sbtest_tables(tmp_path):
         Mariadb(datadir=str(data), dump=str(dump))
     with pytest.raises(ExperimentError, match="no mysql/ system database"):
         Mariadb(datadir=str(tmp_path), script="/x.lua")
+    with pytest.raises(ExperimentError, match="not a plain name"):
+        Mariadb(database="shop`; DROP", script="/x.lua")
     with pytest.raises(ExperimentError, match="is not a file"):
         Mariadb(dump=str(tmp_path / "none.sql"), script="/x.lua")
 

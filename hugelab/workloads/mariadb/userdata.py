@@ -62,6 +62,9 @@ def check(dump: str | None, data: str | None, script: str, database: str,
     built-in OLTP script is the load; ExperimentError otherwise."""
     if dump and data:
         raise ExperimentError("mariadb: give dump or datadir, not both")
+    if not re.fullmatch(r"[A-Za-z0-9_$]{1,64}", database):
+        raise ExperimentError(f"mariadb: database {database!r} is not a plain name (letters, "
+                              "digits, _ and $)")
     if dump and not Path(dump).is_file():
         raise ExperimentError(f"mariadb: dump {dump!r} is not a file")
     if data and not (Path(data) / "mysql").is_dir():
