@@ -14,9 +14,10 @@ MARK = "hugelab-postgres-result: "  # the line the host parses, whatever else wa
 
 
 def params(workload: Any) -> str:
-    """The workload's parameters as JSON for the guest side (pure)."""
+    """The workload's parameters as JSON for the guest side, those left unset (None) out, so
+    the guest's own defaults apply (pure)."""
     fields = {f.name: getattr(workload, f.name) for f in dataclasses.fields(workload)
-              if f.init}
+              if f.init and getattr(workload, f.name) is not None}
     fields["app"] = [list(kv) for kv in fields.get("app", ())]
     return json.dumps(fields)
 
