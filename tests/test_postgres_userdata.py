@@ -35,6 +35,7 @@ INSERT INTO orders (item, qty) SELECT 1 + g % 400, g % 7 FROM generate_series(1,
 SCRIPT = """\\set id random(1, 400)
 SELECT i.name, sum(o.qty) FROM items i LEFT JOIN orders o ON o.item = i.id
  WHERE i.id = :id GROUP BY i.name;
+SELECT body FROM notes WHERE id = :id % 50;
 """
 CONF = """# the user's settings
 shared_buffers = '32MB'        # under the arm's app
@@ -105,8 +106,8 @@ def test_restore_argv_and_the_templates_key():
         "/b/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "/s", "-p", "5432", "-U",
         "postgres", "-d", "postgres", "-f", "/d.sql"]
     assert userdata.restore_argv(b, "custom", Path("/d.dump"), sock, 5432) == [
-        "/b/pg_restore", "--no-owner", "--no-privileges", "--exit-on-error", "-h", "/s", "-p",
-        "5432", "-U", "postgres", "-d", "postgres", "/d.dump"]
+        "/b/pg_restore", "--no-owner", "--no-privileges", "--no-tablespaces", "--exit-on-error",
+        "-h", "/s", "-p", "5432", "-U", "postgres", "-d", "postgres", "/d.dump"]
     key = userdata.dump_key("15.14", "ab" * 32, "plain")
     assert key.startswith("dump-") and key == userdata.dump_key("15.14", "ab" * 32, "plain")
     assert len({key, userdata.dump_key("15.15", "ab" * 32, "plain"),
@@ -207,29 +208,48 @@ def servers(work: Path) -> list[int]:
     return out
 
 
+TABLESPACE = """CREATE TABLESPACE elsewhere LOCATION '{where}';
+CREATE TABLE notes (id int, body text) TABLESPACE elsewhere;
+INSERT INTO notes SELECT g, 'note ' || g FROM generate_series(1, 50) g;
+"""
+
+
 def users_database(out: Path) -> dict[str, Path]:
     """A user's small schema in a cluster of their own, as a custom-format dump, a plain one,
-    and the stopped cluster's data directory; and their pgbench script."""
+    and the stopped cluster's data directory, whose WAL and one tablespace live outside it
+    (symbolic links, as `initdb -X` and CREATE TABLESPACE make them); and their pgbench
+    script."""
     b = cluster.bindir()
     with cluster.private_dir("user") as cd:
         cluster.as_postgres([b / "initdb", "-D", cd.data, "--auth=trust", "-U", "postgres",
-                             "--no-sync"])
+                             "--no-sync", "-X", cd.top / "wal"])
+        cluster.as_postgres(["mkdir", cd.top / "ts"])
         srv = server.start(b, cd, {"huge_pages": "off", "fsync": "off"})
         conn = ["-h", str(cd.top), "-p", str(server.PORT), "-U", "postgres"]
         try:
             subprocess.run([b / "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn, "-d",
                             "postgres", "-c", SCHEMA], check=True, capture_output=True)
+            for sql in TABLESPACE.format(where=cd.top / "ts").strip().splitlines():
+                subprocess.run([b / "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn,
+                                "-d", "postgres", "-c", sql], check=True, capture_output=True)
             subprocess.run([b / "pg_dump", *conn, "-Fc", "-f", out / "shop.dump", "postgres"],
                            check=True)
-            subprocess.run([b / "pg_dump", *conn, "-f", out / "shop.sql", "postgres"],
-                           check=True)
+            subprocess.run([b / "pg_dump", *conn, "--no-tablespaces", "-f", out / "shop.sql",
+                            "postgres"], check=True)
         finally:
             srv.stop()
-        subprocess.run(["cp", "-a", cd.data, out / "datadir"], check=True)
+        for name in ("data", "wal", "ts"):
+            subprocess.run(["cp", "-a", cd.top / name, out / f"user-{name}"], check=True)
+    data = out / "user-data"
+    (data / "pg_wal").unlink()
+    (data / "pg_wal").symlink_to(out / "user-wal")
+    (link,) = (data / "pg_tblspc").iterdir()
+    link.unlink()
+    link.symlink_to(out / "user-ts")
     (out / "query.sql").write_text(SCRIPT)
     (out / "my.conf").write_text(CONF)
     return {k: out / n for k, n in (("custom", "shop.dump"), ("plain", "shop.sql"),
-                                    ("datadir", "datadir"), ("script", "query.sql"),
+                                    ("datadir", "user-data"), ("script", "query.sql"),
                                     ("conf", "my.conf"))}
 
 
@@ -304,7 +324,9 @@ def test_a_data_directory_and_a_plain_dump_each_run_a_trial_and_stay_as_they_wer
     data = files["datadir"]
     with (data / "postgresql.conf").open("a") as f:  # a conf that names the original itself
         f.write(f"data_directory = '{data}'\nport = 5999\n")
-    before = tree_digest(data), file_digest(files["plain"])
+    outside = [tmp_path / "user-wal", tmp_path / "user-ts"]  # its links' targets
+    assert (data / "pg_wal").is_symlink() and all(p.is_dir() for p in outside)
+    before = [tree_digest(p) for p in (data, *outside)], file_digest(files["plain"])
     arm = SimpleNamespace(name="off", backing="4k")
     said = {}
     for name, source in (("datadir", {"datadir": str(data)}),
@@ -318,7 +340,7 @@ def test_a_data_directory_and_a_plain_dump_each_run_a_trial_and_stay_as_they_wer
     assert said["plain"] == []
     assert len(said["datadir"]) == 2 and all(w.startswith(f"{data}/postgresql.conf sets ")
                                               for w in said["datadir"]), said
-    assert (tree_digest(data), file_digest(files["plain"])) == before
+    assert ([tree_digest(p) for p in (data, *outside)], file_digest(files["plain"])) == before
     assert not list(Path(pg_env["HUGELAB_PG_WORK"]).iterdir()), "a cluster copy is left"
 
 

@@ -85,10 +85,11 @@ def check(dump: str | None, data: str | None, script: str, database: str,
 
 
 def copy_datadir(src: Path, top: Path) -> Path:
-    """The user's datadir into `top`/data (reading it only), made the copy's own: owned by
-    mysql, 0700; and the init file that gives the load its user in the copy."""
+    """The user's datadir into `top`/data (reading it only; symbolic links followed, so a
+    table kept elsewhere is copied too), made the copy's own: owned by mysql, 0700; and the
+    init file that gives the load its user in the copy."""
     data = top / "data"
-    run(["cp", "-a", "--", str(src), str(data)])
+    run(["cp", "-a", "-L", "--", str(src), str(data)])
     uid, gid = datadir.user_ids()
     run(["chown", "-R", f"{uid}:{gid}", "--", str(data)])
     os.chmod(data, 0o700)

@@ -66,14 +66,14 @@ def check_dump(path: str) -> str:
 
 def restore_argv(bin_dir: Path, fmt: str, dump: Path, socket_dir: Path, port: int,
                  database: str = "postgres") -> list[str]:
-    """psql (plain SQL, stopping at the first error) or pg_restore (no owners, no grants) into
-    `database` over the private socket (pure)."""
+    """psql (plain SQL, stopping at the first error) or pg_restore (no owners, grants or
+    tablespaces) into `database` over the private socket (pure)."""
     conn = ["-h", str(socket_dir), "-p", str(port), "-U", cluster.USER]
     if fmt == "plain":
         return [str(bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn,
                 "-d", database, "-f", str(dump)]
-    return [str(bin_dir / "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-            *conn, "-d", database, str(dump)]
+    return [str(bin_dir / "pg_restore"), "--no-owner", "--no-privileges", "--no-tablespaces",
+            "--exit-on-error", *conn, "-d", database, str(dump)]
 
 
 def dump_key(pg_version: str, digest: str, fmt: str) -> str:
@@ -142,10 +142,11 @@ def check_major(datadir: str, pg_version: str) -> None:
 
 
 def copy_datadir(src: Path, cd: cluster.ClusterDir) -> None:
-    """The user's data directory into `cd` (reading it only), then made the copy's own: owned
-    by postgres, 0700, its authentication hugelab's (trust on the private socket), the files a
-    Debian-style directory keeps elsewhere present, and no stale pid file."""
-    run(["cp", "-a", "--", str(src), str(cd.data)])
+    """The user's data directory into `cd` (reading it only), its symbolic links followed (a
+    pg_wal or tablespace elsewhere is copied too, never shared with the original), then made
+    the copy's own: owned by postgres, 0700, its authentication hugelab's (trust on the private
+    socket), the files a Debian-style directory keeps elsewhere present, no stale pid file."""
+    run(["cp", "-a", "-L", "--", str(src), str(cd.data)])
     uid, gid = cluster.user_ids()
     run(["chown", "-R", f"{uid}:{gid}", "--", str(cd.data)])
     os.chmod(cd.data, 0o700)
@@ -168,7 +169,8 @@ def restore_failed(argv: list[str], code: int, output: str) -> WorkloadError:
     return WorkloadError(f"restoring the dump failed ({code}): {Path(argv[0]).name}\n  "
                          + output.strip().replace("\n", "\n  ")[-2000:],
                          hint="a plain dump stops at its first error: make it with pg_dump "
-                              "--no-owner --no-privileges, or as custom format (-Fc)")
+                              "--no-owner --no-privileges --no-tablespaces, or as custom "
+                              "format (-Fc)")
 
 
 def check_user_data(w: Any) -> None:
