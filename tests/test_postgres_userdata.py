@@ -359,3 +359,21 @@ def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_pat
     said = [w for w in json.loads(r.stdout)["warnings"] if str(conf) in w]
     assert said == [f"arm '{arm}': {conf} sets huge_pages = 'try', which hugelab owns: this "
                     f"arm runs with huge_pages = {arm}" for arm in ("off", "on")]
+
+
+@needs_pg
+def test_the_servers_questions_get_a_copy_of_the_settings_only(tmp_path, pg_env):
+    src = tmp_path / "data"
+    for d in ("base/1", "pg_wal", "global", "pg_tblspc"):
+        (src / d).mkdir(parents=True)
+    (src / "base/1/1259").write_bytes(b"x" * 4096)
+    (src / "pg_wal/000000010000000000000001").write_bytes(b"w" * 4096)
+    (src / "PG_VERSION").write_text("15\n")
+    (src / "global/pg_control").write_bytes(b"c")
+    with cluster.private_dir("t") as cd:
+        userdata.copy_datadir(src, cd, settings_only=True)
+        got = sorted(str(p.relative_to(cd.data)) for p in cd.data.rglob("*"))
+        owner = {p.stat().st_uid for p in cd.data.rglob("*")} | {cd.data.stat().st_uid}
+    assert got == ["PG_VERSION", "base", "global", "global/pg_control", "pg_hba.conf",
+                   "pg_ident.conf", "pg_tblspc", "pg_wal", "postgresql.conf"]
+    assert owner == {cluster.user_ids()[0]}

@@ -21,6 +21,7 @@ from hugelab.workloads.postgres import cluster, userconf
 
 CHUNK = 1 << 20
 SNIFF = 4096
+BULK = ("base", "pg_wal", "pg_tblspc")  # a data directory's data, which `postgres -C` never reads
 HBA = "# written by hugelab: the private copy's own socket, trust behind its 0700 directory\n" \
       "local all all trust\n"
 PGBENCH_TABLES = {"select-only": ("pgbench_accounts",),
@@ -141,12 +142,20 @@ def check_major(datadir: str, pg_version: str) -> None:
                                    "pg_dump of it as dump")
 
 
-def copy_datadir(src: Path, cd: cluster.ClusterDir) -> None:
+def copy_datadir(src: Path, cd: cluster.ClusterDir, settings_only: bool = False) -> None:
     """The user's data directory into `cd` (reading it only), its symbolic links followed (a
     pg_wal or tablespace elsewhere is copied too, never shared with the original), then made
     the copy's own: owned by postgres, 0700, its authentication hugelab's (trust on the private
-    socket), the files a Debian-style directory keeps elsewhere present, no stale pid file."""
-    run(["cp", "-a", "-L", "--", str(src), str(cd.data)])
+    socket), the files a Debian-style directory keeps elsewhere present, no stale pid file.
+    `settings_only`: without the data itself (BULK left empty), enough for `postgres -C`."""
+    if settings_only:
+        cd.data.mkdir(mode=0o700)
+        small = [str(p) for p in sorted(src.iterdir()) if p.name not in BULK]
+        run(["cp", "-a", "-L", "--", *small, str(cd.data)])
+        for name in BULK:
+            (cd.data / name).mkdir()
+    else:
+        run(["cp", "-a", "-L", "--", str(src), str(cd.data)])
     uid, gid = cluster.user_ids()
     run(["chown", "-R", f"{uid}:{gid}", "--", str(cd.data)])
     os.chmod(cd.data, 0o700)

@@ -169,8 +169,10 @@ class Postgres:
             return template.ensure_dump(self._bin(), self.dump)
         return template.ensure(self._bin(), self.scale)
 
-    def copy(self, source: Path, cd: cluster.ClusterDir) -> None:
-        (userdata.copy_datadir if self.datadir else cluster.copy_template)(source, cd)
+    def copy(self, source: Path, cd: cluster.ClusterDir, settings_only: bool = False) -> None:
+        if self.datadir:  # the user's: only its settings for `postgres -C` (ask)
+            return userdata.copy_datadir(source, cd, settings_only)
+        cluster.copy_template(source, cd)
 
     def ask(self, name: str) -> str:
         """`postgres -C name` with this arm's settings, on a copy of the template."""
@@ -178,7 +180,7 @@ class Postgres:
         key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in self.settings().items())))
         if key not in _ASKED:
             with cluster.private_dir("ask") as cd:
-                self.copy(tpl, cd)
+                self.copy(tpl, cd, settings_only=True)
                 _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
         return _ASKED[key]
 
