@@ -10,7 +10,7 @@ import pytest
 
 from hugelab.report import answer, lead
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.test_report_analysis import make_store
 from tests.test_report_factorial import build

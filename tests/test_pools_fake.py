@@ -235,8 +235,8 @@ def test_inspect_names_the_holders_and_warns(host):
 
 def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
     from hugelab.report.poolnotes import pool_warnings, shared_pools
+    from hugelab.report.runload import load_run
     host, _, store, kernel = env
     kernel.pool_cap[MB2] = 1600
 

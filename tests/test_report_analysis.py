@@ -11,7 +11,7 @@ import pytest
 
 from hugelab.errors import UsageError
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import from_rows, load_run
+from hugelab.report.runload import from_rows, load_run
 from hugelab.stats import signedrank
 from hugelab.stats.tails import BOOT_MAX_VALUES
 from hugelab.store import Store, Trial
@@ -260,7 +260,7 @@ def _run_with_effect(effects: np.ndarray, seed: int = 8) -> dict[str, Any]:
 
 
 def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
-    from hugelab.report import markdown, tables
+    from hugelab.report import markdown, runtables
 
     fading = _run_with_effect(np.r_[np.full(40, 0.92), np.full(20, 0.95), np.full(40, 0.98)])
     c = fading["comparisons"][0]
@@ -271,7 +271,7 @@ def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
     assert dr["last_pct"] == pytest.approx(-2.0, abs=1.0)
     assert any(w.startswith("thp vs 4k: the effect changed during the run") and
                "rerun, or report the segments" in w for w in fading["warnings"])
-    t = next(t for t in tables.all_tables(fading) if t.key == "drift")
+    t = next(t for t in runtables.all_tables(fading) if t.key == "drift")
     assert t.headers[:3] == ["comparison", "first third", "last third"]
     assert t.rows[0][0] == "thp vs 4k" and t.rows[0][-1] == "CHANGED"
     assert "Drift of the effect over the run" in markdown.render(fading)
@@ -281,5 +281,5 @@ def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
     s = steady["comparisons"][0]["drift"]
     assert s["checked"] and not s["drifting"]
     assert not any("changed during the run" in w for w in steady["warnings"])
-    t = next(t for t in tables.all_tables(steady) if t.key == "drift")
+    t = next(t for t in runtables.all_tables(steady) if t.key == "drift")
     assert t.rows[0][-1] == "none detected"

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from hugelab.experiment import parse_experiment
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]

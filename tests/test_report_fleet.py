@@ -15,10 +15,10 @@ import pytest
 from hugelab.errors import UsageError
 from hugelab.report import fleet
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.fleet.analysis import FleetComparison
-from hugelab.report.fleet.load import host_facts, host_label
-from hugelab.report.fleet.plots import forest
-from hugelab.report.load import from_rows, load_run
+from hugelab.report.fleet.forestplot import forest
+from hugelab.report.fleet.hostload import host_facts, host_label
+from hugelab.report.fleet.pooling import FleetComparison
+from hugelab.report.runload import from_rows, load_run
 from hugelab.stats import meta
 from hugelab.store import Store, Trial
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from hugelab.report import html, markdown, plots, text
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.test_report_analysis import make_store
 

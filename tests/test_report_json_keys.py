@@ -11,7 +11,7 @@ import pytest
 
 from hugelab.cli.run import summary_result
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
 from tests.test_report_analysis import make_store

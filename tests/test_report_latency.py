@@ -10,7 +10,7 @@ import pytest
 
 from hugelab.report.analysis import analyse
 from hugelab.report.latency import family
-from hugelab.report.load import load_run, percentile_of
+from hugelab.report.runload import load_run, percentile_of
 from hugelab.store import Store, Trial
 
 PCTS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms")

@@ -8,7 +8,7 @@ import numpy as np
 from hugelab.experiment import Arm, Experiment, Factor
 from hugelab.report import plots
 from hugelab.report.analysis import analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from hugelab.report import markdown, text
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 # issue 20's four paired runs: effects -13.3, -13.8, -16.9 and -17.6% (blocks' SD ~1.5%)

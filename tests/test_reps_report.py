@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hugelab.report import html, markdown, tables, text
+from hugelab.report import html, markdown, runtables, text
 from hugelab.report.analysis import analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.stats.components import K_MAX, from_boots
 from hugelab.store import Store, Trial
 from tests.test_import import cli
@@ -141,7 +141,7 @@ def test_report_shows_repetitions_within_boots(tmp_path):
     assert thp["var_within"] == pytest.approx(from_boots(boots).var_within)
     assert thp["boots"] == 20 and thp["k_run"] == 3 and thp["recommended"]["k"] > 3
     json.dumps(r, allow_nan=False)
-    t = next(t for t in tables.all_tables(r, full=False) if t.key == "repetitions")
+    t = next(t for t in runtables.all_tables(r, full=False) if t.key == "repetitions")
     assert t.headers == ["arm", "boots", "k", "between boots", "within boots", "recommended k"]
     assert [row[0] for row in t.rows] == ["4k", "thp"]
     assert any(n.startswith("spend repetitions where the variance is") for n in t.notes)
@@ -159,7 +159,7 @@ def test_report_without_repetitions_has_no_such_table(tmp_path):
     guest_pilot(db, reps=False)
     r = report_of(db)
     assert r["repetitions"] is None
-    assert all(t.key != "repetitions" for t in tables.all_tables(r))
+    assert all(t.key != "repetitions" for t in runtables.all_tables(r))
     assert "Repetitions within boots" not in markdown.render(r)
 
 
@@ -168,5 +168,5 @@ def test_report_with_one_boot_of_repetitions_says_why_no_components(tmp_path):
     guest_pilot(db, blocks=1)
     r = report_of(db)
     assert all("error" in x for x in r["repetitions"])
-    t = next(t for t in tables.all_tables(r) if t.key == "repetitions")
+    t = next(t for t in runtables.all_tables(r) if t.key == "repetitions")
     assert any("at least 2 boots" in n for n in t.notes)

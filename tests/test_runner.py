@@ -11,7 +11,7 @@ from hugelab.experiment import Arm, Experiment, PoolSpec, VmLayer, schedule
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.report.summary import arm_summary
 from hugelab.runner import Runner, pool_plan
 from hugelab.store import Store, Trial

@@ -14,7 +14,7 @@ import pytest
 
 from hugelab.errors import StoreError, UsageError
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import MIGRATIONS, Store, Trial
 from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore

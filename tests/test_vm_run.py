@@ -6,7 +6,7 @@ import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.workloads.hugelab_mem import HugelabMem
 from tests.guestruns import guest_env, own_qemus, run_on_host
 

@@ -87,7 +87,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.experiment is not None:
         return _fleet_report(args)
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
+    from hugelab.report.runload import load_run
     from hugelab.store.locate import open_store, shown
 
     with open_store(args.store, must_exist=True) as store:

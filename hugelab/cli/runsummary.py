@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from hugelab.experiment import Experiment
-from hugelab.report import answer, lead, tables, text
+from hugelab.report import answer, lead, runtables, text
 
 EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs baseline "
                "(negative = smaller values); verdicts: Wilcoxon signed-rank, Holm-adjusted, and "
@@ -77,7 +77,7 @@ def names_of(exp: Experiment) -> answer.Names:
                         [f.name for f in exp.factors if f.scenario and len(f.levels) > 1])
 
 
-def cells(exp: Experiment, result: dict[str, Any]) -> list[tables.Table]:
+def cells(exp: Experiment, result: dict[str, Any]) -> list[runtables.Table]:
     """One table per scenario (one for a flat run) of every cell against its baseline."""
     rep = _report_like(result)
     names = names_of(exp)
@@ -85,26 +85,26 @@ def cells(exp: Experiment, result: dict[str, Any]) -> list[tables.Table]:
     for c in rep["comparisons"]:  # one row per arm: its first target's comparison
         comps.setdefault(str(c["candidate"]).split("@")[0], c)
     unit = result.get("unit") or ""
-    out: dict[str, tables.Table] = {}
+    out: dict[str, runtables.Table] = {}
     for r in result["arms"]:
         scope = names.scope(r["arm"])
         t = out.setdefault(scope, _table(exp, scope, unit))
         c = comps.get(r["arm"])
         effect, verdict = ("", "baseline") if r["baseline"] else ("-", "-") if c is None else \
-            (tables._effect(c), answer.verdict(c))
+            (runtables._effect(c), answer.verdict(c))
         name = names.short(r["arm"], c["baseline"] if c else r["arm"] if r["baseline"] else None)
         t.rows.append([name, str(r["n"]), f"{r['flagged']}/{r['failed']}",
-                       tables.num(r["median"]), effect, verdict])
+                       runtables.num(r["median"]), effect, verdict])
     return list(out.values())
 
 
-def _table(exp: Experiment, scope: str, unit: str) -> tables.Table:
+def _table(exp: Experiment, scope: str, unit: str) -> runtables.Table:
     several = any(len(f.levels) > 1 for f in exp.scenario_factors)
     against = "the baseline cell of its scenario" if several else f"'{exp.baseline_arm}'"
     what = "cell" if exp.factors else "arm"
     title = f"{scope}: each {what} against its baseline" if scope else \
         f"{exp.name}: each {what} against {against} (paired by block)"
-    return tables.Table("cells", title, [what, "ok", "flag/fail", f"median {unit}".strip(),
+    return runtables.Table("cells", title, [what, "ok", "flag/fail", f"median {unit}".strip(),
                                          "effect [95% CI]", "verdict"], [],
                         right={1, 2, 3, 4})
 
@@ -137,7 +137,7 @@ def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
         con.print(Text(f"across repeats: {r['name']}: {r.get('reading') or r.get('error')}"))
     for t in cells(exp, result):
         text.print_table(t, con)
-    for n in tables.no_interval_note(rep["comparisons"]):
+    for n in runtables.no_interval_note(rep["comparisons"]):
         con.print(Text("  " + n, style="dim"))
     for label, what in problems(result):
         con.print(Text(f"{label} ", style="yellow") + Text(what))

@@ -1,2 +1,2 @@
-"""`hugelab report`: load a run (load.py), analyse it (analysis.py), render it as terminal
+"""`hugelab report`: load a run (runload.py), analyse it (analysis.py), render it as terminal
 tables (text.py), Markdown (markdown.py) or one self-contained HTML file (html.py, plots.py)."""

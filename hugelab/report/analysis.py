@@ -34,8 +34,8 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.report import factorial, latency, lead
 from hugelab.report import repeats as replicated
-from hugelab.report.load import RunData
 from hugelab.report.poolnotes import pool_warnings, shared_pools
+from hugelab.report.runload import RunData
 from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from hugelab.report import lead as lead_mod
-from hugelab.report import tables
+from hugelab.report import runtables
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }
@@ -39,7 +39,7 @@ def esc(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
-def _table(t: tables.Table) -> str:
+def _table(t: runtables.Table) -> str:
     body = _rows(t) if t.rows else []
     if t.notes:
         body.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes)
@@ -51,7 +51,7 @@ def _table(t: tables.Table) -> str:
     return "\n".join([f'<h2 id="{esc(t.key)}">{esc(t.title)}</h2>', *body])
 
 
-def _rows(t: tables.Table) -> list[str]:
+def _rows(t: runtables.Table) -> list[str]:
     out = ["<table>", "<tr>"]
     out += [f"<th>{esc(h)}</th>" for h in t.headers]
     out.append("</tr>")
@@ -74,7 +74,7 @@ def _figure(caption: str, png: bytes) -> str:
 
 
 def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]],
-            grids: list[tables.Table]) -> list[str]:
+            grids: list[runtables.Table]) -> list[str]:
     out = ['<section id="answer">', f"<h2>{esc(ld.heading)}</h2>", '<ul class="answer">']
     out += [f'<li class="{esc(a.verdict)}-answer">{esc(a.text)}</li>' for a in ld.answers]
     out.append("</ul>")
@@ -100,13 +100,13 @@ def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = Non
     ld = lead_mod.build(result)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>hugelab report: {esc(name)}</title>", f"<style>{CSS}</style></head><body>",
-           f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(tables.header(result))}</p>"]
+           f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(runtables.header(result))}</p>"]
     out += [f'<div class="tcg">WARNING: {esc(w)}</div>' for w in ld.loud]
-    grids, rest = tables.lead_split(tables.all_tables(result))
+    grids, rest = runtables.lead_split(runtables.all_tables(result))
     out += _answer(ld, lead or [], grids)
     out.append('<h2 id="details">Details</h2>')
     out += [_table(t) for t in rest]
-    lines = tables.context_lines(result)
+    lines = runtables.context_lines(result)
     if lines:
         out.append("<h2>Context</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines)
                    + "</ul>")

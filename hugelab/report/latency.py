@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hugelab.report.load import Latencies, RunData, percentile_of
+from hugelab.report.runload import Latencies, RunData, percentile_of
 from hugelab.stats import multiple, paired
 
 

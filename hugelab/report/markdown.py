@@ -7,7 +7,7 @@ import html
 import re
 from typing import Any
 
-from hugelab.report import lead, tables
+from hugelab.report import lead, runtables
 
 
 def esc(s: object) -> str:
@@ -16,7 +16,7 @@ def esc(s: object) -> str:
     return html.escape(text, quote=False).replace("\n", " ")
 
 
-def _table(t: tables.Table) -> list[str]:
+def _table(t: runtables.Table) -> list[str]:
     out = [f"### {esc(t.title)}", ""]
     if not t.rows:
         return [*out, *(f"- {esc(n)}" for n in t.notes), ""]
@@ -43,15 +43,15 @@ def _lead(ld: lead.Lead) -> list[str]:
 
 def render(result: dict[str, Any]) -> str:
     """The whole report as one Markdown document, answer first (`lead`), details after."""
-    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
+    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(runtables.header(result)), ""]
     out += _lead(lead.build(result))
-    grids, rest = tables.lead_split(tables.all_tables(result))
+    grids, rest = runtables.lead_split(runtables.all_tables(result))
     for t in grids:
         out += _table(t)
     out += ["## Details", ""]
     for t in rest:
         out += _table(t)
-    lines = tables.context_lines(result)
+    lines = runtables.context_lines(result)
     if lines:
         out += ["### Context", ""] + [f"- {esc(x)}" for x in lines] + [""]
     return "\n".join(out)

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from hugelab.report.load import RunData
+from hugelab.report.runload import RunData
 from hugelab.report.table import Table, pct, pval
 from hugelab.stats import regimes
 from hugelab.stats import repeats as stats_repeats

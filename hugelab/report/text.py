@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from hugelab.report import lead, tables
+from hugelab.report import lead, runtables
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "equivalent": "bold cyan",
                  "inconclusive": "bold yellow"}
@@ -24,16 +24,16 @@ MIN_TEXT_COLUMN = 16  # a wrapping text column needs at least this much to stay 
 PAD = 2  # rich's space between two columns
 
 
-def _keeps_whole(t: tables.Table, i: int) -> bool:
+def _keeps_whole(t: runtables.Table, i: int) -> bool:
     """Columns whose cells must never break: the first (names), numbers, verdicts."""
     return i == 0 or i in t.right or (t.key == "verdicts" and i == 1)
 
 
-def _widths(t: tables.Table) -> list[int]:
+def _widths(t: runtables.Table) -> list[int]:
     return [max([len(t.headers[i]), *(len(r[i]) for r in t.rows)]) for i in range(len(t.headers))]
 
 
-def needed_width(t: tables.Table) -> int:
+def needed_width(t: runtables.Table) -> int:
     """The narrowest terminal that shows `t` as a table without breaking a number: what rich
     itself measures for the table (its columns' minimum widths, the padding between them and
     the box's edges), so the choice between table and stacked rows never misses by a gap."""
@@ -41,14 +41,14 @@ def needed_width(t: tables.Table) -> int:
     return con.measure(_rich(t)).minimum
 
 
-def _styled(t: tables.Table, row: list[str], i: int) -> Text:
+def _styled(t: runtables.Table, row: list[str], i: int) -> Text:
     cell = Text(row[i])
     if t.key == "verdicts" and i == 1:
         cell.stylize(VERDICT_STYLE.get(row[1].split(" ")[0], ""))
     return cell
 
 
-def _rich(t: tables.Table) -> RichTable:
+def _rich(t: runtables.Table) -> RichTable:
     rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
                    pad_edge=False)
     for i, (h, w) in enumerate(zip(t.headers, _widths(t), strict=True)):
@@ -60,7 +60,7 @@ def _rich(t: tables.Table) -> RichTable:
     return rt
 
 
-def _stacked(t: tables.Table, con: Console) -> None:
+def _stacked(t: runtables.Table, con: Console) -> None:
     con.print(Text(t.title, style="bold"))
     for row in t.rows:
         con.print(Text(" " + row[0], style="bold"))
@@ -70,7 +70,7 @@ def _stacked(t: tables.Table, con: Console) -> None:
             con.print(line)
 
 
-def print_table(t: tables.Table, con: Console) -> None:
+def print_table(t: runtables.Table, con: Console) -> None:
     """`t` as a table when its numbers fit `con`, else stacked (one block per row); its title
     alone when it has no rows. Notes are the caller's."""
     if not t.rows:
@@ -109,11 +109,11 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
     """Print the report to `console` (stdout by default), answer first (`lead`): then
     compact tables, or every table with `full`."""
     con = console or Console()
-    con.print(Text(tables.header(result), style="bold"))
+    con.print(Text(runtables.header(result), style="bold"))
     ld = lead.build(result)
     lead_lines(ld, con)
     said = set(ld.notes)
-    grids, rest = tables.lead_split(tables.all_tables(result, full=full))
+    grids, rest = runtables.lead_split(runtables.all_tables(result, full=full))
     for t in grids:
         print_table(t, con)
     con.print()
@@ -125,5 +125,5 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
                 said.add(n)
     if not full:
         con.print(Text("(tails, the classic table and drift: hugelab report --full)", style="dim"))
-    for line in tables.context_lines(result):
+    for line in runtables.context_lines(result):
         con.print(Text(line))

@@ -12,10 +12,10 @@ from hugelab.report import markdown as md_report
 from hugelab.report.analysis import (
     clean,
 )
-from hugelab.report.fleet.analysis import FleetComparison, FleetReport
-from hugelab.report.fleet.plots import forest
-from hugelab.report.fleet.tables import all_tables, header
-from hugelab.report.tables import Table
+from hugelab.report.fleet.fleettables import all_tables, header
+from hugelab.report.fleet.forestplot import forest
+from hugelab.report.fleet.pooling import FleetComparison, FleetReport
+from hugelab.report.runtables import Table
 
 
 def _widths(t: Table) -> list[int]:

@@ -2,7 +2,7 @@
 hosts.
 
 ``from_store`` takes any store with ``.runs()``, ``.values(run_id)`` and ``.trials(run_id)``
-(an ``hugelab.store.SqlStore``, SQLite or PostgreSQL, is read through ``report.load.load_run``,
+(an ``hugelab.store.SqlStore``, SQLite or PostgreSQL, is read through ``report.runload.load_run``,
 others trial by trial) and is the only part that reads one; ``build(name, hosts, opts)`` is pure
 over loaded runs (``HostRun``: label, run row, ``RunData``).
 
@@ -39,7 +39,7 @@ from hugelab.report.analysis import (
     comparisons,
     factorial_section,
 )
-from hugelab.report.fleet.load import (
+from hugelab.report.fleet.hostload import (
     FleetStore,
     HostInfo,
     HostRun,
@@ -47,8 +47,8 @@ from hugelab.report.fleet.load import (
     load,
     select_runs,
 )
-from hugelab.report.load import RunData
-from hugelab.report.tables import pct
+from hugelab.report.runload import RunData
+from hugelab.report.runtables import pct
 from hugelab.stats import meta, multiple, paired
 
 

@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 from hugelab.report.analysis import (
     Options,
 )
-from hugelab.report.fleet.analysis import FleetComparison
+from hugelab.report.fleet.pooling import FleetComparison
 from hugelab.report.plots import label as plot_label
-from hugelab.report.tables import pct
+from hugelab.report.runtables import pct
 from hugelab.stats import paired
 
 DPI = 90
