@@ -254,14 +254,14 @@ def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
 
     out = run(Arrives())
     failed = sum(t["status"] == "failed" for t in store.trials(out.run_id))
-    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    warnings = analyse(load_run(store, out.run_id), Options()).json()["warnings"]
     assert f"hugetlb-2M: {failed} trial(s) failed because another user took the hugetlb pages " \
         "they needed (cause 'pool'); running the experiment again retries them" in warnings
     assert not out.pool_holders  # nobody held pages when it started
     kernel.pool_cap[MB2] = 5000  # memory freed: the retried trials get their pages
     out = run(DeterministicWorkload())
     assert {t["status"] for t in store.trials(out.run_id)} == {"ok"}
-    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    warnings = analyse(load_run(store, out.run_id), Options()).json()["warnings"]
     assert f"{failed} trial(s) started while other users held up to 1000 pages of the 2M pool: " \
         "each got its pages free on top of theirs, but those users ran beside it (their " \
         "memory traffic is part of the measurement)" in warnings

@@ -120,7 +120,7 @@ def test_a_hosts_verdict_is_the_single_run_reports(store_path: Path,
     c = comp(report)
     with Store(store_path) as st:
         for e in c.hosts:
-            single = analyse(load_run(st, e.run_id), Options()).result["comparisons"][0]
+            single = analyse(load_run(st, e.run_id), Options()).json()["comparisons"][0]
             assert e.verdict == single["verdict"]
             assert e.effect_pct == pytest.approx(single["effect_pct"])
             assert e.ci_low_pct == pytest.approx(single["ci_low_pct"])

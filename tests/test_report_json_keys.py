@@ -184,7 +184,7 @@ def test_every_key_path_of_the_report_is_still_there(stores):
     found: set[str] = set()
     for db in ("flat.db", "f.db"):
         with Store(d / db) as st:
-            found |= paths(analyse(load_run(st), Options()).result)
+            found |= paths(analyse(load_run(st), Options()).json())
     missing = sorted(set(KEYS) - found)
     assert not missing, f"the JSON report lost keys: {missing}"
 

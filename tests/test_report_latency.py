@@ -98,7 +98,7 @@ def _store(path, with_latency=True):
 
 def test_the_report_carries_per_percentile_verdicts(tmp_path):
     st = Store(_store(tmp_path / "s.db"))
-    result = analyse(load_run(st)).result
+    result = analyse(load_run(st)).json()
     tl = result["tail_latency"]
     assert tl["holm_family"] == 2 and tl["better"] == "lower"
     by = {e["metric"]: e for e in tl["entries"]}
@@ -108,5 +108,5 @@ def test_the_report_carries_per_percentile_verdicts(tmp_path):
     assert all(e["comparison"] == "on vs off" and e["pairs"] == 8 for e in tl["entries"])
     st.close()
     plain = Store(_store(tmp_path / "t.db", with_latency=False))
-    assert analyse(load_run(plain)).result["tail_latency"] is None
+    assert analyse(load_run(plain)).json()["tail_latency"] is None
     plain.close()

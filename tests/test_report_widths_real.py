@@ -13,6 +13,7 @@ from rich.console import Console
 
 from hugelab.report import runtables, text
 from hugelab.report.analysis import Options, analyse
+from hugelab.report.model.result import Result
 from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
@@ -21,13 +22,13 @@ from tests.test_runsummary import cell_words, check_layout, printed, result_of
 WIDTHS = [80, 120, 200]
 
 
-def report_text(result: dict, width: int, full: bool) -> str:
+def report_text(result: Result, width: int, full: bool) -> str:
     buf = io.StringIO()
     text.render(result, Console(file=buf, width=width, color_system=None), full=full)
     return buf.getvalue()
 
 
-def check_report(result: dict, exp, width: int) -> None:
+def check_report(result: Result, exp, width: int) -> None:
     for full in (False, True):
         out = report_text(result, width, full)
         check_layout(out, width, cell_words(exp))
@@ -42,7 +43,7 @@ def check_report(result: dict, exp, width: int) -> None:
                         assert any(cell in line for line in lines), (width, t.key, cell)
 
 
-def analysed(db) -> dict:
+def analysed(db) -> Result:
     with Store(db) as st:
         return analyse(load_run(st), Options()).result
 

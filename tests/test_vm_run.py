@@ -51,7 +51,7 @@ def test_native_and_two_hugetlbfs_guests_in_one_run(env):
     assert g["provenance"]["guest_backing"] == "hugetlb-2M"
     assert a["provenance"]["host_backing"] in ("thp", "4k") and a["provenance"]["guest_backing"] == "4k"
     # the report arranges host x guest backings and states guests as % of native (003's table)
-    result = analyse(load_run(store, out.run_id), Options()).result
+    result = analyse(load_run(store, out.run_id), Options()).json()
     assert result["grid"]["percent_of_native"] is not None
     assert any("TCG" in w for w in result["warnings"])
 

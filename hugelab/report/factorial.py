@@ -16,6 +16,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hugelab.experiment import Experiment
+from hugelab.report.model.base import clean
+from hugelab.report.model.effects import Factorial
 from hugelab.stats import factorial as fx
 from hugelab.stats.paired import MIN_UNITS, Comparison
 
@@ -235,15 +237,15 @@ def two_way(p: Plan, medians: list[float | None]) -> list[dict[str, Any]]:
 
 def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: str,
          alpha: float, margin: float, family: int, empty: list[str],
-         medians: list[float | None]) -> dict[str, Any]:
+         medians: list[float | None]) -> Factorial:
     """The report's `factorial` section from the adjusted claims."""
     entries = [_entry(p, c, adjusted[c.name]) for c in cl]
     main = [e for e in entries if e["kind"] == "main"]
     inter = [e for e in entries if e["kind"] == "interaction"]
-    return {"factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario,
+    return Factorial.from_json(clean({"factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario,
                          "ordered": f.ordered} for f in p.exp.factors],
             "cells": len(p.columns), "main_effects": main, "interactions": inter,
             "along": along(p, better=better, alpha=alpha, margin=margin),
             "summary": what_matters(main, inter, family, margin),
             "not_estimable": empty, "two_way": two_way(p, medians),
-            "cell_levels": {a.name: dict(a.levels) for a in p.exp.arms}}
+            "cell_levels": {a.name: dict(a.levels) for a in p.exp.arms}}))

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from hugelab.report.model.base import clean
+from hugelab.report.model.result import TailLatency
 from hugelab.report.runload import Latencies, RunData, percentile_of
 from hugelab.stats import multiple, paired
 
@@ -34,7 +36,7 @@ def family(pairs: Sequence[tuple[str, str, np.ndarray, np.ndarray]], *, alpha: f
 
 
 def tail_latency(lat: Latencies, comparisons: Sequence[Any], data: RunData, *,
-                 alpha: float, margin: float) -> dict[str, Any] | None:
+                 alpha: float, margin: float) -> TailLatency | None:
     """The report's `tail_latency` section: every percentile of every comparison (`Paired`:
     name, baseline, candidate, blocks) as one Holm family; None without latency metrics."""
     if not lat:
@@ -51,7 +53,8 @@ def tail_latency(lat: Latencies, comparisons: Sequence[Any], data: RunData, *,
             c = np.array([vals[(k, j)] for k in blocks])
             pairs.append((p.name, metric, b, c))
     entries = family(pairs, alpha=alpha, margin=margin)
-    return {"holm_family": len(entries), "better": "lower", "entries": entries,
-            "method": "per percentile: Hodges-Lehmann shift of paired log-ratios, Wilcoxon "
-                      "signed-rank and TOST, Holm-adjusted across every percentile of every "
-                      "comparison"}
+    return TailLatency.from_json(clean({
+        "holm_family": len(entries), "better": "lower", "entries": entries,
+        "method": "per percentile: Hodges-Lehmann shift of paired log-ratios, Wilcoxon "
+                  "signed-rank and TOST, Holm-adjusted across every percentile of every "
+                  "comparison"}))

@@ -14,7 +14,7 @@ from hugelab.report.analysis import (
 )
 from hugelab.report.fleet.pooling import FleetComparison
 from hugelab.report.plots import label as plot_label
-from hugelab.report.runtables import pct
+from hugelab.report.table import pct
 from hugelab.stats import paired
 
 DPI = 90

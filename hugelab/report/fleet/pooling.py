@@ -48,7 +48,7 @@ from hugelab.report.fleet.hostload import (
     select_runs,
 )
 from hugelab.report.runload import RunData
-from hugelab.report.runtables import pct
+from hugelab.report.table import pct
 from hugelab.stats import meta, multiple, paired
 
 
@@ -170,13 +170,13 @@ def host_results(h: HostRun, opts: Options) -> list[tuple[_Comp, HostEstimate]]:
     out = []
     for p, c in zip(ps, comps, strict=True):
         y, v = meta.hl_estimates(p.log_ratio[None, :])
-        usable = c["n_units"] >= paired.MIN_UNITS and bool(np.isfinite(v[0]))
-        notes = [*c["notes"]]
-        if (c.get("drift") or {}).get("drifting"):
-            notes.append(str(c["drift"]["reading"]))
+        usable = c.n_units >= paired.MIN_UNITS and bool(np.isfinite(v[0]))
+        notes = [*c.notes]
+        if c.drift is not None and c.drift.drifting:
+            notes.append(c.drift.reading)
         est = HostEstimate(
-            h.label, int(h.run["id"]), str(c["verdict"]), _f(c["effect_pct"]),
-            _f(c["ci_low_pct"]), _f(c["ci_high_pct"]), int(c["n_units"]), _f(c["p_adjusted"]),
+            h.label, int(h.run["id"]), c.verdict, _f(c.effect_pct),
+            _f(c.ci_low_pct), _f(c.ci_high_pct), c.n_units, _f(c.p_adjusted),
             float(y[0]), float(np.sqrt(v[0])), usable, None, tuple(notes))
         out.append((_Comp(p.name, p.baseline, p.candidate, p.better), est))
     return out

@@ -15,7 +15,7 @@ from hugelab.report.analysis import (
 from hugelab.report.fleet.fleettables import all_tables, header
 from hugelab.report.fleet.forestplot import forest
 from hugelab.report.fleet.pooling import FleetComparison, FleetReport
-from hugelab.report.runtables import Table
+from hugelab.report.table import Table
 
 
 def _widths(t: Table) -> list[int]:
