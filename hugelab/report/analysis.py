@@ -46,18 +46,15 @@ from hugelab.report.model.result import (
     RunInfo,
 )
 from hugelab.report.model.series import Series
+from hugelab.report.perseries import series_rows
 from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.report.runload import RunData
-from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
+from hugelab.stats import components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
-from hugelab.trial.load import HIGH, high_load
 
 TAIL_BOOT_BUDGET = 2_000_000
 DRIFT_ALPHA = 0.01  # a warning, so conservative; Bonferroni over its two tests inside
-VMSTAT_KEYS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
-               "thp_split_page", "compact_stall", "compact_fail", "compact_success",
-               "pgfault", "pgmajfault", "htlb_buddy_alloc_success", "htlb_buddy_alloc_fail")
 TCG_WARNING = ("TCG (software emulation) ran some guest trials: TCG results do NOT represent "
                "hardware virtualization (KVM); do not read their numbers as guest performance")
 
@@ -269,110 +266,6 @@ def factorial_section(data: RunData, m: Matrix, opts: Options
     return fp, claims, empty
 
 
-# --- per series -------------------------------------------------------------------------------
-
-def _classic(values: NDArray[np.float64], confidence: float) -> dict[str, Any] | None:
-    v = values[np.isfinite(values)]
-    if v.size == 0:
-        return None
-    return classic.classic_table(v, confidence=confidence).to_dict()
-
-
-def _monitors(mons: list[dict[str, Any]]) -> dict[str, Any]:
-    vms = [m.get("vmstat") or {} for m in mons]
-    med = {k: median(float(v.get(k, 0)) for v in vms)
-           for k in VMSTAT_KEYS if any(k in v for v in vms)}
-    alloc = sum(float(v.get("thp_fault_alloc", 0)) for v in vms)
-    fallback = sum(float(v.get("thp_fault_fallback", 0)) for v in vms)
-    share = alloc / (alloc + fallback) if alloc + fallback else None
-    # /proc/vmstat is host-wide: other processes' faults are in it too, so the reading says so
-    # and the per-trial mapping evidence beside it is the proof for the workload itself.
-    reading = ("no THP page faults recorded (host-wide)" if share is None else
-               f"host-wide: {share:.0%} of THP faults served by huge pages "
-               f"(median {med.get('thp_fault_alloc', 0):.0f} allocated, "
-               f"{med.get('thp_fault_fallback', 0):.0f} fell back per trial)")
-    load = machine_load(mons)
-    if load and load["high"]:
-        reading += f"; {load['reading']}"
-    return {"trials": len(vms), "vmstat_median": med, "thp_fault_share": share,
-            "load": load, "reading": reading if vms else "no monitor data"}
-
-
-def machine_load(mons: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The machine's load over sampled trials (hugelab.trial.load): medians, the trials at or
-    above its HIGH thresholds and their commonest readings; None when no trial recorded it."""
-    loads = [m["load"] for m in mons if isinstance(m.get("load"), dict) and m["load"]]
-    if not loads:
-        return None
-    keys = sorted({k for ld in loads for k in ld})
-    med = {k: median(float(ld[k]) for ld in loads if k in ld) for k in keys}
-    flagged = [h for ld in loads if (h := high_load(ld))]
-    kinds = Counter(r.rsplit(" ", 1)[0] for h in flagged for r in h)
-    worst = {k: max(float(ld.get(k, 0)) for ld in loads) for k in HIGH if k in keys}
-    reading = (f"{len(flagged)} of {len(loads)} trials under high machine load ("
-               + ", ".join(f"{kind} in {n}" for kind, n in kinds.most_common()) + ")"
-               if flagged else f"machine load low in all {len(loads)} trials")
-    return {"trials": len(loads), "high": len(flagged), "median": med, "max": worst,
-            "high_kinds": dict(kinds), "thresholds": HIGH, "reading": reading}
-
-
-def _evidence(evs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per layer (workload; vm for guest arms): how many sampled trials each verdict had, and
-    the commonest reason, so a guest arm shows both sides' evidence."""
-    pages = Counter(str(e["KernelPageSize_kB"]) for e in evs if "KernelPageSize_kB" in e)
-    shares = [float(e.get("AnonHugePages_kB") or 0) / float(e["Rss_kB"])
-              for e in evs if e.get("Rss_kB")]
-    checks = Counter(str(e.get("check")) for e in evs if e.get("check"))
-    share = median(shares) if shares else None
-    layers: dict[str, Counter[tuple[str, str]]] = {}
-    for e in evs:
-        for layer, c in (e.get("checks") or {}).items():
-            layers.setdefault(layer, Counter())[(str(c.get("status")), str(c.get("reason")))] += 1
-    parts = []
-    for layer, cnt in layers.items():
-        statuses = Counter[str]()
-        for (status, _), n in cnt.items():
-            statuses[status] += n
-        (_, reason), _ = cnt.most_common(1)[0]
-        counts = ", ".join(f"{st} {n}/{sum(statuses.values())}" for st, n in statuses.items())
-        parts.append(f"{layer}: {counts} (e.g. {reason})")
-    if not parts and pages:
-        top, cnt_ = pages.most_common(1)[0]
-        parts.append(f"page size {top} kB in {cnt_ / sum(pages.values()):.0%} of sampled trials")
-    if not layers and share is not None:
-        parts.append(f"median {share:.0%} of RSS in transparent huge pages")
-    return {"trials": len(evs), "kernel_page_size_kB": dict(pages), "anon_huge_share_median":
-            share, "checks": dict(checks),
-            "layers": {k: {f"{st}": n for (st, _), n in v.items()} for k, v in layers.items()},
-            "reading": "; ".join(parts) or "no mapping evidence"}
-
-
-def _reasons(c: Counter[str]) -> list[dict[str, Any]]:
-    return [{"reason": r, "count": n} for r, n in c.most_common()]
-
-
-def series_rows(data: RunData, m: Matrix, opts: Options) -> list[Series]:
-    counts = np.zeros((len(data.series), 3), dtype=np.int64)
-    np.add.at(counts, (data.code, data.status), 1)
-    rows = []
-    for i, name in enumerate(data.series):
-        d = data.details[i]
-        ok_vals = data.value[(data.code == i) & (data.status == 0)]
-        rows.append(Series.from_json(clean({
-            "name": name, "arm": data.series_arm[i], "target": data.series_target[i],
-            "better": d.better, "metric": d.metric, "unit": d.unit,
-            "counts": {s: int(counts[i, k]) for k, s in enumerate(("ok", "flagged", "failed"))},
-            "non_positive": int(m.nonpositive[i]),
-            "flag_reasons": _reasons(d.flag_reasons), "error_reasons": _reasons(d.error_reasons),
-            "retried": sum(d.retry_reasons.values()), "retry_reasons": _reasons(d.retry_reasons),
-            "classic": _classic(ok_vals, opts.confidence),
-            "median": float(np.median(ok_vals)) if ok_vals.size else None,
-            "monitors": _monitors(d.monitors), "evidence": _evidence(d.evidence),
-            "details_sampled": d.sampled,
-        })))
-    return rows
-
-
 # --- run level ----------------------------------------------------------------------------------
 
 def block_components(data: RunData) -> BlockVariance | None:
@@ -510,7 +403,7 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
     fp, claims, empty = factorial_section(data, m, opts)
     ps, comps, adjusted = comparisons(data, m, opts, {c.name: c.comparison for c in claims})
     family = len(comps) + len(claims)
-    rows = series_rows(data, m, opts)
+    rows = series_rows(data, m.nonpositive, opts.confidence)
     fact = None
     if fp is not None:
         better = claims[0].comparison.better if claims else "lower"

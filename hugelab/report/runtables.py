@@ -4,13 +4,13 @@ its own format."""
 
 from __future__ import annotations
 
-from hugelab.report import repeats
 from hugelab.report.model.result import Result
 from hugelab.report.sections.classic import classic
 from hugelab.report.sections.drift import drift
 from hugelab.report.sections.factors import factor_tables
 from hugelab.report.sections.grids import grid_tables
 from hugelab.report.sections.repetitions import repetitions
+from hugelab.report.sections.replication import replication_tables
 from hugelab.report.sections.tails import tails
 from hugelab.report.sections.trials import evidence, trials
 from hugelab.report.sections.verdicts import tail_latency, verdicts
@@ -22,7 +22,7 @@ def all_tables(result: Result, full: bool = True) -> list[Table]:
     drift only when the effect changed over the run. A note is kept under the first table
     shown that has it, and left out under the later ones."""
     drifts = [drift(result)] if result.comparisons else []
-    every = [*factor_tables(result), verdicts(result), *repeats.tables(result), *drifts,
+    every = [*factor_tables(result), verdicts(result), *replication_tables(result), *drifts,
              *tail_latency(result), tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
