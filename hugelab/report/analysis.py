@@ -35,7 +35,7 @@ from hugelab.experiment import Experiment
 from hugelab.report import answer, factorial, latency, lead
 from hugelab.report import repeats as replicated
 from hugelab.report.model.base import clean
-from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.comparison import Comparison, Drift, Tails
 from hugelab.report.model.replicas import Repetition
 from hugelab.report.model.result import (
     BlockVariance,
@@ -206,21 +206,20 @@ def _compare(p: Paired, opts: Options) -> paired.Comparison:
                           alpha=opts.alpha, margin=opts.margin, blocks=p.blocks)
 
 
-def _tails(p: Paired) -> dict[str, Any] | None:
+def _tails(p: Paired) -> Tails | None:
     n = p.b.size
     if n < 10:
         return None
     boot = n <= tails.BOOT_MAX_VALUES
     n_boot = int(np.clip(TAIL_BOOT_BUDGET / n, 200, 2000))
     t = tails.compare_tails(p.b, p.c, better=p.better, n_boot=n_boot).to_dict()
-    t["n_boot"] = n_boot if boot else None
-    t["pairs_used"] = int(n)
-    return t
+    return Tails.from_json({**t, "n_boot": n_boot if boot else None, "pairs_used": int(n)})
 
 
-def _drift(p: Paired) -> dict[str, Any]:
+def _drift(p: Paired) -> Drift:
     # blocks run one after another, so block order is run order
-    return drift.effect_drift(p.log_ratio, p.blocks, alpha=DRIFT_ALPHA).to_dict()
+    return Drift.from_json(drift.effect_drift(p.log_ratio, p.blocks,
+                                              alpha=DRIFT_ALPHA).to_dict())
 
 
 def comparisons(data: RunData, m: Matrix, opts: Options,
@@ -239,16 +238,11 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
         c = adjusted[p.name]
         d = c.to_dict()
         d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
-        out.append(Comparison.from_json(clean({
-            "name": p.name, "baseline": p.baseline, "candidate": p.candidate,
-            "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p),
-            **_regimes(p, data)})))
+        split = replicated.regimes_of(p)
+        out.append(Comparison(p.name, p.baseline, p.candidate, p.dropped, **d,
+                              tails=_tails(p), drift=_drift(p), regimes=split,
+                              load_effect=replicated.load_effect(p, data, split)))
     return ps, out, {k.removeprefix("claim:"): adjusted[k] for k in extra}
-
-
-def _regimes(p: Paired, data: RunData) -> dict[str, Any]:
-    split = replicated.regimes_of(p)
-    return {"regimes": split, "load_effect": replicated.load_effect(p, data, split)}
 
 
 def factorial_section(data: RunData, m: Matrix, opts: Options

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from hugelab.report.model.base import clean
-from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.comparison import Comparison, LoadEffect, Regimes
 from hugelab.report.model.replicas import Replication
 from hugelab.report.runload import RunData
 from hugelab.stats import regimes
@@ -69,13 +69,13 @@ def replication(ps: Sequence[PairedLike], run: dict[str, Any], *, alpha: float,
     return out
 
 
-def regimes_of(p: PairedLike) -> dict[str, Any] | None:
+def regimes_of(p: PairedLike) -> Regimes | None:
     """Two regimes among the comparison's per-block effects, in block order (None: too few)."""
     d = p.log_ratio
     if np.sum(np.isfinite(d)) < regimes.MIN_BLOCKS:
         return None
-    out: dict[str, Any] = regimes.detect(d[np.argsort(p.blocks)], alpha=REGIME_ALPHA).to_dict()
-    return out
+    return Regimes.from_json(regimes.detect(d[np.argsort(p.blocks)],
+                                            alpha=REGIME_ALPHA).to_dict())
 
 
 def block_load(data: RunData, series: Sequence[str]) -> dict[int, dict[str, float]]:
@@ -92,8 +92,7 @@ def block_load(data: RunData, series: Sequence[str]) -> dict[int, dict[str, floa
     return {b: {k: float(np.mean(v)) for k, v in ks.items()} for b, ks in acc.items()}
 
 
-def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
-                ) -> dict[str, Any] | None:
+def load_effect(p: PairedLike, data: RunData, split: Regimes | None) -> LoadEffect | None:
     """The comparison's per-block effect against the machine's load in that block: Spearman's
     rho per reading, and with two regimes each regime's median reading (None: no load data)."""
     per = block_load(data, (p.baseline, p.candidate))
@@ -107,8 +106,8 @@ def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
         if len(xs) >= LOAD_MIN_BLOCKS and len({x for x, _ in xs}) > 1:
             rho, pv = stats.spearmanr([x for x, _ in xs], [y for _, y in xs])
             out["spearman"][k] = {"rho": float(rho), "p": float(pv), "blocks": len(xs)}
-    if split and split.get("split"):
-        cut = sorted(d.values())[split["low"]["blocks"] - 1]
+    if split is not None and split.split and split.low is not None:
+        cut = sorted(d.values())[split.low.blocks - 1]
         for name, pick in (("low", lambda v: v <= cut), ("high", lambda v: v > cut)):
             mine = [per[b] for b in common if pick(d[b])]
             out[f"{name}_regime_median"] = {k: float(np.median([m[k] for m in mine if k in m]))
@@ -118,7 +117,7 @@ def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
     out["reading"] = ("the effect moved with the machine's load: " + ", ".join(strong)
                       if strong else "no link between the effect and the machine's load "
                       f"detected over {len(common)} blocks")
-    return out
+    return LoadEffect.from_json(clean(out))
 
 
 def warnings(comps: list[Comparison], rep: list[Replication] | None) -> list[str]:
