@@ -235,7 +235,7 @@ def test_inspect_names_the_holders_and_warns(host):
 
 def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.poolnotes import pool_warnings, shared_pools
+    from hugelab.report.poolnotes import SharedPool, pool_warnings, shared_pools
     from hugelab.report.runload import load_run
     host, _, store, kernel = env
     kernel.pool_cap[MB2] = 1600
@@ -268,7 +268,8 @@ def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     assert out.pool_holders and out.pool_holders[0]["held"] == 1000
     assert pool_warnings(out.pool_holders, {}, {})[0].startswith(
         "1000 of the 2M pool's 1000 pages are held by other users")
-    assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == {"2M": (1, 5)}
+    assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == \
+        {"2M": SharedPool(1, 5)}
 
 
 def test_a_reading_is_repeated_until_two_in_a_row_agree():
