@@ -1,4 +1,5 @@
-"""Figures for the HTML report (matplotlib, Agg, no pyplot): each function returns PNG bytes.
+"""Figures for the HTML report (matplotlib, Agg, no pyplot; `figure.py`): each function returns
+PNG bytes; the effect against page size is `pagesizes.py`'s.
 
 Every figure is bounded in size whatever the number of trials: histograms are counts, ECDFs
 are drawn through at most `ECDF_POINTS` quantiles, the drift plot bins pairs into at most
@@ -7,49 +8,30 @@ are drawn through at most `ECDF_POINTS` quantiles, the drift plot bins pairs int
 
 from __future__ import annotations
 
-import io
 import math
-from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from numpy.typing import NDArray
+from scipy import stats
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from numpy.typing import NDArray  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from hugelab.experiment.backings import mthp_size_kb  # noqa: E402
-from hugelab.report import answer  # noqa: E402
-from hugelab.report.analysis import Paired, Report  # noqa: E402
-from hugelab.report.model.comparison import Comparison  # noqa: E402
-from hugelab.report.model.effects import AlongLine  # noqa: E402
-from hugelab.report.model.series import Series  # noqa: E402
-from hugelab.stats.drift import part_name, segment_bounds  # noqa: E402
-from hugelab.stats.paired import MIN_UNITS  # noqa: E402
+from hugelab.report import answer
+from hugelab.report.analysis import Paired, Report
+from hugelab.report.figure import label, png
+from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.effects import AlongLine
+from hugelab.report.model.series import Series
+from hugelab.report.pagesizes import page_size_points, page_sizes
+from hugelab.stats.drift import part_name, segment_bounds
+from hugelab.stats.paired import MIN_UNITS
 
 ECDF_POINTS = 1000
 DRIFT_BINS = 400
 RUNNING_LOOKS = 60
 FOREST_ROWS = 40
 OUTLIER_MARKS = 500
-DPI = 90
 DISTRIBUTION_MIN = 10  # ok values a series needs for its histogram and ECDF
-
-
-def label(s: object) -> str:
-    """A store string safe for matplotlib (no mathtext)."""
-    return str(s).replace("$", r"\$")
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
 
 
 def _values(report: Report, i: int) -> NDArray[np.float64]:
@@ -92,7 +74,7 @@ def means(report: Report) -> bytes:
         if scope:
             ax.set_title(label(scope), fontsize=9)
     fig.suptitle(f"Means with t-based margin of error ({conf:g}% confidence)", fontsize=10)
-    return _png(fig)
+    return png(fig)
 
 
 def _means_panel(ax: Axes, rows: list[Series], names: answer.Names) -> None:
@@ -166,7 +148,7 @@ def histograms(report: Report, which: list[int] | None = None) -> bytes:
             ax.set_title(f"{label(name)}: no ok trials", fontsize=9)
         ax.set_xlabel(_unit(report))
     fig.suptitle("Distribution per arm (dotted: ±3σ; red ticks: values beyond ±3σ)")
-    return _png(fig)
+    return png(fig)
 
 
 def ecdfs(report: Report, which: list[int] | None = None) -> bytes:
@@ -186,7 +168,7 @@ def ecdfs(report: Report, which: list[int] | None = None) -> bytes:
     ax.set_title("Empirical CDF per arm")
     if ax.lines:
         ax.legend(fontsize=8)
-    return _png(fig)
+    return png(fig)
 
 
 def median_ci(x: NDArray[np.float64], alpha: float) -> tuple[float, float, float]:
@@ -254,7 +236,7 @@ def drift(report: Report, p: Paired) -> bytes:
     ax.set_ylabel("candidate vs baseline, %")
     ax.set_title(f"Drift: {label(p.name)} (dotted: ±{100 * margin:g}% equivalence margin)")
     ax.legend(fontsize=8, loc="best")
-    return _png(fig)
+    return png(fig)
 
 
 def forest(report: Report, p: Paired, comparison: Comparison) -> bytes:
@@ -288,7 +270,7 @@ def forest(report: Report, p: Paired, comparison: Comparison) -> bytes:
     ax.set_yticks([*y, 0.5], [*labels, "overall (HL)"], fontsize=7)
     ax.set_xlabel("candidate vs baseline, % (median with distribution-free interval)")
     ax.set_title(f"Per-block effects: {label(p.name)}")
-    return _png(fig)
+    return png(fig)
 
 
 def along(lines: list[AlongLine]) -> bytes:
@@ -320,99 +302,7 @@ def along(lines: list[AlongLine]) -> bytes:
     ax.set_ylabel("effect vs baseline level, % (unadjusted interval)")
     ax.legend(fontsize=7)
     ax.set_title(f"Effects along {label(lines[0].parameter) if lines else ''}")
-    return _png(fig)
-
-
-PAGE_KB = {"4k": 4, "thp": 2048, "thp-collapse": 2048, "shmem-thp": 2048, "hugetlb-2M": 2048,
-           "hugetlb-1G": 1048576}
-KIND_MARKER = {"4 KiB / mTHP": "o", "THP": "^", "hugetlb": "s", "other": "D"}
-KIND_SHIFT = {"4 KiB / mTHP": 1.0, "THP": 2 ** -0.12, "hugetlb": 2 ** 0.12, "other": 2 ** 0.24}
-
-
-def arm_page(arm: dict[str, Any]) -> tuple[int, str] | None:
-    """(page size in kB, kind) an arm measures, from its settings; None when it has none. A
-    native arm: its backing (mthp-64K: 64 kB). A guest arm: how the host backs guest RAM (vm
-    mthp, vm page_size, or anon under the arm's thp: never 4 kB, else 2 MiB THP)."""
-    vm = arm.get("vm")
-    backing = str(arm.get("backing"))
-    if not vm:
-        kb = mthp_size_kb(backing) or PAGE_KB.get(backing)
-        kind = ("4 KiB / mTHP" if backing == "4k" or mthp_size_kb(backing) else
-                "hugetlb" if backing.startswith("hugetlb-") else
-                "THP" if backing == "thp" else "other")
-        return (kb, kind) if kb else None
-    if vm.get("mthp"):
-        kb = mthp_size_kb(f"mthp-{vm['mthp']}")
-        return (kb, "4 KiB / mTHP") if kb else None
-    if vm.get("page_size"):
-        return PAGE_KB[f"hugetlb-{vm['page_size']}"], "hugetlb"
-    if vm.get("backing") == "anon" and arm.get("thp") in ("never", "always", "madvise"):
-        return (4, "4 KiB / mTHP") if arm["thp"] == "never" else (2048, "THP")
-    return None
-
-
-def page_size_points(report: Report) -> list[dict[str, Any]]:
-    """One point per comparison of an arm with a page size against a 4 KiB baseline: x the
-    candidate's page size, y its effect with interval, `group` its scenario (or the guest
-    side's backing, when guest arms differ in it). [] when fewer than two sizes compare."""
-    d = report.data
-    arms = {a["name"]: a for a in d.run.get("experiment", {}).get("arms", [])}
-    pages = {n: arm_page(a) for n, a in arms.items()}
-    guests = {str(a.get("backing")) for a in arms.values() if a.get("vm")}
-    out = []
-    for c in report.result.comparisons:
-        cand = d.series_arm[d.index(c.candidate)]
-        base = d.series_arm[d.index(c.baseline)]
-        page, base_page = pages.get(cand), pages.get(base)
-        if page is None or base_page is None or base_page[0] != 4:
-            continue
-        arm = arms[cand]
-        scen = ", ".join(f"{k}={v}" for k, v in arm.get("workload") or [])
-        group = scen or (f"guest {arm['backing']}" if len(guests) > 1 else "")
-        out.append({"kb": page[0], "kind": page[1], "group": group, "arm": cand,
-                    "effect_pct": c.effect_pct, "ci_low_pct": c.ci_low_pct,
-                    "ci_high_pct": c.ci_high_pct})
-    return out if len({p["kb"] for p in out} | {4}) > 2 else []
-
-
-def _size_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb >= 1048576 else f"{kb // 1024}M" if kb >= 1024 else f"{kb}K"
-
-
-def page_sizes(points: list[dict[str, Any]]) -> bytes:
-    """Effect vs the 4 KiB baseline against page size (log2 x), one colour per scenario, one
-    marker per kind of page (4 KiB and mTHP joined by a line, THP, hugetlb), with intervals;
-    a point without an interval (too few blocks) is drawn without bars."""
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.add_subplot()
-    groups = list(dict.fromkeys(str(p["group"]) for p in points))
-    colors = matplotlib.colormaps["tab10"]
-    for gi, group in enumerate(groups):
-        color = colors(gi % 10)
-        shift = 2 ** (0.06 * (gi - (len(groups) - 1) / 2))  # keep overlapping bars apart
-        mine = [p for p in points if p["group"] == group and p["effect_pct"] is not None]
-        line = sorted(((4, 0.0), *((p["kb"], p["effect_pct"]) for p in mine
-                                   if p["kind"] == "4 KiB / mTHP")))
-        ax.plot([x * shift for x, _ in line], [y for _, y in line], "-", color=color,
-                linewidth=1, label=label(group) if group else None)
-        for p in mine:
-            e = float(p["effect_pct"])
-            lo, hi = p["ci_low_pct"], p["ci_high_pct"]
-            yerr = ([[e - lo], [hi - e]] if lo is not None and hi is not None else None)
-            ax.errorbar([p["kb"] * shift * KIND_SHIFT[p["kind"]]], [e], yerr=yerr, fmt=KIND_MARKER[p["kind"]],
-                        color=color, capsize=3, markersize=5)
-    for kind, marker in KIND_MARKER.items():
-        if any(p["kind"] == kind for p in points):
-            ax.plot([], [], marker, color="grey", label=kind)
-    ax.set_xscale("log", base=2)
-    ticks = sorted({4, *(int(p["kb"]) for p in points)})
-    ax.set_xticks(ticks, [_size_label(t) for t in ticks], fontsize=7)
-    ax.axhline(0, color="grey", linewidth=0.5)
-    ax.set_xlabel("page (folio) size, log scale")
-    ax.set_ylabel("effect vs 4 KiB pages, % (with its interval)")
-    ax.legend(fontsize=7)
-    ax.set_title("Effect against page size")
-    return _png(fig)
+    return png(fig)
 
 
 MAX_COMPARISON_FIGURES = 12  # per-comparison drift and forest plots: a factorial has many
@@ -442,7 +332,7 @@ def effects(report: Report) -> bytes:
     ax.set_title("Effect of each arm against its baseline"
                  + (" cell" if len(names.arm_factors) > 1 else ""))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _png(fig)
+    return png(fig)
 
 
 VERDICT_COLOUR = {"faster": "#1b5e20", "slower": "#b71c1c", "equivalent": "#006064",
