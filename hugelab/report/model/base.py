@@ -7,6 +7,7 @@ a dict, nested parts included, from the fields' type hints.
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 from collections.abc import Mapping
@@ -61,6 +62,11 @@ def _convert(hint: Any, value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
 class Model:
     """Base of every report part (each a dataclass). `OMIT`: keys left out of the JSON when
     their value is None (they were absent from the report's JSON then)."""
@@ -76,6 +82,6 @@ class Model:
     def from_json(cls, d: Mapping[str, Any]) -> Self:
         """The part from its JSON; a key the JSON lacks takes the field's default."""
         assert is_dataclass(cls)
-        hints = get_type_hints(cls)
+        hints = _hints(cls)
         return cls(**{f.name: _convert(hints[f.name], d[f.name])
                       for f in fields(cls) if f.name in d})
