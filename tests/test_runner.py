@@ -256,6 +256,7 @@ def test_pool_plan_covers_every_vm_layer_whatever_the_workloads_backing():
     assert pool_plan(both, work) == {("2M", None): 1024}
 
 
+@pytest.mark.slow
 def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
@@ -281,6 +282,7 @@ def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     assert {d["decision"] for d in info["decided"].values()} == {"faster"}
 
 
+@pytest.mark.slow
 def test_until_verdict_identical_arms_never_claim_a_difference(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
