@@ -10,6 +10,7 @@ table and a warning when the blocks split. Pure: Paired comparisons in, JSON-abl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -133,6 +134,15 @@ def _effect(e: dict[str, Any]) -> str:
         f"{pct(e.get('ci_high_pct'), 1)}]"
 
 
+def _own(e: dict[str, Any], conf: float, result: dict[str, Any]) -> list[str]:
+    """A repeat's effect, blocks and reading; without an interval, why (too few pairs)."""
+    if e.get("ci_low_pct") is not None and math.isfinite(e["ci_low_pct"]):
+        return [_effect(e), str(e["n"]), "own interval"]
+    need = stats_repeats.pairs_for_interval(result["options"]["alpha"])
+    return [f"{pct(e.get('effect_pct'), 1)} [needs {need} pairs, has {e['n']}]", str(e["n"]),
+            f"too few blocks for a {conf:g}% interval of its own"]
+
+
 def replication_table(result: dict[str, Any]) -> Table | None:
     rep = result.get("replication")
     if not rep:
@@ -147,8 +157,7 @@ def replication_table(result: dict[str, Any]) -> Table | None:
             t.rows.append([r["name"], "-", "-", "-", r["error"]])
             continue
         for e in r["repeats"]:
-            t.rows.append([r["name"], str(e["repeat"] + 1), _effect(e), str(e["n"]),
-                           "own interval"])
+            t.rows.append([r["name"], str(e["repeat"] + 1), *_own(e, conf, result)])
         p = r["pooled"]
         tau = "-" if r["tau_pct"] is None else f"{r['tau_pct']:.1f}%"
         t.rows.append([r["name"], f"across {p['k']}", _effect(p), "-",
