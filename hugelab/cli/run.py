@@ -150,13 +150,22 @@ def _session(args: argparse.Namespace) -> Any:
     return lambda: run_session(lock_wait_s=args.wait_host)
 
 
+def _more_blocks_hint(blocks: int, looks: int, max_given: bool) -> str:
+    """What to add to a too-short --until-verdict run: the most blocks, or fewer looks."""
+    hint = (f"{'raise --max-blocks to' if max_given else 'add --max-blocks'} {6 * looks} (the "
+            f"most it may run: it stops at the first look with a verdict)")
+    if blocks >= 6:
+        hint += f", or --looks {blocks // 6} to look within {blocks} blocks"
+    return hint
+
+
 def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> SequentialStopper | None:
     if not args.until_verdict:
         return None
     if exp.blocks < 6 * args.looks:
         raise UsageError(f"--until-verdict with {args.looks} looks needs at least "
-                         f"{6 * args.looks} blocks (got {exp.blocks})",
-                         hint="raise --max-blocks or lower --looks")
+                         f"{6 * args.looks} blocks, 6 per look (this run has {exp.blocks})",
+                         hint=_more_blocks_hint(exp.blocks, args.looks, bool(args.max_blocks)))
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
