@@ -118,3 +118,13 @@ def test_a_failure_leads_with_the_tools_own_words_then_the_command():
     first, *rest = failure_text("pgbench", res).splitlines()
     assert first == 'pgbench exited with 1: pgbench: error: ERROR:  syntax error at or near "x"'
     assert rest[-1].strip().startswith("command: /usr/lib/postgresql/15/bin/pgbench -h ")
+
+
+def test_a_failed_command_error_leads_with_the_programs_words():
+    from hugelab.errors import CommandError
+    err = CommandError(["/usr/sbin/virt-xml-validate", "/tmp/x" * 30], 1,
+                       "\nrelax-ng validity error: element domain\nfails to validate\n")
+    first, *rest = err.message.splitlines()
+    assert first == "virt-xml-validate failed (exit 1): relax-ng validity error: element domain"
+    assert rest[0].strip() == "fails to validate"
+    assert rest[-1].strip().startswith("command: /usr/sbin/virt-xml-validate /tmp/x")
