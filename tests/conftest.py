@@ -65,12 +65,13 @@ def _killed_runs_state_dirs() -> list[str]:
     return sorted(dirs)
 
 
-def pytest_sessionstart(session):
+def pytest_collection_finish(session):
     """A suite killed mid-test leaves the host as its hugelab runs changed it (a THP size knob
     at never, a pool), journaled in the killed tests' own state directories, where no later
     run looks: every THP test after it then fails (a CI run once started right after such a
-    kill). Replay those journals with `hugelab recover` before any test reads the host."""
-    if os.geteuid() != 0:
+    kill). Replay those journals with `hugelab recover` before any test reads the host; a
+    session without host or guest tests (the quick tier) reads no host and leaves it alone."""
+    if os.geteuid() != 0 or not any(_marked(i, "host", "vm") for i in session.items):
         return
     import subprocess
     import sys
@@ -79,7 +80,12 @@ def pytest_sessionstart(session):
         r = subprocess.run([sys.executable, "-m", "hugelab.cli", "recover"], capture_output=True,
                            text=True, env={**os.environ, "HUGELAB_STATE_DIR": state}, timeout=120)
         said = (r.stdout + r.stderr).strip().replace("\n", "; ")
-        print(f"\nrecovered a killed run's leftovers in {state}: {said or 'nothing to do'}")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"recovered a killed run's leftovers in {state}: {said or 'nothing to do'}"
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
 
 
 @pytest.fixture(autouse=True)
