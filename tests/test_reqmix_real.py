@@ -142,3 +142,70 @@ def test_unreachable_server_is_named(binary: Path) -> None:
 def test_usage_errors(binary: Path, argv: list[str], match: str) -> None:
     cp = subprocess.run([str(binary), *argv], capture_output=True, text=True, check=False)
     assert cp.returncode == 2 and match in cp.stderr
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[tuple[Path, int]]:
+    if not (rs.PG_BIN / "postgres").exists():
+        pytest.skip("needs PostgreSQL 15")
+    with rs.pg_cluster(scale=1) as (top, port):
+        rs.psql(top, port, "postgres", "CREATE DATABASE bench2 TEMPLATE bench")
+        yield top, port
+
+
+def _pg_stat(top: Path, port: int, db: str, column: str) -> int:
+    rs.psql(top, port, db, "SELECT pg_stat_force_next_flush()")
+    return int(rs.psql(top, port, db, f"SELECT {column} FROM pg_stat_user_tables "
+                                      "WHERE relname = 'pgbench_accounts'"))
+
+
+def _pg_servers(top: Path, port: int) -> tuple[str, ...]:
+    return tuple(pg_server({"host": str(top), "port": port, "dbname": db, "user": "postgres"})
+                 for db in ("bench", "bench2"))
+
+
+@pytest.mark.parametrize("builtin, column, per_op", [
+    ("select-only", "idx_scan", 1), ("simple-update", "n_tup_upd", 1),
+    ("tpcb-like", "n_tup_upd", 1)])
+def test_pg_counts_agree_with_table_stats(binary: Path, pg: tuple[Path, int], builtin: str,
+                                          column: str, per_op: int) -> None:
+    top, port = pg
+    before = [_pg_stat(top, port, db, column) for db in ("bench", "bench2")]
+    s = ReqmixSettings(servers=_pg_servers(top, port), clients=2, window_ops=10, warm_ops=1,
+                       windows=12, duration_s=None, seed=2, pg_builtin=builtin)
+    r = _run(binary, s)
+    _check_order(r)
+    want = _ops_per_arm(r, s)
+    for arm, db in enumerate(("bench", "bench2")):
+        after = _pg_stat(top, port, db, column)
+        assert r.latency[arm].ops_total == want[arm]
+        assert after - before[arm] == per_op * want[arm]
+
+
+def test_pg_custom_script(binary: Path, pg: tuple[Path, int], tmp_path: Path) -> None:
+    top, port = pg
+    script = tmp_path / "s.sql"
+    script.write_text("-- a user's script\n\\set lo random(1, 1000 * :scale)\n"
+                      "\\set hi (:lo + 9) % (100000 * :scale) + 1\n"
+                      "SELECT abalance, ':lo'::text, :lo::int FROM pgbench_accounts\n"
+                      "  WHERE aid = :hi;\n")
+    before = _pg_stat(top, port, "bench", "idx_scan")
+    s = ReqmixSettings(servers=_pg_servers(top, port)[:1], window_ops=7, windows=6,
+                       duration_s=None, pg_file=script)
+    r = _run(binary, s)
+    assert _pg_stat(top, port, "bench", "idx_scan") - before == r.latency[0].ops_total == 42
+
+
+@pytest.mark.parametrize("text, match", [
+    ("\\set a 1\n\\sleep 10 ms\nSELECT 1;\n", "line 2: unsupported meta-command \\sleep"),
+    ("\\set a random(1, :nope)\nSELECT 1;\n", "line 1: undefined variable :nope"),
+    ("SELECT :b;\n", "line 1: undefined variable :b"),
+    ("\\set a abs(1)\nSELECT 1;\n", "unsupported function abs"),
+])
+def test_pg_script_errors_name_the_line(binary: Path, tmp_path: Path, text: str,
+                                        match: str) -> None:
+    script = tmp_path / "bad.sql"
+    script.write_text(text)
+    cp = subprocess.run([str(binary), "--server", "pg:host=/nonexistent", "--pg-file",
+                         str(script)], capture_output=True, text=True, check=False)
+    assert cp.returncode == 2 and match in cp.stderr
