@@ -143,3 +143,38 @@ def psql(top: Path, port: int, db: str, sql: str) -> str:
     """Run one SQL command as postgres; its unaligned, tuples-only output."""
     return _as_postgres([str(PG_BIN / "psql"), "-X", "-At", "-h", str(top), "-p", str(port),
                          "-d", db, "-c", sql]).stdout.strip()
+
+
+@contextmanager
+def mariadb(rows: int = 1000) -> Iterator[Path]:
+    """A MariaDB server in tmp (socket only, no networking) with sysbench's table sbtest1 of
+    `rows` rows in database sbtest: its socket path."""
+    top = Path(tempfile.mkdtemp(prefix="reqmix-my-"))
+    shutil.chown(top, "mysql", "mysql")
+    sock = top / "sock"
+    subprocess.run(["mariadb-install-db", f"--datadir={top / 'data'}", "--user=mysql",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True)
+    proc = subprocess.Popen(
+        ["setpriv", "--pdeathsig", "KILL", "--", "mariadbd", "--no-defaults",
+         f"--datadir={top / 'data'}", f"--socket={sock}", "--skip-networking", "--user=mysql",
+         f"--pid-file={top / 'pid'}", "--innodb-buffer-pool-size=64M"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        values = ",".join(f"({i},{i % 97},'c{i:03d}','p')" for i in range(1, rows + 1))
+        mysql(sock, "CREATE DATABASE sbtest; CREATE TABLE sbtest.sbtest1 (id INT PRIMARY KEY, "
+              "k INT, c CHAR(120), pad CHAR(60), KEY k_1 (k)); "
+              f"INSERT INTO sbtest.sbtest1 VALUES {values};")
+        yield sock
+    finally:
+        _stop(proc)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def mysql(sock: Path, sql: str) -> str:
+    """Run SQL as root over the socket; tab-separated output without headers."""
+    return subprocess.run(["mariadb", "-uroot", f"--socket={sock}", "-N", "-B", "-e", sql],
+                          check=True, capture_output=True, text=True).stdout.strip()

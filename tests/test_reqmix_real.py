@@ -17,6 +17,7 @@ from hugelab.workloads.reqmix import (
     ReqmixResult,
     ReqmixSettings,
     memcached_server,
+    mysql_server,
     parse_output,
     pg_server,
     redis_server,
@@ -209,3 +210,19 @@ def test_pg_script_errors_name_the_line(binary: Path, tmp_path: Path, text: str,
     cp = subprocess.run([str(binary), "--server", "pg:host=/nonexistent", "--pg-file",
                          str(script)], capture_output=True, text=True, check=False)
     assert cp.returncode == 2 and match in cp.stderr
+
+
+@pytest.mark.skipif(shutil.which("mariadbd") is None, reason="needs mariadb-server")
+def test_mysql_counts_agree_with_status(binary: Path) -> None:
+    with rs.mariadb(rows=1000) as sock:
+        def executed() -> int:
+            return int(rs.mysql(sock, "SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'").split()[1])
+        before = executed()
+        spec = mysql_server("sbtest", socket=str(sock), user="root")
+        s = ReqmixSettings(servers=(spec, spec), clients=2, window_ops=3, warm_ops=1,
+                           windows=8, duration_s=None, table_size=1000, range_size=100)
+        r = _run(binary, s)
+        want = _ops_per_arm(r, s)
+        assert r.latency[0].ops_total == want[0] and r.latency[1].ops_total == want[1]
+        # one op: 10 point selects and 4 ranges, each a prepared statement executed once
+        assert executed() - before == 14 * (want[0] + want[1])
