@@ -8,11 +8,15 @@ and hugelab-reqmix (pinned to CPU 0) alternates windows between them in ABBA blo
 - "runs": windows of --run-window-s seconds each, as today's interleaved design alternates
   whole redis-benchmark / memcslap runs of 1-2 s (simulated with the same client, so the
   designs differ only in the window's length);
+- "redis-benchmark" (Redis only): today's design itself, ABBA blocks of real
+  `redis-benchmark -t get -c 1` runs sized to --run-window-s each, their own requests/s;
 - "ops=N": request-level windows of N operations per window, for each N of --window-ops.
 For each design it prints the per-block SD of the log-ratio (B over A: the noise one block
-adds to a trial's estimate), the trial's A/A estimate with its 95% interval, the blocks run,
-and the client's CPU share of the windows (client CPU ns over window wall ns). It takes the
-host lock, so it waits behind hugelab runs and host tests, and stops its servers at the end.
+adds to a trial's estimate), a robust SD (1.4826 x MAD, which a few preempted windows do not
+inflate), the SE a trial of one minute would have (block SD x sqrt(block seconds / 60): the
+designs at equal cost), the trial's A/A estimate with its 95% interval, the blocks run, and
+the client's CPU share of the windows (client CPU ns over window wall ns). It takes the host
+lock, so it waits behind hugelab runs and host tests, and stops its servers at the end.
 """
 
 from __future__ import annotations
@@ -21,14 +25,18 @@ import argparse
 import fcntl
 import json
 import os
+import random
 import subprocess
 import sys
+import time
 from contextlib import ExitStack
 from typing import Any
 
+import numpy as np
+
+from hugelab.stats.windows import block_log_ratios, window_effect
 from hugelab.workloads.reqmix import (
     ReqmixSettings,
-    effects,
     memcached_server,
     parse_output,
     redis_server,
@@ -48,15 +56,59 @@ def _design(binary: str, servers: tuple[str, ...], label: str, client_cpu: int,
     cp = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600,
                         preexec_fn=lambda: os.sched_setaffinity(0, {client_cpu}))
     r = parse_output(cp.stdout)
-    e = effects(r)[1]
+    arms, blocks, ops, ns = r.columns()
+    row = _row(label, arms, blocks, ops, ns)
+    row.update(client_cpu_share=round(r.client_cpu_share(), 4), argv=" ".join(argv[1:]))
+    return row
+
+
+def _row(label: str, arms: list[int], blocks: list[int], ops: list[int], ns: list[int]
+         ) -> dict[str, Any]:
+    e = window_effect(arms, blocks, ops, ns, arm=1)
     pct, lo, hi = e.percent
-    ops = sum(w.ops for w in r.windows)
+    d = block_log_ratios(arms, blocks, ops, ns, arm=1)
+    robust = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+    block_s = sum(ns) / 1e9 / e.n_blocks
     return {"design": label, "blocks": e.n_blocks, "block_sd_pct": round(100 * e.block_sd, 3),
+            "robust_sd_pct": round(100 * robust, 3),
+            "se_1min_pct": round(100 * e.block_sd * (block_s / 60) ** 0.5, 3),
             "aa_pct": round(pct, 3), "aa_lo_pct": round(lo, 3), "aa_hi_pct": round(hi, 3),
-            "client_cpu_share": round(r.client_cpu_share(), 4),
-            "mean_window_ms": round(sum(w.ns for w in r.windows) / len(r.windows) / 1e6, 3),
-            "ops_per_s": round(ops / (sum(w.ns for w in r.windows) / 1e9)),
-            "argv": " ".join(argv[1:])}
+            "client_cpu_share": float("nan"),
+            "mean_window_ms": round(sum(ns) / len(ns) / 1e6, 3),
+            "ops_per_s": round(sum(ops) / (sum(ns) / 1e9))}
+
+
+def _rb_argv(port: int, n: int) -> list[str]:
+    return ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "get", "-n", str(n),
+            "-c", "1", "-r", "10000", "-d", "100", "-q", "--csv"]
+
+
+def _rb_window(port: int, n: int, client_cpu: int) -> int:
+    """One redis-benchmark run of n GETs: its wall ns by its own requests/s."""
+    out = subprocess.run(_rb_argv(port, n), capture_output=True, text=True, check=True,
+                         timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {client_cpu}))
+    rps = float(out.stdout.strip().splitlines()[-1].split(",")[1].strip('"'))
+    return int(n / rps * 1e9)
+
+
+def redis_benchmark_design(ports: list[int], blocks: int, window_s: float, client_cpu: int,
+                           seed: int) -> dict[str, Any]:
+    """Today's design: ABBA blocks of whole redis-benchmark runs of about window_s each."""
+    t0 = time.monotonic()
+    probe = _rb_window(ports[0], 20000, client_cpu)
+    n = max(1000, int(20000 * window_s * 1e9 / probe))
+    rng = random.Random(seed)
+    arms, blks, ops, ns = [], [], [], []
+    for b in range(blocks):
+        first = rng.randrange(2)
+        for arm in (first, 1 - first, 1 - first, first):
+            arms.append(arm)
+            blks.append(b)
+            ops.append(n)
+            ns.append(_rb_window(ports[arm], n, client_cpu))
+    row = _row("redis-benchmark", arms, blks, ops, ns)
+    row.update(argv=" ".join(_rb_argv(0, n)), wall_s=round(time.monotonic() - t0, 1))
+    return row
 
 
 def main() -> int:
@@ -84,6 +136,9 @@ def main() -> int:
         servers = tuple(spec("127.0.0.1", p) for p in ports)
         _design(binary, servers, "preload", client_cpu, windows=8, duration_s=None,
                 preload=True, seed=args.seed)
+        if args.kind == "redis":
+            rows.append(redis_benchmark_design(ports, args.run_blocks, args.run_window_s,
+                                               client_cpu, args.seed))
         rows.append(_design(binary, servers, f"runs={args.run_window_s}s", client_cpu,
                             window_ops=None, window_ms=int(args.run_window_s * 1000),
                             windows=4 * args.run_blocks, duration_s=None, seed=args.seed))
@@ -94,13 +149,14 @@ def main() -> int:
     os.close(fd)
     print(f"# {args.kind} A/A, client on CPU {client_cpu}, both servers on CPU {server_cpu}, "
           f"load {os.getloadavg()[0]:.2f}")
-    print(f"{'design':<12}{'blocks':>7}{'block SD %':>12}{'A/A % [95%]':>26}"
-          f"{'client CPU':>12}{'window ms':>11}{'ops/s':>9}")
+    print(f"{'design':<16}{'blocks':>7}{'block SD %':>11}{'robust %':>9}{'SE 1 min %':>11}"
+          f"{'A/A % [95%]':>26}{'client CPU':>11}{'window ms':>10}{'ops/s':>8}")
     for r in rows:
         ci = f"{r['aa_pct']:+.2f} [{r['aa_lo_pct']:+.2f}, {r['aa_hi_pct']:+.2f}]"
-        print(f"{r['design']:<12}{r['blocks']:>7}{r['block_sd_pct']:>12.2f}{ci:>26}"
-              f"{100 * r['client_cpu_share']:>11.1f}%{r['mean_window_ms']:>11.2f}"
-              f"{r['ops_per_s']:>9}")
+        print(f"{r['design']:<16}{r['blocks']:>7}{r['block_sd_pct']:>11.2f}"
+              f"{r['robust_sd_pct']:>9.2f}{r['se_1min_pct']:>11.2f}{ci:>26}"
+              f"{100 * r['client_cpu_share']:>10.1f}%{r['mean_window_ms']:>10.2f}"
+              f"{r['ops_per_s']:>8}")
     for r in rows:
         print(json.dumps(r), file=sys.stderr)
     return 0
