@@ -226,3 +226,29 @@ def test_mysql_counts_agree_with_status(binary: Path) -> None:
         assert r.latency[0].ops_total == want[0] and r.latency[1].ops_total == want[1]
         # one op: 10 point selects and 4 ranges, each a prepared statement executed once
         assert executed() - before == 14 * (want[0] + want[1])
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_duration_runs_whole_blocks_with_lockstep_clients(binary: Path,
+                                                          two_redis: list[int]) -> None:
+    servers = tuple(redis_server("127.0.0.1", p) for p in two_redis)
+    r = _run(binary, ReqmixSettings(servers=servers, clients=3, window_ops=None, window_ms=3,
+                                    duration_s=0.5, seed=9))
+    _check_order(r)
+    assert r.blocks >= 2 and len(r.windows) == 4 * r.blocks
+    assert r.wall_ns >= 0.5e9
+    # a --window-ms window lasts at least its milliseconds on every client
+    assert all(w.ns >= 3_000_000 for w in r.windows)
+    assert r.clients == 3 and r.user_ns + r.sys_ns > 0
+
+
+def test_build_is_cached_by_its_stamp(tmp_path: Path) -> None:
+    first = reqmix_build.build_reqmix(tmp_path)
+    mtime = first.stat().st_mtime_ns
+    assert reqmix_build.build_reqmix(tmp_path) == first
+    assert first.stat().st_mtime_ns == mtime
+    (tmp_path / "hugelab-reqmix.stamp").write_text("stale\n")
+    reqmix_build.build_reqmix(tmp_path)
+    assert first.stat().st_mtime_ns != mtime
+    out = subprocess.run([str(first), "--help"], capture_output=True, text=True, check=True)
+    assert "--window-ops" in out.stdout
