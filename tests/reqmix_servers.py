@@ -94,9 +94,10 @@ def _as_postgres(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def pg_cluster(scale: int = 1) -> Iterator[tuple[Path, int]]:
+def pg_cluster(scale: int = 1, cpus: set[int] | None = None) -> Iterator[tuple[Path, int]]:
     """A PostgreSQL 15 cluster in tmp (unix socket only, trust auth, huge_pages = off,
-    fsync off) with pgbench's tables at `scale` in database `bench`: (socket dir, port)."""
+    fsync off) with pgbench's tables at `scale` in database `bench`: (socket dir, port).
+    With `cpus`, the postmaster is pinned there before any backend forks (they inherit)."""
     top = Path(tempfile.mkdtemp(prefix="reqmix-pg-"))
     shutil.chown(top, "postgres", "postgres")
     port = free_port()
@@ -111,6 +112,8 @@ def pg_cluster(scale: int = 1) -> Iterator[tuple[Path, int]]:
             ["setpriv", "--reuid", "postgres", "--regid", "postgres", "--init-groups",
              "--pdeathsig", "KILL", "--", str(PG_BIN / "postgres"), "-D", str(top / "data")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if cpus is not None:
+            os.sched_setaffinity(proc.pid, cpus)
         _wait_pg(top, port, proc)
         psql(top, port, "postgres", "CREATE DATABASE bench")
         _as_postgres([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(scale), "-h", str(top),
