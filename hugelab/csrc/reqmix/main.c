@@ -23,9 +23,13 @@ static const char USAGE[] =
     "  --warm-ops N        untimed ops at the start of each window (0)\n"
     "  --windows N | --duration-s S   how long (whole ABBA blocks; 10 s)\n"
     "  --seed S            order of the servers in each block (1)\n"
-    "  --keyspace N --value-size B --set-ratio F --preload   (redis, memcached)\n"
-    "  --pg-builtin select-only|simple-update|tpcb-like | --pg-file PATH  --pg-scale N\n"
-    "  --tables N --table-size N --range-size N   (mysql: sysbench oltp_read_only)\n";
+    "  --keyspace N (10000) --value-size B (100) --set-ratio F (0) --preload\n"
+    "                      redis, memcached: keys key:%012d, a set with probability F;\n"
+    "                      --preload sets every key once before the windows\n"
+    "  --pg-builtin select-only|simple-update|tpcb-like | --pg-file PATH, --pg-scale N (1)\n"
+    "  --tables N (1) --table-size N (10000) --range-size N (100)   mysql: oltp_read_only\n"
+    "Passwords: PGPASSWORD (or a passfile) for pg, MYSQL_PWD for mysql.\n"
+    "Prints one JSON object. Exit 2: bad usage or script; 3: a server failed.\n";
 
 static const rm_proto *find_proto(const char *spec, const char **rest)
 {
