@@ -252,3 +252,15 @@ def test_build_is_cached_by_its_stamp(tmp_path: Path) -> None:
     assert first.stat().st_mtime_ns != mtime
     out = subprocess.run([str(first), "--help"], capture_output=True, text=True, check=True)
     assert "--window-ops" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_three_arms_mirror_their_order(binary: Path, two_redis: list[int]) -> None:
+    servers = tuple(redis_server("127.0.0.1", p) for p in (*two_redis, two_redis[0]))
+    r = _run(binary, ReqmixSettings(servers=servers, window_ops=5, windows=60,
+                                    duration_s=None, seed=8))
+    _check_order(r)
+    assert r.blocks == 10 and r.arms == 3
+    firsts = Counter(w.arm for w in r.windows if w.pos == 0)
+    assert len(firsts) == 3  # every arm leads some block: the order is drawn per block
+    assert [x.ops_total for x in r.latency] == [100, 100, 100]
