@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--until-verdict", action="store_true",
                    help="stop once every arm has a verdict (group-sequential looks, O'Brien-Fleming)")
     p.add_argument("--max-blocks", type=int, metavar="N",
-                   help="with --until-verdict: the most blocks to run (default: the file's blocks)")
+                   help="with --until-verdict: the most blocks to run (default: the file's "
+                        "blocks, at least 6 per look)")
     p.add_argument("--looks", type=int, default=5, metavar="N", help="with --until-verdict: planned looks (5)")
     p.add_argument("--alpha", type=float, default=0.05, metavar="A",
                    help="with --until-verdict: family-wise false-positive rate (0.05)")
@@ -113,6 +114,8 @@ def _fraction(text: str) -> float:
 def _load(args: argparse.Namespace) -> Experiment:
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
     blocks = args.max_blocks if args.until_verdict and args.max_blocks else args.blocks
+    if args.until_verdict and blocks is None and exp.blocks < 6 * args.looks:
+        blocks = 6 * args.looks  # its own most: 6 blocks per look; it stops at a verdict
     if args.max_blocks and not args.until_verdict:
         raise UsageError("--max-blocks goes with --until-verdict")
     if blocks is not None:

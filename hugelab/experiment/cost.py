@@ -51,8 +51,8 @@ def _duration(value: Any) -> float | None:
 def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | None:
     """The run time a [workload] table configures, or None when it does not say."""
     key, default = TIME_KEYS.get(str(table.get("kind")), (None, None))
-    if design == "interleaved" and table.get("kind") == "redis":
-        key, default = "duration_s", 10.0  # windows of load, sized from the warm-up's rate
+    if design == "interleaved" and (table.get("kind") == "redis" or table.get("window_ops")):
+        key, default = "duration_s", 10.0  # windows of load, or of requests
     if table.get("kind") == "hugelab-mem" and "duration_s" in table:
         key = "duration_s"
     if key and key in table:
@@ -80,9 +80,10 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
     times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    # a block's arms run at once; interleaved servers take turns: each its own windows
-    together = exp.design == "duet" or (exp.design == "interleaved" and
-                                        exp.workload.get("kind") not in SERVER_KINDS)
+    # a block's arms run at once; interleaved servers take turns: each its own windows (but one
+# client's windows of requests hold them all)
+    together = exp.design == "duet" or (exp.design == "interleaved" and (
+        exp.workload.get("kind") not in SERVER_KINDS or bool(exp.workload.get("window_ops"))))
     per_block = max(secs, default=0.0) if together else sum(secs)
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
     return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),

@@ -21,6 +21,7 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.requests import serve_requests, wants_requests
 
 
 class ServerWorkload(Protocol):
@@ -65,8 +66,11 @@ def geomean(values: Sequence[float]) -> float:
 
 def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
           rng: random.Random | None = None) -> list[WorkloadResult]:
-    """One interleaved trial: one result per (workload, backing), in the given order."""
+    """One interleaved trial: one result per (workload, backing), in the given order; with
+    `window_ops` set, windows of requests from one client (hugelab.workloads.requests)."""
     rng = rng or random.Random()
+    if wants_requests(arms[0][0]):
+        return serve_requests(target, arms, rng)  # type: ignore[arg-type]
     servers: list[Any] = []
     try:
         for wl, backing in arms:

@@ -55,6 +55,7 @@ from hugelab.workloads.command import (
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.servermem import server_tree
 
 TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
@@ -114,6 +115,8 @@ class RedisBenchmark:
     timeout_s: float | None = None
     duration_s: float = 10.0  # design "interleaved": seconds of load per arm and trial
     window_s: float = 2.0     # design "interleaved": each window's length
+    window_ops: int | None = None  # design "interleaved": windows of this many requests
+    warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="redis", init=False)
@@ -130,6 +133,8 @@ class RedisBenchmark:
                 raise ExperimentError(f"redis: {name} must be at least 1")
         if self.duration_s < 1 or self.window_s < 1:
             raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
+            raise ExperimentError("redis: window_ops is at least 1 and warm_ops at least 0")
         check_mode("redis", self.process_thp)
         for key, value in self.app:
             if key != "disable-thp":
@@ -253,23 +258,43 @@ class RedisBenchmark:
     def finish(self, srv: RedisServer, windows: list[dict[str, float]],
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The arm's result from its windows, and its own server's evidence, read now."""
-        metrics = window_metrics(windows)
+        values = [w[self.primary] for w in windows]
+        result = self.request_result(srv, window_metrics(windows), backing, self.primary)
+        result.info.update({"tool": "redis-benchmark", "tests": list(self.tests),
+                            "reps": {"n": len(values), "values": values, "unit": "window",
+                                     "wall_s": [w["wall_s"] for w in windows]}})
+        return result
+
+    def request_result(self, srv: RedisServer, metrics: dict[str, float], backing: str,
+                       primary: str = "ops_per_s") -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's evidence, read now."""
         memory = server_memory(srv.handle)
         evidence: dict[str, Any] = {"server": memory}
         if memory:  # judged alone: the host-wide tree holds every arm's server
             evidence["tree"] = server_tree("redis-server", memory)
         if self.app:
             evidence["redis"] = {"disable_thp": self.disable_thp, "process_thp": self.process_thp}
-        values = [w[self.primary] for w in windows]
-        info: dict[str, Any] = {"tool": "redis-benchmark", "tests": list(self.tests),
-                                "reps": {"n": len(values), "values": values, "unit": "window",
-                                         "wall_s": [w["wall_s"] for w in windows]}}
         ver = proc.run([self.server_binary, "--version"], check=False, timeout=10)
-        info["version"] = first_version(ver.stdout, r"v=(\d+\.\d+\.\d+)")
-        result = WorkloadResult(metrics=metrics, primary=self.primary, unit="requests/s",
+        info: dict[str, Any] = {"tool": "hugelab-reqmix", "tests": list(self.tests),
+                                "version": first_version(ver.stdout, r"v=(\d+\.\d+\.\d+)")}
+        result = WorkloadResult(metrics=metrics, primary=primary, unit="requests/s",
                                 better="higher", evidence=evidence, info=info)
         self._describe(result, backing)
         return result
+
+    def request_server(self, srv: RedisServer) -> str:
+        return redis_server(LOOPBACK, srv.handle.client_port)
+
+    def request_load(self) -> dict[str, Any]:
+        """GET and SET in the proportion of `tests`, on keyspace keys of data_size bytes,
+        every key written first (a GET finds its value)."""
+        sets = sum(t == "set" for t in self.tests) / max(1, sum(t in ("get", "set")
+                                                               for t in self.tests))
+        return {"keyspace": self.keyspace or 10000, "value_size": self.data_size,
+                "set_ratio": sets, "preload": True}
+
+    def server_pid(self, srv: RedisServer) -> int:
+        return int(srv.handle.proc.pid)  # type: ignore[attr-defined]
 
     def stop(self, srv: RedisServer) -> None:
         srv.handle.stop()

@@ -43,6 +43,7 @@ from hugelab.proc import run, which
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
+    LOOPBACK,
     LocalServer,
     ServerHandle,
     check_exit,
@@ -53,6 +54,8 @@ from hugelab.workloads.command import (
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.mariadb import datadir, oltp, server
+from hugelab.workloads.reqmix import mysql_server
+from hugelab.workloads.servermem import server_tree
 
 BACKINGS = ("4k", "hugetlb-2M")
 LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
@@ -71,6 +74,8 @@ class Mariadb:
     duration_s: float = 10.0
     warmup_s: float = 1.0
     window_s: float = 2.0  # design "interleaved": each arm's sysbench window
+    window_ops: int | None = None  # design "interleaved": windows of this many transactions
+    warm_ops: int = 2      # per window and connection, untimed (the other arm's caches)
     buffer_pool: str = "128M"
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -87,6 +92,8 @@ class Mariadb:
         if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
             raise ExperimentError("mariadb: duration_s and window_s are whole seconds, at "
                                   "least 1; warmup_s at least 0")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
+            raise ExperimentError("mariadb: window_ops is at least 1 and warm_ops at least 0")
         object.__setattr__(self, "app", tuple(self.app))
         for key, value in self.app:
             if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
@@ -194,13 +201,39 @@ class Mariadb:
         if len(windows) > 1 and latencies.size:
             for p in oltp.PERCENTILES:
                 metrics[f"p{p:g}_ms"] = float(np.percentile(latencies, p)) / 1000.0
-        result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
+        return self.request_result(srv, metrics, backing, "tps")
+
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    @property
+    def clients(self) -> int:
+        return self.threads
+
+    def request_server(self, srv: Server) -> str:
+        return mysql_server(datadir.DATABASE, host=LOOPBACK, port=srv.handle.client_port,
+                            user=oltp.USER)
+
+    def request_load(self) -> dict[str, Any]:
+        """oltp_read_only's transaction over the datadir's tables (each op one transaction)."""
+        return {"tables": self.tables, "table_size": self.table_size}
+
+    def server_pid(self, srv: Server) -> int:
+        return srv.pid
+
+    def request_result(self, srv: Server, metrics: dict[str, float], backing: str,
+                       primary: str = "ops_per_s") -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's evidence, read now."""
+        result = WorkloadResult(metrics=metrics, primary=primary, unit="transactions/s",
                                 better="higher")
-        log = srv.log()
+        log, maps, memory = srv.log(), server.mappings(srv.pid), server_memory(srv.handle)
         result.evidence["mariadb"] = {"large_pages": srv.large, "buffer_pool_kb": srv.pool // 1024,
-                                      "mappings": server.mappings(srv.pid),
-                                      **server.report(log)}
-        result.evidence["server"] = server_memory(srv.handle)
+                                      "mappings": maps, **server.report(log)}
+        result.evidence["server"] = memory
+        if memory:  # its own server alone: an interleaved trial's tree holds every arm's
+            hugetlb: dict[int, int] = {}
+            for m in maps:
+                hugetlb[m["page_kb"]] = hugetlb.get(m["page_kb"], 0) + m["size_kb"]
+            result.evidence["tree"] = {**server_tree("mariadbd", memory),
+                                       "hugetlb_by_page_kb": hugetlb}
         result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
                             "server_version": first_version(log, r"Version: '([^']+)'"),
                             "sysbench_version": srv.sysbench_version})
@@ -219,7 +252,9 @@ class Mariadb:
         try:
             self.warm(target, srv)
             summary, lat = self.window(target, srv, self.duration_s)
-            return self.finish(srv, [summary], lat, backing)
+            result = self.finish(srv, [summary], lat, backing)
+            result.evidence.pop("tree", None)  # a paired trial's tree is the whole trial's
+            return result
         finally:
             self.stop(srv)
 

@@ -48,6 +48,7 @@ from hugelab.workloads.postgres import (
     server,
     template,
 )
+from hugelab.workloads.reqmix import pg_server
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
 HUGE_PAGES = ("off", "on", "try")
@@ -67,6 +68,8 @@ class Postgres:
     transactions: int | None = None
     warmup_s: float = 2.0
     window_s: float = 2.0  # design "interleaved": each arm's pgbench window
+    window_ops: int | None = None  # design "interleaved": windows of this many transactions
+    warm_ops: int = 5      # per window and connection, untimed (the other arm's caches)
     bindir: str | None = None
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -92,6 +95,8 @@ class Postgres:
                                   "least 1 (pgbench -T); warmup_s at least 0")
         if self.transactions is not None and self.transactions < 1:
             raise ExperimentError("postgres: transactions must be at least 1")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
+            raise ExperimentError("postgres: window_ops is at least 1 and warm_ops at least 0")
         object.__setattr__(self, "app", tuple(self.app))
         app = dict(self.app)
         if bad := sorted(k for k in app if k in server.RESERVED):
@@ -234,9 +239,7 @@ class Postgres:
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The trial's result from its windows (one, in a paired trial) and the segment's
         evidence, read now, with the server still up; WorkloadError without a segment."""
-        evidence = segment.read_segment(srv.pid)
-        if "error" in evidence:
-            raise WorkloadError(f"postgres: {evidence['error']}")
+        evidence = self._segment(srv)
         tps = [w["tps"] for w in windows]
         metrics = {"tps": interleave.geomean(tps) if len(tps) > 1 else tps[0],
                    "transactions": sum(w.get("transactions", 0.0) for w in windows),
@@ -247,16 +250,45 @@ class Postgres:
         elif "latency_avg_ms" in windows[0]:
             metrics["latency_avg_ms"] = windows[0]["latency_avg_ms"]
         metrics.update(pgbench.percentiles_ms(latencies))
-        info: dict[str, Any] = {"tool": "pgbench", "version": cluster.version(self._bin()),
-                                "backing": backing, "settings": self.settings(backing),
-                                "builtin": self.script or self.builtin,
-                                "server_output_tail": srv.output(20)}
+        info = self._info(srv, backing, "pgbench")
         if len(windows) > 1:
             metrics["duration_s"] = self.window_s * len(windows)
             info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
                             "wall_s": [self.window_s] * len(tps)}
         return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                               better="higher", evidence=evidence, info=info)
+
+    def _segment(self, srv: server.Server) -> dict[str, Any]:
+        evidence = segment.read_segment(srv.pid)
+        if "error" in evidence:
+            raise WorkloadError(f"postgres: {evidence['error']}")
+        return evidence
+
+    def _info(self, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
+        return {"tool": tool, "version": cluster.version(self._bin()), "backing": backing,
+                "settings": self.settings(backing), "builtin": self.script or self.builtin,
+                "server_output_tail": srv.output(20)}
+
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    def request_server(self, srv: server.Server) -> str:
+        return pg_server({"host": str(srv.cd.top), "port": server.PORT, "user": "postgres",
+                          "dbname": "postgres"})
+
+    def request_load(self) -> dict[str, Any]:
+        """pgbench's script (built-in or the user's file), each op one run of it."""
+        if self.script is not None:
+            return {"pg_file": Path(self.script), "pg_scale": self.scale}
+        return {"pg_builtin": self.builtin, "pg_scale": self.scale}
+
+    def request_result(self, srv: server.Server, metrics: dict[str, float], backing: str
+                       ) -> WorkloadResult:
+        """The arm's result: `metrics`, and its own segment's evidence, read now."""
+        return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="transactions/s",
+                              better="higher", evidence=self._segment(srv),
+                              info=self._info(srv, backing, "hugelab-reqmix"))
+
+    def server_pid(self, srv: server.Server) -> int:
+        return srv.pid
 
     def stop(self, srv: server.Server) -> None:
         try:
