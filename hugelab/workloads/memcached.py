@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -43,7 +44,7 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.servermem import server_tree
+from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}
@@ -205,8 +206,8 @@ class MemcachedBenchmark:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         side = default_server(self.server, target, "memcached", self.port)
-        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
-                            "memcached")
+        in_guest = self.server is not None  # a server this process cannot see: it reports
+        handle = side.start(lambda port: self._server(port, target, in_guest), "memcached")
         memory: dict[str, object] = {}
         try:
             res = target_for(target, self.process_thp).exec(self.client_argv(handle.client_port),
@@ -214,7 +215,12 @@ class MemcachedBenchmark:
             memory = server_memory(handle)
         finally:
             server_out = handle.stop()
+        memory = memory or last_picture(server_out)
         return self._evidence(self.parse(res), memory, server_out, backing)
+
+    def _server(self, port: int, target: Target, in_guest: bool) -> list[str]:
+        argv = wrap(self.server_argv(port), self.process_thp, target)
+        return watch_argv(argv, sys.executable) if in_guest else argv
 
 
 def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -> Check:
