@@ -510,8 +510,7 @@ class Runner:
         try:
             with TrialScope("interleaved block") as scope:
                 if is_server(self.workload):  # every arm's server up, windows alternated
-                    results = serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
-                                                  for a in arms])
+                    results = self._servers(arms)
                 else:
                     results = self.workload.run_interleaved(  # type: ignore[attr-defined]
                         self.target, [a.backing for a in arms])
@@ -536,6 +535,16 @@ class Runner:
                 o.monitors["leftovers_killed"] = scope.leftovers_killed
             out.append([o])
         return out
+
+    def _servers(self, arms: list[Arm]) -> list[WorkloadResult]:
+        """Interleaved servers, the baseline's first (the windows' effects are against it),
+        their results in the block's order."""
+        ordered = sorted(arms, key=lambda a: (a.name != self.exp.baseline,
+                                              [x.name for x in self.exp.arms].index(a.name)))
+        results = serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
+                                      for a in ordered])
+        by_name = {a.name: r for a, r in zip(ordered, results, strict=True)}
+        return [by_name[a.name] for a in arms]
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:
