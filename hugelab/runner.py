@@ -537,14 +537,11 @@ class Runner:
         return out
 
     def _servers(self, arms: list[Arm]) -> list[WorkloadResult]:
-        """Interleaved servers, the baseline's first (the windows' effects are against it),
-        their results in the block's order."""
-        ordered = sorted(arms, key=lambda a: (a.name != self.exp.baseline,
-                                              [x.name for x in self.exp.arms].index(a.name)))
-        results = serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
-                                      for a in ordered])
-        by_name = {a.name: r for a, r in zip(ordered, results, strict=True)}
-        return [by_name[a.name] for a in arms]
+        """Interleaved servers, started in the block's (random) order, so no arm's server is
+        always the first; the windows' effects are against the baseline's."""
+        ref = next((i for i, a in enumerate(arms) if a.name == self.exp.baseline), 0)
+        return serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
+                                   for a in arms], reference=ref)
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:

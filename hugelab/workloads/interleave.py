@@ -65,12 +65,12 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
-          rng: random.Random | None = None) -> list[WorkloadResult]:
+          rng: random.Random | None = None, reference: int = 0) -> list[WorkloadResult]:
     """One interleaved trial: one result per (workload, backing), in the given order; with
     `window_ops` set, windows of requests from one client (hugelab.workloads.requests)."""
     rng = rng or random.Random()
     if wants_requests(arms[0][0]):
-        return serve_requests(target, arms, rng)  # type: ignore[arg-type]
+        return serve_requests(target, arms, rng, reference)  # type: ignore[arg-type]
     servers: list[Any] = []
     try:
         for wl, backing in arms:

@@ -101,8 +101,10 @@ def settings_for(arms: Sequence[tuple[RequestServer, str]], servers: list[str],
 
 
 def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
-                   rng: random.Random | None = None) -> list[WorkloadResult]:
-    """One request-interleaved trial: one result per (workload, backing), in the given order."""
+                   rng: random.Random | None = None, reference: int = 0
+                   ) -> list[WorkloadResult]:
+    """One request-interleaved trial: one result per (workload, backing), in the given order
+    (the order the servers start in), window effects against arm `reference`."""
     rng = rng or random.Random()
     if getattr(target, "name", "") != "native":
         raise WorkloadError("request-level interleaving runs its servers on the host")
@@ -110,14 +112,14 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
     try:
         for wl, backing in arms:
             servers.append(wl.start(backing))
-        return _measure(target, arms, servers, rng)
+        return _measure(target, arms, servers, rng, reference)
     finally:
         for (wl, _b), srv in zip(arms, servers, strict=False):
             wl.stop(srv)
 
 
 def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers: list[Any],
-             rng: random.Random) -> list[WorkloadResult]:
+             rng: random.Random, reference: int) -> list[WorkloadResult]:
     pins = pinning(sorted(os.sched_getaffinity(0)))
     pids = [wl.server_pid(srv) for (wl, _b), srv in zip(arms, servers, strict=True)]
     for pid in pids:
@@ -134,7 +136,7 @@ def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers:
     daemons = {k: round(daemons1.get(k, 0.0) - v, 3) for k, v in daemons0.items()}
     out = []
     for i, ((wl, backing), srv) in enumerate(zip(arms, servers, strict=True)):
-        metrics = arm_metrics(report, i)
+        metrics = arm_metrics(report, i, reference)
         ops = next(x.ops_total for x in report.latency if x.arm == i)
         metrics["server_cpu_us_per_op"] = 1e6 * (cpu1[i] - cpu0[i]) / ops if ops else math.nan
         r = wl.request_result(srv, metrics, backing)
