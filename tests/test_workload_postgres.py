@@ -279,6 +279,7 @@ def pgbench_running(pid: int) -> bool:
 def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, monkeypatch):
     import fcntl
 
+    from hugelab import identity
     from hugelab.workloads.postgres import cluster, leftovers
     monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
     work = tmp_path / "work"
@@ -286,10 +287,10 @@ def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, mon
     for d in (dead, live):
         (d / "data").mkdir(parents=True)
     (dead / cluster.OWNER_FILE).write_text(json.dumps({"owner_pid": 1, "owner_starttime": -1,
-                                                       "boot_id": cluster.boot_id()}))
+                                                       "boot_id": identity.boot_id()}))
     (live / cluster.OWNER_FILE).write_text(json.dumps({
-        "owner_pid": os.getpid(), "owner_starttime": cluster.starttime(os.getpid()),
-        "boot_id": cluster.boot_id()}))
+        "owner_pid": os.getpid(), "owner_starttime": identity.starttime(os.getpid()),
+        "boot_id": identity.boot_id()}))
     cache = tmp_path / "cache" / "postgres"
     (cache / "k1.tmp").mkdir(parents=True)
     (cache / "k2.tmp").mkdir()

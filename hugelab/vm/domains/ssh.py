@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
+from hugelab.identity import alive, boot_id, starttime
 from hugelab.proc import APT_PACKAGES, which
-from hugelab.vm.common.process import alive, starttime
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.workloads.base import ExecResult
 
 ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)
 CONNECT_S = 5
 DIR_PREFIX = "hugelab-ssh-"
-OWNER = "owner"  # in each directory: "PID STARTTIME" of the hugelab that made it
+OWNER = "owner"  # in each directory: "PID STARTTIME BOOT_ID" of the hugelab that made it
 UNOWNED_GRACE_S = 600  # a directory without an owner file (just made, or by an older hugelab)
 
 
@@ -58,7 +58,7 @@ class Ssh:
         self.host_key = host_key.strip() if host_key else None
         self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # 0700: known_hosts, the master
         pid = os.getpid()
-        Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)}\n")  # for `hugelab recover`
+        Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)} {boot_id()}\n")  # for recover
         self.ssh = which("ssh")
         if self.host_key:
             with open(f"{self.dir}/known_hosts", "w", encoding="ascii") as f:
@@ -141,8 +141,8 @@ def remove_dead_dirs(top: Path | None = None, now: float | None = None) -> list[
 
 def _dead(d: Path, now: float) -> bool:
     try:
-        pid, start = (d / OWNER).read_text().split()
-        return not alive(int(pid), int(start) if start.isdigit() else None)
+        pid, start, *boot = (d / OWNER).read_text().split()  # an older hugelab's: no boot id
+        return not alive(int(pid), int(start) if start.isdigit() else None, *boot[:1])
     except FileNotFoundError:
         try:
             return now - d.stat().st_mtime > UNOWNED_GRACE_S

@@ -28,12 +28,13 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
+from hugelab.identity import alive, starttime
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.trial.procscan import merge_peak
 from hugelab.vm.common.evidence import qemu_memory_evidence
-from hugelab.vm.common.process import alive, starttime
 from hugelab.vm.common.spec import VmSpec, validate, write_guest_mthp
 from hugelab.vm.own import accel
 from hugelab.vm.own.initramfs import (
@@ -74,13 +75,9 @@ def _record_path(d: Path, pid: int) -> Path:
     return d / f"qemu-{pid}.json"
 
 
-def _owner() -> dict[str, Any]:
-    return {"owner_pid": os.getpid(), "owner_starttime": starttime(os.getpid())}
-
-
 def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
     """Record a QEMU we started (file 0600, written atomically) so a later `recover` can end it."""
-    rec = {"pid": pid, "starttime": starttime(pid), **_owner(), "tmpdir": str(tmpdir),
+    rec = {**identity.record(pid, prefix=""), **identity.record(), "tmpdir": str(tmpdir),
            "started": time.time()}
     path = _record_path(d, pid)
     write_private(path, json.dumps(rec))
@@ -91,7 +88,7 @@ def register_pending(d: Path, tmpdir: Path) -> Path:
     """Record a QEMU about to start, before its pid exists: a SIGKILL between Popen and
     register_qemu then still leaves a trace, and recover finds the QEMU by its tmpdir."""
     path = d / f"pending-qemu-{tmpdir.name}.json"
-    write_private(path, json.dumps({"pid": None, **_owner(), "tmpdir": str(tmpdir)}))
+    write_private(path, json.dumps({"pid": None, **identity.record(), "tmpdir": str(tmpdir)}))
     return path
 
 
@@ -145,14 +142,13 @@ def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        owner_alive = alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
-        if owner_alive and not include_live_owners:
+        if identity.recorded_alive(rec) and not include_live_owners:
             continue
         if rec.get("pid") is None:  # killed between Popen and register_qemu: find it by tmpdir
             pids = _qemus_using(str(rec.get("tmpdir"))) if rec.get("tmpdir") else []
         else:
             pid = int(rec["pid"])
-            pids = [pid] if alive(pid, rec.get("starttime")) and _is_qemu(pid) else []
+            pids = [pid] if identity.recorded_alive(rec, prefix="") and _is_qemu(pid) else []
         for pid in pids:
             _terminate(pid)
             killed.append(pid)
