@@ -25,9 +25,9 @@ from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
 from hugelab.vm import reps
 from hugelab.vm.common.evidence import qemu_folio_evidence
+from hugelab.vm.common.guestapi import Guest
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GUEST_PORTS, GuestServer
-from hugelab.vm.own.guest import Guest
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, free_port
 
@@ -121,7 +121,7 @@ GUEST_MEMINFO_KEYS = ("MemTotal", "AnonHugePages", "ShmemPmdMapped", "HugePages_
                       "Hugetlb")
 
 
-def _guest_meminfo(guest: Any) -> dict[str, int]:
+def _guest_meminfo(guest: Guest) -> dict[str, int]:
     """The guest's own view of its huge pages (kB, or pages for HugePages_*)."""
     try:
         text = guest.target.read_file("/proc/meminfo")
@@ -202,14 +202,17 @@ def _run_reps(g: Guest, workload: Workload, backing: str, guest_port: int | None
     return results[0] if k == 1 else reps.combine(results, walls)
 
 
-def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
-    """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
+def _guest(arm: Arm, spec: VmSpec, name: str) -> Guest:
+    """hugelab's own image-less guest (under QEMU, or libvirtd), or a transient copy of the
+    user's libvirt domain (reached through its agent or SSH): each a
+    hugelab.vm.common.guestapi.Guest, which mypy checks here."""
     assert arm.vm is not None
     if arm.vm.domain is None and arm.vm.manager == "libvirt":
         from hugelab.vm.own.libvirt_own import LibvirtGuest
         return LibvirtGuest(spec, name=name, uri=arm.vm.uri)
     if arm.vm.domain is None:
-        return Guest(spec, name=name)
+        from hugelab.vm.own.guest import Guest as QemuGuest
+        return QemuGuest(spec, name=name)
     from hugelab.vm.domains.libvirt_guest import Access, DomainGuest
     return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name,
                        access=Access.of(arm.vm))
@@ -287,11 +290,11 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
         return final
 
 
-def _qemu_evidence(g: Any, folios: bool) -> dict[str, Any]:
+def _qemu_evidence(g: Guest, folios: bool) -> dict[str, Any]:
     """QEMU's side of a guest (hugelab.vm.common.evidence); with `folios` (vm mthp) also the folio
     sizes of guest RAM, since smaps cannot tell a 64K folio from a 4K page."""
     try:
-        ev: dict[str, Any] = g.evidence()
+        ev = g.evidence()
         if folios:
             ev["folios"] = qemu_folio_evidence(g.qemu_pid, ev)
     except (HugelabError, OSError) as exc:

@@ -1,13 +1,11 @@
 """One guest's spec, whoever starts it (hugelab's own guests or users' domains): its shape, the
-`vm` layer's memory backing and the guest layer's huge pages (pure: values in, errors out), and
-the guest layer's multi-size THP written through a guest target.
+`vm` layer's memory backing and the guest layer's huge pages (pure: values in, errors out).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from hugelab.errors import VMError
 
@@ -54,18 +52,6 @@ def guest_mthp_writes(spec: VmSpec) -> list[tuple[str, str]]:
         kb = int(label[:-1]) * (1024 if label.endswith("M") else 1)
         out.append((f"/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled", mode))
     return out
-
-
-def write_guest_mthp(target: Any, spec: VmSpec) -> None:
-    """Make guest mthp true through a guest target (its write_file), with a clear error for a
-    guest kernel without that size (multi-size THP came in Linux 6.8)."""
-    for path, mode in guest_mthp_writes(spec):
-        try:
-            target.write_file(path, mode)
-        except VMError as exc:
-            raise VMError(f"the guest cannot set {path} to {mode!r}: {exc.message}",
-                          hint="multi-size THP needs a guest kernel of Linux 6.8 or later "
-                               "offering that size") from exc
 
 
 def hugetlb_label(size_kb: int) -> str:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
@@ -35,7 +35,8 @@ from hugelab.identity import alive, starttime
 from hugelab.proc import APT_PACKAGES, which
 from hugelab.trial.procscan import merge_peak
 from hugelab.vm.common.evidence import qemu_memory_evidence
-from hugelab.vm.common.spec import VmSpec, validate, write_guest_mthp
+from hugelab.vm.common.guestapi import write_guest_mthp
+from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own import accel
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
@@ -365,7 +366,8 @@ def _tail(path: Path, n: int = SERIAL_TAIL_LINES) -> str:
 
 
 class Guest:
-    """One QEMU guest as a context manager; any exit shuts QEMU down and removes its files."""
+    """One QEMU guest as a context manager; any exit shuts QEMU down and removes its files
+    (a hugelab.vm.common.guestapi.Guest)."""
 
     def __init__(self, spec: VmSpec, *, name: str = "vm0", boot_timeout: float | None = None,
                  qemu: str = "qemu-system-x86_64", state: Path | str | None = None,
@@ -390,7 +392,7 @@ class Guest:
         self._closed = False
 
     # -- public ---------------------------------------------------------------------------------
-    def __enter__(self) -> Guest:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
