@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hugelab.proc import run
 
 RESERVE_MIB = 256  # memory a pool may not take: the host's own processes need some
 KIB_PER_GIB = 1024 * 1024
@@ -128,7 +129,7 @@ def kvm_problem(dev: str = "/dev/kvm") -> str | None:
 def dry_run_plan(experiment: Path) -> dict[str, Any]:
     """`hugelab run EXPERIMENT --dry-run --json` of this Python's hugelab, parsed."""
     argv = [sys.executable, "-m", "hugelab.cli", "run", str(experiment), "--dry-run", "--json"]
-    cp = subprocess.run(argv, capture_output=True, text=True, check=False)
+    cp = run(argv, check=False)
     if cp.returncode != 0:
         raise SystemExit(f"preflight: `hugelab run --dry-run` failed (exit {cp.returncode}): "
                          f"{cp.stderr.strip() or cp.stdout.strip()}")

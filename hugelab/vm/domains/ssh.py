@@ -19,6 +19,7 @@ A user other than root runs the workload as itself and writes guest settings (/s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -31,7 +32,7 @@ from typing import Any
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.identity import alive, boot_id, starttime
-from hugelab.proc import APT_PACKAGES, which
+from hugelab.proc import APT_PACKAGES, run_bytes, start, which
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.workloads.base import ExecResult
 
@@ -87,12 +88,9 @@ class Ssh:
 
     def run(self, remote: list[str], *, data: bytes | None = None,
             timeout: float = ROUND_TRIP_S) -> subprocess.CompletedProcess[bytes]:
-        feed: dict[str, Any] = {"input": data} if data is not None else {
-            "stdin": subprocess.DEVNULL}
         try:
-            return subprocess.run(self.argv(remote), capture_output=True,  # noqa: S603 - argv list
-                                  timeout=timeout, check=False, **feed)
-        except subprocess.TimeoutExpired as exc:
+            return run_bytes(self.argv(remote), input=data, check=False, timeout=timeout)
+        except CommandError as exc:  # without check, only a timeout
             raise SshError(f"ssh {self.user}@{self.host}:{self.port}: "
                            f"{shlex.join(remote[:2])} did not end within {timeout:.0f}s") from exc
 
@@ -115,9 +113,9 @@ class Ssh:
 
     def close(self) -> None:
         if os.path.exists(f"{self.dir}/master"):
-            subprocess.run([self.ssh, *self.options(), "-O", "exit",  # noqa: S603 - argv list
-                            f"{self.user}@{self.host}"], capture_output=True, timeout=10,
-                           check=False)
+            with contextlib.suppress(CommandError):  # a master that does not answer: ends idle
+                run_bytes([self.ssh, *self.options(), "-O", "exit", f"{self.user}@{self.host}"],
+                          check=False, timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -132,8 +130,9 @@ def remove_dead_dirs(top: Path | None = None, now: float | None = None) -> list[
         if d.is_symlink() or not d.is_dir() or not _dead(d, now):
             continue
         if (d / "master").exists():  # a ControlPersist master outlives its hugelab a while
-            subprocess.run([which("ssh"), "-o", f"ControlPath={d}/master", "-O", "exit",  # noqa: S603
-                            "hugelab-leftover"], capture_output=True, timeout=10, check=False)
+            with contextlib.suppress(CommandError):
+                run_bytes([which("ssh"), "-o", f"ControlPath={d}/master", "-O", "exit",
+                           "hugelab-leftover"], check=False, timeout=10)
         shutil.rmtree(d, ignore_errors=True)
         out.append(str(d))
     return out
@@ -221,8 +220,7 @@ class SshTarget(RemoteTarget):
 
         t0 = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            p = subprocess.Popen(self.ssh.argv(remote), stdin=subprocess.DEVNULL,  # noqa: S603 - argv list
-                                 stdout=out, stderr=err)
+            p = start(self.ssh.argv(remote), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
             def stop() -> None:
                 root = pid()

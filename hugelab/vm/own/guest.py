@@ -32,7 +32,7 @@ from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.identity import alive, starttime
-from hugelab.proc import APT_PACKAGES, which
+from hugelab.proc import APT_PACKAGES, start, which
 from hugelab.trial.procscan import merge_peak
 from hugelab.vm.common.evidence import qemu_memory_evidence
 from hugelab.vm.common.guestapi import write_guest_mthp
@@ -489,9 +489,8 @@ class Guest:
         pending = register_pending(self._state or state_dir(), self._tmpdir)
         t0 = time.monotonic()
         try:
-            self._proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            self._proc = start(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
         except BaseException:
             pending.unlink(missing_ok=True)
             raise
