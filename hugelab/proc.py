@@ -6,7 +6,8 @@ client). `spawn` starts a workload process: in a new session, with the parent-de
 (util-linux `setpriv --pdeathsig KILL`), and, inside a trial, with the trial's token
 (`HUGELAB_TRIAL`) and private `TMPDIR` in its environment; the trial scope
 (hugelab.trial.contain.TrialScope) binds itself to the thread with `bind`, and `carry` hands it
-to a worker thread of the same trial. `become` replaces this process with another.
+to a worker thread of the same trial. `become` replaces this process with another, and
+`wait_for` waits, with a timer, for one to get ready or to end.
 
 A missing program is a ToolMissingError naming its package; a command that fails (with
 `check`) or runs past its timeout is a CommandError carrying argv, exit code and stderr.
@@ -21,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -204,3 +206,19 @@ def spawn(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
     if scope is not None:
         scope.add_session(p.pid)
     return p
+
+
+def wait_for(done: Callable[[], bool], timeout_s: float, *, interval_s: float = 0.05,
+             unless: Callable[[], bool] | None = None) -> bool:
+    """Poll `done` every `interval_s` until it holds (True), or until `timeout_s` has passed
+    or `unless` holds (False; a server that exited while it was awaited). `done` is asked
+    first, and once more after the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if done():
+            return True
+        if unless is not None and unless():
+            return False
+        if time.monotonic() > deadline:
+            return bool(done())
+        time.sleep(interval_s)

@@ -104,3 +104,17 @@ def test_become_replaces_the_process():
                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     python, shell = cp.stdout.split()
     assert python == shell  # the same process, now running sh
+
+
+def test_wait_for_a_condition_a_give_up_or_the_time():
+    import time
+
+    calls = []
+    assert proc.wait_for(lambda: calls.append(1) or len(calls) >= 3, 5, interval_s=0.001)
+    assert len(calls) == 3
+    t0 = time.monotonic()
+    assert not proc.wait_for(lambda: False, 0.1, interval_s=0.01)
+    assert 0.1 <= time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    assert not proc.wait_for(lambda: False, 30, unless=lambda: True)
+    assert time.monotonic() - t0 < 1

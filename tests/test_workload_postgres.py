@@ -216,7 +216,7 @@ def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path, pg_env):
     by_arm = {t["arm"]: t for t in shown["trials"]}
     assert by_arm["off"]["status"] == "ok"
     assert by_arm["try"]["status"] == "flagged", by_arm["try"]
-    assert "page size is 4 kB" in by_arm["try"]["evidence"]["reason"]
+    assert "page size is 4 KiB" in by_arm["try"]["evidence"]["reason"]
     assert host_state() == before
     assert not list(Path(env["HUGELAB_PG_WORK"]).iterdir())
 

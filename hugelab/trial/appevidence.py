@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
+from hugelab.units import amount, page_label
 
 HARNESS_COMMS = frozenset({"perf"})  # hugelab's own wrappers around a workload's processes
 
@@ -49,7 +50,7 @@ def check_process(mode: str, tree: dict[str, Any], where: str = "host") -> Check
     stray = _counts(tree, "unadvised_thp_kb_by_comm")
     if stray:
         kb = sum(stray.values())
-        return Check(CONTRADICTED, f"asked for process THP 'madvise', but {human_kb(kb)} of THP "
+        return Check(CONTRADICTED, f"asked for process THP 'madvise', but {amount(kb)} of THP "
                                    f"lie outside madvised mappings in {_names(stray)}", "process")
     return Check(VERIFIED, "no THP outside madvised mappings in any process of the tree "
                            f"({_names({**on, **off})})", "process")
@@ -83,11 +84,6 @@ def app_check(evidence: dict[str, Any]) -> Check | None:
     return None
 
 
-def _kb_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb % 1048576 == 0 else \
-        f"{kb // 1024}M" if kb % 1024 == 0 else f"{kb}K"
-
-
 def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str, Any]) -> Check:
     """A JVM's own report (-Xlog:pagesize, -Xlog:gc+init) against its switches: the heap's page
     size is the one asked for (hugetlb: LargePageSizeInBytes, default 2 MiB; THP: 2 MiB; neither:
@@ -101,17 +97,17 @@ def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str,
         fell_back = [w for w in report.get("warnings") or [] if "UseLargePages disabled" in w]
         if fell_back or heap != want:
             why = fell_back[0] if fell_back else f"Large Page Support: {support}"
-            return Check(CONTRADICTED, f"asked for UseLargePages with {_kb_label(want)} pages, "
-                                       f"but the heap has {_kb_label(heap)} pages ({why})", "app")
-        return Check(VERIFIED, f"the JVM reports its heap in {_kb_label(heap)} pages "
+            return Check(CONTRADICTED, f"asked for UseLargePages with {page_label(want)} pages, "
+                                       f"but the heap has {page_label(heap)} pages ({why})", "app")
+        return Check(VERIFIED, f"the JVM reports its heap in {page_label(heap)} pages "
                                f"(Large Page Support: {support})", "app")
     want = 2048 if settings.get("UseTransparentHugePages") else 4
     switch = "UseTransparentHugePages" if want == 2048 else "no large-page switch"
     if heap != want:
         return Check(CONTRADICTED, f"asked for {switch}, but the JVM reports its heap in "
-                                   f"{_kb_label(heap)} pages (Large Page Support: {support})",
+                                   f"{page_label(heap)} pages (Large Page Support: {support})",
                      "app")
-    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {_kb_label(heap)} pages "
+    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {page_label(heap)} pages "
                            f"(Large Page Support: {support})", "app")
 
 
@@ -124,17 +120,17 @@ def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -
     total = int(server.get("anon_huge_kb", 0))
     if not large_pages:
         if advised:
-            return Check(CONTRADICTED, f"memcached without -L, yet {human_kb(advised)} of its "
+            return Check(CONTRADICTED, f"memcached without -L, yet {amount(advised)} of its "
                                        "memory is madvised for THP", "app")
-        return Check(VERIFIED, f"memcached without -L madvised nothing ({human_kb(total)} in "
+        return Check(VERIFIED, f"memcached without -L madvised nothing ({amount(total)} in "
                                "THP by the host's mode)", "app")
     if advised < memory_mb * 1024:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)}, less than its "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)}, less than its "
                                    f"-m {memory_mb} MiB", "app")
     if not huge:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)} but none of it is "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)} but none of it is "
                                    "in THP (host THP never, or no huge page could be had)", "app")
-    return Check(VERIFIED, f"memcached -L: {human_kb(huge)} of its {human_kb(advised)} madvised "
+    return Check(VERIFIED, f"memcached -L: {amount(huge)} of its {amount(advised)} madvised "
                            "memory in THP", "app")
 
 
@@ -151,10 +147,10 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
     if disable_thp:
         if enabled == 0:
             return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
-                                   f"(THP_enabled 0; {human_kb(huge)} faulted in THP before "
+                                   f"(THP_enabled 0; {amount(huge)} faulted in THP before "
                                    "it did stays THP)", "app")
         if huge:
-            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {human_kb(huge)} "
+            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {amount(huge)} "
                                        "in THP", "app")
         return Check(NOT_APPLICABLE, "disable-thp yes: redis-server kept THP_enabled 1 (it "
                                      "switches THP off only under host THP always) and has no "
@@ -163,4 +159,4 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
         return Check(CONTRADICTED, "disable-thp no, yet redis-server runs with THP_enabled 0",
                      "app")
     return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
-                           f"(THP_enabled {enabled}, {human_kb(huge)} in THP)", "app")
+                           f"(THP_enabled {enabled}, {amount(huge)} in THP)", "app")

@@ -19,10 +19,11 @@ from typing import Any
 
 from hugelab.errors import HugelabError
 from hugelab.experiment import Arm
-from hugelab.host.control import size_kb_from_name, size_name
+from hugelab.host.control import size_kb_from_name
 from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
+from hugelab.units import page_kb, page_label
 from hugelab.vm import reps
 from hugelab.vm.common.evidence import qemu_folio_evidence
 from hugelab.vm.common.guestapi import Guest
@@ -73,12 +74,7 @@ def guest_mthp(arm: Arm) -> tuple[tuple[str, str], ...]:
     given = dict(arm.guest.mthp) if arm.guest else {}
     if arm.mthp_kb:
         given = {arm.backing.removeprefix("mthp-"): "madvise", "2M": "never", **given}
-    return tuple(sorted(given.items(), key=lambda sm: size_kb_from_label(sm[0])))
-
-
-def size_kb_from_label(label: str) -> int:
-    """'64K' -> 64, '1M' -> 1024, '2M' -> 2048."""
-    return int(label[:-1]) * (1024 if label.endswith("M") else 1)
+    return tuple(sorted(given.items(), key=lambda sm: page_kb(sm[0])))
 
 
 def host_pool_need(arm: Arm) -> tuple[str, int] | None:
@@ -122,7 +118,7 @@ GUEST_MEMINFO_KEYS = ("MemTotal", "AnonHugePages", "ShmemPmdMapped", "HugePages_
 
 
 def _guest_meminfo(guest: Guest) -> dict[str, int]:
-    """The guest's own view of its huge pages (kB, or pages for HugePages_*)."""
+    """The guest's own view of its huge pages (KiB, or pages for HugePages_*)."""
     try:
         text = guest.target.read_file("/proc/meminfo")
     except HugelabError:
@@ -309,4 +305,4 @@ def pool_state(spec: VmSpec, paths: HostPaths = REAL) -> str:
     kb = spec.hugetlb_size_kb
     total = (read_text(paths.pool_file(kb), "?") or "?").strip()
     free = (read_text(paths.pool_file(kb, "free_hugepages"), "?") or "?").strip()
-    return f" (the {size_name(kb)} pool had {free} of {total} pages free)"
+    return f" (the {page_label(kb)} pool had {free} of {total} pages free)"

@@ -15,7 +15,6 @@ import re
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import IO, Any, Literal, Protocol
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
-from hugelab.proc import APT_PACKAGES, spawn
+from hugelab.proc import APT_PACKAGES, spawn, wait_for
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.process_thp import check_mode, target_for
 
@@ -219,15 +218,13 @@ class LocalServer:
             name = Path(argv[0]).name
             raise ToolMissingError(name, APT_PACKAGES.get(name, name)) from exc
         handle = _LocalHandle(port, proc, log, tool)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                       else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
-                out = handle.stop()
-                raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
-                                    + (out or "(no output)").replace("\n", "\n  "))
-            time.sleep(0.02)
+        if not wait_for(lambda: listening(port), self.ready_timeout_s, interval_s=0.02,
+                        unless=lambda: proc.poll() is not None):
+            why = (f"exited with {proc.returncode}" if proc.poll() is not None
+                   else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
+            out = handle.stop()
+            raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
+                                + (out or "(no output)").replace("\n", "\n  "))
         return handle
 
 

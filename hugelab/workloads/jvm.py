@@ -53,7 +53,7 @@ def _round_up(n: int, unit: int) -> int:
 
 
 def parse_jvm_report(text: str) -> dict[str, Any]:
-    """What the JVM said about its pages (pure): the heap's page size (kB), `Large Page
+    """What the JVM said about its pages (pure): the heap's page size (KiB), `Large Page
     Support`, the usable sizes, and its page-size warnings (fallbacks, failed reservations)."""
     out: dict[str, Any] = {"heap_page_kb": None, "large_page_support": None,
                            "usable_page_sizes": None, "warnings": []}

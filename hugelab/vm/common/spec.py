@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from hugelab.errors import VMError
+from hugelab.units import exact, page_kb, page_label
 
 BACKINGS = ("anon", "file", "memfd")
 ACCELS = ("auto", "kvm", "tcg")
@@ -49,13 +50,9 @@ def guest_mthp_writes(spec: VmSpec) -> list[tuple[str, str]]:
     """(sysfs path, mode) the guest layer writes for guest mthp, smallest size first."""
     out = []
     for label, mode in spec.guest_mthp:
-        kb = int(label[:-1]) * (1024 if label.endswith("M") else 1)
+        kb = page_kb(label)
         out.append((f"/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled", mode))
     return out
-
-
-def hugetlb_label(size_kb: int) -> str:
-    return "1G" if size_kb == 1048576 else f"{size_kb // 1024}M"
 
 
 def _validate_shape(spec: VmSpec) -> None:
@@ -78,7 +75,7 @@ def _validate_backing(spec: VmSpec) -> None:
                       hint=f"use one of {', '.join(BACKINGS)}")
     size = spec.hugetlb_size_kb
     if size is not None and size not in HUGETLB_SIZES_KB:
-        raise VMError(f"hugetlb size {size} kB is not supported",
+        raise VMError(f"hugetlb size {exact(size)} is not supported",
                       hint="use 2048 (2M) or 1048576 (1G)")
     if spec.backing == "anon":
         if spec.hugetlbfs_path or size is not None:
@@ -94,7 +91,7 @@ def _validate_backing(spec: VmSpec) -> None:
                       hint="set hugetlb_size_kb (2048 or 1048576) for a hugetlb memfd")
     if size is not None and spec.mem_bytes % (size * 1024):
         raise VMError(f"guest memory {spec.mem_mib} MiB is not a multiple of the "
-                      f"{hugetlb_label(size)} page size",
+                      f"{page_label(size)} page size",
                       hint="round mem_mib up to a whole number of huge pages")
 
 

@@ -32,8 +32,9 @@ from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.identity import alive, starttime
-from hugelab.proc import APT_PACKAGES, start, which
+from hugelab.proc import APT_PACKAGES, start, wait_for, which
 from hugelab.trial.procscan import merge_peak
+from hugelab.units import exact
 from hugelab.vm.common.evidence import qemu_memory_evidence
 from hugelab.vm.common.guestapi import write_guest_mthp
 from hugelab.vm.common.spec import VmSpec, validate
@@ -112,16 +113,11 @@ def _terminate(pid: int, grace_s: float = 3.0) -> None:
     start = starttime(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not alive(pid, start):
-            return
-        time.sleep(0.05)
+    if wait_for(lambda: not alive(pid, start), grace_s):
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and alive(pid, start):
-        time.sleep(0.05)
+    wait_for(lambda: not alive(pid, start), grace_s)
 
 
 def _remove_tmpdir(path: str | None) -> None:
@@ -293,7 +289,7 @@ class GuestTarget:
 
 
 def hugetlbfs_page_kb(path: str, mounts_text: str, default_kb: int = 2048) -> int | None:
-    """Page size (kB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
+    """Page size (KiB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
     want = os.path.realpath(path)
     found = None
     for line in mounts_text.splitlines():
@@ -326,8 +322,8 @@ def _check_file_backing(spec: VmSpec) -> None:
         raise VMError(f"{spec.hugetlbfs_path} is not a hugetlbfs mount",
                       hint="mount one: mount -t hugetlbfs -o pagesize=2M none DIR")
     if spec.hugetlb_size_kb is not None and spec.hugetlb_size_kb != page_kb:
-        raise VMError(f"{spec.hugetlbfs_path} has {page_kb} kB pages, not the "
-                      f"{spec.hugetlb_size_kb} kB the arm asks for",
+        raise VMError(f"{spec.hugetlbfs_path} has {exact(page_kb)} pages, not the "
+                      f"{exact(spec.hugetlb_size_kb)} the arm asks for",
                       hint="mount hugetlbfs with the matching pagesize= option")
 
 
@@ -545,16 +541,15 @@ class Guest:
                 got = 0
             if got < want:
                 raise VMError(f"the guest reserved {got} of the {want} huge pages of "
-                              f"{size_kb} kB it was asked for",
+                              f"{exact(size_kb)} it was asked for",
                               hint="give the guest more memory, or (1G) a CPU with pdpe1gb")
 
     def _wait_for_socket(self, path: Path, deadline: float) -> None:
-        while not path.exists():
+        if not wait_for(path.exists, deadline - time.monotonic(), interval_s=0.02,
+                        unless=lambda: not self.alive()):
             if not self.alive():
                 raise VMError("QEMU exited during startup")
-            if time.monotonic() > deadline:
-                raise VMError(f"QEMU did not create {path.name} in time")
-            time.sleep(0.02)
+            raise VMError(f"QEMU did not create {path.name} in time")
 
     def _failure_detail(self) -> str:
         if self._tmpdir is None:
