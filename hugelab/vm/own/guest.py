@@ -32,7 +32,8 @@ from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
 from hugelab.identity import alive, starttime
-from hugelab.proc import APT_PACKAGES, start, wait_for, which
+from hugelab.proc import APT_PACKAGES, wait_for, which
+from hugelab.proc import start as start_process
 from hugelab.trial.procscan import merge_peak
 from hugelab.units import exact
 from hugelab.vm.common.evidence import qemu_memory_evidence
@@ -485,8 +486,8 @@ class Guest:
         pending = register_pending(self._state or state_dir(), self._tmpdir)
         t0 = time.monotonic()
         try:
-            self._proc = start(self.argv, stdin=subprocess.DEVNULL, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+            self._proc = start_process(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         except BaseException:
             pending.unlink(missing_ok=True)
             raise
