@@ -87,7 +87,7 @@ def test_each_size_set_journaled_and_restored(new, tmp_path):
 
 def test_bad_sizes_and_modes_change_nothing(new, tmp_path):
     c = control(new, tmp_path)
-    with pytest.raises(HostError, match="offers no 8 kB multi-size THP for anonymous memory"):
+    with pytest.raises(HostError, match="offers no 8 KiB multi-size THP for anonymous memory"):
         c.set_mthp(8, "always")
     with pytest.raises(HostError, match="not valid"):
         c.set_mthp(64, "sometimes")

@@ -134,7 +134,7 @@ def test_contradicting_evidence_is_flagged_and_not_counted(env):
     out, _ = run(env, exp, DeterministicWorkload(lie_for="hugetlb-2M"))
     trials = [t for t in env[2].trials(out.run_id) if t["arm"] == "hugetlb-2M"]
     assert {t["status"] for t in trials} == {"flagged"}
-    assert "page size is 4 kB" in trials[0]["flag"]
+    assert "page size is 4 KiB" in trials[0]["flag"]
     rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
     assert next(r for r in rows if r["arm"] == "hugetlb-2M")["n"] == 0
 

@@ -11,7 +11,8 @@ from hugelab.experiment.parse import parse_experiment
 from hugelab.host.inspect import inspect_host
 from hugelab.runner import arm_thp_knobs, unsupported_arms
 from hugelab.trial.evidence import check_vm
-from hugelab.vm.common.spec import VmSpec, guest_mthp_writes, write_guest_mthp
+from hugelab.vm.common.guestapi import write_guest_mthp
+from hugelab.vm.common.spec import VmSpec, guest_mthp_writes
 from hugelab.vm.trial import guest_mthp
 from tests.fakehost import add_mthp, make_host
 

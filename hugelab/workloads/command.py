@@ -16,7 +16,6 @@ import shlex
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import IO, Any, Literal, Protocol
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
-from hugelab.proc import package_of, spawn
+from hugelab.proc import package_of, spawn, wait_for
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.process_thp import check_mode, target_for
@@ -229,15 +228,13 @@ class LocalServer:
             name = Path(argv[0]).name
             raise ToolMissingError(name, package_of(name)) from exc
         handle = _LocalHandle(port, proc, log, tool)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                       else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
-                out = handle.stop()
-                raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
-                                    + (out or "(no output)").replace("\n", "\n  "))
-            time.sleep(0.02)
+        if not wait_for(lambda: listening(port), self.ready_timeout_s, interval_s=0.02,
+                        unless=lambda: proc.poll() is not None):
+            why = (f"exited with {proc.returncode}" if proc.poll() is not None
+                   else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
+            out = handle.stop()
+            raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
+                                + (out or "(no output)").replace("\n", "\n  "))
         return handle
 
 

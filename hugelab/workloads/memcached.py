@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hugelab import proc
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
+from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
@@ -232,17 +233,17 @@ def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -
     total = int(server.get("anon_huge_kb", 0))
     if not large_pages:
         if advised:
-            return Check(CONTRADICTED, f"memcached without -L, yet {human_kb(advised)} of its "
+            return Check(CONTRADICTED, f"memcached without -L, yet {amount(advised)} of its "
                                        "memory is madvised for THP", "app")
-        return Check(VERIFIED, f"memcached without -L madvised nothing ({human_kb(total)} in "
+        return Check(VERIFIED, f"memcached without -L madvised nothing ({amount(total)} in "
                                "THP by the host's mode)", "app")
     if advised < memory_mb * 1024:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)}, less than its "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)}, less than its "
                                    f"-m {memory_mb} MiB", "app")
     if not huge:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)} but none of it is "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)} but none of it is "
                                    "in THP (host THP never, or no huge page could be had)", "app")
-    return Check(VERIFIED, f"memcached -L: {human_kb(huge)} of its {human_kb(advised)} madvised "
+    return Check(VERIFIED, f"memcached -L: {amount(huge)} of its {amount(advised)} madvised "
                            "memory in THP", "app")
 
 

@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from hugelab import proc
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import amount
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
@@ -337,10 +338,10 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
     if disable_thp:
         if enabled == 0:
             return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
-                                   f"(THP_enabled 0; {human_kb(huge)} faulted in THP before "
+                                   f"(THP_enabled 0; {amount(huge)} faulted in THP before "
                                    "it did stays THP)", "app")
         if huge:
-            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {human_kb(huge)} "
+            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {amount(huge)} "
                                        "in THP", "app")
         return Check(NOT_APPLICABLE, "disable-thp yes: redis-server kept THP_enabled 1 (it "
                                      "switches THP off only under host THP always) and has no "
@@ -349,7 +350,7 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
         return Check(CONTRADICTED, "disable-thp no, yet redis-server runs with THP_enabled 0",
                      "app")
     return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
-                           f"(THP_enabled {enabled}, {human_kb(huge)} in THP)", "app")
+                           f"(THP_enabled {enabled}, {amount(huge)} in THP)", "app")
 
 
 def judge(evidence: Mapping[str, Any]) -> Check | None:

@@ -32,7 +32,7 @@ def thp_enabled(status_text: str) -> int | None:
 
 
 def madvised(smaps_text: str) -> dict[str, int]:
-    """kB in mappings madvised MADV_HUGEPAGE (`hg` in VmFlags), and of it in THP, from a full
+    """KiB in mappings madvised MADV_HUGEPAGE (`hg` in VmFlags), and of it in THP, from a full
     /proc/PID/smaps text."""
     out = {"madvised_kb": 0, "madvised_thp_kb": 0}
     size = huge = 0

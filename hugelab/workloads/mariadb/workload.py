@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
+from hugelab.units import amount
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
@@ -342,17 +343,17 @@ def check(evidence: Mapping[str, Any]) -> Check | None:
     if not m.get("large_pages"):
         if huge_kb:
             return Check(CONTRADICTED, f"mariadbd without --large-pages, yet "
-                                       f"{human_kb(huge_kb)} of its memory is in huge pages", "app")
+                                       f"{amount(huge_kb)} of its memory is in huge pages", "app")
         return Check(VERIFIED, "mariadbd without --large-pages: none of its memory in huge "
                                "pages", "app")
     if not maps and not failed:
         return Check(NOT_APPLICABLE, "mariadbd's mappings were not read (it ended first)", "app")
     pool = int(m.get("buffer_pool_kb") or 0)
     if not any(int(x["size_kb"]) >= pool for x in maps):
-        return Check(CONTRADICTED, f"asked for --large-pages, but the {human_kb(pool)} buffer "
+        return Check(CONTRADICTED, f"asked for --large-pages, but the {amount(pool)} buffer "
                                    f"pool is not in huge pages{said}", "app")
-    return Check(VERIFIED, f"--large-pages: the {human_kb(pool)} buffer pool in "
-                           f"{maps[0]['page_kb'] // 1024} MiB pages, {human_kb(huge_kb)} of "
+    return Check(VERIFIED, f"--large-pages: the {amount(pool)} buffer pool in "
+                           f"{maps[0]['page_kb'] // 1024} MiB pages, {amount(huge_kb)} of "
                            f"mysqld in huge pages{said}", "app")
 
 
