@@ -31,6 +31,7 @@ from hugelab.trial import monitors
 from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains.libvirt_guest import resolve_experiment
 from hugelab.vm.trial import GuestOutcome, run_guest_trial, vm_spec
 from hugelab.workloads import process_thp
@@ -281,7 +282,7 @@ class ArmTrials:
     `host`: inspect_host() at the run's start; `specs`: each guest arm's guest spec."""
 
     def __init__(self, exp: Experiment, workload: Workload, target: Target, *,
-                 host: dict[str, Any], specs: Mapping[str, Any], paths: HostPaths = REAL,
+                 host: dict[str, Any], specs: Mapping[str, VmSpec], paths: HostPaths = REAL,
                  workloads: Mapping[str, Workload] | None = None) -> None:
         self.exp = exp
         self.workload = workload
