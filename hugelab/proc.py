@@ -23,30 +23,35 @@ from hugelab.errors import CommandError, ToolMissingError
 
 log = logging.getLogger("hugelab.proc")
 
-# Debian package that provides each external tool hugelab may run.
+# Debian package that provides each external tool hugelab's own machinery runs; workload kinds
+# declare their tools themselves (hugelab.workloads.kind) and the registry adds them here.
 APT_PACKAGES = {
-    "sysbench": "sysbench",
-    "stress-ng": "stress-ng",
-    "iperf3": "iperf3",
-    "redis-server": "redis-server",
-    "redis-benchmark": "redis-tools",
     "qemu-system-x86_64": "qemu-system-x86",
     "cc": "gcc",
     "gcc": "gcc",
     "make": "make",
     "perf": "linux-perf",
     "numastat": "numactl",
-    "java": "openjdk-17-jdk-headless",
-    "memcached": "memcached",
-    "memcslap": "libmemcached-tools",
 }
+
+
+def register_packages(packages: Mapping[str, str]) -> None:
+    """Tool -> Debian package entries a workload kind declared, for package_of's hints."""
+    for tool, package in packages.items():
+        APT_PACKAGES.setdefault(tool, package)
+
+
+def package_of(tool: str) -> str:
+    """The Debian package that provides `tool` (by its basename), or the name itself."""
+    name = Path(tool).name
+    return APT_PACKAGES.get(name, name)
 
 
 def which(tool: str) -> str:
     """Absolute path of `tool`, or ToolMissingError naming the apt package to install."""
     path = shutil.which(tool)
     if path is None:
-        raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool))
+        raise ToolMissingError(tool, package_of(tool))
     return path
 
 
@@ -74,7 +79,7 @@ def run(
             check=False,
         )
     except FileNotFoundError as exc:
-        raise ToolMissingError(args[0], APT_PACKAGES.get(Path(args[0]).name, args[0])) from exc
+        raise ToolMissingError(args[0], package_of(args[0])) from exc
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise CommandError(args, -1, f"timed out after {timeout}s\n{err}") from exc
@@ -133,7 +138,7 @@ def _check_tool(tool: str) -> None:
     found = os.access(tool, os.X_OK) if "/" in tool else shutil.which(tool) is not None
     if not found:
         name = Path(tool).name
-        raise ToolMissingError(name, APT_PACKAGES.get(name, name))
+        raise ToolMissingError(name, package_of(name))
 
 
 def spawn(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,

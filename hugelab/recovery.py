@@ -18,14 +18,15 @@ from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
 from hugelab.vm.common.libvirtd import recover_domains
 from hugelab.vm.domains.ssh import remove_dead_dirs
 from hugelab.vm.own.guest import kill_leftover_qemus
-from hugelab.workloads.postgres.leftovers import remove_leftovers as remove_pg_leftovers
+from hugelab.workloads.registry import kinds
 
 
 def kill_leftovers() -> list[str]:
     """Workload process trees, QEMUs and transient libvirt domains whose hugelab is gone, with
     their temporary files and disk overlays, and its SSH connections' directories."""
     done = kill_leftover_workloads(state_dir())
-    done += remove_pg_leftovers()  # after its processes: a segment goes once nobody attaches
+    for declared in kinds().values():  # after its processes: a segment goes once nobody attaches
+        done += declared.leftovers() if declared.leftovers else []
     done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
     done += [f"destroyed leftover transient domain {name}" for name in recover_domains()]
     return done + [f"removed leftover SSH directory {d}" for d in remove_dead_dirs()]

@@ -37,6 +37,7 @@ from hugelab.vm.trial import GuestOutcome, run_guest_trial, vm_spec
 from hugelab.workloads import process_thp
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.interleave import is_server, serve
+from hugelab.workloads.registry import kind_of
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
 Progress = Callable[["RunEvent"], None]
@@ -316,8 +317,9 @@ class ArmTrials:
         cannot tell and the workload does not count them itself: an mthp or collapse arm, or
         any native arm while a size below the PMD's is not `never` (its 4 KiB or THP memory
         could get mTHP folios)."""
-        if arm.vm is not None or self._workload(arm).kind == "hugelab-mem":
-            return False  # hugelab-mem counts its own buffer's folios, race-free, after setup
+        declared = kind_of(self._workload(arm))
+        if arm.vm is not None or (declared is not None and declared.counts_own_folios):
+            return False  # the workload counts its own buffer's folios, race-free, after setup
         if arm.mthp_kb or arm.backing == "thp-collapse":
             return True
         anon, _ = arm_thp_knobs(arm, self.host)
@@ -344,7 +346,7 @@ class ArmTrials:
         for o in outs:
             if arm.vm is None:
                 o.evidence["tree"] = {**scope.tree, "where": "host"}
-                if scope.folios:  # sampled (hugelab-mem's own census needs no sampler)
+                if scope.folios:  # sampled (a workload's own census needs no sampler)
                     o.evidence["folios"] = scope.folios
             elif scope.tree.get("samples"):
                 o.monitors["host_tree"] = scope.tree  # host-side clients of a guest server
@@ -353,8 +355,9 @@ class ArmTrials:
         return outs
 
     def _interleaved(self, arms: list[Arm]) -> list[list[GuestOutcome]]:
-        """Every arm of a block in one hugelab-mem process, measured in alternating windows
-        (design 'interleaved'); one outcome per arm, its buffer's own evidence. Never raises."""
+        """Every arm of a block at once, measured in alternating windows (design 'interleaved'):
+        one process holding every arm's buffer, or every arm's server; one outcome per arm,
+        with its buffer's or its server's own evidence. Never raises."""
         name = self.target.name
         try:
             with TrialScope("interleaved block") as scope:
@@ -375,7 +378,7 @@ class ArmTrials:
             o = GuestOutcome(name, r, None)
             tree = {**scope.tree, "where": "host (every arm's server)"
                     if is_server(self.workload) else "host (one process: every arm's buffer)"}
-            if "tree" in r.evidence:  # the arm's own server, judged alone (redis)
+            if "tree" in r.evidence:  # the arm's own server, judged alone
                 o.monitors["host_tree"] = tree
             else:
                 o.evidence["tree"] = tree
@@ -450,7 +453,8 @@ class ArmTrials:
         checks = [check_workload(arm.backing, evidence, self.exp.thp_min_fraction, where)]
         if arm.process_thp:
             checks.append(check_process(arm.process_thp, evidence.get("tree") or {}, where))
-        app = app_check(evidence)  # the application's own switch, judged by its kind
+        declared = kind_of(self._workload(arm))  # the application's own switch, by its kind
+        app = app_check(evidence, declared.judge if declared else None)
         if app is not None:
             checks.append(app)
         if arm.vm is not None:

@@ -139,5 +139,5 @@ def test_a_module_belongs_to_its_longest_group():
     rank = layers()
     assert group_of("hugelab.vm.own.guest", rank) == "vm.own"
     assert group_of("hugelab.vm.trial", rank) == "vm"
-    assert group_of("hugelab.report.load", rank) == "report"
+    assert group_of("hugelab.report.runload", rank) == "report"
     assert group_of("hugelab", rank) == "hugelab"

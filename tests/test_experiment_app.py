@@ -135,7 +135,10 @@ class _Switched:
 
 def test_each_arm_gets_its_own_object_with_its_switches(monkeypatch):
     from hugelab.workloads import registry
-    monkeypatch.setitem(registry.KINDS, "switched", (__name__, "_Switched"))
+    from hugelab.workloads.kind import Kind
+    registry.kinds()
+    monkeypatch.setitem(registry._loaded, "switched",
+                        Kind(name="switched", workload=_Switched, summary="a test kind"))
     exp = parse(FLAT.replace('kind = "hugelab-mem"', 'kind = "switched"')
                 .replace('backing = "thp"', 'backing = "4k"\nprocess_thp = "never"\n'
                          'app = { huge_pages = "on" }'))

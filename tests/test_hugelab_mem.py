@@ -154,33 +154,51 @@ def test_backing_problem() -> None:
 # --- build -----------------------------------------------------------------------------
 
 def test_build_once_then_cached(tmp_path: Path) -> None:
-    src = tmp_path / "hm.c"
-    src.write_bytes(build.SOURCE.read_bytes())
+    srcs = [tmp_path / f.name for f in build.SOURCES]
+    for f, copy in zip(build.SOURCES, srcs, strict=True):
+        copy.write_bytes(f.read_bytes())
     out = tmp_path / "bin"
     out.mkdir()
-    first = build.build(src, out)
+    first = build.build(srcs, out)
     mtime = first.stat().st_mtime_ns
     time.sleep(0.01)
     t0 = time.perf_counter()
-    assert build.build(src, out) == first
+    assert build.build(srcs, out) == first
     assert time.perf_counter() - t0 < 0.5
     assert first.stat().st_mtime_ns == mtime, "unchanged source must not rebuild"
-    src.write_text(src.read_text() + "\n/* changed */\n")
-    build.build(src, out)
-    assert first.stat().st_mtime_ns != mtime, "changed source must rebuild"
+    header = next(c for c in srcs if c.suffix == ".h")
+    for changed in (header, srcs[0]):  # the shared header, then main's .c file
+        changed.write_text(changed.read_text() + "\n/* changed */\n")
+        build.build(srcs, out)
+        assert first.stat().st_mtime_ns != mtime, f"a changed {changed.name} must rebuild"
+        mtime = first.stat().st_mtime_ns
+        time.sleep(0.01)
     assert not list(out.glob(".*.tmp")), "no temp files left behind"
+
+
+def test_the_stamp_covers_every_file_and_its_name(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.c", tmp_path / "b.h", tmp_path / "c.h"
+    a.write_text("int a;\n")
+    b.write_text("int b;\n")
+    c.write_text("int b;\n")
+    stamp = build.stamp_text([a, b])
+    assert build.stamp_text([a, b]) == stamp
+    assert build.stamp_text([a]) != stamp, "a file left out"
+    assert build.stamp_text([a, c]) != stamp, "the same bytes under another name"
+    b.write_text("int b; \n")
+    assert build.stamp_text([a, b]) != stamp, "a changed header"
 
 
 def test_compile_is_warning_free(tmp_path: Path) -> None:
     assert "-Werror" in build.CFLAGS
-    stderr = build.compile_binary(build.SOURCE, tmp_path / "hm")
+    stderr = build.compile_binary(build.SOURCES, tmp_path / "hm")
     assert stderr.strip() == ""
 
 
 def test_missing_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ToolMissingError) as info:
-        build.compile_binary(build.SOURCE, tmp_path / "hm")
+        build.compile_binary(build.SOURCES, tmp_path / "hm")
     assert (info.value.tool, info.value.package) == ("cc", "gcc")
 
 

@@ -88,20 +88,23 @@ def _exp(**over):
 
 def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host():
     assert parse_experiment(_exp()).design == "interleaved"
+    from hugelab.workloads.registry import check_places
     with pytest.raises(ExperimentError, match="shorter than two windows"):
-        parse_experiment(_exp(workload={"kind": "postgres", "duration_s": 3, "window_s": 2}))
+        check_places(parse_experiment(_exp(workload={"kind": "postgres", "duration_s": 3,
+                                                     "window_s": 2})))
     with pytest.raises(ExperimentError, match="host THP mode"):
         parse_experiment(_exp(arms=[{"name": "a", "backing": "4k", "thp": "never"},
                                     {"name": "b", "backing": "4k", "thp": "always"}]))
-    with pytest.raises(ExperimentError, match="servers of postgres, redis"):
-        parse_experiment(_exp(workload={"kind": "sysbench"}))
+    with pytest.raises(ExperimentError, match="does not run with design") as e:
+        check_places(parse_experiment(_exp(workload={"kind": "sysbench"})))
+    assert "kinds that interleave: hugelab-mem, postgres, redis" in (e.value.hint or "")
     redis = parse_experiment(_exp(workload={"kind": "redis", "duration_s": 4, "window_s": 1},
                                   arms=[{"name": "a", "backing": "thp", "thp": "always"},
                                         {"name": "b", "backing": "thp", "thp": "always",
                                          "app": {"disable-thp": "yes"}}]))
     assert redis.design == "interleaved"
     with pytest.raises(ExperimentError, match="port of its own"):
-        parse_experiment(_exp(workload={"kind": "redis", "port": 6380}))
+        check_places(parse_experiment(_exp(workload={"kind": "redis", "port": 6380})))
     from hugelab.workloads.registry import build_workload
     with pytest.raises(ExperimentError, match="window_s are seconds"):
         build_workload("redis", {"window_s": 0.5})

@@ -11,6 +11,7 @@ import pytest
 
 from hugelab.errors import ExperimentError
 from hugelab.experiment import parse_experiment
+from hugelab.workloads.registry import check_places
 from tests.hostguard import host_state
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
@@ -39,7 +40,7 @@ def test_arms_that_share_a_process_parse():
     ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
      {**CHASE, "workload": "seq-read"}, "chase or random"),
     ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
-     {"kind": "sysbench"}, "chase or random"),
+     {"kind": "sysbench"}, "does not run with design"),
     ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
      {**CHASE, "threads": "x"}, "one thread"),
     ([{"name": "a", "backing": "4k"}, {"name": "b", "backing": "thp"}],
@@ -47,7 +48,7 @@ def test_arms_that_share_a_process_parse():
 ])
 def test_what_cannot_share_a_process_is_refused_with_the_reason(arms, workload, words):
     with pytest.raises(ExperimentError, match=words) as e:
-        parse_experiment(exp(arms, workload))
+        check_places(parse_experiment(exp(arms, workload)))
     assert "paired" in (e.value.hint or "") or "duration" in (e.value.hint or "")
 
 

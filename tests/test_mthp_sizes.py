@@ -17,7 +17,7 @@ from hugelab.host.inspect import inspect_host
 from hugelab.host.paths import REAL, THP_DIR
 from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
 from hugelab.planning.dryrun import host_mthp
-from hugelab.report import plots
+from hugelab.report import pagesizes
 from tests.fakehost import add_mthp, make_host
 
 
@@ -83,11 +83,11 @@ def test_the_knobs_an_arm_sets_are_the_kernels(odd):
 
 def test_the_report_places_any_kernel_size_on_its_page_axis():
     for kb in (8, 16, 32, 128, 256, 512, 1024):
-        assert plots.arm_page({"backing": f"mthp-{label(kb)}"}) == (kb, "4 KiB / mTHP")
-        assert plots.arm_page({"backing": "4k", "vm": {"backing": "memfd",
+        assert pagesizes.arm_page({"backing": f"mthp-{label(kb)}"}) == (kb, "4 KiB / mTHP")
+        assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "memfd",
                                                        "mthp": label(kb)}}) == \
             (kb, "4 KiB / mTHP")
-        assert plots._size_label(kb) == label(kb)
+        assert pagesizes._size_label(kb) == label(kb)
 
 
 # --- this machine's kernel (read only) -------------------------------------------------------

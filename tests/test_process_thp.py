@@ -34,7 +34,7 @@ def thp_bin() -> Path:
 
 
 def test_the_wrapper_builds_without_a_warning(tmp_path):
-    stderr = build.compile_binary(build.THP_SOURCE, tmp_path / "ht", build.THP_CFLAGS)
+    stderr = build.compile_binary(build.THP_SOURCES, tmp_path / "ht", build.THP_CFLAGS)
     assert stderr == "" and (tmp_path / "ht").stat().st_mode & 0o111
 
 

@@ -9,10 +9,10 @@ import pytest
 from hugelab.errors import ExperimentError
 from hugelab.experiment import Arm
 from hugelab.host.session import host_session
-from hugelab.trial.appevidence import app_check, check_redis
+from hugelab.trial.appevidence import app_check
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
-from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import RedisBenchmark, check_redis, judge
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.hostguard import host_state, workload_processes
 
@@ -46,7 +46,7 @@ def test_redis_rules():
     assert check_redis(False, None, off).status == CONTRADICTED
     assert check_redis(False, "never", off).status == VERIFIED  # the wrapper, not Redis
     assert check_redis(False, None, {"thp_enabled": None}).status == NOT_APPLICABLE
-    assert app_check({"redis": {"disable_thp": True}, "server": {}}).status == NOT_APPLICABLE  # type: ignore[union-attr]
+    assert app_check({"redis": {"disable_thp": True}, "server": {}}, judge).status == NOT_APPLICABLE  # type: ignore[union-attr]
 
 
 @pytest.mark.host
@@ -65,7 +65,7 @@ def test_disable_thp_and_hugelab_thp_never_under_host_always(tmp_path, monkeypat
         never = redis(**{"disable-thp": "no", "process_thp": "never"}).run(NativeTarget(), "4k")
     assert host_state() == before and workload_processes() == procs
     for out, server_thp in ((yes, 0), (no, 1), (never, 0)):
-        check = app_check(out.evidence)
+        check = app_check(out.evidence, judge)
         assert check is not None and check.status == VERIFIED, out.evidence
         assert out.evidence["server"]["thp_enabled"] == server_thp, out.evidence["server"]
     assert no.evidence["server"]["anon_huge_kb"] > 0

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from hugelab.experiment import parse_experiment
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
@@ -51,7 +51,7 @@ def build(path: Path, *, failed: set[str] = frozenset(), noise: float = 0.005,  
 
 def report(path: Path) -> dict:
     with Store(path) as st:
-        return analyse(load_run(st, 1), Options()).result
+        return analyse(load_run(st, 1), Options()).json()
 
 
 def test_main_effects_interactions_grid_and_summary(tmp_path):

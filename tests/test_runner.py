@@ -12,7 +12,7 @@ from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
 from hugelab.planning.pools import pool_plan
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.report.summary import arm_summary
 from hugelab.runner import Runner
 from hugelab.store import Store, Trial
@@ -199,7 +199,7 @@ def test_environment_failures_are_retried_on_resume_workload_failures_on_request
     assert trials[(1, "hugetlb-1G")]["status"] == "ok" and trials[(1, "hugetlb-1G")]["attempts"] == 2
     assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "pool"
     assert trials[(1, "hugetlb-2M")]["status"] == "failed"
-    series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).result["series"]}
+    series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).json()["series"]}
     assert series["hugetlb-1G"]["retried"] == 2 and series["4k"]["retried"] == 0
     assert "exited with 3" in series["hugetlb-1G"]["retry_reasons"][0]["reason"]
     out, target = run(env, exp, DeterministicWorkload(), retry_failed=True)

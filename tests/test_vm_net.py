@@ -25,7 +25,11 @@ from hugelab.vm.own.guest import Guest
 from hugelab.vm.own.qemu_args import QemuPaths, guest_cmdline, qemu_argv
 from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_spec
 from hugelab.workloads.command import LOOPBACK, free_port
+from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
+from hugelab.workloads.memcached import KIND as MEMCACHED
+from hugelab.workloads.memcached import MemcachedBenchmark
+from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
 from tests.hostguard import qemu_children
 
@@ -91,10 +95,10 @@ def test_init_brings_up_the_nic_only_when_asked():
 
 def test_guest_argv_binds_the_guest_nic():
     r = RedisBenchmark()
-    argv = guest_argv(r.server_argv(6379), "redis-server")
+    argv = guest_argv(r.server_argv(6379), REDIS.server)
     assert LOOPBACK not in argv and argv[argv.index("--bind") + 1] == ir.GUEST_NET_ADDR
     assert argv[argv.index("--protected-mode") + 1] == "no"
-    i = guest_argv(IPerf3().server_argv(5201), "iperf3")
+    i = guest_argv(IPerf3().server_argv(5201), IPERF3.server)
     assert i == ["iperf3", "-s", "-1", "-p", "5201", "-B", ir.GUEST_NET_ADDR]
 
 
@@ -216,6 +220,17 @@ def test_redis_server_in_guest_benchmark_on_host():
 
 
 @vm_test
+def test_memcached_server_in_guest_memcslap_on_host():
+    """memcached's declaration (its port, a `version` probe, a `shutdown` stopper, -A in the
+    guest) is all the guest plumbing needs: the server runs in the guest, memcslap on the host,
+    and the server is stopped through the forward (the agent answers again after it)."""
+    (o,) = _one_ok(guest_arm(), MemcachedBenchmark(execute_number=2000, concurrency=2))
+    assert o.result.metrics["ops_per_s"] > 0 and o.result.metrics["keys"] == 4000
+    assert o.result.info["placement"]["guest_port"] == MEMCACHED.server.port  # type: ignore[union-attr]
+    assert o.monitors["guest_vmstat"].get("pgfault", 0) > 0  # the server faulted in the guest
+
+
+@vm_test
 def test_guest_nic_is_isolated_and_a_missing_server_is_reported():
     hp = free_port()
     with socket.socket() as host_listener:  # something the guest must NOT be able to reach
@@ -231,7 +246,8 @@ def test_guest_nic_is_isolated_and_a_missing_server_is_reported():
                      "except OSError as e:\n print('blocked',e)\n")
             out = g.target.exec(["python3", "-c", probe], timeout=30).stdout
             assert out.startswith("blocked"), out
-            side = GuestServer(g.target, hp, 6379, ready_timeout_s=60, max_run_s=120)
+            side = GuestServer(g.target, hp, 6379, ready_timeout_s=60, max_run_s=120,
+                               how=REDIS.server)
             with pytest.raises(ToolMissingError):
                 side.start(lambda p: ["/nonexistent/redis-server", "--port", str(p)],
                            "redis-server")

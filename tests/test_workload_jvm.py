@@ -8,11 +8,11 @@ import pytest
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
-from hugelab.trial.appevidence import app_check, check_jvm
+from hugelab.trial.appevidence import app_check
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.jvm import JvmBenchmark, parse_jvm_report
+from hugelab.workloads.jvm import JvmBenchmark, check_jvm, judge, parse_jvm_report
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.hostguard import host_state, workload_processes
 
@@ -105,7 +105,7 @@ def test_parse_takes_the_metric_and_hands_over_the_app_check():
     res = ExecResult(["java"], 0, "", FELL_BACK, 12.0)
     out = jvm(UseLargePages=True).parse(res)
     assert out.value == 7.73 and out.primary == "fps" and out.better == "higher"
-    assert app_check(out.evidence).status == CONTRADICTED  # type: ignore[union-attr]
+    assert app_check(out.evidence, judge).status == CONTRADICTED  # type: ignore[union-attr]
     with pytest.raises(WorkloadError, match="no metric"):
         jvm().parse(ExecResult(["java"], 0, "", "nothing", 1.0))
     with pytest.raises(WorkloadError, match="java exited with 1"):
@@ -124,7 +124,7 @@ def test_a_jvm_without_a_pool_falls_back_and_is_contradicted():
         pytest.skip("this host keeps a 1 GiB pool")
     w = jvm(UseLargePages=True, LargePageSizeInBytes="1G", heap="128M")
     out = w.run(NativeTarget(), "hugetlb-1G")
-    check = app_check(out.evidence)
+    check = app_check(out.evidence, judge)
     assert out.value > 0 and check is not None and check.status == CONTRADICTED
     assert "UseLargePages disabled" in check.reason or "heap has 4K pages" in check.reason
     assert host_state() == before and workload_processes() == procs

@@ -9,11 +9,11 @@ import pytest
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
 from hugelab.host.session import host_session
-from hugelab.trial.appevidence import app_check, check_memcached
+from hugelab.trial.appevidence import app_check
 from hugelab.trial.evidence import CONTRADICTED, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.memcached import MemcachedBenchmark
+from hugelab.workloads.memcached import MemcachedBenchmark, check_memcached, judge
 from hugelab.workloads.registry import build_workload, with_arm
 from hugelab.workloads.servermem import madvised
 from tests.hostguard import host_state, workload_processes
@@ -102,9 +102,9 @@ def test_large_pages_for_real_and_contradicted_when_thp_is_denied(tmp_path, monk
         with pytest.raises(WorkloadError, match="Transparent huge pages support disabled"):
             w.run(NativeTarget(), "thp")
     assert host_state() == before and workload_processes() == procs
-    assert good.value > 0 and app_check(good.evidence).status == VERIFIED, good.evidence  # type: ignore[union-attr]
+    assert good.value > 0 and app_check(good.evidence, judge).status == VERIFIED, good.evidence  # type: ignore[union-attr]
     assert good.evidence["server"]["madvised_kb"] >= 64 * 1024  # THP: as much as the host has
-    assert app_check(denied.evidence).status == CONTRADICTED, denied.evidence  # type: ignore[union-attr]
+    assert app_check(denied.evidence, judge).status == CONTRADICTED, denied.evidence  # type: ignore[union-attr]
     assert denied.evidence["server"]["thp_enabled"] == 0
     assert denied.evidence["server"]["madvised_kb"] >= 64 * 1024
     assert denied.evidence["server"]["anon_huge_kb"] == 0

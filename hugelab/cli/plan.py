@@ -50,7 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "power": parse_fraction(args.power, "--power"), "budget": args.budget}
     if args.budget is not None and args.budget < 1:
         raise UsageError("--budget must be at least 1 block")
-    from hugelab.report.load import rep_boots
+    from hugelab.report.runload import rep_boots
     store, run = open_run(args.store, args.run)
     with store:
         rows = store.values(run["id"])

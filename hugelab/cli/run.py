@@ -334,8 +334,8 @@ def _target() -> Target:
 def _verdicts(store: SqlStore, run_id: int) -> dict[str, Any]:
     """The paired analysis `hugelab report` does, for the run summary."""
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
-    return analyse(load_run(store, run_id), Options()).result
+    from hugelab.report.runload import load_run
+    return analyse(load_run(store, run_id), Options()).json()
 
 
 def _better(store: SqlStore, run_id: int) -> str | None:

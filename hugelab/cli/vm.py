@@ -13,7 +13,6 @@ from hugelab.errors import UsageError
 from hugelab.experiment import default_experiment, load_experiment
 from hugelab.host.journal import state_dir
 from hugelab.vm.common.spec import VmSpec, safe_name
-from hugelab.vm.netserver import GUEST_PORTS
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
     cached_initramfs,
@@ -24,6 +23,7 @@ from hugelab.vm.own.initramfs import (
 from hugelab.vm.own.libvirt_xml import domain_name, domain_xml
 from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.trial import net_specs, vm_spec
+from hugelab.workloads.registry import build_workload, lookup
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -105,16 +105,14 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
         raise UsageError(f"no arm '{args.arm}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
     if arm.vm is None:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
-    size = None
-    from hugelab.workloads.hugelab_mem import parse_size
     table = exp.workload_for(arm)  # a factorial cell: its scenario's values
-    if "size" in table:
-        size = parse_size(str(table["size"]))
+    built = build_workload(str(table["kind"]), {k: v for k, v in table.items() if k != "kind"})
+    size = getattr(built, "size_bytes", None)  # a buffer the guest's memory must hold
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     spec = vm_spec(arm, size, hugetlbfs)
-    kind = str(table.get("kind", ""))
-    if kind in GUEST_PORTS:  # server in the guest: a NIC and a 127.0.0.1 forward (port: example)
-        spec = net_specs(spec, 1, int(table.get("port") or GUEST_PORTS[kind]))[0]
+    server = lookup(str(table.get("kind", ""))).server
+    if server is not None:  # server in the guest: a NIC and a 127.0.0.1 forward (port: example)
+        spec = net_specs(spec, 1, int(table.get("port") or server.port))[0]
     kernel = spec.kernel or str(default_kernel())
     accel = args.accel or (spec.accel if spec.accel != "auto" else "kvm")
     return arm.name, spec, kernel, accel

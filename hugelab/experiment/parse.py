@@ -18,6 +18,7 @@ from hugelab.experiment.factors import (
 )
 from hugelab.experiment.model import (
     ACCESS_MODES,
+    DEFAULT_KIND,
     MANAGERS,
     Arm,
     Experiment,
@@ -30,9 +31,6 @@ from hugelab.experiment.model import (
 THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired", "duet", "interleaved")
-# backings one hugelab-mem process can hold side by side under one set of host knobs
-SERVER_KINDS = ("postgres", "redis")  # interleaved as servers (workloads/interleave.py), not buffers
-INTERLEAVE_BACKINGS = ("4k", "thp", "thp-collapse", "hugetlb-2M", "hugetlb-1G")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
@@ -346,83 +344,23 @@ def _knobs(arm: Arm) -> tuple[object, ...]:
             arm.vm.mthp if arm.vm else None, arm.vm.backing if arm.vm and arm.vm.mthp else None)
 
 
-def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, workload: Any,
-                       loc: _Locator | None) -> None:
-    """design 'interleaved': one hugelab-mem process holds every arm's buffer and measures them
-    in alternating windows, so the arms must be able to share one process and one host; or a
-    server workload (SERVER_KINDS) runs every arm's server at once, one client alternating."""
+def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, loc: _Locator | None) -> None:
+    """design 'interleaved', what holds for every kind: every arm runs at once on this host
+    under one set of host THP modes. What a kind needs beyond that (which kinds interleave at
+    all, and how) its own declaration says: hugelab.workloads.registry.check_design."""
     why = hint = None
-    server = isinstance(workload, dict) and workload.get("kind") in SERVER_KINDS
     if factorial:
         why = "it does not mix with [factors] or [scenarios]"
-    elif server:
-        why, hint = _server_problem(arms, workload) or (None, None)
-    elif not isinstance(workload, dict) or workload.get("kind") != "hugelab-mem" or \
-            workload.get("workload", "chase") not in ("chase", "random") or \
-            workload.get("threads", 1) != 1:
-        why = ("it interleaves hugelab-mem's chase or random workload, one thread, or the "
-               f"servers of {', '.join(SERVER_KINDS)}")
-        hint = ("[workload] kind = \"hugelab-mem\", workload = \"chase\"; other workloads: "
-                "design = \"paired\"")
     elif any(a.vm is not None for a in arms):
-        why = "its arms run in one process on the host: no guest arms"
+        why = "its arms run side by side on the host: no guest arms"
         hint = "use design = \"paired\" (or trials_per_boot) for guests"
-    elif len({(a.thp, a.thp_defrag, a.pools) for a in arms}) > 1:
-        why = ("one process runs under one host setting, so the arms must share thp, "
-               "thp_defrag and pools; arms that differ in host THP mode cannot be interleaved")
+    elif len({(a.thp, a.thp_defrag) for a in arms}) > 1:
+        why = ("every arm runs under one host setting, so the arms must share thp and "
+               "thp_defrag; arms that differ in host THP mode cannot be interleaved")
         hint = "use design = \"paired\" to compare host THP modes"
-    elif bad := [a.backing for a in arms if a.backing not in INTERLEAVE_BACKINGS]:
-        why = (f"backing {bad[0]} needs host knobs of its own (set per arm), so it cannot share "
-               "a process with the others")
-        hint = f"interleave {', '.join(INTERLEAVE_BACKINGS)}; use design = \"paired\" for the rest"
-    elif (short := _too_short_to_interleave(workload, len(arms))) is not None:
-        why, hint = short
     if why:
         raise _err(loc, f"design 'interleaved': {why}", "design",
                    hint=hint or "use design = \"paired\"")
-
-
-def _server_problem(arms: tuple[Arm, ...], workload: dict[str, Any]
-                    ) -> tuple[str, str] | None:
-    """(why, hint) when a server workload's arms cannot all be up at once on one host."""
-    if any(a.vm is not None for a in arms):
-        return ("its servers run side by side on the host: no guest arms",
-                "use design = \"paired\" for guests")
-    if len({(a.thp, a.thp_defrag) for a in arms}) > 1:
-        return ("every arm's server runs under one host setting, so the arms must share thp "
-                "and thp_defrag; arms that differ in host THP mode cannot be interleaved",
-                "use design = \"paired\" to compare host THP modes")
-    if workload.get("port") is not None:
-        return ("every arm's server listens on a port of its own, so the workload cannot name "
-                "one", "leave port unset: hugelab picks a free loopback port per server")
-    duration, window = workload.get("duration_s", 10.0), workload.get("window_s", 2.0)
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)) \
-            and duration < 2 * window:
-        return (f"duration_s {duration:g} is shorter than two windows of window_s {window:g} "
-                "(a window per arm and its mirror)",
-                "raise duration_s, or lower window_s (whole seconds, at least 1)")
-    return None
-
-
-def _too_short_to_interleave(workload: dict[str, Any], n_arms: int) -> tuple[str, str] | None:
-    """(why, hint) when one round of windows (a window per arm and its mirror) does not fit in
-    the workload's duration; None when it fits or the values are not numbers (the workload's
-    own checks say so)."""
-    duration = workload.get("duration", workload.get("duration_s", 1.0))
-    window = workload.get("window_ms", 20.0)
-    warmup = workload.get("warmup_ms")
-    if warmup is None and isinstance(window, int | float):
-        warmup = window / 4.0  # hugelab-mem's default
-    if not all(isinstance(v, int | float) and not isinstance(v, bool)
-               for v in (duration, window, warmup)):
-        return None
-    need = 2 * n_arms * (window + warmup) / 1000.0
-    if duration >= need:
-        return None
-    return (f"duration {duration:g} s is shorter than one round of windows ({n_arms} arms x 2 "
-            f"x ({window:g} ms + {warmup:g} ms warm-up) = {need:g} s)",
-            f"raise duration to at least {need:g} (a few seconds gives dozens of rounds), or "
-            "lower window_ms")
 
 
 def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "experiment") -> Experiment:
@@ -459,12 +397,12 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
                    "knobs, and mthp-<size> / shmem-thp backings and vm mthp set knobs of their "
                    "own (per-size THP, shmem_enabled): the arms must agree on them", "design",
                    hint="use design = \"paired\" to compare page sizes that set host knobs")
-    workload = d.get("workload", {"kind": "hugelab-mem"})
+    workload = d.get("workload", {"kind": DEFAULT_KIND})
     if design == "interleaved":
-        _check_interleaved(arms, bool(factors), workload, loc)
+        _check_interleaved(arms, bool(factors), loc)
     if not isinstance(workload, dict) or "kind" not in workload:
         raise _err(loc, "[workload] needs a kind", "workload",
-                   hint="e.g. kind = \"hugelab-mem\", \"sysbench\", \"stress-ng\", \"command\"")
+                   hint="hugelab run --help lists the kinds")
     evidence = d.get("evidence", {})
     _check_keys(evidence, EVIDENCE_KEYS, loc, "[evidence]", table="evidence")
     return Experiment(

@@ -73,7 +73,7 @@ def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[
     """The per-size THP modes (anonymous memory, by folio kB) and shmem_enabled modes (None:
     the top-level one) an arm's trials run under; `host` is inspect_host() at the run's start.
 
-    mthp-<S>    size S gets the arm's `thp` (default madvise: hugelab-mem madvises its buffer;
+    mthp-<S>    size S gets the arm's `thp` (default madvise: the micro-benchmark madvises its buffer;
                 a workload that cannot needs thp = "always"); every other size, 2M included,
                 `never`, so the buffer can get S folios or 4 KiB pages and nothing else. The
                 top-level `enabled` stays as found: it only matters for `inherit` sizes.

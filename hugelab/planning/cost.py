@@ -8,7 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hugelab.experiment.model import Arm, Experiment
-from hugelab.experiment.parse import SERVER_KINDS
+
+SERVER_KINDS = ("postgres", "redis")  # interleaved as servers: each arm its own windows
 
 # the key each workload kind reads its run time from (seconds)
 TIME_KEYS = {"sysbench": ("time_s", 10.0), "stress-ng": ("timeout_s", 10.0),

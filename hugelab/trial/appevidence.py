@@ -14,9 +14,12 @@ is contradicted and never counted.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+
+Judge = Callable[[Mapping[str, Any]], Check | None]
 
 HARNESS_COMMS = frozenset({"perf"})  # hugelab's own wrappers around a workload's processes
 
@@ -55,112 +58,11 @@ def check_process(mode: str, tree: dict[str, Any], where: str = "host") -> Check
                            f"({_names({**on, **off})})", "process")
 
 
-def app_check(evidence: dict[str, Any]) -> Check | None:
-    """The application layer's Check from what its workload kind recorded: the JVM's own
-    report (evidence["jvm"]), memcached's settings and its server's mappings
-    (evidence["memcached"], evidence["server"]), or a Check's fields a kind judged itself
-    (evidence["app"]); None for a workload without an application switch."""
+def app_check(evidence: dict[str, Any], judge: Judge | None = None) -> Check | None:
+    """The application layer's Check: a Check's fields a kind judged itself (evidence["app"]),
+    else its kind's own rule (`judge`, from the kind's declaration) over what it recorded (its
+    own report, its server's mappings); None for a workload without an application switch."""
     app = evidence.get("app")
     if isinstance(app, dict) and "status" in app:
         return Check(str(app["status"]), str(app.get("reason", "")), "app")
-    jvm = evidence.get("jvm")
-    if isinstance(jvm, dict):
-        return check_jvm(jvm.get("settings") or {}, jvm.get("page_size"), jvm)
-    server = evidence.get("server")
-    redis = evidence.get("redis")
-    if isinstance(redis, dict):
-        if not server:
-            return Check(NOT_APPLICABLE, "redis-server's memory was not read (it ended first, "
-                                         "or runs where hugelab cannot see)", "app")
-        return check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"), server)
-    memcached = evidence.get("memcached")
-    if isinstance(memcached, dict):
-        if not server:
-            return Check(NOT_APPLICABLE, "memcached's mappings were not read (its server "
-                                         "ended first, or runs where hugelab cannot see)", "app")
-        return check_memcached(bool(memcached.get("large_pages")),
-                               int(memcached.get("memory_mb", 0)), server)
-    return None
-
-
-def _kb_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb % 1048576 == 0 else \
-        f"{kb // 1024}M" if kb % 1024 == 0 else f"{kb}K"
-
-
-def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str, Any]) -> Check:
-    """A JVM's own report (-Xlog:pagesize, -Xlog:gc+init) against its switches: the heap's page
-    size is the one asked for (hugetlb: LargePageSizeInBytes, default 2 MiB; THP: 2 MiB; neither:
-    4 KiB), and a JVM that disabled UseLargePages for want of a pool is contradicted."""
-    heap = report.get("heap_page_kb")
-    support = report.get("large_page_support") or "not reported"
-    if heap is None:
-        return Check(NOT_APPLICABLE, "the JVM printed no heap page size (-Xlog:pagesize)", "app")
-    if settings.get("UseLargePages"):
-        want = (page_size or 2 << 20) // 1024
-        fell_back = [w for w in report.get("warnings") or [] if "UseLargePages disabled" in w]
-        if fell_back or heap != want:
-            why = fell_back[0] if fell_back else f"Large Page Support: {support}"
-            return Check(CONTRADICTED, f"asked for UseLargePages with {_kb_label(want)} pages, "
-                                       f"but the heap has {_kb_label(heap)} pages ({why})", "app")
-        return Check(VERIFIED, f"the JVM reports its heap in {_kb_label(heap)} pages "
-                               f"(Large Page Support: {support})", "app")
-    want = 2048 if settings.get("UseTransparentHugePages") else 4
-    switch = "UseTransparentHugePages" if want == 2048 else "no large-page switch"
-    if heap != want:
-        return Check(CONTRADICTED, f"asked for {switch}, but the JVM reports its heap in "
-                                   f"{_kb_label(heap)} pages (Large Page Support: {support})",
-                     "app")
-    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {_kb_label(heap)} pages "
-                           f"(Large Page Support: {support})", "app")
-
-
-def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -> Check:
-    """memcached's own switch from its mappings, read just before it stopped: with -L it
-    madvised (MADV_HUGEPAGE) a chunk of at least its -m and that chunk is in THP; without -L
-    it madvised nothing."""
-    advised = int(server.get("madvised_kb", 0))
-    huge = int(server.get("madvised_thp_kb", 0))
-    total = int(server.get("anon_huge_kb", 0))
-    if not large_pages:
-        if advised:
-            return Check(CONTRADICTED, f"memcached without -L, yet {human_kb(advised)} of its "
-                                       "memory is madvised for THP", "app")
-        return Check(VERIFIED, f"memcached without -L madvised nothing ({human_kb(total)} in "
-                               "THP by the host's mode)", "app")
-    if advised < memory_mb * 1024:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)}, less than its "
-                                   f"-m {memory_mb} MiB", "app")
-    if not huge:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)} but none of it is "
-                                   "in THP (host THP never, or no huge page could be had)", "app")
-    return Check(VERIFIED, f"memcached -L: {human_kb(huge)} of its {human_kb(advised)} madvised "
-                           "memory in THP", "app")
-
-
-def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, Any]) -> Check:
-    """Redis's own disable-thp from its server process, read just before it stopped: `yes`
-    switches THP off for itself (prctl, so THP_enabled 0) when the host's mode is `always`,
-    after start-up (what it faulted in THP before stays THP: measured 6 MiB with Redis 7.0);
-    `no` keeps it (THP_enabled 1, unless the arm's process_thp wraps it)."""
-    enabled = server.get("thp_enabled")
-    huge = int(server.get("anon_huge_kb", 0))
-    if enabled is None:
-        return Check(NOT_APPLICABLE, "this kernel does not report THP_enabled per process "
-                                     "(Linux 6.0+)", "app")
-    if disable_thp:
-        if enabled == 0:
-            return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
-                                   f"(THP_enabled 0; {human_kb(huge)} faulted in THP before "
-                                   "it did stays THP)", "app")
-        if huge:
-            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {human_kb(huge)} "
-                                       "in THP", "app")
-        return Check(NOT_APPLICABLE, "disable-thp yes: redis-server kept THP_enabled 1 (it "
-                                     "switches THP off only under host THP always) and has no "
-                                     "THP", "app")
-    if enabled == 0 and process_thp != "never":
-        return Check(CONTRADICTED, "disable-thp no, yet redis-server runs with THP_enabled 0",
-                     "app")
-    return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
-                           f"(THP_enabled {enabled}, {human_kb(huge)} in THP)", "app")
+    return judge(evidence) if judge is not None else None

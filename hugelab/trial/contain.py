@@ -1,7 +1,7 @@
 """Containment: every process of a native trial can be found, measured and killed as a whole.
 
     with TrialScope("block 3 arm thp") as scope:      # record written before any process starts
-        p = proc.spawn(["stress-ng", "--malloc", "2"])  # new session, token in env, parent-death
+        p = proc.spawn(["some-tool", "--arg"])             # new session, token in env, parent-death
         ...
     scope.tree                                        # peak smaps evidence of the whole tree
     scope.folios                                      # folio sizes of its largest mappings

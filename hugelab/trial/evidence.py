@@ -37,12 +37,11 @@ Host-wide counters (/proc/vmstat thp_*, pool free counts) explain results; they 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
 from hugelab.experiment.backings import mthp_size_kb
 
-VERIFIED, CONTRADICTED, NOT_APPLICABLE = "verified", "contradicted", "not applicable"
 PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576, "thp-collapse": 4,
            "shmem-thp": 4}
 HUGE_KB = {"2M": 2048, "1G": 1048576}
@@ -51,25 +50,6 @@ MIN_ANON_FOR_THP_KB = 4096  # two 2 MiB pages: below this a THP-less tree proves
 # own-buffer threshold: a tree also holds heaps, stacks and libraries that THP never covers
 # (measured: stress-ng malloc 54-60%, redis 83%, sysbench 94%, a cc1 compile 43%).
 TREE_THP_MIN_FRACTION = 0.1
-
-
-def human_kb(kb: float) -> str:
-    """1239040 -> '1.2 GiB', 6144 -> '6.0 MiB', 340 -> '340 kB'."""
-    if kb >= 1 << 20:
-        return f"{kb / (1 << 20):.1f} GiB"
-    if kb >= 1 << 10:
-        return f"{kb / (1 << 10):.1f} MiB"
-    return f"{kb:.0f} kB"
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str  # VERIFIED | CONTRADICTED | NOT_APPLICABLE
-    reason: str = ""
-    layer: str = "workload"
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float = 0.5,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from hugelab.errors import CommandError, ToolMissingError
-from hugelab.proc import APT_PACKAGES, spawn
+from hugelab.proc import package_of, spawn
 from hugelab.workloads.base import ExecResult
 
 
@@ -53,7 +53,7 @@ class NativeTarget:
             p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         except FileNotFoundError as exc:
             tool = Path(argv[0]).name
-            raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool)) from exc
+            raise ToolMissingError(tool, package_of(tool)) from exc
         out: list[bytes] = []
         err: list[bytes] = []
         readers = [threading.Thread(target=_drain, args=(s, sink), daemon=True)

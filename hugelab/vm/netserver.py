@@ -5,8 +5,8 @@ The guest has one NIC on QEMU user networking with `restrict=on` and a port forw
 starts the server there and returns a handle whose `client_port` is HOST_PORT, so the client runs
 on the host against 127.0.0.1 as it does natively:
 
-    side = GuestServer(guest.target, host_port=41234, guest_port=6379)
-    RedisBenchmark(server=side).run(NativeTarget(), "thp")     # redis-server in the guest
+    side = GuestServer(guest.target, host_port=41234, guest_port=port, how=KIND.server)
+    workload_with(server=side).run(NativeTarget(), "thp")    # the server in the guest
 
 How it works, and why:
 
@@ -18,20 +18,16 @@ How it works, and why:
   agent answers nothing else; the timeout bounds that in every case.
 - Readiness is judged by a real protocol answer through the forward, never by a bare connect:
   slirp accepts host-side connections even when nothing listens in the guest (it resets them a
-  moment later). redis: `PING` must answer `+PONG`. iperf3 `-s -1` counts any connection as its
-  one test, so it cannot be probed: the handle's `retry_until` tells the iperf3 client to retry
-  while its JSON says it never got a control connection.
-- Stopping also goes through the forward, since the agent is busy: redis gets
-  `SHUTDOWN NOSAVE`; an iperf3 one-off server that never saw its client gets one empty
-  connection, which ends it. Servers that ended on their own (iperf3 after its test) are
-  just joined. A server that still runs after that makes `stuck()` true: the caller should
+  moment later). Each kind declares its probe (hugelab.workloads.kind.ServerInGuest); a server
+  that cannot be probed (a one-off server that counts any connection as its test) has none,
+  and the handle's `retry_until` tells its client to retry while it never got a connection.
+- Stopping also goes through the forward, since the agent is busy: each kind declares its
+  stopper, in its own protocol. Servers that ended on their own are just joined. A server that still runs after that makes `stuck()` true: the caller should
   close the guest (which ends the agent's exec) rather than wait for `max_run_s`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -41,57 +37,15 @@ from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
 from hugelab.vm.own.initramfs import GUEST_NET_ADDR
 from hugelab.workloads.base import ExecResult, Target
 from hugelab.workloads.command import LOOPBACK, ServerHandle, tail
-
-# Default port the server listens on inside the guest, by workload kind.
-GUEST_PORTS = {"iperf3": 5201, "redis": 6379}
-
-_REDIS_PING = b"*1\r\n$4\r\nPING\r\n"
-_REDIS_SHUTDOWN = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
+from hugelab.workloads.kind import ServerInGuest
 
 
-def _exchange(port: int, data: bytes | None, timeout: float = 2.0) -> bytes:
-    """Connect to 127.0.0.1:port, send `data`, return what comes back first (b"" on EOF)."""
-    with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
-        if data:
-            s.sendall(data)
-        return s.recv(256)
-
-
-def redis_ready(port: int) -> bool:
-    """Whether a redis server answers PING through 127.0.0.1:port."""
-    try:
-        return _exchange(port, _REDIS_PING).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def redis_stop(port: int) -> None:
-    with contextlib.suppress(OSError):
-        _exchange(port, _REDIS_SHUTDOWN)
-
-
-def iperf3_stop(port: int) -> None:
-    """End a `-s -1` server that never saw its client: one connection that closes at once."""
-    with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=2.0):
-        pass
-
-
-# tool name (as the workloads pass it to ServerSide.start) -> readiness probe / stopper
-READY_PROBES: dict[str, Callable[[int], bool]] = {"redis-server": redis_ready}
-STOPPERS: dict[str, Callable[[int], None]] = {"redis-server": redis_stop, "iperf3": iperf3_stop}
-
-
-def guest_argv(argv: list[str], tool: str = "") -> list[str]:
-    """The server argv for the guest (pure): the loopback address becomes the guest NIC's.
-
-    redis-server also gets `--protected-mode no`: Redis 7 in protected mode answers only
-    loopback clients, and forwarded connections come from slirp's 10.0.2.2. The guest NIC
-    is reachable from nothing but the host's 127.0.0.1 forward (restrict=on)."""
+def guest_argv(argv: list[str], how: ServerInGuest | None = None) -> list[str]:
+    """The server argv for the guest (pure): the loopback address becomes the guest NIC's, and
+    the kind's own changes for a server reached through the forward (`how.guest_argv`)."""
     out = [GUEST_NET_ADDR if a == LOOPBACK else a for a in argv]
-    if tool == "redis-server":
-        for i, a in enumerate(out[:-1]):
-            if a == "--protected-mode":
-                out[i + 1] = "no"
+    if how is not None and how.guest_argv is not None:
+        out = how.guest_argv(out)
     return out
 
 
@@ -104,6 +58,7 @@ class GuestServerHandle:
     argv: list[str]
     target_name: str
     stop_wait_s: float
+    stopper: Callable[[int], None] | None = None
     _thread: threading.Thread | None = field(default=None, repr=False)
     _result: ExecResult | None = field(default=None, repr=False)
     _error: BaseException | None = field(default=None, repr=False)
@@ -137,9 +92,8 @@ class GuestServerHandle:
 
     def stop(self) -> str:
         if self.running():
-            stopper = STOPPERS.get(self.tool)
-            if stopper is not None:
-                stopper(self.client_port)
+            if self.stopper is not None:
+                self.stopper(self.client_port)
             assert self._thread is not None
             self._thread.join(self.stop_wait_s)
         if self.running():
@@ -165,6 +119,7 @@ class GuestServer:
     ready_timeout_s: float = 60.0
     max_run_s: float = 600.0
     stop_wait_s: float = 30.0
+    how: ServerInGuest | None = None  # the kind's probe, stopper and argv changes
     handles: list[GuestServerHandle] = field(default_factory=list, repr=False)
 
     def stuck(self) -> bool:
@@ -172,9 +127,10 @@ class GuestServer:
         return any(h.running() for h in self.handles)
 
     def start(self, argv_for_port: Callable[[int], list[str]], tool: str) -> ServerHandle:
-        argv = guest_argv(argv_for_port(self.guest_port), tool)
+        argv = guest_argv(argv_for_port(self.guest_port), self.how)
         name = str(getattr(self.target, "name", "guest"))
-        handle = GuestServerHandle(self.host_port, tool, argv, name, self.stop_wait_s)
+        handle = GuestServerHandle(self.host_port, tool, argv, name, self.stop_wait_s,
+                                   self.how.stop if self.how else None)
         thread = threading.Thread(target=handle._serve, args=(self.target, self.max_run_s),
                                   name=f"hugelab-{tool}-{name}", daemon=True)
         handle._thread = thread
@@ -182,7 +138,7 @@ class GuestServer:
         deadline = time.monotonic() + self.ready_timeout_s
         handle._retry_until = deadline
         thread.start()
-        probe = READY_PROBES.get(tool)
+        probe = self.how.ready if self.how else None
         if probe is None:
             return handle  # the client retries until `retry_until`
         while not probe(self.host_port):

@@ -1,10 +1,9 @@
 """One trial of a guest arm: boot the arm's guests, run the workload in all of them at once,
 collect host-side (QEMU smaps) and guest-side (vmstat) evidence, shut everything down.
 
-Client/server workloads (iperf3, redis) run host<->guest: the server in each guest, the client
-on the host against 127.0.0.1:P, where P is a free host port forwarded (QEMU user networking,
-restrict=on) to the server's port in that guest (hugelab.vm.netserver). iperf3's `reverse`
-picks the direction: forward = host sends to the guest, reverse = the guest sends to the host."""
+Client/server workloads (a kind that declares `server`) run host<->guest: the server in each
+guest, the client on the host against 127.0.0.1:P, where P is a free host port forwarded (QEMU
+user networking, restrict=on) to the server's port in that guest (hugelab.vm.netserver)."""
 
 from __future__ import annotations
 
@@ -26,10 +25,11 @@ from hugelab.trial.native import NativeTarget
 from hugelab.vm import reps
 from hugelab.vm.common.evidence import qemu_folio_evidence
 from hugelab.vm.common.spec import VmSpec, validate
-from hugelab.vm.netserver import GUEST_PORTS, GuestServer
+from hugelab.vm.netserver import GuestServer
 from hugelab.vm.own.guest import Guest
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, free_port
+from hugelab.workloads.registry import kind_of
 
 GUEST_VMSTAT_PREFIXES = ("thp_", "compact_", "pgfault", "htlb_")
 
@@ -137,11 +137,11 @@ def _guest_meminfo(guest: Any) -> dict[str, int]:
 
 def server_guest_port(workload: object) -> int | None:
     """The port a client/server workload's server listens on in the guest; None for others."""
-    kind = str(getattr(workload, "kind", ""))
-    if kind not in GUEST_PORTS:
+    declared = kind_of(workload)
+    if declared is None or declared.server is None:
         return None
     port = getattr(workload, "port", None)
-    return int(port) if port else GUEST_PORTS[kind]
+    return int(port) if port else declared.server.port
 
 
 def server_budget_s(workload: object, ready_s: float) -> float:
@@ -174,8 +174,10 @@ def _run_one(g: Guest, workload: Workload, backing: str, guest_port: int | None,
         return workload.run(g.target, backing)
     host_port = next(h for h, gp in g.spec.port_forwards if gp == guest_port)
     ready_s = 120.0 if g.accel == "tcg" else 30.0
+    declared = kind_of(workload)
     side = GuestServer(g.target, host_port, guest_port, ready_timeout_s=ready_s,
-                       max_run_s=server_budget_s(workload, ready_s))
+                       max_run_s=server_budget_s(workload, ready_s),
+                       how=declared.server if declared else None)
     try:
         result = dataclasses.replace(workload, server=side).run(client, backing)  # type: ignore[type-var]
     finally:
@@ -219,17 +221,13 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                     client: Target | None = None) -> list[GuestOutcome]:
     """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest.
 
-    iperf3 and redis run their server in each guest and their client on the host (`client`,
-    default a NativeTarget) through that guest's 127.0.0.1 port forward."""
+    A kind with a server runs it in each guest and its client on the host (`client`, default
+    a NativeTarget) through that guest's 127.0.0.1 port forward."""
     assert arm.vm is not None
     names = arm.targets()
     k = arm.vm.trials_per_boot
     guest_port = server_guest_port(workload)
     client = client or NativeTarget()
-    if guest_port is not None and arm.vm.domain is not None:
-        return [GuestOutcome(n, None, f"{workload.kind} runs its server in hugelab's own guests "
-                             "(a NIC with a 127.0.0.1 forward); a user's domain keeps its own "
-                             "network", cause="workload") for n in names]
     t0 = time.monotonic()
     workload_s = [0.0] * len(names)
     with ExitStack() as stack:

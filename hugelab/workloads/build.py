@@ -1,10 +1,12 @@
 """Builds hugelab's C programs from their sources, once per source version: the `hugelab-mem`
 micro-benchmark and the `hugelab-thp` wrapper (a process's own THP mode through prctl).
 
-The binary is static so the same file runs on the host and inside guests. It is cached
-next to the package (`hugelab/_bin/`, gitignored) or, when the package directory is
-read-only (a system install), under `$XDG_CACHE_HOME/hugelab/`. A stamp file beside the
-binary records the sha256 of the source and the flags, so later calls cost one hash.
+A program is a list of files under `hugelab/csrc/`: its `.c` files are compiled together,
+and every file (headers too) goes into the stamp. The binary is static so the same file runs
+on the host and inside guests. It is cached next to the package (`hugelab/_bin/`, gitignored)
+or, when the package directory is read-only (a system install), under
+`$XDG_CACHE_HOME/hugelab/`. A stamp file beside the binary records a sha256 over the files'
+names and contents and the flags, so later calls cost one hash.
 
 Run `python -m hugelab.workloads.build` to build both and print their paths.
 """
@@ -24,17 +26,26 @@ BINARY_NAME = "hugelab-mem"
 ENV_OVERRIDE = "HUGELAB_MEM_BIN"
 CFLAGS: tuple[str, ...] = ("-O2", "-Wall", "-Wextra", "-Werror", "-static", "-pthread")
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-SOURCE = PACKAGE_DIR / "csrc" / "hugelab-mem.c"
+CSRC = PACKAGE_DIR / "csrc"
+# hugelab-mem: main and the single-buffer run, then one file per job, then their header.
+SOURCES: tuple[Path, ...] = tuple(CSRC / f"hugelab-mem{part}" for part in (
+    ".c", "-args.c", "-util.c", "-buffers.c", "-evidence.c", "-access.c", "-interleave.c",
+    "-output.c", ".h"))
 THP_NAME = "hugelab-thp"
 THP_ENV_OVERRIDE = "HUGELAB_THP_BIN"
-THP_SOURCE = PACKAGE_DIR / "csrc" / "hugelab-thp.c"
+THP_SOURCES: tuple[Path, ...] = (CSRC / "hugelab-thp.c",)
 THP_CFLAGS: tuple[str, ...] = ("-O2", "-Wall", "-Wextra", "-Werror", "-static")
 
 
-def stamp_text(source: Path, cflags: Sequence[str] = CFLAGS) -> str:
-    """What the stamp must contain for a binary built from `source` with `cflags`."""
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    return f"{digest} {' '.join(cflags)}\n"
+def stamp_text(sources: Sequence[Path], cflags: Sequence[str] = CFLAGS) -> str:
+    """What the stamp must contain for a binary built from `sources` with `cflags`: a hash
+    over each file's name and contents (a renamed, added or dropped file changes it too)."""
+    h = hashlib.sha256()
+    for path in sources:
+        data = path.read_bytes()
+        h.update(f"{path.name}\0{len(data)}\0".encode())
+        h.update(data)
+    return f"{h.hexdigest()} {' '.join(cflags)}\n"
 
 
 def candidate_dirs() -> list[Path]:
@@ -63,15 +74,17 @@ def first_writable(dirs: Iterable[Path], name: str = BINARY_NAME,
     )
 
 
-def compile_binary(source: Path, dest: Path, cflags: Sequence[str] = CFLAGS) -> str:
-    """Compile `source` to `dest` atomically (temp name, then rename); return cc's stderr.
+def compile_binary(sources: Sequence[Path], dest: Path, cflags: Sequence[str] = CFLAGS) -> str:
+    """Compile the `.c` files of `sources` into `dest` atomically (temp name, then rename);
+    return cc's stderr. Headers in `sources` are found beside the `.c` files (`#include "..."`).
 
     cc's stderr is returned so callers (and the tests) can insist on a warning-free build.
     """
     cc = which("cc")  # ToolMissingError("cc", "gcc") when absent
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
-        cp = run([cc, *cflags, source, "-o", tmp], timeout=300)
+        units = [s for s in sources if s.suffix == ".c"]
+        cp = run([cc, *cflags, *units, "-o", tmp], timeout=300)
         tmp.chmod(0o755)
         os.replace(tmp, dest)
     finally:
@@ -85,15 +98,15 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def build(source: Path, out_dir: Path, cflags: Sequence[str] = CFLAGS,
+def build(sources: Sequence[Path], out_dir: Path, cflags: Sequence[str] = CFLAGS,
           name: str = BINARY_NAME) -> Path:
-    """Binary `name` for `source` in `out_dir`, compiled only if the stamp does not match."""
+    """Binary `name` for `sources` in `out_dir`, compiled only if the stamp does not match."""
     binary = out_dir / name
     stamp = out_dir / f"{name}.stamp"
-    want = stamp_text(source, cflags)
+    want = stamp_text(sources, cflags)
     if binary.is_file() and stamp.is_file() and stamp.read_text() == want:
         return binary
-    compile_binary(source, binary, cflags)
+    compile_binary(sources, binary, cflags)
     _write_atomic(stamp, want)
     return binary
 
@@ -110,13 +123,13 @@ def _override(env: str) -> Path | None:
 
 def ensure_hugelab_mem() -> Path:
     """Path of a ready `hugelab-mem`: $HUGELAB_MEM_BIN if set, else a cached build."""
-    return _override(ENV_OVERRIDE) or build(SOURCE, first_writable(candidate_dirs()))
+    return _override(ENV_OVERRIDE) or build(SOURCES, first_writable(candidate_dirs()))
 
 
 def ensure_hugelab_thp() -> Path:
     """Path of a ready `hugelab-thp`: $HUGELAB_THP_BIN if set, else a cached build."""
     return _override(THP_ENV_OVERRIDE) or build(
-        THP_SOURCE, first_writable(candidate_dirs(), THP_NAME, THP_ENV_OVERRIDE),
+        THP_SOURCES, first_writable(candidate_dirs(), THP_NAME, THP_ENV_OVERRIDE),
         THP_CFLAGS, THP_NAME)
 
 

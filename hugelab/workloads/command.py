@@ -24,8 +24,9 @@ from typing import IO, Any, Literal, Protocol
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
-from hugelab.proc import APT_PACKAGES, spawn
+from hugelab.proc import package_of, spawn
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
+from hugelab.workloads.kind import Kind
 from hugelab.workloads.process_thp import check_mode, target_for
 
 LOOPBACK = "127.0.0.1"  # the only address any hugelab network workload uses
@@ -217,7 +218,7 @@ class LocalServer:
         except (FileNotFoundError, ToolMissingError) as exc:
             log.close()
             name = Path(argv[0]).name
-            raise ToolMissingError(name, APT_PACKAGES.get(name, name)) from exc
+            raise ToolMissingError(name, package_of(name)) from exc
         handle = _LocalHandle(port, proc, log, tool)
         deadline = time.monotonic() + self.ready_timeout_s
         while not listening(port):
@@ -388,3 +389,17 @@ class CommandWorkload:
         result.info["backing_note"] = THP_ONLY_NOTE
         return result
 
+
+
+def exchange(port: int, data: bytes | None, timeout: float = 2.0) -> bytes:
+    """Connect to 127.0.0.1:port, send `data`, return what comes back first (b"" on EOF): a
+    server's readiness probe or stopper, through a guest's port forward or on the host."""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+        if data:
+            s.sendall(data)
+        return s.recv(256)
+
+
+KIND = Kind(name="command", workload=CommandWorkload,
+            summary="any command of yours, its metric from its output (regex) or its wall time",
+            duration=("timeout_s", None))

@@ -93,3 +93,19 @@ def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
     finally:
         for (wl, _b), srv in zip(arms, servers, strict=False):
             wl.stop(srv)
+
+
+def server_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
+    """(why, hint) when a server kind's arms cannot all be up at once as interleaved servers:
+    the workload names a port (each server takes a free loopback port of its own), or the load
+    does not hold a window per arm and its mirror. A kind's `interleave` for servers."""
+    if table.get("port") is not None:
+        return ("every arm's server listens on a port of its own, so the workload cannot name "
+                "one", "leave port unset: hugelab picks a free loopback port per server")
+    duration, window = table.get("duration_s", 10.0), table.get("window_s", 2.0)
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)) \
+            and duration < 2 * window:
+        return (f"duration_s {duration:g} is shorter than two windows of window_s {window:g} "
+                "(a window per arm and its mirror)",
+                "raise duration_s, or lower window_s (whole seconds, at least 1)")
+    return None

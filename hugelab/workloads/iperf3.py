@@ -13,7 +13,9 @@ a connection to a server (hugelab.vm.netserver).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,7 @@ from hugelab.workloads.command import (
     default_server,
     tail,
 )
+from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 
 RETRY_PAUSE_S = 0.5
@@ -163,3 +166,18 @@ class IPerf3:
         result.info["backing"] = backing
         result.info["backing_note"] = THP_ONLY_NOTE
         return result
+
+
+def stop(port: int) -> None:
+    """End a `-s -1` server that never saw its client: one connection that closes at once."""
+    with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=2.0):
+        pass
+
+
+KIND = Kind(name="iperf3", workload=IPerf3,
+            summary="iperf3 TCP throughput, host<->guest through a 127.0.0.1 port forward",
+            role="client-server", where=frozenset({"host", "guest"}),
+            tools=(Tool("iperf3", "iperf3"),), duration=("duration_s", 5.0),
+            server=ServerInGuest("iperf3", 5201, None, stop),
+            refusals={"domain": "iperf3 runs its server in hugelab's own guests (a NIC with a "
+                                "127.0.0.1 forward); a user's domain keeps its own network"})

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, parse_size, tail
+from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 SUNFLOW_JARS = ("/usr/share/java/sunflow.jar", "/usr/share/java/sunflowGUI.jar")
@@ -254,3 +257,54 @@ class JvmBenchmark:
         result.info["backing"] = backing
         result.info["argv"] = self.argv()
         return result
+
+
+def _kb_label(kb: int) -> str:
+    return f"{kb // 1048576}G" if kb % 1048576 == 0 else \
+        f"{kb // 1024}M" if kb % 1024 == 0 else f"{kb}K"
+
+
+def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str, Any]) -> Check:
+    """A JVM's own report (-Xlog:pagesize, -Xlog:gc+init) against its switches: the heap's page
+    size is the one asked for (hugetlb: LargePageSizeInBytes, default 2 MiB; THP: 2 MiB; neither:
+    4 KiB), and a JVM that disabled UseLargePages for want of a pool is contradicted."""
+    heap = report.get("heap_page_kb")
+    support = report.get("large_page_support") or "not reported"
+    if heap is None:
+        return Check(NOT_APPLICABLE, "the JVM printed no heap page size (-Xlog:pagesize)", "app")
+    if settings.get("UseLargePages"):
+        want = (page_size or 2 << 20) // 1024
+        fell_back = [w for w in report.get("warnings") or [] if "UseLargePages disabled" in w]
+        if fell_back or heap != want:
+            why = fell_back[0] if fell_back else f"Large Page Support: {support}"
+            return Check(CONTRADICTED, f"asked for UseLargePages with {_kb_label(want)} pages, "
+                                       f"but the heap has {_kb_label(heap)} pages ({why})", "app")
+        return Check(VERIFIED, f"the JVM reports its heap in {_kb_label(heap)} pages "
+                               f"(Large Page Support: {support})", "app")
+    want = 2048 if settings.get("UseTransparentHugePages") else 4
+    switch = "UseTransparentHugePages" if want == 2048 else "no large-page switch"
+    if heap != want:
+        return Check(CONTRADICTED, f"asked for {switch}, but the JVM reports its heap in "
+                                   f"{_kb_label(heap)} pages (Large Page Support: {support})",
+                     "app")
+    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {_kb_label(heap)} pages "
+                           f"(Large Page Support: {support})", "app")
+
+
+def judge(evidence: Mapping[str, Any]) -> Check | None:
+    """The app layer from the JVM's own report (evidence["jvm"]) against its switches."""
+    jvm = evidence.get("jvm")
+    if not isinstance(jvm, dict):
+        return None
+    return check_jvm(jvm.get("settings") or {}, jvm.get("page_size"), jvm)
+
+
+KIND = Kind(
+    name="jvm", workload=JvmBenchmark,
+    summary="OpenJDK running Sunflow's benchmark or your jar, with UseLargePages / "
+            "UseTransparentHugePages per arm",
+    where=frozenset({"host", "guest"}),
+    tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("sunflow", "sunflow")),
+    judge=judge,
+    refusals={"domain": "the JVM's jar and JDK are this host's files, which a user's libvirt "
+                        "domain does not have"})

@@ -33,6 +33,7 @@ from hugelab.workloads.command import (
     first_version,
     rusage_metrics,
 )
+from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 SHORT_BUILD_S = 1.0
@@ -129,3 +130,8 @@ class MakeBuild:
         result.info["backing"] = backing
         result.info["backing_note"] = THP_ONLY_NOTE
         return result
+
+
+KIND = Kind(name="build", workload=MakeBuild,
+            summary="a make build of a source tree (compilers' memory), seconds to build",
+            tools=(Tool("make", "make"),), duration=("timeout_s", None))

@@ -16,10 +16,13 @@ tree's smaps.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
@@ -28,10 +31,12 @@ from hugelab.workloads.command import (
     ServerSide,
     check_exit,
     default_server,
+    exchange,
     first_version,
     server_memory,
     tail,
 )
+from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
@@ -154,3 +159,69 @@ class MemcachedBenchmark:
         result.info["backing"] = backing
         result.info["memcached_settings"] = s
         return result
+
+
+def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -> Check:
+    """memcached's own switch from its mappings, read just before it stopped: with -L it
+    madvised (MADV_HUGEPAGE) a chunk of at least its -m and that chunk is in THP; without -L
+    it madvised nothing."""
+    advised = int(server.get("madvised_kb", 0))
+    huge = int(server.get("madvised_thp_kb", 0))
+    total = int(server.get("anon_huge_kb", 0))
+    if not large_pages:
+        if advised:
+            return Check(CONTRADICTED, f"memcached without -L, yet {human_kb(advised)} of its "
+                                       "memory is madvised for THP", "app")
+        return Check(VERIFIED, f"memcached without -L madvised nothing ({human_kb(total)} in "
+                               "THP by the host's mode)", "app")
+    if advised < memory_mb * 1024:
+        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)}, less than its "
+                                   f"-m {memory_mb} MiB", "app")
+    if not huge:
+        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)} but none of it is "
+                                   "in THP (host THP never, or no huge page could be had)", "app")
+    return Check(VERIFIED, f"memcached -L: {human_kb(huge)} of its {human_kb(advised)} madvised "
+                           "memory in THP", "app")
+
+
+def judge(evidence: Mapping[str, Any]) -> Check | None:
+    """The app layer from what a trial recorded: memcached's settings (evidence["memcached"])
+    against its server's own mappings, read just before it stopped (evidence["server"])."""
+    memcached = evidence.get("memcached")
+    if not isinstance(memcached, dict):
+        return None
+    server = evidence.get("server")
+    if not server:
+        return Check(NOT_APPLICABLE, "memcached's mappings were not read (its server "
+                                     "ended first, or runs where hugelab cannot see)", "app")
+    return check_memcached(bool(memcached.get("large_pages")),
+                           int(memcached.get("memory_mb", 0)), server)
+
+
+def ready(port: int) -> bool:
+    """Whether a memcached answers `version` through 127.0.0.1:port."""
+    try:
+        return exchange(port, b"version\r\n").startswith(b"VERSION")
+    except OSError:
+        return False
+
+
+def stop(port: int) -> None:
+    """`shutdown`, which the guest's memcached accepts (started with -A there)."""
+    with contextlib.suppress(OSError):
+        exchange(port, b"shutdown\r\n")
+
+
+def guest_argv(argv: list[str]) -> list[str]:
+    """In a guest memcached is stopped through the forward: -A enables its `shutdown`."""
+    return [*argv, "-A"]
+
+
+KIND = Kind(
+    name="memcached", workload=MemcachedBenchmark,
+    summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
+    role="server", where=frozenset({"host", "guest"}),
+    tools=(Tool("memcached", "memcached"), Tool("memcslap", "libmemcached-tools")),
+    server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge,
+    refusals={"domain": "memcached runs its server in hugelab's own guests (a NIC with a "
+                        "127.0.0.1 forward); a user's domain keeps its own network"})

@@ -19,7 +19,7 @@ import shutil
 from typing import Any
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
-from hugelab.proc import APT_PACKAGES, run
+from hugelab.proc import package_of, run
 from hugelab.workloads.base import ExecResult, Target
 
 MODES = ("never", "madvise")
@@ -67,7 +67,7 @@ def wrap(argv: list[str], mode: str | None, target: Any = None) -> list[str]:
     if "/" not in program:
         found = shutil.which(program)
         if found is None:
-            raise ToolMissingError(program, APT_PACKAGES.get(program, program))
+            raise ToolMissingError(program, package_of(program))
         program = found
     return [str(ensure_hugelab_thp()), mode, program, *argv[1:]]
 

@@ -22,16 +22,19 @@ window (the host-wide tree holds every arm's server, so it judges none of them).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from hugelab import proc
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
@@ -44,10 +47,13 @@ from hugelab.workloads.command import (
     check_backing,
     check_exit,
     default_server,
+    exchange,
     first_version,
     server_memory,
     tail,
 )
+from hugelab.workloads.interleave import server_problem
+from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.servermem import server_tree
 
@@ -291,3 +297,83 @@ def window_metrics(windows: list[dict[str, float]]) -> dict[str, float]:
             out[key] = statistics.median(values)
     out["duration_s"] = out.get("wall_s", 0.0)
     return out
+
+
+def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, Any]) -> Check:
+    """Redis's own disable-thp from its server process, read just before it stopped: `yes`
+    switches THP off for itself (prctl, so THP_enabled 0) when the host's mode is `always`,
+    after start-up (what it faulted in THP before stays THP: measured 6 MiB with Redis 7.0);
+    `no` keeps it (THP_enabled 1, unless the arm's process_thp wraps it)."""
+    enabled = server.get("thp_enabled")
+    huge = int(server.get("anon_huge_kb", 0))
+    if enabled is None:
+        return Check(NOT_APPLICABLE, "this kernel does not report THP_enabled per process "
+                                     "(Linux 6.0+)", "app")
+    if disable_thp:
+        if enabled == 0:
+            return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
+                                   f"(THP_enabled 0; {human_kb(huge)} faulted in THP before "
+                                   "it did stays THP)", "app")
+        if huge:
+            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {human_kb(huge)} "
+                                       "in THP", "app")
+        return Check(NOT_APPLICABLE, "disable-thp yes: redis-server kept THP_enabled 1 (it "
+                                     "switches THP off only under host THP always) and has no "
+                                     "THP", "app")
+    if enabled == 0 and process_thp != "never":
+        return Check(CONTRADICTED, "disable-thp no, yet redis-server runs with THP_enabled 0",
+                     "app")
+    return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
+                           f"(THP_enabled {enabled}, {human_kb(huge)} in THP)", "app")
+
+
+def judge(evidence: Mapping[str, Any]) -> Check | None:
+    """The app layer from what a trial recorded: Redis's switch (evidence["redis"]) against its
+    server's own process, read just before it stopped (evidence["server"])."""
+    redis = evidence.get("redis")
+    if not isinstance(redis, dict):
+        return None
+    server = evidence.get("server")
+    if not server:
+        return Check(NOT_APPLICABLE, "redis-server's memory was not read (it ended first, "
+                                     "or runs where hugelab cannot see)", "app")
+    return check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"), server)
+
+
+_PING = b"*1\r\n$4\r\nPING\r\n"
+_SHUTDOWN = b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
+
+
+def ready(port: int) -> bool:
+    """Whether a redis server answers PING through 127.0.0.1:port."""
+    try:
+        return exchange(port, _PING).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def stop(port: int) -> None:
+    with contextlib.suppress(OSError):
+        exchange(port, _SHUTDOWN)
+
+
+def guest_argv(argv: list[str]) -> list[str]:
+    """Redis 7 in protected mode answers only loopback clients, and forwarded connections come
+    from slirp's 10.0.2.2: `--protected-mode no` in the guest, whose NIC is reachable from
+    nothing but the host's 127.0.0.1 forward (restrict=on)."""
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "--protected-mode":
+            out[i + 1] = "no"
+    return out
+
+
+KIND = Kind(
+    name="redis", workload=RedisBenchmark,
+    summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
+    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
+    server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
+    duration=("timeout_s", None), judge=judge, interleave=server_problem,
+    refusals={"domain": "redis runs its server in hugelab's own guests (a NIC with a "
+                        "127.0.0.1 forward); a user's domain keeps its own network"})

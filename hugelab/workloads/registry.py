@@ -9,7 +9,7 @@
 `SysbenchMemory`. Keys are the dataclass fields of each workload (see KINDS); values are checked
 against the field types, so a typo or a wrong type fails before any trial runs, e.g.
 "workload 'sysbench': unknown key 'blok_size'; known keys: access_mode, binary, ...".
-Workload modules are imported lazily: `hugelab-mem` lives in hugelab.workloads.hugelab_mem.
+Each kind declares itself in its own module (hugelab.workloads.kind); KINDS lists the modules.
 """
 
 from __future__ import annotations
@@ -23,24 +23,60 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from hugelab.errors import ExperimentError
 from hugelab.experiment import Arm, Experiment
+from hugelab.proc import register_packages
 from hugelab.workloads.base import Workload
+from hugelab.workloads.kind import PLACES, Kind
 
-# kind -> (module, class)
-KINDS: dict[str, tuple[str, str]] = {
-    "sysbench": ("hugelab.workloads.sysbench", "SysbenchMemory"),
-    "stress-ng": ("hugelab.workloads.stressng", "StressNg"),
-    "iperf3": ("hugelab.workloads.iperf3", "IPerf3"),
-    "redis": ("hugelab.workloads.redis", "RedisBenchmark"),
-    "build": ("hugelab.workloads.make_build", "MakeBuild"),
-    "command": ("hugelab.workloads.command", "CommandWorkload"),
-    "hugelab-mem": ("hugelab.workloads.hugelab_mem", "HugelabMem"),
-    "postgres": ("hugelab.workloads.postgres.workload", "Postgres"),
-    "jvm": ("hugelab.workloads.jvm", "JvmBenchmark"),
-    "memcached": ("hugelab.workloads.memcached", "MemcachedBenchmark"),
-}
+# One line per kind: the module (or package) that declares it with a module-level `KIND`
+# (hugelab.workloads.kind). Nothing else in hugelab names a kind.
+KINDS: tuple[str, ...] = (
+    "hugelab.workloads.hugelab_mem",
+    "hugelab.workloads.sysbench",
+    "hugelab.workloads.stressng",
+    "hugelab.workloads.iperf3",
+    "hugelab.workloads.redis",
+    "hugelab.workloads.make_build",
+    "hugelab.workloads.command",
+    "hugelab.workloads.postgres.workload",
+    "hugelab.workloads.jvm",
+    "hugelab.workloads.memcached",
+    "hugelab.workloads.mariadb.workload",
+)
+
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm
 NOT_FROM_FILES = {"kind", "server", "app", "process_thp", "arm_backing"}
 ARM_FIELDS = ("app", "process_thp")  # what an arm hands its own workload object
+_loaded: dict[str, Kind] = {}
+
+
+def kinds() -> dict[str, Kind]:
+    """Every registered kind's declaration, by name (each module imported once)."""
+    if len(_loaded) < len(KINDS):
+        for module in KINDS:
+            try:
+                declared = importlib.import_module(module).KIND
+            except (ImportError, AttributeError) as exc:
+                raise ExperimentError(f"workload module {module} is not available in this "
+                                      f"hugelab: {exc}") from exc
+            _loaded.setdefault(declared.name, declared)
+        register_packages({t.name: t.package for k in _loaded.values() for t in k.tools})
+    return _loaded
+
+
+def lookup(name: str) -> Kind:
+    """The declaration of kind `name`; ExperimentError (with a close match) when unknown."""
+    known = kinds()
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else None
+        raise ExperimentError(f"unknown workload kind '{name}'; known kinds: "
+                              f"{', '.join(known_kinds())}", hint=hint)
+    return known[name]
+
+
+def kind_of(workload: object) -> Kind | None:
+    """The declaration of a workload object's kind; None for an object of no registered kind."""
+    return kinds().get(str(getattr(workload, "kind", "")))
 
 
 class _Mismatch(Exception):
@@ -48,7 +84,7 @@ class _Mismatch(Exception):
 
 
 def known_kinds() -> list[str]:
-    return sorted(KINDS)
+    return sorted(kinds())
 
 
 def _describe(hint: Any) -> str:
@@ -98,60 +134,27 @@ def _convert_scalar(value: Any, hint: Any) -> Any:
     raise _Mismatch
 
 
-def _load(kind: str) -> type:
-    module, name = KINDS[kind]
-    try:
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
-    except (ImportError, AttributeError) as exc:
-        raise ExperimentError(f"workload '{kind}' is not available in this hugelab: {exc}") from exc
-
-
 def _fields(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)
             if f.init and f.name not in NOT_FROM_FILES}
 
 
-def _hugelab_mem_params(kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    """`size = "2G"` -> size_bytes, through hugelab_mem.parse_size; `duration` -> duration_s."""
-    params = dict(params)
-    if "duration" in params:
-        if "duration_s" in params:
-            raise ExperimentError(f"workload '{kind}': give duration or duration_s, not both")
-        params["duration_s"] = params.pop("duration")
-    if "size" in params:
-        if "size_bytes" in params:
-            raise ExperimentError(f"workload '{kind}': give size or size_bytes, not both")
-        size = params.pop("size")
-        if isinstance(size, str):
-            from hugelab.workloads.hugelab_mem import parse_size
-            try:
-                size = parse_size(size)
-            except ValueError as exc:
-                raise ExperimentError(f"workload '{kind}': key 'size': {exc}") from exc
-        elif isinstance(size, bool) or not isinstance(size, int):
-            raise ExperimentError(f"workload '{kind}': key 'size' must be a size like \"2G\" "
-                                  f"or a byte count, got {type(size).__name__} {size!r}")
-        params["size_bytes"] = size
-    return params
-
-
 def build_workload(kind: str, params: dict[str, Any]) -> Workload:
     """The workload object for an experiment file's `[workload]` table (less its `kind`)."""
-    if kind not in KINDS:
-        close = difflib.get_close_matches(str(kind), KINDS, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else None
-        raise ExperimentError(f"unknown workload kind '{kind}'; known kinds: "
-                              f"{', '.join(known_kinds())}", hint=hint)
-    cls = _load(kind)
-    if kind == "hugelab-mem":
-        params = _hugelab_mem_params(kind, params)
+    declared = lookup(kind)
+    cls = declared.workload
+    if declared.file_keys is not None:
+        try:
+            params = declared.file_keys(dict(params))
+        except ExperimentError as exc:
+            raise ExperimentError(f"workload '{kind}': {exc.message}", hint=exc.hint) from None
     fields = _fields(cls)
     kwargs: dict[str, Any] = {}
     for key, value in params.items():
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
-            extra = "duration, size, " if kind == "hugelab-mem" else ""
+            extra = "".join(f"{k}, " for k in declared.aliases)
             raise ExperimentError(
                 f"workload '{kind}': unknown key '{key}'; known keys: {extra}"
                 f"{', '.join(sorted(fields))}",
@@ -165,9 +168,7 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except ExperimentError as exc:
-        msg = exc.message
-        for prefix in (f"{kind}: ", "hugelab-mem: "):
-            msg = msg.removeprefix(prefix)
+        msg = exc.message.removeprefix(f"{kind}: ")
         raise ExperimentError(f"workload '{kind}': {msg}", hint=exc.hint) from None
     except (TypeError, ValueError) as exc:
         raise ExperimentError(f"workload '{kind}': {exc}") from exc
@@ -192,7 +193,7 @@ def with_arm(workload: Workload, arm: Arm) -> Workload:
         what = {"app": "application settings (app)",
                 "process_thp": "per-process THP mode (process_thp)"}[missing[0]]
         raise ExperimentError(f"arm '{arm.name}': workload '{kind}' takes no {what}",
-                              hint=_ARM_FIELD_HINTS[missing[0]])
+                              hint=_arm_field_hint(missing[0]))
     try:
         return dataclasses.replace(workload, **given)  # type: ignore[type-var]
     except ExperimentError as exc:
@@ -201,12 +202,49 @@ def with_arm(workload: Workload, arm: Arm) -> Workload:
                               hint=exc.hint) from None
 
 
-_ARM_FIELD_HINTS = {
-    "app": "app sets an application's own huge-page switches (kinds postgres, jvm, memcached, "
-           "redis); other workloads take their backing from the arm's backing and host knobs",
-    "process_thp": "process_thp wraps outside programs (servers, commands); hugelab-mem maps "
-                   "each buffer with the arm's backing itself",
-}
+def _arm_field_hint(field: str) -> str:
+    """What to use instead, when an arm sets `app` or `process_thp` for a kind without it."""
+    have = sorted(k.name for k in kinds().values()
+                  if field in {f.name for f in dataclasses.fields(k.workload)})
+    own = sorted(k.name for k in kinds().values() if k.asks_own_backing)
+    if field == "app":
+        return (f"app sets an application's own huge-page switches (kinds {', '.join(have)}); "
+                "other workloads take their backing from the arm's backing and host knobs")
+    return (f"process_thp wraps outside programs ({', '.join(have)}); {', '.join(own)} maps "
+            "each buffer with the arm's backing itself")
+
+
+def _place(arm: Arm) -> str:
+    if arm.vm is None:
+        return "host"
+    return "domain" if arm.vm.domain is not None else "guest"
+
+
+def check_places(exp: Experiment) -> None:
+    """Refuse, before any trial, an arm or a design the experiment's kind cannot run, in the
+    kind's own words: where it runs (its `where`), and design "interleaved" (its `interleave`)."""
+    for table in {tuple(sorted(exp.workload_for(a).items(), key=str)) for a in exp.arms}:
+        declared = lookup(str(dict(table).get("kind")))
+        for arm in exp.arms:
+            if not declared.runs(place := _place(arm)):
+                raise ExperimentError(f"arm '{arm.name}': {declared.refusal(place)}",
+                                      hint=_where_hint(place))
+        if exp.design != "interleaved":
+            continue
+        problem = None
+        if not declared.runs("interleaved"):
+            problem = (declared.refusal("interleaved"), _where_hint("interleaved"))
+        elif declared.interleave is not None:
+            problem = declared.interleave(exp.arms, dict(table))
+        if problem is not None:
+            raise ExperimentError(f"design 'interleaved': {problem[0]}", hint=problem[1])
+
+
+def _where_hint(place: str) -> str:
+    can = sorted(k.name for k in kinds().values() if k.runs(place))
+    if place == "interleaved":
+        return f"kinds that interleave: {', '.join(can)}; other workloads: design = \"paired\""
+    return f"kinds that run {PLACES[place]}: {', '.join(can)}"
 
 
 def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
@@ -216,6 +254,7 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
     def build(table: dict[str, Any]) -> Workload:
         return build_workload(table["kind"], {k: v for k, v in table.items() if k != "kind"})
 
+    check_places(exp)
     per_arm: dict[str, Workload] = {}
     built: dict[tuple[tuple[str, Any], ...], Workload] = {}
     for arm in exp.arms:

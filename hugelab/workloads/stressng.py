@@ -26,6 +26,7 @@ from hugelab.workloads.command import (
     parse_size,
     tail,
 )
+from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 STRESSORS = ("remap", "malloc", "mlock", "vm", "mmaphuge")
@@ -238,3 +239,8 @@ class StressNg:
             result.info["backing_note"] += ("; mmaphuge itself always tries MAP_HUGETLB "
                                             "mappings and MADV_(NO)HUGEPAGE, whatever the arm")
         return result
+
+
+KIND = Kind(name="stress-ng", workload=StressNg,
+            summary="stress-ng memory stressors (remap, malloc, mlock, vm, mmaphuge), bogo ops/s",
+            tools=(Tool("stress-ng", "stress-ng"),), duration=("timeout_s", 10.0))

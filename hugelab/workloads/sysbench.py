@@ -28,6 +28,7 @@ from hugelab.workloads.command import (
     parse_size,
     tail,
 )
+from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 TLB_REACH_4K = 8 << 20      # ~STLB entries x 4 KiB on current x86 (1536-2048 x 4 KiB)
@@ -212,3 +213,8 @@ class SysbenchMemory:
         check_backing(backing)
         res = target_for(target, self.process_thp).exec(self.argv(backing), timeout=self.time_s + 60.0)
         return self.parse(res, backing)
+
+
+KIND = Kind(name="sysbench", workload=SysbenchMemory,
+            summary="sysbench memory: one buffer per thread, read or written block by block",
+            tools=(Tool("sysbench", "sysbench"),), duration=("time_s", 10.0))

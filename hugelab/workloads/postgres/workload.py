@@ -36,7 +36,17 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
-from hugelab.workloads.postgres import cluster, guestio, pgbench, segment, server, template
+from hugelab.workloads.interleave import server_problem
+from hugelab.workloads.kind import Kind
+from hugelab.workloads.postgres import (
+    cluster,
+    guestio,
+    leftovers,
+    pgbench,
+    segment,
+    server,
+    template,
+)
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
 HUGE_PAGES = ("off", "on", "try")
@@ -276,3 +286,13 @@ def installed() -> bool:
     except Exception:  # noqa: BLE001 - any reason means no
         return False
     return shutil.which("setpriv") is not None
+
+
+KIND = Kind(
+    name="postgres", workload=Postgres,
+    summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
+    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    test_packages=("postgresql",), duration=("duration_s", 10.0), interleave=server_problem,
+    leftovers=leftovers.remove_leftovers,
+    refusals={"domain": "PostgreSQL runs from this host's binaries and template, which a user's "
+                        "libvirt domain does not have; hugelab's own guests see them"})

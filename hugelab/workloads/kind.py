@@ -1,0 +1,135 @@
+"""What a workload kind declares about itself: the one documented base every kind fills in.
+
+A kind is one module (or package) under hugelab/workloads/ that defines its workload dataclass
+and a module-level `KIND = Kind(...)`, and is registered by one line in
+`hugelab.workloads.registry.KINDS`. Nothing outside the kind's own module names it: the
+experiment checks, the cost model (`run --dry-run`, `plan`), the guest plumbing, the package
+hints of a missing tool, the application-evidence judge and bootstrap's package list all read
+these declarations (BenchExec's tool-info modules over `template.py` are the model).
+
+The fields, and who reads them:
+
+- `name`, `workload`, `summary`: the `[workload] kind = NAME`, the dataclass an experiment
+  file's table builds (its fields are the file's keys), one line for `--help` and hints.
+- `role`: `process` (one process tree, e.g. a memory benchmark), `server` (a server the kind
+  starts and loads with its own client, e.g. a database), `client-server` (a server and a client
+  tool run host<->guest through a port forward, e.g. a network benchmark).
+- `where`: where it can run: `host` (natively), `guest` (hugelab's own guests), `domain` (a
+  user's libvirt domain), `interleaved` (design "interleaved"). An experiment asking for
+  another place is refused before any trial with the kind's own reason (`refusals`).
+- `tools`: the programs it runs, each with the Debian package that provides it; a missing one
+  is an error naming that package, and bootstrap installs them (`test_packages`: only the test
+  suite needs these, e.g. a server a measurement host does not get).
+- `duration`: the experiment-file key holding the load's seconds and its default, for cost
+  estimates; None where the load has no fixed length (a build).
+- `server`: how its server runs in hugelab's own guests (port, readiness probe, stopper,
+  argv changes for the guest NIC); None for kinds without a server.
+- `judge`: the rule that turns what the kind recorded about its application's own switch
+  (its own report, its server's mappings) into a Check; None for kinds without a switch.
+- `file_keys`: extra spellings an experiment file may use, rewritten to the dataclass's fields
+  (`size = "2G"` for `size_bytes`), `aliases` naming them for error messages; `interleave`: the kind's own conditions for design
+  "interleaved" beyond the generic ones; `counts_own_folios`: the workload reports its own
+  buffer's folio sizes (no sampler needed); `asks_own_backing`: it maps its memory itself and
+  can ask for madvise/memfd backings no outside program can be told to use; `leftovers`:
+  removes what a killed run of the kind left on the host (private datadirs), for `recover`.
+
+Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
+hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
+`hugetlb_bytes_for(page_size)`, and for servers `start`, `warm`, `window`, `finish`, `stop`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hugelab.checks import Check
+from hugelab.errors import ExperimentError
+
+Role = Literal["process", "server", "client-server"]
+Where = Literal["host", "guest", "domain", "interleaved"]
+PLACES: dict[str, str] = {"host": "on the host", "guest": "in hugelab's own guests",
+                          "domain": "in a user's libvirt domain",
+                          "interleaved": "with design = \"interleaved\""}
+# (why, hint) when an experiment cannot run a kind one way; None when it can
+Problem = tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A program a kind runs and the Debian package that provides it."""
+
+    name: str
+    package: str
+
+
+@dataclass(frozen=True)
+class ServerInGuest:
+    """How a kind's server runs inside hugelab's own guests, reached from the host through a
+    127.0.0.1 port forward: the port it listens on in the guest, a readiness probe and a stopper
+    that talk its protocol through the forward (the guest agent is busy running it), and argv
+    changes the guest needs (e.g. to accept forwarded connections)."""
+
+    tool: str
+    port: int
+    ready: Callable[[int], bool] | None = None
+    stop: Callable[[int], None] | None = None
+    guest_argv: Callable[[list[str]], list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A workload kind's declaration; see the module docstring for every field."""
+
+    name: str
+    workload: type
+    summary: str
+    role: Role = "process"
+    where: frozenset[str] = frozenset({"host", "guest", "domain"})
+    tools: tuple[Tool, ...] = ()
+    test_packages: tuple[str, ...] = ()
+    duration: tuple[str, float | None] | None = None
+    server: ServerInGuest | None = None
+    judge: Callable[[Mapping[str, Any]], Check | None] | None = None
+    file_keys: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    aliases: tuple[str, ...] = ()
+    interleave: Callable[[tuple[Any, ...], dict[str, Any]], Problem] | None = None
+    refusals: Mapping[str, str] = field(default_factory=dict)
+    leftovers: Callable[[], list[str]] | None = None
+    counts_own_folios: bool = False
+    asks_own_backing: bool = False
+
+    def packages(self) -> dict[str, str]:
+        return {t.name: t.package for t in self.tools}
+
+    def runs(self, where: str) -> bool:
+        return where in self.where
+
+    def refusal(self, where: str) -> str:
+        """Why this kind cannot run `where` (its own words where it gave them)."""
+        return self.refusals.get(where) or f"workload '{self.name}' does not run {PLACES[where]}"
+
+
+def check_app(kind: str, app: tuple[tuple[str, Any], ...], keys: Mapping[str, type | tuple[Any, ...]]
+              ) -> None:
+    """An arm's `app` settings against a kind's known keys and their types: a type (bool, int,
+    str, tuple) or a tuple of allowed values. ExperimentError naming the key otherwise."""
+    for key, value in app:
+        if key not in keys:
+            raise ExperimentError(f"{kind}: unknown app setting {key!r}; known: "
+                                  f"{', '.join(keys)}")
+        want = keys[key]
+        if isinstance(want, tuple):
+            if value not in want:
+                raise ExperimentError(f"{kind}: app {key} must be one of "
+                                      f"{', '.join(repr(w) for w in want)}, got {value!r}")
+            continue
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            raise ExperimentError(f"{kind}: app {key} must be {_type_words(want)}, "
+                                  f"got {value!r}")
+
+
+def _type_words(want: type) -> str:
+    return {bool: "true or false", int: "an integer", str: "a string",
+            tuple: "a list"}.get(want, want.__name__)

@@ -1,0 +1,338 @@
+"""`kind = "mariadb"`: a MariaDB server per trial with the arm's `--large-pages`, loaded by
+sysbench's OLTP scripts (read-only by default).
+
+    [workload]
+    kind = "mariadb"
+    script = "oltp_read_only"     # or oltp_point_select, oltp_read_write, ... or a .lua path
+    tables = 2
+    table_size = 10000
+    threads = 4
+    duration_s = 10
+    buffer_pool = "128M"          # innodb_buffer_pool_size
+
+    [[arms]]
+    name = "off"
+    backing = "4k"                # app large_pages = false by default
+    [[arms]]
+    name = "on"
+    backing = "hugetlb-2M"        # app large_pages = true by default
+
+An arm's `app` takes `large_pages` (hugelab owns it: it follows the backing unless set), and
+any other server option as `name = value` (e.g. `innodb_buffer_pool_size`), passed as
+`--name=value`, except those hugelab sets itself (datadir, socket, port, ...). The pool an arm
+needs is the server's own: its buffer pool, its two redo log buffers and its small caches, each
+in whole pages. Evidence: the tree's hugetlb pages (every arm), and the application's own:
+mysqld's mappings read just before it stops (the buffer pool's mapping in 2 MiB pages) and its
+error log, where it says which allocations it could not get in huge pages (a fallback)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.proc import run, which
+from hugelab.workloads import interleave
+from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.command import (
+    LocalServer,
+    ServerHandle,
+    check_exit,
+    first_version,
+    parse_size,
+    server_memory,
+)
+from hugelab.workloads.interleave import server_problem
+from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.mariadb import datadir, oltp, server
+
+BACKINGS = ("4k", "hugetlb-2M")
+LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
+SMALL_CACHES = 2 * (8 << 20)  # key buffer and Aria page cache, as server.FIXED sets them
+_TEMPLATES: dict[str, Path] = {}
+
+
+@dataclass(frozen=True)
+class Mariadb:
+    """MariaDB + sysbench OLTP; metrics tps, qps, latency_avg_ms, p50_ms, p95_ms, p99_ms."""
+
+    script: str = "oltp_read_only"
+    tables: int = 2
+    table_size: int = 10000
+    threads: int = 4
+    duration_s: float = 10.0
+    warmup_s: float = 1.0
+    window_s: float = 2.0  # design "interleaved": each arm's sysbench window
+    buffer_pool: str = "128M"
+    timeout_s: float | None = None
+    app: tuple[tuple[str, Any], ...] = ()
+    arm_backing: str | None = None  # set by for_arm: the arm's backing decides large_pages
+    kind: str = field(default="mariadb", init=False)
+
+    def __post_init__(self) -> None:
+        if self.script not in oltp.SCRIPTS and not self.script.endswith(".lua"):
+            raise ExperimentError(f"mariadb: script {self.script!r}: one of "
+                                  f"{', '.join(oltp.SCRIPTS)}, or a .lua file")
+        for name in ("tables", "table_size", "threads"):
+            if getattr(self, name) < 1:
+                raise ExperimentError(f"mariadb: {name} must be at least 1")
+        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
+            raise ExperimentError("mariadb: duration_s and window_s are whole seconds, at "
+                                  "least 1; warmup_s at least 0")
+        object.__setattr__(self, "app", tuple(self.app))
+        for key, value in self.app:
+            if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
+                raise ExperimentError(f"mariadb: app sets {key}, which hugelab sets itself")
+            if key == "large_pages" and not isinstance(value, bool):
+                raise ExperimentError(f"mariadb: app large_pages must be true or false, "
+                                      f"got {value!r}")
+        self.buffer_pool_bytes()
+        if self.arm_backing is not None:
+            self._check_backing(self.arm_backing)
+
+    def buffer_pool_bytes(self) -> int:
+        value = dict(self.app).get("innodb_buffer_pool_size", self.buffer_pool)
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            raise ExperimentError(f"mariadb: buffer pool: {exc}") from None
+
+    def large_pages(self) -> bool:
+        given = dict(self.app).get("large_pages")
+        return bool(given) if given is not None else self.arm_backing == "hugetlb-2M"
+
+    def _check_backing(self, backing: str) -> None:
+        if backing not in BACKINGS:
+            raise ExperimentError(f"mariadb: backing {backing!r} is not one the server's "
+                                  f"memory can be given; use {', '.join(BACKINGS)}",
+                                  hint="4k without large pages, hugetlb-2M with them")
+        if self.large_pages() != (backing == "hugetlb-2M"):
+            raise ExperimentError(f"mariadb: large_pages = {self.large_pages()} does not go "
+                                  f"with backing {backing}",
+                                  hint="leave large_pages unset: it follows the backing")
+
+    def for_arm(self, arm: Any) -> Mariadb:
+        """This workload as `arm` runs it: its backing decides large_pages."""
+        try:
+            return dataclasses.replace(self, arm_backing=arm.backing)
+        except ExperimentError as exc:
+            raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
+
+    def hugetlb_bytes_for(self, size: str) -> int:
+        """Pool bytes the server maps with --large-pages in pages of `size` ("2M"): its buffer
+        pool (and its block descriptors, about 3%), two redo log buffers and two small caches,
+        each in whole pages."""
+        if not self.large_pages():
+            return 0
+        page_size = parse_size(size)
+        pool = self.buffer_pool_bytes()
+        parts = (pool, math.ceil(pool * 0.03), LOG_BUFFERS, SMALL_CACHES, 4 << 20)
+        return sum(math.ceil(p / page_size) * page_size for p in parts)
+
+    def settings(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((k, v) for k, v in self.app
+                     if k not in ("large_pages", "innodb_buffer_pool_size"))
+
+    def preflight(self, backing: str) -> None:
+        for tool in ("sysbench", "mariadb-install-db", "mariadb"):
+            which(tool)
+        if not Path(server.SERVER).exists():
+            raise WorkloadError(f"mariadb: {server.SERVER} is missing",
+                                hint=f"apt-get install {datadir.PACKAGE}")
+        self._check_backing(backing)
+
+    def exec_timeout(self) -> float:
+        return self.timeout_s or self.duration_s + self.warmup_s + 120.0
+
+    # -- one server: start, warm, windows of load, finish (evidence), stop ----------------
+    def start(self, backing: str) -> Server:
+        """A private datadir copied from the template, its server up with the arm's setting;
+        the caller stops it (stop)."""
+        self._check_backing(backing)
+        template = ensure_template(self.tables, self.table_size)
+        top = datadir.new_dir("trial")
+        try:
+            datadir.copy_template(template, top)
+            large, pool = self.large_pages(), self.buffer_pool_bytes()
+            return Server(top, start(top, str(pool), large, self.settings()), large, pool)
+        except BaseException:
+            shutil.rmtree(top, ignore_errors=True)
+            raise
+
+    def warm(self, target: Target, srv: Server) -> None:
+        if self.warmup_s >= 1:
+            self.window(target, srv, self.warmup_s)
+
+    def window(self, target: Target, srv: Server, seconds: float
+               ) -> tuple[dict[str, float], np.ndarray]:
+        """One sysbench run of `seconds` against `srv`: its summary, and its latencies in µs
+        (from sysbench's histogram: each bucket's value, as often as it counted)."""
+        res = target.exec(oltp.argv(self.script, srv.handle.client_port, self.tables,
+                                    self.table_size, self.threads, seconds),
+                          timeout=self.exec_timeout())
+        check_exit(res, "sysbench")
+        srv.sysbench_version = first_version(res.stdout, r"sysbench (\S+)")
+        rows = oltp.histogram(res.stdout)
+        lat = np.repeat([v * 1000.0 for v, _ in rows], [c for _, c in rows]) if rows \
+            else np.empty(0)
+        return oltp.parse(res.stdout), lat
+
+    def finish(self, srv: Server, windows: list[dict[str, float]], latencies: np.ndarray,
+               backing: str) -> WorkloadResult:
+        """The trial's result from its windows (one, in a paired trial) and the server's own
+        evidence, read now, with the server still up."""
+        metrics = dict(windows[0]) if len(windows) == 1 else \
+            {"tps": interleave.geomean([w["tps"] for w in windows])}
+        if len(windows) > 1 and latencies.size:
+            for p in oltp.PERCENTILES:
+                metrics[f"p{p:g}_ms"] = float(np.percentile(latencies, p)) / 1000.0
+        result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
+                                better="higher")
+        log = srv.log()
+        result.evidence["mariadb"] = {"large_pages": srv.large, "buffer_pool_kb": srv.pool // 1024,
+                                      "mappings": server.mappings(srv.pid),
+                                      **server.report(log)}
+        result.evidence["server"] = server_memory(srv.handle)
+        result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
+                            "server_version": first_version(log, r"Version: '([^']+)'"),
+                            "sysbench_version": srv.sysbench_version})
+        return result
+
+    def stop(self, srv: Server) -> None:
+        try:
+            srv.handle.stop()
+        finally:
+            shutil.rmtree(srv.top, ignore_errors=True)
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        if getattr(target, "name", "") != "native":
+            raise WorkloadError("mariadb runs on the host only")
+        srv = self.start(backing)
+        try:
+            self.warm(target, srv)
+            summary, lat = self.window(target, srv, self.duration_s)
+            return self.finish(srv, [summary], lat, backing)
+        finally:
+            self.stop(srv)
+
+
+@dataclass
+class Server:
+    """One trial's running mariadbd: its private directory, handle and settings."""
+
+    top: Path
+    handle: ServerHandle
+    large: bool
+    pool: int
+    sysbench_version: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return int(getattr(getattr(self.handle, "proc", None), "pid", 0))
+
+    def log(self) -> str:
+        path = self.top / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def start(top: Path, pool: str, large: bool, settings: tuple[tuple[str, Any], ...]
+          ) -> ServerHandle:
+    """mariadbd on a free loopback port; a failure leads with the server's own error log."""
+    try:
+        return LocalServer(ready_timeout_s=120.0).start(
+            lambda port: server.argv(top, port, pool, large, settings), "mariadbd")
+    except WorkloadError as exc:
+        log = top / "error.log"
+        said = server.report(log.read_text(errors="replace"))["errors"] if log.exists() else []
+        if not said:
+            raise
+        raise WorkloadError("mariadbd did not start: " + "; ".join(said)) from exc
+
+
+def ensure_template(tables: int, table_size: int) -> Path:
+    """The cached datadir for (server version, tables, table size), built once (minutes for
+    large tables) and copied per trial."""
+    version = run([server.SERVER, "--version"]).stdout.strip()
+    key = datadir.template_key(version, tables, table_size)
+    if key in _TEMPLATES:
+        return _TEMPLATES[key]
+    dest = datadir.cache_dir() / key
+    if not dest.is_dir():
+        with datadir.private_dir("template") as top:
+            _build(top, tables, table_size)
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            run(["cp", "-a", "--", str(top / "data"), str(tmp)])
+            tmp.rename(dest)
+    datadir.check_template(dest)
+    _TEMPLATES[key] = dest
+    return dest
+
+
+def _build(top: Path, tables: int, table_size: int) -> None:
+    datadir.install(top / "data")
+    settings = (("innodb_fast_shutdown", 0),)
+    handle = start(top, "64M", False, settings)
+    try:
+        run(["mariadb", f"--socket={top / 'sock'}", "-uroot", "-e",
+             f"CREATE DATABASE {datadir.DATABASE}; CREATE USER '{oltp.USER}'@'%'; "
+             f"GRANT ALL ON {datadir.DATABASE}.* TO '{oltp.USER}'@'%'"], timeout=60)
+        run(oltp.argv("oltp_read_only", handle.client_port, tables, table_size, 2, 0,
+                      step="prepare"), timeout=3600)
+        run(["mariadb-admin", f"--socket={top / 'sock'}", "-uroot", "shutdown"], timeout=300)
+    finally:
+        handle.stop()
+
+
+def check(evidence: Mapping[str, Any]) -> Check | None:
+    """The app layer: --large-pages got the buffer pool into huge pages (mysqld's mapping of the
+    pool's size in pages larger than 4 KiB), or the server fell back and said so; without it,
+    no mapping of the server is in huge pages."""
+    m = evidence.get("mariadb")
+    if not isinstance(m, dict):
+        return None
+    maps = m.get("mappings") or []
+    huge_kb = sum(int(x["size_kb"]) for x in maps)
+    failed = m.get("large_page_failures") or []
+    said = f" (the server: couldn't allocate {failed[0]['bytes']} bytes in huge pages)" \
+        if failed else ""
+    if not m.get("large_pages"):
+        if huge_kb:
+            return Check(CONTRADICTED, f"mariadbd without --large-pages, yet "
+                                       f"{human_kb(huge_kb)} of its memory is in huge pages", "app")
+        return Check(VERIFIED, "mariadbd without --large-pages: none of its memory in huge "
+                               "pages", "app")
+    if not maps and not failed:
+        return Check(NOT_APPLICABLE, "mariadbd's mappings were not read (it ended first)", "app")
+    pool = int(m.get("buffer_pool_kb") or 0)
+    if not any(int(x["size_kb"]) >= pool for x in maps):
+        return Check(CONTRADICTED, f"asked for --large-pages, but the {human_kb(pool)} buffer "
+                                   f"pool is not in huge pages{said}", "app")
+    return Check(VERIFIED, f"--large-pages: the {human_kb(pool)} buffer pool in "
+                           f"{maps[0]['page_kb'] // 1024} MiB pages, {human_kb(huge_kb)} of "
+                           f"mysqld in huge pages{said}", "app")
+
+
+def leftovers() -> list[str]:
+    return datadir.remove_leftovers()
+
+
+KIND = Kind(
+    name="mariadb", workload=Mariadb,
+    summary="MariaDB loaded by sysbench's OLTP scripts, with --large-pages per arm",
+    role="server", where=frozenset({"host", "interleaved"}), interleave=server_problem,
+    tools=(Tool("sysbench", "sysbench"), Tool("mariadb-install-db", "mariadb-server"),
+           Tool("mariadbd", "mariadb-server"), Tool("mariadb", "mariadb-client")),
+    duration=("duration_s", 10.0), judge=check, leftovers=leftovers,
+    refusals={"guest": "mariadb runs on the host (hugelab's own guests do not have its "
+                       "datadir cache yet)",
+              "domain": "mariadb runs on the host; a user's libvirt domain keeps its own "
+                        "server"})
