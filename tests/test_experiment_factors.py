@@ -692,6 +692,7 @@ def main_in_process(tmp_path, monkeypatch, capsys, *args):
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_dry_run_native_factorial(tmp_path):
     r = run_cli(tmp_path, write(tmp_path, NATIVE), "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
@@ -718,6 +719,7 @@ def test_dry_run_budget_warns_and_names_a_factor(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow
 def test_budget_without_dry_run_is_a_usage_error(tmp_path):
     r = run_cli(tmp_path, write(tmp_path, NATIVE), "--budget", "1h")
     assert r.returncode != 0

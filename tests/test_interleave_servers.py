@@ -132,6 +132,7 @@ def test_redis_window_metrics_and_each_servers_own_tree():
     assert check_process("madvise", on).status == CONTRADICTED
 
 
+@pytest.mark.server
 @pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
 def test_two_real_servers_at_once_each_with_its_own_evidence():
     from hugelab.trial.native import NativeTarget
@@ -145,6 +146,7 @@ def test_two_real_servers_at_once_each_with_its_own_evidence():
         assert r.metrics["p50_ms"] > 0
 
 
+@pytest.mark.server
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 def test_two_real_redis_servers_at_once_each_with_its_own_evidence():
     from hugelab.trial.native import NativeTarget

@@ -128,6 +128,7 @@ def test_a_holder_arriving_mid_run_gets_the_pool_grown_before_the_next_trial(env
     assert read_counts(host, MB2).surplus == 700
 
 
+@pytest.mark.slow
 def test_a_holder_that_leaves_no_room_fails_the_trials_with_the_pool_reason(env):  # noqa: F811
     host, _, store, kernel = env
     kernel.pool_cap[MB2] = 1600
@@ -233,6 +234,7 @@ def test_inspect_names_the_holders_and_warns(host):
     assert lines[1].startswith("  postgres (pid 500")
 
 
+@pytest.mark.slow
 def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.poolnotes import SharedPool, pool_warnings, shared_pools

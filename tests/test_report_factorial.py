@@ -95,6 +95,7 @@ def test_too_few_blocks_say_so_instead_of_an_interval(tmp_path):
     assert "too few for an interval" in s and "[-100" not in s
 
 
+@pytest.mark.slow
 def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
     build(tmp_path / "s.db")
     r = subprocess.run([*HUGELAB, "plan", "--store", str(tmp_path / "s.db"), "--json"],
@@ -104,6 +105,7 @@ def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
         assert p["arm"].split(" [")[1] == p["baseline"].split(" [")[1], p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", [["show", "1"], ["show"], ["report"]])
 def test_cell_names_are_printed_whole(tmp_path, cmd):
     build(tmp_path / "s.db")

@@ -80,6 +80,7 @@ def test_png_figures_are_real_images(evil_report):
         assert len(png) > 5000, caption
 
 
+@pytest.mark.tools
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_html_renders_in_a_real_browser(evil_html, tmp_path):
     page = tmp_path / "report.html"

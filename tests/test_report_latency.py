@@ -49,6 +49,7 @@ def _run_family(rng, n_blocks=12, shift=None):
     return family(pairs, alpha=0.05, margin=0.01)
 
 
+@pytest.mark.slow
 def test_aa_family_wise_false_positives_at_most_alpha_by_simulation():
     rng = np.random.default_rng(21)
     sims = 400
@@ -64,6 +65,7 @@ def test_aa_family_wise_false_positives_at_most_alpha_by_simulation():
     assert raw_any / sims > rate  # unadjusted, ten looks would claim more often
 
 
+@pytest.mark.slow
 def test_a_real_p99_shift_is_found_and_only_there():
     rng = np.random.default_rng(5)
     found = other = 0

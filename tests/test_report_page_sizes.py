@@ -4,6 +4,7 @@ comparison with a 4 KiB baseline, rendered to a real PNG."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hugelab.experiment import Arm, Experiment, Factor
 from hugelab.report import pagesizes, plots
@@ -51,6 +52,7 @@ def page_run(path) -> Store:
     return st
 
 
+@pytest.mark.slow
 def test_page_size_figure_from_a_run(tmp_path):
     st = page_run(tmp_path / "s.db")
     report = analyse(load_run(st))

@@ -111,3 +111,20 @@ def test_regimes_tied_to_the_machine_load_of_their_blocks(tmp_path):
         " ".join(out.getvalue().split())
     store_run(tmp_path / "q.db", effects, blocks=30)  # no load recorded
     assert report(tmp_path / "q.db").json()["comparisons"][0]["load_effect"] is None
+
+
+def test_repeats_of_five_blocks_say_why_they_have_no_interval_and_notes_name_repeats(tmp_path):
+    """A 95% signed-rank interval needs 6 pairs: 3 repeats of 5 blocks each have none, and the
+    report says so instead of bare dashes; the pooled notes speak of repeats, not hosts."""
+    rng = np.random.default_rng(5)
+    per = [e * np.exp(rng.normal(0, 0.015, 5)) for e in ISSUE_EFFECTS[:3]]
+    store_run(tmp_path / "f.db", np.concatenate(per), blocks=5, repeats=3)
+    rep = report(tmp_path / "f.db")
+    (one,) = rep.json()["replication"]
+    assert all("host" not in n for n in one["pooled"]["notes"] + one["notes"])
+    assert any(n.startswith("3 repeats: tau^2") for n in one["pooled"]["notes"])
+    out = io.StringIO()
+    text.render(rep.result, Console(file=out, width=200))
+    shown = out.getvalue()
+    assert shown.count("[needs 6 pairs, has 5]") == 3
+    assert "too few blocks for a 95% interval of its own" in shown

@@ -257,6 +257,7 @@ def test_pool_plan_covers_every_vm_layer_whatever_the_workloads_backing():
     assert pool_plan(both, work) == {("2M", None): 1024}
 
 
+@pytest.mark.slow
 def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
@@ -282,6 +283,7 @@ def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     assert {d["decision"] for d in info["decided"].values()} == {"faster"}
 
 
+@pytest.mark.slow
 def test_until_verdict_identical_arms_never_claim_a_difference(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
@@ -331,3 +333,12 @@ def test_duet_needs_shared_thp_modes(tmp_path):
                  '[[arms]]\nname = "b"\nbacking = "thp"\nthp = "always"\n')
     with pytest.raises(ExperimentError, match="line 1: design 'duet'"):
         load_experiment(f)
+
+
+def test_until_verdict_on_too_few_blocks_says_what_to_add():
+    from hugelab.cli.run import _more_blocks_hint
+    assert _more_blocks_hint(4, 5, False).startswith("add --max-blocks 30 ")
+    assert "--looks" not in _more_blocks_hint(4, 5, False)  # one look needs 6 blocks
+    hint = _more_blocks_hint(12, 5, True)
+    assert hint.startswith("raise --max-blocks to 30 ") and hint.endswith("--looks 2 to look "
+                                                                          "within 12 blocks")

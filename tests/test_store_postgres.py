@@ -20,6 +20,8 @@ from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore
 from tests.test_report_analysis import make_store
 
+pytestmark = pytest.mark.server  # PostgreSQL servers
+
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 

@@ -175,6 +175,7 @@ def test_zombies_are_not_members():
     p.wait()
 
 
+@pytest.mark.slow
 def test_a_background_child_holding_the_pipe_does_not_hang_the_trial(state):
     from hugelab.trial.native import READ_AFTER_EXIT_S, NativeTarget
 

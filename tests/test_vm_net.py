@@ -122,6 +122,7 @@ def test_never_connected():
     assert not never_connected("not json")
 
 
+@pytest.mark.tools
 def test_iperf3_client_retries_until_a_late_server_answers():
     """A handle with retry_until: the first client runs find nobody, a later one the server."""
     port = free_port()
@@ -149,6 +150,7 @@ def test_iperf3_client_retries_until_a_late_server_answers():
     assert res.value > 0 and res.evidence["client_attempts"] > 1
 
 
+@pytest.mark.tools
 def test_iperf3_without_retry_fails_at_once():
     class Nobody:
         client_port = free_port()

@@ -138,6 +138,7 @@ def test_settings_follow_the_arm_and_bad_input_is_refused():
         build_workload("postgres", {"arm_backing": "4k"})
 
 
+@pytest.mark.server
 @needs_pg
 def test_unknown_setting_is_refused_by_the_server():
     w = Postgres(scale=1, app=(("shared_bufers", "64MB"),))
@@ -148,6 +149,7 @@ def test_unknown_setting_is_refused_by_the_server():
     assert 64 << 20 < size < 96 << 20 and size % (2 << 20) == 0
 
 
+@pytest.mark.server
 @needs_pg
 def test_a_4k_trial_is_evidenced_from_the_postmasters_segment():
     from hugelab.trial.native import NativeTarget

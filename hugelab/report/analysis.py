@@ -178,7 +178,10 @@ def _better(data: RunData, i: int, j: int, notes: list[str]) -> str:
         notes.append(f"the arms disagree on which direction is better ({bi} vs {bj}); "
                      f"using the baseline's ({bi})")
     if chosen not in ("lower", "higher"):
-        notes.append("no trial says whether lower or higher is better: assuming lower (a time)")
+        if not (data.details[i].sampled or data.details[j].sampled):  # a result says it
+            notes.append("no ok trial in either arm: nothing to compare (see the failed trials)")
+        else:
+            notes.append("no trial says whether lower or higher is better: assuming lower (a time)")
         return "lower"
     return chosen
 

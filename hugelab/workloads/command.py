@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import subprocess
 import tempfile
@@ -59,13 +60,21 @@ def error_summary(text: str, lines: int = 8) -> str:
     return "\n".join(key + rest)
 
 
+def failure_text(tool: str, res: ExecResult) -> str:
+    """`tool exited with N: <its own first error line>`, then its other lines, then the
+    command: a report's one-line reason (a "why failed" cell) shows what the tool said, not the
+    start of a long command line."""
+    err = error_summary(res.stderr) or error_summary(res.stdout) or "(no output)"
+    first, *rest = err.splitlines()
+    return "\n  ".join([f"{tool} exited with {res.returncode}: {first}", *rest,
+                         f"command: {shlex.join(str(a) for a in res.argv)}"])
+
+
 def check_exit(res: ExecResult, tool: str) -> None:
     """WorkloadError carrying the stderr tail (stdout tail when stderr is empty) on failure."""
     if res.returncode == 0:
         return
-    err = error_summary(res.stderr) or error_summary(res.stdout) or "(no output)"
-    exc = WorkloadError(f"{tool} exited with {res.returncode}: {' '.join(res.argv)}\n  "
-                        + err.replace("\n", "\n  "))
+    exc = WorkloadError(failure_text(tool, res))
     exc.stderr = res.stderr  # type: ignore[attr-defined]
     exc.stdout = res.stdout  # type: ignore[attr-defined]
     exc.returncode = res.returncode  # type: ignore[attr-defined]

@@ -244,12 +244,12 @@ def _decode(result: ExecResult) -> dict[str, Any]:
     if result.returncode != 0:
         if result.returncode == EXIT_HUGETLB:
             raise PoolBusyError(
-                f"hugelab-mem exited with {EXIT_HUGETLB} (no hugetlb pages for its buffer): {cmd}\n"
-                f"  {_tail(result.stderr) or '(no stderr)'}",
+                f"hugelab-mem exited with {EXIT_HUGETLB} (no hugetlb pages for its buffer): "
+                f"{_tail(result.stderr) or '(no stderr)'}\n  command: {cmd}",
                 hint="reserve the pool first (nr_hugepages), and check that no leftover process "
                      "holds its pages (hugelab recover)")
-        raise WorkloadError(f"hugelab-mem exited with {result.returncode}: {cmd}\n"
-                            f"  {_tail(result.stderr) or '(no stderr)'}")
+        raise WorkloadError(f"hugelab-mem exited with {result.returncode}: "
+                            f"{_tail(result.stderr) or '(no stderr)'}\n  command: {cmd}")
     try:
         data = json.loads(result.stdout)
     except json.JSONDecodeError as exc:

@@ -76,6 +76,21 @@ def parse_jvm_report(text: str) -> dict[str, Any]:
     return out
 
 
+def jar_problem(path: str) -> str | None:
+    """Why `path` is not a jar java could run, or None: checked as the experiment loads (a
+    dry run included), not by every trial's java."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head[:2] != b"PK":
+        return "is not a jar (a jar is a zip file; this one does not start like one)"
+    return None
+
+
 @dataclass(frozen=True)
 class JvmBenchmark:
     """OpenJDK running Sunflow's benchmark (or the user's jar); primary metric from its output."""
@@ -117,6 +132,14 @@ class JvmBenchmark:
         if self.settings()["gc"] not in GCS:
             raise ExperimentError(f"jvm: gc must be one of {', '.join(GCS)}, not "
                                   f"{self.settings()['gc']!r}")
+        self._check_own_benchmark()
+        s = self.settings()
+        if s["UseLargePages"] and s["UseTransparentHugePages"]:
+            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
+                                  "(THP) exclude each other; an arm sets one")
+
+    def _check_own_benchmark(self) -> None:
+        """The user's jar: a regex with one group for its metric, and a jar that is one."""
         if self.jar is not None and not self.regex:
             raise ExperimentError("jvm: a jar needs regex, with one group matching its metric")
         if self.regex is not None:
@@ -126,10 +149,10 @@ class JvmBenchmark:
                 raise ExperimentError(f"jvm: bad regex {self.regex!r}: {exc}") from exc
             if groups != 1:
                 raise ExperimentError(f"jvm: regex {self.regex!r} must have exactly one group")
-        s = self.settings()
-        if s["UseLargePages"] and s["UseTransparentHugePages"]:
-            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
-                                  "(THP) exclude each other; an arm sets one")
+        if self.jar is not None and (why := jar_problem(self.jar)):
+            raise ExperimentError(f"jvm: jar {self.jar!r} {why}",
+                                  hint="jar = the path of your benchmark's jar on this host "
+                                       "(it runs as java -jar JAR ARGS)")
 
     # --- settings ---------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:

@@ -3,11 +3,13 @@ blocks (table "Regimes") with the machine's load in each regime's blocks."""
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from hugelab.report.model.result import Result
 from hugelab.report.repeats import REGIME_ALPHA
 from hugelab.report.table import Table, pct, pval
+from hugelab.stats.repeats import pairs_for_interval
 from hugelab.trial.load import LABELS
 
 
@@ -19,6 +21,19 @@ class HasInterval(Protocol):
 
 def _effect(e: HasInterval) -> str:
     return f"{pct(e.effect_pct, 1)} [{pct(e.ci_low_pct, 1)}, {pct(e.ci_high_pct, 1)}]"
+
+
+class RepeatEffect(HasInterval, Protocol):
+    n: int
+
+
+def _own(e: RepeatEffect, conf: float, alpha: float) -> list[str]:
+    """A repeat's effect, blocks and reading; without an interval, why (too few pairs)."""
+    if e.ci_low_pct is not None and math.isfinite(e.ci_low_pct):
+        return [_effect(e), str(e.n), "own interval"]
+    need = pairs_for_interval(alpha)
+    return [f"{pct(e.effect_pct, 1)} [needs {need} pairs, has {e.n}]", str(e.n),
+            f"too few blocks for a {conf:g}% interval of its own"]
 
 
 def replication_table(result: Result) -> Table | None:
@@ -35,7 +50,7 @@ def replication_table(result: Result) -> Table | None:
             t.rows.append([r.name, "-", "-", "-", str(r.error)])
             continue
         for e in r.repeats or []:
-            t.rows.append([r.name, str(e.repeat + 1), _effect(e), str(e.n), "own interval"])
+            t.rows.append([r.name, str(e.repeat + 1), *_own(e, conf, result.options.alpha)])
         p = r.pooled
         tau = "-" if r.tau_pct is None else f"{r.tau_pct:.1f}%"
         t.rows.append([r.name, f"across {p.k}", _effect(p), "-",

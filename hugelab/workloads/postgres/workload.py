@@ -24,6 +24,7 @@ smaps (segment.py). In hugelab's own guests the same trial runs inside the guest
 from __future__ import annotations
 
 import dataclasses
+import resource
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -76,8 +77,11 @@ class Postgres:
         if self.script is None and self.builtin not in pgbench.BUILTINS:
             raise ExperimentError(f"postgres: unknown builtin {self.builtin!r}; known: "
                                   f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
-        if self.script is not None and not Path(self.script).is_file():
-            raise ExperimentError(f"postgres: script {self.script!r} is not a file")
+        if self.script is not None and (why := pgbench.script_problem(self.script)):
+            raise ExperimentError(f"postgres: script {self.script!r} {why}",
+                                  hint="script = a pgbench script (pgbench -f): SQL statements "
+                                       "and \\set lines, e.g. SELECT abalance FROM "
+                                       "pgbench_accounts WHERE aid = :aid;")
         for name in ("scale", "clients", "threads"):
             if getattr(self, name) < 1:
                 raise ExperimentError(f"postgres: {name} must be at least 1")
@@ -115,6 +119,18 @@ class Postgres:
         if backing != "4k" and hp == "off":
             raise ExperimentError(f"postgres: backing {backing} with huge_pages = 'off' would "
                                   "never use the pool; use backing 4k")
+
+    def preflight(self, backing: str) -> None:
+        """Before any host change: pgbench opens a connection (a file) per client and refuses
+        to start beyond this process's open-file limit, so every trial would fail."""
+        need = self.clients + 3  # pgbench's own count: clients + stdin, stdout, stderr
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and need > soft:
+            raise ExperimentError(
+                f"postgres: clients = {self.clients} needs {need} open files in pgbench; this "
+                f"host allows {soft} (ulimit -n; hard limit {hard})",
+                hint=f"lower clients to {max(1, soft - 3)} or raise the limit (ulimit -n "
+                     f"{need}) in the shell that runs hugelab")
 
     def for_arm(self, arm: Any) -> Postgres:
         """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
