@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from hugelab.cli.dryrun import host_mthp
 from hugelab.cli.host import mthp_line
 from hugelab.experiment import Arm, Experiment, VmLayer
 from hugelab.experiment.parse import parse_experiment
 from hugelab.host.inspect import inspect_host
 from hugelab.host.paths import REAL, THP_DIR
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
+from hugelab.planning.dryrun import host_mthp
 from hugelab.report import pagesizes
-from hugelab.runner import arm_thp_knobs, unsupported_arms
 from tests.fakehost import add_mthp, make_host
 
 

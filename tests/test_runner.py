@@ -10,10 +10,11 @@ from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.experiment import Arm, Experiment, PoolSpec, VmLayer, schedule
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
+from hugelab.planning.pools import pool_plan
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
 from hugelab.report.summary import arm_summary
-from hugelab.runner import Runner, pool_plan
+from hugelab.runner import Runner
 from hugelab.store import Store, Trial
 from hugelab.workloads.base import WorkloadResult
 from tests.fakehost import FakeKernel, make_host

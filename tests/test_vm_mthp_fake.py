@@ -9,7 +9,7 @@ from hugelab.errors import ExperimentError, VMError
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.experiment.parse import parse_experiment
 from hugelab.host.inspect import inspect_host
-from hugelab.runner import arm_thp_knobs, unsupported_arms
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
 from hugelab.trial.evidence import check_vm
 from hugelab.vm.common.guestapi import write_guest_mthp
 from hugelab.vm.common.spec import VmSpec, guest_mthp_writes

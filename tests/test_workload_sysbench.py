@@ -144,7 +144,7 @@ def test_unknown_backing():
 
 def test_hugetlb_bytes_is_what_the_pools_must_hold():
     from hugelab.experiment import Arm, Experiment
-    from hugelab.runner import pool_plan
+    from hugelab.planning.pools import pool_plan
 
     local = SysbenchMemory(block_size="4M", threads=2, scope="local")
     assert local.hugetlb_bytes() == 2 * hugetlb_request_bytes(4 << 20)

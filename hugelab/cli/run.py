@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
 
 
 def _budget(text: str) -> float:
-    from hugelab.cli.dryrun import parse_budget
+    from hugelab.planning.budget import parse_budget
     return parse_budget(text)
 
 
@@ -94,7 +94,7 @@ DEFAULT_OUTAGE_S = 300.0
 
 def outage_arg(text: str) -> float:
     """A duration (90s, 5m, 1h; a bare number is seconds); 0 stops at the first loss."""
-    from hugelab.cli.dryrun import parse_budget
+    from hugelab.planning.budget import parse_budget
     try:
         seconds = float(text)
     except ValueError:
@@ -183,14 +183,16 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
     for a plain run (root checked)."""
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
+        from hugelab.planning.dryrun import plan
         from hugelab.vm.domains.libvirt_guest import resolve_experiment
         dryrun.check_budget_args(args)
         exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
-        dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)
+        dryrun.print_plan(plan(exp, workload, per_arm, args.store, args.budget), args.json)
         return 0
     if args.calibrate:
         from hugelab.cli import calibrate
-        calibrate.experiments(exp)  # a duet, or a clear error before root is asked for
+        from hugelab.planning.calibration import experiments
+        experiments(exp)  # a duet, or a clear error before root is asked for
         if args.until_verdict:
             raise UsageError("--calibrate runs the planned blocks: leave out --until-verdict")
     require_root("hugelab run")

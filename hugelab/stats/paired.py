@@ -96,7 +96,8 @@ def log_ratios(baseline: ArrayLike, candidate: ArrayLike) -> FloatArray:
     return np.log(c) - np.log(b)
 
 
-def _check_args(better: str, alpha: float, margin: float) -> None:
+def check_args(better: str, alpha: float, margin: float) -> None:
+    """The arguments every comparison shares, checked: StatsInputError when one is out of range."""
     if better not in ("lower", "higher"):
         raise StatsInputError(f"better must be 'lower' or 'higher', got {better!r}")
     if not 0.0 < alpha < 0.5:
@@ -159,7 +160,7 @@ def verdicts(
 
     Same rule as :func:`compare` without blocks; meant for simulation and validation.
     """
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     b = np.atleast_2d(np.asarray(baseline, dtype=float))
     c = np.atleast_2d(np.asarray(candidate, dtype=float))
     if b.shape != c.shape:
@@ -238,7 +239,7 @@ def compare(
     Pairs with a NaN in either arm are dropped (counted in ``n_dropped``); infinite or
     non-positive observations raise StatsInputError. Fewer than 6 units give "inconclusive".
     """
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     b, c, labels, n_dropped = paired_arrays(baseline, candidate, blocks)
     d = np.log(c) - np.log(b)
     units, unit, info = _units(d, labels)

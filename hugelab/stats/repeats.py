@@ -35,7 +35,7 @@ from scipy import stats
 
 from hugelab.stats import meta, signedrank
 from hugelab.stats._util import FloatArray, StatsInputError, jsonable
-from hugelab.stats.paired import _check_args, pct
+from hugelab.stats.paired import check_args, pct
 
 DISAGREE_ALPHA = 0.05  # Cochran's Q: the repeats differ by more than their own intervals allow
 BETWEEN_DOMINATES = 0.5  # I^2 above which more repeats, not more blocks, narrow the interval
@@ -124,7 +124,7 @@ def combine(log_ratios: Sequence[ArrayLike], *, better: str = "lower", alpha: fl
             margin: float = 0.01) -> Replication:
     """Combine repeats of one comparison: `log_ratios[r]` holds repeat r's paired block
     log-ratios (log candidate/baseline). Raises StatsInputError when no repeat is usable."""
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     ests = tuple(estimate(d, r, alpha=alpha) for r, d in enumerate(log_ratios))
     use = [e for e in ests if math.isfinite(e.se)]
     notes: list[str] = []
