@@ -3,9 +3,8 @@ direction (a throughput workload's failed trials carry none)."""
 
 from __future__ import annotations
 
-from hugelab.report.load import load_run
-
 from hugelab.report.analysis import Options, analyse
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 
@@ -19,7 +18,7 @@ def test_no_ok_trial_says_nothing_to_compare_not_which_direction(tmp_path):
                 st.add_trial(Trial(run_id, b, pos, arm, "failed", None,
                                    error="pgbench exited with 1: pgbench: error: too many clients"))
     with Store(tmp_path / "s.db") as st:
-        result = analyse(load_run(st), Options()).result
+        result = analyse(load_run(st), Options()).json()
     text = repr(result)
     assert "assuming lower" not in text
     assert "no ok trial in either arm: nothing to compare" in text

@@ -25,6 +25,8 @@ from hugelab.workloads.reqmix import (
 )
 from tests import reqmix_servers as rs
 
+pytestmark = [pytest.mark.server, pytest.mark.tools]
+
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -58,8 +58,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--until-verdict", action="store_true",
                    help="stop once every arm has a verdict (group-sequential looks, O'Brien-Fleming)")
     p.add_argument("--max-blocks", type=int, metavar="N",
-                   help="with --until-verdict: the most blocks to run (default: the file's "
-                        "blocks, at least 6 per look)")
+                   help="with --until-verdict: the most blocks (default: the file's, >= 6 a look)")
     p.add_argument("--looks", type=int, default=5, metavar="N", help="with --until-verdict: planned looks (5)")
     p.add_argument("--alpha", type=float, default=0.05, metavar="A",
                    help="with --until-verdict: family-wise false-positive rate (0.05)")

@@ -339,4 +339,4 @@ KIND = Kind(
     where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("cc", "gcc"),), duration=("duration_s", 1.0),
     file_keys=file_keys, aliases=("duration", "size"), interleave=interleave_problem,
-    counts_own_folios=True, asks_own_backing=True)
+    counts_own_folios=True, asks_own_backing=True, own_programs=("hugelab-mem",))
