@@ -38,7 +38,11 @@ class ServerWorkload(Protocol):
 
 
 def is_server(workload: object) -> bool:
-    return all(callable(getattr(workload, n, None)) for n in ("start", "window", "finish"))
+    """Whether a workload runs as interleaved servers: windows of client runs (start, window,
+    finish) or of requests (start, request_server: hugelab.workloads.requests)."""
+    def has(*names: str) -> bool:
+        return all(callable(getattr(workload, n, None)) for n in names)
+    return has("start", "window", "finish") or has("start", "request_server")
 
 
 def order(n_arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
