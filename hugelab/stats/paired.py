@@ -225,6 +225,12 @@ def _units(d: FloatArray, labels: np.ndarray | None) -> tuple[FloatArray, str, d
     return per_block, "block", info
 
 
+_NAN = float("nan")
+# analyse()'s answer for no unit at all: every figure unknown
+_NONE: dict[str, Any] = {"hl": [_NAN], "lo": [_NAN], "hi": [_NAN], "method": "none",
+                         "tlo": [_NAN], "thi": [_NAN], "p": [_NAN], "tost_p": [_NAN]}
+
+
 def compare(
     baseline: ArrayLike,
     candidate: ArrayLike,
@@ -246,19 +252,7 @@ def compare(
     notes: list[str] = list(info["notes"])
     if n_dropped:
         notes.append(f"{n_dropped} pair(s) with missing values dropped")
-    nan = float("nan")
-    res: dict[str, Any] = {
-        "hl": [nan],
-        "lo": [nan],
-        "hi": [nan],
-        "method": "none",
-        "tlo": [nan],
-        "thi": [nan],
-        "p": [nan],
-        "tost_p": [nan],
-    }
-    if units.size >= 1:
-        res = analyse(units[None, :], alpha=alpha, margin=margin)
+    res = analyse(units[None, :], alpha=alpha, margin=margin) if units.size >= 1 else _NONE
     if units.size < MIN_UNITS:
         verdict = "inconclusive"
         notes.append(

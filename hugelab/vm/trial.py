@@ -260,28 +260,35 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             t.join()
         guest_wall = time.monotonic() - t0  # boot to the end of the workload
         final: list[GuestOutcome] = []
-        for g, b, o in zip(guests, before, outcomes, strict=True):
+        for i, (g, b, o) in enumerate(zip(guests, before, outcomes, strict=True)):
             assert o is not None
-            after = _guest_vmstat(g)
-            o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in b.items()
-                                           if k in after and after[k] != v},
-                          "guest_meminfo": _guest_meminfo(g)}
-            o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
-            tree = g.target.tree() if g.alive() else {}
-            o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
-            o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
-                            "trials_per_boot": k,
-                            "guest_wall_s": round(guest_wall, 3),
-                            "workload_s": round(workload_s[len(final)], 3),
-                            "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
-                            "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,
-                            **({"guest_mthp": dict(spec.guest_mthp)} if spec.guest_mthp else {})}
-            if guest_port is not None:
-                o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
-                                           "port_forwards": [list(f) for f in
-                                                             g.spec.port_forwards]}
-            final.append(o)
+            final.append(_settle(o, g, b, arm, spec, guest_port))
+            o.provenance.update({"guest_wall_s": round(guest_wall, 3),
+                                 "workload_s": round(workload_s[i], 3)})
         return final
+
+
+def _settle(o: GuestOutcome, g: Guest, before: dict[str, int], arm: Arm, spec: VmSpec,
+            guest_port: int | None) -> GuestOutcome:
+    """A guest's outcome with what the guest and QEMU show after its trials: the guest's vmstat
+    deltas and meminfo, QEMU's evidence, the guest's process tree, and the provenance."""
+    assert arm.vm is not None
+    after = _guest_vmstat(g)
+    o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in before.items()
+                                   if k in after and after[k] != v},
+                  "guest_meminfo": _guest_meminfo(g)}
+    o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
+    tree = g.target.tree() if g.alive() else {}
+    o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
+    o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
+                    "trials_per_boot": arm.vm.trials_per_boot,
+                    "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
+                    "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,
+                    **({"guest_mthp": dict(spec.guest_mthp)} if spec.guest_mthp else {})}
+    if guest_port is not None:
+        o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
+                                   "port_forwards": [list(f) for f in g.spec.port_forwards]}
+    return o
 
 
 def _qemu_evidence(g: Guest, folios: bool) -> dict[str, Any]:

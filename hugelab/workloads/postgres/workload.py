@@ -77,37 +77,7 @@ class Postgres:
     kind: str = field(default="postgres", init=False)
 
     def __post_init__(self) -> None:
-        if self.script is None and self.builtin not in pgbench.BUILTINS:
-            raise ExperimentError(f"postgres: unknown builtin {self.builtin!r}; known: "
-                                  f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
-        if self.script is not None and (why := pgbench.script_problem(self.script)):
-            raise ExperimentError(f"postgres: script {self.script!r} {why}",
-                                  hint="script = a pgbench script (pgbench -f): SQL statements "
-                                       "and \\set lines, e.g. SELECT abalance FROM "
-                                       "pgbench_accounts WHERE aid = :aid;")
-        for name in ("scale", "clients", "threads"):
-            if getattr(self, name) < 1:
-                raise ExperimentError(f"postgres: {name} must be at least 1")
-        if self.threads > self.clients:
-            raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
-        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
-            raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
-                                  "least 1 (pgbench -T); warmup_s at least 0")
-        if self.transactions is not None and self.transactions < 1:
-            raise ExperimentError("postgres: transactions must be at least 1")
-        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
-            raise ExperimentError("postgres: window_ops is at least 1 and warm_ops at least 0")
-        object.__setattr__(self, "app", tuple(self.app))
-        app = dict(self.app)
-        if bad := sorted(k for k in app if k in server.RESERVED):
-            raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
-                                  "(the server listens on a private socket only)")
-        hp = app.get("huge_pages")
-        if hp is not None and hp not in HUGE_PAGES:
-            raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
-                                  f", not {hp!r}")
-        if self.arm_backing is not None:
-            self._check_backing(self.arm_backing)
+        _validate(self)
 
     # -- the arm's settings -----------------------------------------------------------------
     def _check_backing(self, backing: str) -> None:
@@ -334,6 +304,42 @@ def installed() -> bool:
     except Exception:  # noqa: BLE001 - any reason means no
         return False
     return shutil.which("setpriv") is not None
+
+
+
+def _validate(w: Postgres) -> None:
+    """A Postgres workload's settings, checked once (ExperimentError naming what is wrong)."""
+    if w.script is None and w.builtin not in pgbench.BUILTINS:
+        raise ExperimentError(f"postgres: unknown builtin {w.builtin!r}; known: "
+                              f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
+    if w.script is not None and (why := pgbench.script_problem(w.script)):
+        raise ExperimentError(f"postgres: script {w.script!r} {why}",
+                              hint="script = a pgbench script (pgbench -f): SQL statements "
+                                   "and \\set lines, e.g. SELECT abalance FROM "
+                                   "pgbench_accounts WHERE aid = :aid;")
+    for name in ("scale", "clients", "threads"):
+        if getattr(w, name) < 1:
+            raise ExperimentError(f"postgres: {name} must be at least 1")
+    if w.threads > w.clients:
+        raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
+    if w.duration_s < 1 or w.window_s < 1 or w.warmup_s < 0:
+        raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
+                              "least 1 (pgbench -T); warmup_s at least 0")
+    if w.transactions is not None and w.transactions < 1:
+        raise ExperimentError("postgres: transactions must be at least 1")
+    if w.window_ops is not None and (w.window_ops < 1 or w.warm_ops < 0):
+        raise ExperimentError("postgres: window_ops is at least 1 and warm_ops at least 0")
+    object.__setattr__(w, "app", tuple(w.app))
+    app = dict(w.app)
+    if bad := sorted(k for k in app if k in server.RESERVED):
+        raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
+                              "(the server listens on a private socket only)")
+    hp = app.get("huge_pages")
+    if hp is not None and hp not in HUGE_PAGES:
+        raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
+                              f", not {hp!r}")
+    if w.arm_backing is not None:
+        w._check_backing(w.arm_backing)
 
 
 KIND = Kind(
