@@ -151,8 +151,8 @@ def test_mthp_arm_sizes_the_kernel_does_not_offer_are_skipped(tmp_path):
                            Arm("c", "mthp-64K", thp="never")))
     skipped = unsupported_arms(exp, inspect_host(host))
     assert "a" not in skipped
-    assert skipped["b"] == ("this kernel offers no 16 kB multi-size THP for anonymous memory "
-                            "(it offers 64 kB, 2048 kB)")
+    assert skipped["b"] == ("this kernel offers no 16 KiB multi-size THP for anonymous memory "
+                            "(it offers 64 KiB, 2048 KiB)")
     assert "thp = 'never'" in skipped["c"]
 
 

@@ -163,7 +163,7 @@ def test_monitor_and_evidence_summary(tmp_path):
     thp = next(s for s in r["series"] if s["name"] == "thp")
     assert thp["monitors"]["reading"].startswith("host-wide: 97% of THP faults served by huge pages")
     assert thp["evidence"]["anon_huge_share_median"] == pytest.approx(0.98)
-    assert "page size 4 kB" in thp["evidence"]["reading"]
+    assert "page size 4 KiB" in thp["evidence"]["reading"]
 
 
 def test_trials_under_high_machine_load_are_counted_and_warned_about(tmp_path):

@@ -80,7 +80,7 @@ def test_guest_arms_with_sizes_the_host_lacks_are_skipped(tmp_path):
                            Arm("b", "4k", vm=VmLayer(mthp="16K"))))
     skipped = unsupported_arms(exp, info)
     assert "a" not in skipped
-    assert skipped["b"].startswith("this kernel offers no 16 kB multi-size THP for anonymous")
+    assert skipped["b"].startswith("this kernel offers no 16 KiB multi-size THP for anonymous")
     old = inspect_host(make_host(tmp_path / "old"))
     assert "added in Linux 6.8" in unsupported_arms(exp, old)["a"]
 

@@ -38,8 +38,8 @@ def _new_backing_problem(arm: Arm, host: dict[str, Any]) -> str | None:
         if not mthp.get("supported"):
             return str(mthp.get("reason") or "multi-size THP is not supported by this kernel")
         if arm.mthp_kb not in offered:
-            return (f"this kernel offers no {arm.mthp_kb} kB multi-size THP for anonymous "
-                    f"memory (it offers {', '.join(f'{s} kB' for s in offered)})")
+            return (f"this kernel offers no {arm.mthp_kb} KiB multi-size THP for anonymous "
+                    f"memory (it offers {', '.join(f'{s} KiB' for s in offered)})")
         if arm.thp == "never":
             return f"arm sets thp = 'never': its {arm.mthp_kb} kB folios would never be used"
     if arm.backing == "shmem-thp" and not host["thp"].get("shmem_enabled"):
@@ -59,8 +59,8 @@ def _vm_mthp_problem(vm: VmLayer, host: dict[str, Any]) -> str | None:
     offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get(knob)]
     if kb not in offered:
         what = "anonymous memory" if vm.backing == "anon" else "shmem (memfd)"
-        return (f"this kernel offers no {kb} kB multi-size THP for {what} (it offers "
-                f"{', '.join(f'{s} kB' for s in offered) or 'none'})")
+        return (f"this kernel offers no {kb} KiB multi-size THP for {what} (it offers "
+                f"{', '.join(f'{s} KiB' for s in offered) or 'none'})")
     if vm.backing == "memfd" and not host["thp"].get("shmem_enabled"):
         return "this kernel has no THP for shmem (no shmem_enabled)"
     return None
@@ -70,7 +70,7 @@ PMD_KB = 2048  # x86-64's PMD size: the folio size `thp` means
 
 
 def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[int | None, str]]:
-    """The per-size THP modes (anonymous memory, by folio kB) and shmem_enabled modes (None:
+    """The per-size THP modes (anonymous memory, by folio KiB) and shmem_enabled modes (None:
     the top-level one) an arm's trials run under; `host` is inspect_host() at the run's start.
 
     mthp-<S>    size S gets the arm's `thp` (default madvise: the micro-benchmark madvises its buffer;

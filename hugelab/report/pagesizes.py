@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from hugelab.experiment.backings import mthp_size_kb
 from hugelab.report.analysis import Report
 from hugelab.report.figure import label, png
+from hugelab.units import page_label
 
 PAGE_KB = {"4k": 4, "thp": 2048, "thp-collapse": 2048, "shmem-thp": 2048, "hugetlb-2M": 2048,
            "hugetlb-1G": 1048576}
@@ -21,9 +22,9 @@ KIND_SHIFT = {"4 KiB / mTHP": 1.0, "THP": 2 ** -0.12, "hugetlb": 2 ** 0.12, "oth
 
 
 def arm_page(arm: dict[str, Any]) -> tuple[int, str] | None:
-    """(page size in kB, kind) an arm measures, from its settings; None when it has none. A
-    native arm: its backing (mthp-64K: 64 kB). A guest arm: how the host backs guest RAM (vm
-    mthp, vm page_size, or anon under the arm's thp: never 4 kB, else 2 MiB THP)."""
+    """(page size in KiB, kind) an arm measures, from its settings; None when it has none. A
+    native arm: its backing (mthp-64K: 64 KiB). A guest arm: how the host backs guest RAM (vm
+    mthp, vm page_size, or anon under the arm's thp: never 4 KiB, else 2 MiB THP)."""
     vm = arm.get("vm")
     backing = str(arm.get("backing"))
     if not vm:
@@ -78,10 +79,6 @@ def page_size_points(report: Report) -> list[PagePoint]:
     return out if len({p.kb for p in out} | {4}) > 2 else []
 
 
-def _size_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb >= 1048576 else f"{kb // 1024}M" if kb >= 1024 else f"{kb}K"
-
-
 def page_sizes(points: list[PagePoint]) -> bytes:
     """Effect vs the 4 KiB baseline against page size (log2 x), one colour per scenario, one
     marker per kind of page (4 KiB and mTHP joined by a line, THP, hugetlb), with intervals;
@@ -109,7 +106,7 @@ def page_sizes(points: list[PagePoint]) -> bytes:
             ax.plot([], [], marker, color="grey", label=kind)
     ax.set_xscale("log", base=2)
     ticks = sorted({4, *(p.kb for p in points)})
-    ax.set_xticks(ticks, [_size_label(t) for t in ticks], fontsize=7)
+    ax.set_xticks(ticks, [page_label(t) for t in ticks], fontsize=7)
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_xlabel("page (folio) size, log scale")
     ax.set_ylabel("effect vs 4 KiB pages, % (with its interval)")

@@ -102,7 +102,7 @@ def evidence(evs: list[dict[str, Any]]) -> Evidence:
     parts = _layer_reading(layers)
     if not parts and pages:
         top, cnt_ = pages.most_common(1)[0]
-        parts.append(f"page size {top} kB in {cnt_ / sum(pages.values()):.0%} of sampled trials")
+        parts.append(f"page size {top} KiB in {cnt_ / sum(pages.values()):.0%} of sampled trials")
     if not layers and share is not None:
         parts.append(f"median {share:.0%} of RSS in transparent huge pages")
     return Evidence(len(evs), dict(pages), clean(share), dict(checks),
