@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class HugelabError(Exception):
     """Base of every error hugelab reports to a user: a message and an optional hint."""
@@ -53,10 +55,12 @@ class CommandError(HugelabError):
     cause = "workload"
 
     def __init__(self, argv: list[str], returncode: int, stderr: str, hint: str | None = None):
-        tail = stderr.strip().splitlines()[-5:]
-        msg = f"command failed (exit {returncode}): {' '.join(argv)}"
-        if tail:
-            msg += "\n  " + "\n  ".join(tail)
+        # the program's own words first (a one-line reason shows them), its command line last
+        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()][-5:]
+        prog = os.path.basename(str(argv[0])) if argv else "command"
+        said = f": {tail[0]}" if tail else ""
+        msg = "\n  ".join([f"{prog} failed (exit {returncode}){said}", *tail[1:],
+                           f"command: {' '.join(str(a) for a in argv)}"])
         super().__init__(msg, hint)
         self.argv = argv
         self.returncode = returncode

@@ -1,10 +1,17 @@
-"""The one way hugelab runs a process: argv lists only, never a shell.
+"""The one way hugelab runs a process: argv lists only, never a shell, each command logged.
 
-`run` runs a short helper command to completion. `spawn` starts a workload process: in a new
-session, with the parent-death signal (util-linux `setpriv --pdeathsig KILL`), and, inside a
-trial, with the trial's token (`HUGELAB_TRIAL`) and private `TMPDIR` in its environment; the
-trial scope (hugelab.trial.contain.TrialScope) binds itself to the thread with `bind`, and
-`carry` hands it to a worker thread of the same trial."""
+`run` runs a short helper command to completion (text; `run_bytes` for binary input and
+output). `start` starts a long-lived helper that hugelab watches and ends itself (QEMU, an ssh
+client). `spawn` starts a workload process: in a new session, with the parent-death signal
+(util-linux `setpriv --pdeathsig KILL`), and, inside a trial, with the trial's token
+(`HUGELAB_TRIAL`) and private `TMPDIR` in its environment; the trial scope
+(hugelab.trial.contain.TrialScope) binds itself to the thread with `bind`, and `carry` hands it
+to a worker thread of the same trial. `become` replaces this process with another, and
+`wait_for` waits, with a timer, for one to get ready or to end.
+
+A missing program is a ToolMissingError naming its package; a command that fails (with
+`check`) or runs past its timeout is a CommandError carrying argv, exit code and stderr.
+tests/test_proc.py checks that nothing else under hugelab/ starts a process."""
 
 from __future__ import annotations
 
@@ -15,9 +22,10 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from hugelab.errors import CommandError, ToolMissingError
 
@@ -55,6 +63,14 @@ def which(tool: str) -> str:
     return path
 
 
+def _missing(tool: str) -> ToolMissingError:
+    return ToolMissingError(tool, package_of(tool))
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+
 def run(
     argv: Sequence[str | Path],
     *,
@@ -64,28 +80,62 @@ def run(
     cwd: Path | None = None,
     input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run argv (a list, never a shell string), capture text output, raise CommandError on failure."""
+    """Run argv (a list, never a shell string), capture text output, raise CommandError on
+    failure (with `check`) or past `timeout`."""
     args = [str(a) for a in argv]
     log.debug("run: %s", shlex.join(args))
     try:
         cp = subprocess.run(  # noqa: S603 - argv list, no shell
-            args,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            input=input,
-            check=False,
-        )
+            args, capture_output=True, text=True, timeout=timeout,
+            env=dict(env) if env is not None else None, cwd=cwd, input=input, check=False)
     except FileNotFoundError as exc:
-        raise ToolMissingError(args[0], package_of(args[0])) from exc
+        raise _missing(args[0]) from exc
     except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise CommandError(args, -1, f"timed out after {timeout}s\n{err}") from exc
+        raise CommandError(args, -1, f"timed out after {timeout}s\n{_text(exc.stderr)}") from exc
     if check and cp.returncode != 0:
         raise CommandError(args, cp.returncode, cp.stderr)
     return cp
+
+
+def run_bytes(argv: Sequence[str | Path], *, input: bytes | None = None, check: bool = True,
+              timeout: float | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`run` with binary input and output (a file copied through ssh's stdin); stdin is
+    /dev/null without `input`."""
+    args = [str(a) for a in argv]
+    log.debug("run: %s", shlex.join(args))
+    feed: dict[str, Any] = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    try:
+        cp = subprocess.run(args, capture_output=True, timeout=timeout,  # noqa: S603 - argv list
+                            check=False, **feed)
+    except FileNotFoundError as exc:
+        raise _missing(args[0]) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise CommandError(args, -1, f"timed out after {timeout}s\n{_text(exc.stderr)}") from exc
+    if check and cp.returncode != 0:
+        raise CommandError(args, cp.returncode, _text(cp.stderr))
+    return cp
+
+
+def start(argv: Sequence[str | Path], **popen: Any) -> subprocess.Popen[Any]:
+    """Start a long-lived helper (QEMU, an ssh client running a guest's workload) that the
+    caller waits for and ends itself: no trial token, no parent-death signal (a QEMU outlives
+    a killed hugelab on record, for `hugelab recover`). `popen`: subprocess.Popen's options
+    (stdin, stdout, stderr, start_new_session, env)."""
+    args = [str(a) for a in argv]
+    log.debug("start: %s", shlex.join(args))
+    try:
+        return subprocess.Popen(args, **popen)  # noqa: S603 - argv list, no shell
+    except FileNotFoundError as exc:
+        raise _missing(args[0]) from exc
+
+
+def become(argv: Sequence[str]) -> NoReturn:
+    """Replace this process with argv (os.execv: same pid, same environment)."""
+    log.debug("become: %s", shlex.join(argv))
+    try:
+        os.execv(argv[0], list(argv))  # noqa: S606 - argv list, no shell
+    except FileNotFoundError as exc:
+        raise _missing(argv[0]) from exc
 
 
 # --- workload processes ---------------------------------------------------------------------
@@ -161,3 +211,19 @@ def spawn(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
     if scope is not None:
         scope.add_session(p.pid)
     return p
+
+
+def wait_for(done: Callable[[], bool], timeout_s: float, *, interval_s: float = 0.05,
+             unless: Callable[[], bool] | None = None) -> bool:
+    """Poll `done` every `interval_s` until it holds (True), or until `timeout_s` has passed
+    or `unless` holds (False; a server that exited while it was awaited). `done` is asked
+    first, and once more after the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if done():
+            return True
+        if unless is not None and unless():
+            return False
+        if time.monotonic() > deadline:
+            return bool(done())
+        time.sleep(interval_s)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import platform
 import threading
 import time
@@ -14,13 +13,17 @@ from typing import Any
 
 from hugelab import __version__
 from hugelab.errors import HugelabError, PoolBusyError, PoolError
-from hugelab.experiment import Arm, Experiment, TrialSpec, VmLayer, schedule
+from hugelab.experiment import Arm, Experiment, TrialSpec
 from hugelab.host import holders
 from hugelab.host.control import HostControl, size_kb_from_name
 from hugelab.host.inspect import inspect_host
 from hugelab.host.inspect import pools as host_pools
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
+from hugelab.planning.arms import PMD_KB, arm_thp_knobs, unsupported_arms
+from hugelab.planning.pools import arm_pool_need, global_first, pool_plan, workload_bytes
+from hugelab.planning.schedule import remaining
+from hugelab.planning.schedule import units as plan_units
 from hugelab.recovery import run_session
 from hugelab.store import SqlStore, Trial
 from hugelab.store.spool import write_id
@@ -28,13 +31,9 @@ from hugelab.trial import monitors
 from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains.libvirt_guest import resolve_experiment
-from hugelab.vm.trial import (
-    GuestOutcome,
-    host_pool_need,
-    run_guest_trial,
-    vm_spec,
-)
+from hugelab.vm.trial import GuestOutcome, run_guest_trial, vm_spec
 from hugelab.workloads import process_thp
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.interleave import is_server, serve
@@ -66,157 +65,8 @@ class RunOutcome:
     pool_holders: list[dict[str, Any]] = field(default_factory=list)  # others' pages at start
 
 
-def _workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
-    """Bytes of huge pages one trial's workload maps: what it says it needs for the arm's page
-    size (`hugetlb_bytes_for(size)`, e.g. a JVM's heap rounded to whole pages), what it says
-    it needs (`hugetlb_bytes()`), or its size."""
-    size = arm.hugetlb_size if arm is not None else None  # a guest arm's: its guest's pool
-    need_for = getattr(workload, "hugetlb_bytes_for", None)
-    if callable(need_for) and size:
-        return int(need_for(size))
-    need = getattr(workload, "hugetlb_bytes", None)
-    if callable(need):
-        return int(need())
-    size = getattr(workload, "size_bytes", None)
-    return int(size) if isinstance(size, int) else None
-
-
-PoolKey = tuple[str, int | None]
 POOL_ATTEMPTS = 3  # tries to make a unit's pool pages free before its trials fail (cause "pool")
 POOL_RETRY_S = 1.0  # pause between them: a holder that is exiting lets go of its pages
-
-
-def arm_pool_need(arm: Arm, nbytes: int | None) -> dict[PoolKey, int]:
-    """Host pages one trial of `arm` takes per (size, node): the arm's own `pools`, else what
-    its guests' RAM (vm layer, prealloc or not) or its native hugetlb buffer needs."""
-    asked = {(p.size, p.node): p.pages for p in arm.pools}
-    vm_need = host_pool_need(arm)
-    if vm_need and not any(k[0] == vm_need[0] for k in asked):
-        asked[(vm_need[0], arm.vm.numa_node if arm.vm else None)] = vm_need[1]
-    size = arm.hugetlb_size if arm.vm is None else None
-    if size and nbytes and not any(k[0] == size for k in asked):
-        asked[(size, None)] = math.ceil(nbytes / (size_kb_from_name(size) * 1024))
-    return asked
-
-
-def pool_plan(exp: Experiment, workload: Workload, arms: list[Arm] | None = None,
-              per_arm: Mapping[str, Workload] | None = None) -> dict[PoolKey, int]:
-    """Pages each (size, node) pool needs: the largest any arm asks for, or in a duet (every arm
-    of a block at once) the sum of all arms' needs. `per_arm`: a cell's own workload (its
-    scenario's), where it differs from `workload`."""
-    need: dict[PoolKey, int] = {}
-    per_arm = per_arm or {}
-    for arm in exp.arms if arms is None else arms:
-        nbytes = _workload_bytes(per_arm.get(arm.name, workload), arm)
-        for key, pages in arm_pool_need(arm, nbytes).items():
-            together = exp.design in ("duet", "interleaved")  # every arm of a block at once
-            need[key] = need.get(key, 0) + pages if together else \
-                max(need.get(key, 0), pages)
-    return need
-
-
-def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
-    """Arms this host cannot run at all, with the reason a user should read."""
-    sizes = {p["size"] for p in host["pools"]}
-    out = {}
-    for arm in exp.arms:
-        size = arm.hugetlb_size if arm.vm is None else arm.vm.page_size
-        if size == "1G" and (not host["cpu"]["pdpe1gb"] or "1G" not in sizes):
-            out[arm.name] = "1 GiB pages unsupported: the CPU lacks pdpe1gb"
-        elif size and size not in sizes:
-            out[arm.name] = f"{size} huge pages unsupported by this kernel"
-        elif (arm.backing == "thp" or arm.thp) and not host["thp"].get("supported"):
-            out[arm.name] = "this kernel has no transparent huge pages"
-        elif arm.backing == "thp" and arm.vm is None and (arm.thp or host["thp"].get("enabled")) == "never":
-            out[arm.name] = "THP is 'never' on this host and the arm does not set thp"
-        elif why := _new_backing_problem(arm, host):
-            out[arm.name] = why
-    return out
-
-
-def _new_backing_problem(arm: Arm, host: dict[str, Any]) -> str | None:
-    """Why this host cannot give a native mthp-<size> or shmem-thp arm, or a guest arm's
-    vm mthp, its memory, or None."""
-    if arm.vm is not None:
-        return _vm_mthp_problem(arm.vm, host)
-    mthp = host.get("mthp") or {}
-    if arm.mthp_kb:
-        offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get("enabled")]
-        if not mthp.get("supported"):
-            return str(mthp.get("reason") or "multi-size THP is not supported by this kernel")
-        if arm.mthp_kb not in offered:
-            return (f"this kernel offers no {arm.mthp_kb} kB multi-size THP for anonymous "
-                    f"memory (it offers {', '.join(f'{s} kB' for s in offered)})")
-        if arm.thp == "never":
-            return f"arm sets thp = 'never': its {arm.mthp_kb} kB folios would never be used"
-    if arm.backing == "shmem-thp" and not host["thp"].get("shmem_enabled"):
-        return "this kernel has no THP for shmem (no shmem_enabled)"
-    return None
-
-
-def _vm_mthp_problem(vm: VmLayer, host: dict[str, Any]) -> str | None:
-    """Why the host cannot back this guest's RAM (anon, or memfd: shmem) in vm mthp folios."""
-    kb = vm.mthp_kb
-    if not kb:
-        return None
-    mthp = host.get("mthp") or {}
-    if not mthp.get("supported"):
-        return str(mthp.get("reason") or "multi-size THP is not supported by this kernel")
-    knob = "enabled" if vm.backing == "anon" else "shmem_enabled"
-    offered = [s["size_kb"] for s in mthp.get("sizes") or [] if s.get(knob)]
-    if kb not in offered:
-        what = "anonymous memory" if vm.backing == "anon" else "shmem (memfd)"
-        return (f"this kernel offers no {kb} kB multi-size THP for {what} (it offers "
-                f"{', '.join(f'{s} kB' for s in offered) or 'none'})")
-    if vm.backing == "memfd" and not host["thp"].get("shmem_enabled"):
-        return "this kernel has no THP for shmem (no shmem_enabled)"
-    return None
-
-
-PMD_KB = 2048  # x86-64's PMD size: the folio size `thp` means
-
-
-def arm_thp_knobs(arm: Arm, host: dict[str, Any]) -> tuple[dict[int, str], dict[int | None, str]]:
-    """The per-size THP modes (anonymous memory, by folio kB) and shmem_enabled modes (None:
-    the top-level one) an arm's trials run under; `host` is inspect_host() at the run's start.
-
-    mthp-<S>    size S gets the arm's `thp` (default madvise: the micro-benchmark madvises its buffer;
-                a workload that cannot needs thp = "always"); every other size, 2M included,
-                `never`, so the buffer can get S folios or 4 KiB pages and nothing else. The
-                top-level `enabled` stays as found: it only matters for `inherit` sizes.
-    shmem-thp   shmem_enabled `advise` (the memfd is madvised); per-size shmem 2M `inherit`,
-                every other size `never`.
-    vm mthp S   (guest arms) anon guest RAM: size S `madvise` (QEMU madvises guest RAM),
-                every other size `never`; memfd guest RAM (shmem): shmem_enabled `advise`,
-                per-size shmem S `advise`, every other size `never` (both are needed: on
-                Linux 6.18 a memfd gets S folios only with both on).
-    thp, thp-collapse (native) the PMD size `inherit` when it was found `never` (a host
-                left so by an admin or a killed mthp run would give the arm no THP at all,
-                whatever its `thp`); every other knob as found.
-    any other   every knob as found at the run's start (so earlier arms leave no trace);
-                guest arms too, whatever their backing inside the guest.
-    """
-    sizes = (host.get("mthp") or {}).get("sizes") or []
-    anon = {s["size_kb"]: s["enabled"] for s in sizes if s.get("enabled")}
-    shmem: dict[int | None, str] = {s["size_kb"]: s["shmem_enabled"] for s in sizes
-                                    if s.get("shmem_enabled")}
-    if host["thp"].get("shmem_enabled"):
-        shmem[None] = host["thp"]["shmem_enabled"]
-    if arm.vm is not None:
-        kb = arm.vm.mthp_kb
-        if kb and arm.vm.backing == "anon":
-            anon = {k: "madvise" if k == kb else "never" for k in anon}
-        elif kb:
-            shmem = {k: "advise" if k in (None, kb) else "never" for k in shmem}
-        return anon, shmem
-    if arm.mthp_kb:
-        anon = {k: (arm.thp or "madvise") if k == arm.mthp_kb else "never" for k in anon}
-    if arm.backing in ("thp", "thp-collapse") and anon.get(PMD_KB) == "never":
-        anon[PMD_KB] = "inherit"
-    if arm.backing == "shmem-thp":
-        shmem = {k: "advise" if k is None else "inherit" if k == PMD_KB else "never"
-                 for k in shmem}
-    return anon, shmem
 
 
 class Runner:
@@ -251,8 +101,10 @@ class Runner:
         skipped = unsupported_arms(self.exp, host)
         self._preflight(skipped)  # tools, kernel features, the application's own settings
         self.hugetlbfs = {size: state_dir() / f"hugetlbfs-{size}" for size in ("2M", "1G")}
-        self.specs = {a.name: vm_spec(a, _workload_bytes(self._workload(a), a), self.hugetlbfs)
-                      for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
+        specs = {a.name: vm_spec(a, workload_bytes(self._workload(a), a), self.hugetlbfs)
+                 for a in self.exp.arms if a.vm is not None}  # bad guests fail before any change
+        self.trials = ArmTrials(self.exp, self.workload, self.target, host=host, specs=specs,
+                                paths=self.paths, workloads=self.workloads)
         run_id, created = self.store.get_or_create_run(
             run_key(self.exp, self.label), self.exp.name, self.exp.to_dict(), host, self.label)
         todo = self._remaining(run_id, skipped)
@@ -266,7 +118,7 @@ class Runner:
                     self.progress(RunEvent("skip", message=f"{reason[0]}: {reason[1]}"))
                 self.progress(RunEvent("start", total=len(todo)))
                 thp_initial = host["thp"].get("enabled"), host["thp"].get("defrag")
-                units = _units(todo, self.exp.design)
+                units = plan_units(todo, self.exp.design)
                 for u, unit in enumerate(units):
                     if u and self._new_repeat(units[u - 1][0], unit[0]):
                         self._pause(unit[0])
@@ -324,14 +176,7 @@ class Runner:
         outside the workload (or any failure, with retry_failed). A duet or interleaved block
         runs whole."""
         done = self.store.done_keys(run_id, retry_failed=self.retry_failed)
-        targets = {a.name: a.targets() if a.vm else [self.target.name] for a in self.exp.arms}
-        sched = [t for t in schedule(self.exp) if t.arm not in skipped]
-        todo = [t for t in sched if any((t.block, t.arm, name) not in done
-                                        for name in targets[t.arm])]
-        if self.exp.design in ("duet", "interleaved"):
-            blocks = {t.block for t in todo}
-            todo = [t for t in sched if t.block in blocks]
-        return todo
+        return remaining(self.exp, done, skipped, self.target.name)
 
     def _mount_hugetlbfs(self, control: HostControl, skipped: dict[str, str]) -> None:
         sizes = {a.vm.page_size for a in self.exp.arms  # a user's domain: libvirt's own mount
@@ -345,10 +190,10 @@ class Runner:
         what other users hold); an arm whose pool cannot be had is skipped with the reason
         (requested vs achieved)."""
         arms = [a for a in self.exp.arms if a.name not in skipped]
-        needs = {a.name: arm_pool_need(a, _workload_bytes(self._workload(a), a)) for a in arms}
+        needs = {a.name: arm_pool_need(a, workload_bytes(self._workload(a), a)) for a in arms}
         out: dict[str, str] = {}
         plan = pool_plan(self.exp, self.workload, arms, self.workloads)
-        for (size, node), pages in _global_first(plan):
+        for (size, node), pages in global_first(plan):
             try:
                 control.ensure_free(size_kb_from_name(size), pages, node)
             except PoolError as exc:
@@ -366,7 +211,7 @@ class Runner:
         plan = pool_plan(self.exp, self.workload, [self._arm(t.arm) for t in unit],
                          self.workloads)
         held: dict[str, Any] = {}
-        for (size, node), pages in _global_first(plan):
+        for (size, node), pages in global_first(plan):
             last: PoolError | None = None
             for attempt in range(POOL_ATTEMPTS):
                 try:
@@ -383,38 +228,89 @@ class Runner:
             if last is not None:
                 where = f" on node {node}" if node is not None else ""
                 return (f"the {size} pool{where} could not give this trial its {pages} pages "
-                        f"({POOL_ATTEMPTS} attempts): {last.message}{self._holders_now()}"), held
+                        f"({POOL_ATTEMPTS} attempts): {last.message}{holders_now(self.paths)}"), held
         return None, held
-
-    def _holders_now(self) -> str:
-        """Who holds pool pages now, as lines to add to a trial's error."""
-        entries = holders.pool_holders(host_pools(self.paths), holders.scan(self.paths))
-        return "".join(f"\n  {holders.describe(e, limit=8)}" for e in entries)
 
     def _pool_failed(self, run_id: int, unit: list[TrialSpec], why: str
                      ) -> list[tuple[TrialSpec, str, float | None]]:
         """Every trial of a unit whose pool pages could not be had, failed with that reason
         (cause "pool": retried on resume)."""
         now = time.time()
-        trials = [self._trial(run_id, spec, arm, None, why, {}, now, now,
-                              GuestOutcome(name, None, why, cause=PoolBusyError.cause))
+        trials = [self.trials.record(run_id, spec, arm, None, why, {}, now, now,
+                                     GuestOutcome(name, None, why, cause=PoolBusyError.cause))
                   for spec in unit for arm in [self._arm(spec.arm)]
                   for name in (arm.targets() if arm.vm else [self.target.name])]
         self.store.add_trials(trials)
         return [(spec, "failed", None) for spec in unit]
 
-    def _apply_arm(self, control: HostControl, arm: Arm,
-                   thp_initial: tuple[str | None, str | None]) -> None:
-        native_mthp = arm.mthp_kb and arm.vm is None  # its `thp` is the size's mode
-        enabled = (None if native_mthp else arm.thp) or thp_initial[0]
-        defrag = arm.thp_defrag or thp_initial[1]
-        if enabled or defrag:
-            control.set_thp(enabled, defrag)
-        anon, shmem = arm_thp_knobs(arm, self.host)
-        for size_kb, mode in anon.items():
-            control.set_mthp(size_kb, mode)
-        for shmem_kb, mode in shmem.items():
-            control.set_shmem_thp(mode, shmem_kb)
+    def _run_unit(self, run_id: int, unit: list[TrialSpec], control: HostControl,
+                  thp_initial: tuple[str | None, str | None]
+                  ) -> list[tuple[TrialSpec, str, float | None]]:
+        """Run one trial (paired) or every arm of a block at the same time (duet), then commit
+        the unit's trials together."""
+        why, held = self._unit_pools(unit, control)
+        if why is not None:
+            return self._pool_failed(run_id, unit, why)
+        apply_arm(control, self._arm(unit[0].arm), self.host, thp_initial)  # duet: arms share THP
+        before = monitors.snapshot(self.paths)
+        started = time.time()
+        results = self.trials.outcomes([self._arm(t.arm) for t in unit])
+        ended = time.time()
+        mon = monitors.delta(before, monitors.snapshot(self.paths))
+        if held:
+            mon["pools_shared"] = held  # pages other users held when the unit started
+        trials = [self.trials.record(run_id, spec, self._arm(spec.arm), o.result, o.error,
+                                     {**mon, **o.monitors}, started, ended, o)
+                  for spec, outs in zip(unit, results, strict=True) for o in outs]
+        self.store.add_trials(trials)
+        out = []
+        for spec in unit:
+            mine = [t for t in trials if t.arm == spec.arm]
+            worst = next((t for t in mine if t.status != "ok"), mine[0] if mine else None)
+            out.append((spec, worst.status if worst else "failed", worst.value if worst else None))
+        return out
+
+    def _workload(self, arm: Arm) -> Workload:
+        return self.workloads.get(arm.name, self.workload)
+
+    def _arm(self, name: str) -> Arm:
+        return next(a for a in self.exp.arms if a.name == name)
+
+
+class ArmTrials:
+    """The trials of a run's arms: each arm's workload run natively or in its guests inside a
+    trial scope, and its outcomes as the store's trials with their evidence checks.
+    `host`: inspect_host() at the run's start; `specs`: each guest arm's guest spec."""
+
+    def __init__(self, exp: Experiment, workload: Workload, target: Target, *,
+                 host: dict[str, Any], specs: Mapping[str, VmSpec], paths: HostPaths = REAL,
+                 workloads: Mapping[str, Workload] | None = None) -> None:
+        self.exp = exp
+        self.workload = workload
+        self.target = target
+        self.host = host
+        self.specs = specs
+        self.paths = paths
+        self.workloads = dict(workloads or {})  # per arm, where a scenario sets its own
+
+    def outcomes(self, arms: list[Arm]) -> list[list[GuestOutcome]]:
+        """Each arm's outcomes: one arm alone (paired), every arm of a block in one process
+        (interleaved), or every arm of a block at the same time, each in a thread (duet)."""
+        if self.exp.design == "interleaved":
+            return self._interleaved(arms)
+        if len(arms) == 1:
+            return [self._execute(arms[0])]
+        results: list[list[GuestOutcome]] = [[] for _ in arms]
+
+        def work(i: int) -> None:
+            results[i] = self._execute(arms[i], duet=True)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(arms))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
 
     def _wants_folios(self, arm: Arm) -> bool:
         """Sample folio sizes (pagemap; some CPU during the measured phase) only where smaps
@@ -431,50 +327,6 @@ class Runner:
 
     def _workload(self, arm: Arm) -> Workload:
         return self.workloads.get(arm.name, self.workload)
-
-    def _arm(self, name: str) -> Arm:
-        return next(a for a in self.exp.arms if a.name == name)
-
-    def _run_unit(self, run_id: int, unit: list[TrialSpec], control: HostControl,
-                  thp_initial: tuple[str | None, str | None]
-                  ) -> list[tuple[TrialSpec, str, float | None]]:
-        """Run one trial (paired) or every arm of a block at the same time (duet), then commit
-        the unit's trials together."""
-        why, held = self._unit_pools(unit, control)
-        if why is not None:
-            return self._pool_failed(run_id, unit, why)
-        self._apply_arm(control, self._arm(unit[0].arm), thp_initial)  # duet: arms share THP
-        before = monitors.snapshot(self.paths)
-        started = time.time()
-        if self.exp.design == "interleaved":
-            results = self._interleaved([self._arm(t.arm) for t in unit])
-        elif len(unit) == 1:
-            results = [self._execute(self._arm(unit[0].arm))]
-        else:
-            results = [[] for _ in unit]
-
-            def work(i: int) -> None:
-                results[i] = self._execute(self._arm(unit[i].arm), duet=True)
-
-            threads = [threading.Thread(target=work, args=(i,)) for i in range(len(unit))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        ended = time.time()
-        mon = monitors.delta(before, monitors.snapshot(self.paths))
-        if held:
-            mon["pools_shared"] = held  # pages other users held when the unit started
-        trials = [self._trial(run_id, spec, self._arm(spec.arm), o.result, o.error,
-                              {**mon, **o.monitors}, started, ended, o)
-                  for spec, outs in zip(unit, results, strict=True) for o in outs]
-        self.store.add_trials(trials)
-        out = []
-        for spec in unit:
-            mine = [t for t in trials if t.arm == spec.arm]
-            worst = next((t for t in mine if t.status != "ok"), mine[0] if mine else None)
-            out.append((spec, worst.status if worst else "failed", worst.value if worst else None))
-        return out
 
     def _execute(self, arm: Arm, duet: bool = False) -> list[GuestOutcome]:
         """Run the workload for one arm, natively or in the arm's guests, inside one trial
@@ -510,8 +362,7 @@ class Runner:
         try:
             with TrialScope("interleaved block") as scope:
                 if is_server(self.workload):  # every arm's server up, windows alternated
-                    results = serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
-                                                  for a in arms])
+                    results = self._servers(arms)
                 else:
                     results = self.workload.run_interleaved(  # type: ignore[attr-defined]
                         self.target, [a.backing for a in arms])
@@ -536,6 +387,13 @@ class Runner:
                 o.monitors["leftovers_killed"] = scope.leftovers_killed
             out.append([o])
         return out
+
+    def _servers(self, arms: list[Arm]) -> list[WorkloadResult]:
+        """Interleaved servers, started in the block's (random) order, so no arm's server is
+        always the first; the windows' effects are against the baseline's."""
+        ref = next((i for i, a in enumerate(arms) if a.name == self.exp.baseline), 0)
+        return serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
+                                   for a in arms], reference=ref)
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:
@@ -564,9 +422,11 @@ class Runner:
         thp = parse_selected(read_text(self.paths.thp_enabled, "never") or "never")
         return ("4k" if thp == "never" else "thp"), arm.backing
 
-    def _trial(self, run_id: int, spec: TrialSpec, arm: Arm, result: WorkloadResult | None,
+    def record(self, run_id: int, spec: TrialSpec, arm: Arm, result: WorkloadResult | None,
                error: str | None, mon: dict[str, Any], started: float, ended: float,
                guest: GuestOutcome) -> Trial:
+        """One target's outcome of a trial of `arm` as the store's trial: its provenance, and
+        its evidence judged (flagged when it contradicts the arm)."""
         target = guest.target
         host_backing, guest_backing = self._cell(arm)
         prov = {"hugelab": __version__, "kernel": platform.release(), "accel": "native",
@@ -577,7 +437,7 @@ class Runner:
                 "write_id": write_id()}  # the store writes this trial once, however often sent
         if result is None:
             if guest.cause == PoolBusyError.cause and error and "held by other users" not in error:
-                error += self._holders_now()  # who took the pages, while they still hold them
+                error += holders_now(self.paths)  # who took the pages, while they still hold them
             return Trial(run_id, spec.block, spec.position, spec.arm, "failed", None,
                          monitors=mon, provenance=prov, error=error, started=started,
                          ended=ended, target=target, cause=guest.cause)
@@ -611,23 +471,27 @@ class Runner:
         return checks
 
 
-def _global_first(plan: Mapping[PoolKey, int]) -> list[tuple[PoolKey, int]]:
-    """A plan's pools, host-wide ones before per-node ones, by size."""
-    return sorted(plan.items(), key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1]))
+
+def apply_arm(control: HostControl, arm: Arm, host: dict[str, Any],
+              thp_initial: tuple[str | None, str | None]) -> None:
+    """Set the THP modes and per-size knobs an arm's trials run under (`host`: inspect_host()
+    at the run's start; `thp_initial`: its enabled and defrag modes)."""
+    native_mthp = arm.mthp_kb and arm.vm is None  # its `thp` is the size's mode
+    enabled = (None if native_mthp else arm.thp) or thp_initial[0]
+    defrag = arm.thp_defrag or thp_initial[1]
+    if enabled or defrag:
+        control.set_thp(enabled, defrag)
+    anon, shmem = arm_thp_knobs(arm, host)
+    for size_kb, mode in anon.items():
+        control.set_mthp(size_kb, mode)
+    for shmem_kb, mode in shmem.items():
+        control.set_shmem_thp(mode, shmem_kb)
 
 
-def _units(todo: list[TrialSpec], design: str) -> list[list[TrialSpec]]:
-    """paired: each trial alone, in schedule order; duet and interleaved: each block's trials
-    together."""
-    if design not in ("duet", "interleaved"):
-        return [[t] for t in todo]
-    out: list[list[TrialSpec]] = []
-    for t in todo:
-        if out and out[-1][0].block == t.block:
-            out[-1].append(t)
-        else:
-            out.append([t])
-    return out
+def holders_now(paths: HostPaths) -> str:
+    """Who holds pool pages now, as lines to add to a trial's error."""
+    entries = holders.pool_holders(host_pools(paths), holders.scan(paths))
+    return "".join(f"\n  {holders.describe(e, limit=8)}" for e in entries)
 
 
 def run_key(exp: Experiment, label: str = "") -> str:

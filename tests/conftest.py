@@ -3,13 +3,43 @@ import os
 import pytest
 
 
+def _marked(node, *names: str) -> bool:
+    """Whether the test carries one of these markers (not `in node.keywords`: keywords also
+    hold parameter ids, so a test parametrized with "vm" would count as a guest test)."""
+    return any(node.get_closest_marker(n) is not None for n in names)
+
+
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root: changes real host settings")
     for item in items:
-        if "host" in item.keywords or "vm" in item.keywords:
+        if _marked(item, "host", "vm"):
             item.add_marker(skip)
+
+
+_GUARD = None
+
+
+def pytest_configure(config):
+    """A test without a machine marker (host, vm, server, tools, slow) is in the quick tier: it
+    may start Python and coreutils, nothing else (tests/tierguard.py)."""
+    global _GUARD
+    from tests.tierguard import Guard
+    _GUARD = Guard()
+    _GUARD.install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _GUARD.watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _GUARD.watching(item):
+        return (yield)
 
 
 HOST_LOCK = "/run/lock/hugelab-tests-host.lock"
@@ -35,12 +65,13 @@ def _killed_runs_state_dirs() -> list[str]:
     return sorted(dirs)
 
 
-def pytest_sessionstart(session):
+def pytest_collection_finish(session):
     """A suite killed mid-test leaves the host as its hugelab runs changed it (a THP size knob
     at never, a pool), journaled in the killed tests' own state directories, where no later
     run looks: every THP test after it then fails (a CI run once started right after such a
-    kill). Replay those journals with `hugelab recover` before any test reads the host."""
-    if os.geteuid() != 0:
+    kill). Replay those journals with `hugelab recover` before any test reads the host; a
+    session without host or guest tests (the quick tier) reads no host and leaves it alone."""
+    if os.geteuid() != 0 or not any(_marked(i, "host", "vm") for i in session.items):
         return
     import subprocess
     import sys
@@ -49,7 +80,12 @@ def pytest_sessionstart(session):
         r = subprocess.run([sys.executable, "-m", "hugelab.cli", "recover"], capture_output=True,
                            text=True, env={**os.environ, "HUGELAB_STATE_DIR": state}, timeout=120)
         said = (r.stdout + r.stderr).strip().replace("\n", "; ")
-        print(f"\nrecovered a killed run's leftovers in {state}: {said or 'nothing to do'}")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"recovered a killed run's leftovers in {state}: {said or 'nothing to do'}"
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line)
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +93,7 @@ def _host_lock(request):
     """Tests that change the real host (pools, THP, mounts, guests) run one at a time across
     pytest processes, so two developers' suites on one machine cannot shrink each other's
     pools or see each other's changes in their before/after checks."""
-    if "host" not in request.keywords and "vm" not in request.keywords:
+    if not _marked(request.node, "host", "vm"):
         yield
         return
     import fcntl

@@ -10,21 +10,28 @@ import pytest
 
 from hugelab.report import answer, lead
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.model.comparison import Comparison
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.test_report_analysis import make_store
 from tests.test_report_factorial import build
 
 
 def comp(cand: str, eff: float | None, lo: float | None, hi: float | None, verdict: str,
-         n: int = 30, within: bool = False, base: str = "4k") -> dict:
-    return {"name": f"{cand} vs {base}", "candidate": cand, "baseline": base,
-            "effect_pct": eff, "ci_low_pct": lo, "ci_high_pct": hi, "verdict": verdict,
-            "n_units": n, "unit": "pair", "margin": 0.01, "within_margin": within}
+         n: int = 30, within: bool = False, base: str = "4k") -> Comparison:
+    nothing = dict.fromkeys(("hl_log", "p_value", "p_adjusted", "tost_p", "tost_p_adjusted",
+                             "tost_low_pct", "tost_high_pct", "mean_ratio", "median_ratio",
+                             "trimmed_mean_ratio", "ratio_of_means", "design_effect", "tails",
+                             "drift", "regimes", "load_effect"))
+    return Comparison(name=f"{cand} vs {base}", candidate=cand, baseline=base, blocks_dropped=0,
+                      effect_pct=eff, ci_low_pct=lo, ci_high_pct=hi, verdict=verdict,
+                      better="lower", alpha=0.05, n=n, n_dropped=0, n_units=n, unit="pair",
+                      margin=0.01, within_margin=within, ci_method="hl", pooling_warning=False,
+                      notes=[], **nothing)
 
 
-def result(*comps: dict, warnings: list[str] | None = None) -> dict:
-    return {"comparisons": list(comps), "warnings": warnings or [], "factorial": None}
+def result(*comps: Comparison, warnings: list[str] | None = None) -> answer.Findings:
+    return answer.Findings(list(comps), None, warnings or [], [])
 
 
 def test_interval_says_why_there_is_none_and_never_ends_in_a_dash():
@@ -53,7 +60,7 @@ def test_recommendation_names_the_best_and_the_runner_ups_share():
                comp("hugetlb-1G", 0.2, -0.4, 0.5, "equivalent"))
     (rec,) = answer.recommendations(r)
     assert rec == "Use hugetlb-2M: -25.0% [-27.0, -23.0] vs 4k; thp gets 80% of that"
-    r["comparisons"][0]["ci_low_pct"] = -24.0  # thp's interval now overlaps hugetlb-2M's
+    r.comparisons[0].ci_low_pct = -24.0  # thp's interval now overlaps hugetlb-2M's
     (rec,) = answer.recommendations(r)
     assert rec == ("Use hugetlb-2M: -25.0% [-27.0, -23.0] vs 4k (thp as good within the "
                    "intervals); thp gets 80% of that")
@@ -74,7 +81,7 @@ def test_no_recommendation_without_a_verdict_that_supports_one():
 def test_warnings_shared_by_comparisons_fold_into_one_line():
     comps = [comp(f"a{i}", 1.0, None, None, "inconclusive", n=2) for i in range(3)]
     few = "inconclusive: too few pairs (2 pairs, 6 needed for any verdict)"
-    ws = [f"{c['name']}: {few}" for c in comps] + ["a0 vs 4k: drifted", "blocks differ"]
+    ws = [f"{c.name}: {few}" for c in comps] + ["a0 vs 4k: drifted", "blocks differ"]
     loud, notes = lead.warnings(result(*comps, warnings=ws))
     assert loud == []
     assert notes == ["blocks differ", f"all 3 comparisons: {few}", "a0 vs 4k: drifted"]
@@ -86,7 +93,7 @@ def test_arm_warnings_that_differ_only_in_counts_fold_into_one_line():
         "4k: 1 of 2 trials under high machine load (CPU steal in 1): may be the machine's",
         "thp: 2 of 2 trials under high machine load (CPU pressure in 2): may be the machine's",
         "thp: something else"])
-    r["series"] = [{"name": "4k"}, {"name": "thp"}]
+    r.series = ["4k", "thp"]
     _, notes = lead.warnings(r)
     assert notes == ["2 arms: trials under high machine load: may be the machine's "
                      "(4k: 1 of 2; thp: 2 of 2)", "thp: something else"]
@@ -96,7 +103,7 @@ def test_flat_run_answers_each_comparison(tmp_path):
     make_store(tmp_path / "s.db", arms={"4k": 1.0, "thp": 0.9, "hugetlb-2M": 1.0})
     with Store(tmp_path / "s.db") as st:
         r = analyse(load_run(st), Options()).result
-    ld = lead.build(r)
+    ld = lead.of(r)
     texts = [a.text for a in ld.answers]
     assert re.fullmatch(r"thp vs 4k: -(9\.\d|10\.\d)% \[-1\d\.\d, -\d+\.\d\], faster\.", texts[0]), \
         texts[0]
@@ -108,7 +115,7 @@ def test_factorial_answers_per_factor_with_short_cell_names(tmp_path):
     build(tmp_path / "s.db")
     with Store(tmp_path / "s.db") as st:
         r = analyse(load_run(st), Options()).result
-    ld = lead.build(r)
+    ld = lead.of(r)
     first = ld.answers[0].text
     assert re.match(r"backing \(2 levels vs 4k\): the largest difference is hugetlb-2M, "
                     r"-(19|20)\.\d% \[.*\], faster; all levels: 2 faster\.", first), first
@@ -117,7 +124,7 @@ def test_factorial_answers_per_factor_with_short_cell_names(tmp_path):
     assert [x.split(":")[0] for x in ld.recommendations] == ["size=64M", "size=1G"]
     best = r"use (thp=always, )?backing=hugetlb-2M: -(19|20)\."
     assert all(re.search(best, x) for x in ld.recommendations), ld.recommendations
-    names = answer.Names.of(r)
+    names = answer.Names.of(r.factorial)
     assert names.short("thp=always,backing=thp [size=1G]",
                        "thp=never,backing=4k [size=1G]") == "thp=always, backing=thp"
     assert names.scope("thp=always,backing=thp [size=1G]") == "size=1G"

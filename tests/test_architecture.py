@@ -139,5 +139,57 @@ def test_a_module_belongs_to_its_longest_group():
     rank = layers()
     assert group_of("hugelab.vm.own.guest", rank) == "vm.own"
     assert group_of("hugelab.vm.trial", rank) == "vm"
-    assert group_of("hugelab.report.load", rank) == "report"
+    assert group_of("hugelab.report.runload", rank) == "report"
     assert group_of("hugelab", rank) == "hugelab"
+
+
+def inside_the_groups() -> dict[str, str]:
+    """group -> the text of its bullet under "Inside the groups" in docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Inside the groups", 1)[1].split("\n## ", 1)[0]
+    bullets = re.findall(r"^- `([\w.]+)`: (.*?)(?=^- |^\S|\Z)", section, re.MULTILINE | re.DOTALL)
+    assert bullets, "docs/architecture.md has no bullets under 'Inside the groups'"
+    return {group: " ".join(what.split()) for group, what in bullets}
+
+
+def undocumented_packages(packages: Iterable[str], bullets: dict[str, str]) -> list[str]:
+    """Packages (`vm/own`, `report/fleet`) without a bullet of their own or a mention (`fleet/`)
+    in the bullet of the package they are in."""
+    missing = []
+    for pkg in packages:
+        parts = pkg.split("/")
+        owner = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
+                      if ".".join(parts[:n]) in bullets), None)
+        rest = "/".join(parts[len(owner.split(".")):]) if owner else pkg
+        if owner is None or (rest and f"`{rest}/`" not in bullets[owner]):
+            missing.append(f"hugelab/{pkg}/")
+    return missing
+
+
+def test_every_package_has_its_bullet():
+    """Every package under hugelab/ has a bullet under "Inside the groups" (`host`, `vm.own`),
+    or is named (`fleet/`) in the bullet of the package it is in."""
+    packages = sorted(str(p.parent.relative_to(PKG)) for p in PKG.rglob("__init__.py")
+                      if p.parent != PKG)
+    assert "report/fleet" in packages and "host" in packages
+    missing = undocumented_packages(packages, inside_the_groups())
+    assert not missing, "packages docs/architecture.md does not describe:\n" + "\n".join(missing)
+
+
+def test_every_c_file_is_named():
+    """Every C source in hugelab/csrc/ (read from the directory) is named in docs/architecture.md:
+    `hugelab/csrc/NAME.c`, `csrc/NAME.c` or `NAME.c`."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    sources = sorted(p.name for p in (PKG / "csrc").glob("*.c"))
+    assert sources, "no C sources in hugelab/csrc/"
+    missing = [s for s in sources
+               if not re.search(rf"`(?:hugelab/)?(?:csrc/)?{re.escape(s)}`", text)]
+    assert not missing, "C files docs/architecture.md does not name: " + ", ".join(missing)
+
+
+def test_the_doc_checks_can_fail():
+    bullets = {"vm": "a guest trial", "vm.own": "the QEMU command line",
+               "report": "one report across hosts (`fleet/`: ...)"}
+    assert undocumented_packages(["vm", "vm/own", "report/fleet"], bullets) == []
+    assert undocumented_packages(["host", "vm/domains", "report/other"], bullets) == \
+        ["hugelab/host/", "hugelab/vm/domains/", "hugelab/report/other/"]

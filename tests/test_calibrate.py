@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from hugelab.cli.calibrate import block_order, claims, experiments
 from hugelab.errors import UsageError
 from hugelab.experiment import parse_experiment
+from hugelab.planning.calibration import block_order, claims, experiments
 from tests.hostguard import host_state
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]

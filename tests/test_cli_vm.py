@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 EXP = """\
 [workload]
 kind = "hugelab-mem"
@@ -33,6 +35,7 @@ def run(*args):
                           capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_memfd_1g_arm(tmp_path):
     f = tmp_path / "e.toml"
     f.write_text(EXP)
@@ -47,6 +50,7 @@ def test_memfd_1g_arm(tmp_path):
     assert "transparent_hugepage=never" in append and "hugepages=32" in append  # 64M / 2M
 
 
+@pytest.mark.slow
 def test_native_arm_and_unknown_arm_are_clear_errors(tmp_path):
     f = tmp_path / "e.toml"
     f.write_text(EXP)

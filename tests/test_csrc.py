@@ -15,6 +15,8 @@ import pytest
 
 from hugelab.workloads import build
 
+pytestmark = [pytest.mark.tools]
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 PROGRAMS = {"hugelab-mem": build.SOURCES, "hugelab-thp": build.THP_SOURCES}

@@ -14,7 +14,13 @@ from hugelab.workloads.registry import build_for
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+# a PostgreSQL workload's settings are checked by the postgres binary as the experiment loads
+NEEDS_TOOLS = ("postgres",)
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.name, marks=[pytest.mark.tools] if p.name.startswith(NEEDS_TOOLS) else [])
+    for p in EXAMPLES])
 def test_example(path, tmp_path):
     exp = load_experiment(path)
     assert len(schedule(exp)) == exp.blocks * len(exp.arms)

@@ -12,7 +12,6 @@ from dataclasses import replace
 
 import pytest
 
-from hugelab.cli.dryrun import _over_budget, parse_budget
 from hugelab.errors import ExperimentError
 from hugelab.experiment import (
     Arm,
@@ -21,8 +20,9 @@ from hugelab.experiment import (
     load_experiment,
     parse_experiment,
 )
-from hugelab.experiment.cost import Measured, cuts, estimate, human, workload_seconds
 from hugelab.experiment.model import VmLayer
+from hugelab.planning.budget import over_budget, parse_budget
+from hugelab.planning.cost import Measured, cuts, estimate, human, workload_seconds
 from hugelab.workloads.registry import build_for
 
 MEM = {"kind": "hugelab-mem", "workload": "chase", "size": "16M", "duration": 0.2}
@@ -621,11 +621,11 @@ def test_cuts_cheapest_first_and_skip_one_level_factors():
 def test_over_budget_names_the_factor_to_cut():
     exp = exp_of(blocks=10, factors={"thp": ["never", "madvise", "always"],
                                      "backing": ["4k", "thp"]})  # 42 s
-    text = _over_budget(exp, Measured(), "tcg", estimate(exp).seconds, 30.0)
+    text = over_budget(exp, Measured(), "tcg", estimate(exp).seconds, 30.0)
     assert "over the budget of 30 s" in text
     assert "cut factor 'backing' to one level (21 s)" in text  # keeps the most while fitting
     assert "run 7 blocks instead of 10" in text
-    text = _over_budget(exp, Measured(), "tcg", estimate(exp).seconds, 5.0)
+    text = over_budget(exp, Measured(), "tcg", estimate(exp).seconds, 5.0)
     assert "cutting factor 'thp' to one level saves the most and still leaves 14 s" in text
 
 
@@ -692,6 +692,7 @@ def main_in_process(tmp_path, monkeypatch, capsys, *args):
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_dry_run_native_factorial(tmp_path):
     r = run_cli(tmp_path, write(tmp_path, NATIVE), "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
@@ -718,6 +719,7 @@ def test_dry_run_budget_warns_and_names_a_factor(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.slow
 def test_budget_without_dry_run_is_a_usage_error(tmp_path):
     r = run_cli(tmp_path, write(tmp_path, NATIVE), "--budget", "1h")
     assert r.returncode != 0

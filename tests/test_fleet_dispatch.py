@@ -212,6 +212,7 @@ def test_arm_needs_of_an_experiment(tmp_path: Path) -> None:
     assert needs["g"].pool_sizes == {"2M"} and needs["g"].needs_kvm
 
 
+@pytest.mark.slow
 def test_preflight_on_this_machine_prints_its_verdict(tmp_path: Path) -> None:
     path = tmp_path / "huge.toml"
     path.write_text(HUGE_POOL)

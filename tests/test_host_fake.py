@@ -11,7 +11,7 @@ from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import Journal
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session, recover
-from hugelab.runner import unsupported_arms
+from hugelab.planning.arms import unsupported_arms
 from tests.fakehost import FakeKernel, make_host
 
 

@@ -153,6 +153,7 @@ def test_backing_problem() -> None:
 
 # --- build -----------------------------------------------------------------------------
 
+@pytest.mark.tools
 def test_build_once_then_cached(tmp_path: Path) -> None:
     srcs = [tmp_path / f.name for f in build.SOURCES]
     for f, copy in zip(build.SOURCES, srcs, strict=True):
@@ -189,6 +190,7 @@ def test_the_stamp_covers_every_file_and_its_name(tmp_path: Path) -> None:
     assert build.stamp_text([a, b]) != stamp, "a changed header"
 
 
+@pytest.mark.tools
 def test_compile_is_warning_free(tmp_path: Path) -> None:
     assert "-Werror" in build.CFLAGS
     stderr = build.compile_binary(build.SOURCES, tmp_path / "hm")
@@ -202,6 +204,7 @@ def test_missing_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert (info.value.tool, info.value.package) == ("cc", "gcc")
 
 
+@pytest.mark.tools
 def test_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, binary: Path) -> None:
     monkeypatch.setenv(build.ENV_OVERRIDE, str(binary))
     assert build.ensure_hugelab_mem() == binary
@@ -222,6 +225,7 @@ def test_cache_dir_honours_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert build.candidate_dirs()[-1] == tmp_path / "hugelab"
 
 
+@pytest.mark.tools
 def test_build_entry_point(binary: Path) -> None:
     cp = subprocess.run([sys.executable, "-m", "hugelab.workloads.build"],
                         capture_output=True, text=True, check=True)
@@ -240,17 +244,20 @@ def test_build_entry_point(binary: Path) -> None:
     ["--workload", "random", "--backing", "4k", "--size", "1M", "--stride", "128"],
     ["--bogus"],
 ])
+@pytest.mark.tools
 def test_bad_args_exit_2(binary: Path, args: list[str]) -> None:
     res = _exec([str(binary), *args])
     assert res.returncode == 2
     assert res.stdout == "" and res.stderr.startswith("hugelab-mem: ")
 
 
+@pytest.mark.tools
 def test_help(binary: Path) -> None:
     res = _exec([str(binary), "--help"])
     assert res.returncode == 0 and "--workload" in res.stdout
 
 
+@pytest.mark.tools
 def test_sigint_stops_cleanly(binary: Path) -> None:
     p = subprocess.Popen([str(binary), "--workload", "chase", "--backing", "4k", "--size", "8M",
                           "--duration", "60"], stdout=subprocess.PIPE, text=True)
@@ -263,6 +270,7 @@ def test_sigint_stops_cleanly(binary: Path) -> None:
 
 # --- real runs ---------------------------------------------------------------------------
 
+@pytest.mark.tools
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_every_workload_runs(workload: str, threads: int) -> None:
@@ -275,6 +283,7 @@ def test_every_workload_runs(workload: str, threads: int) -> None:
     assert r.info["warnings"] == []
 
 
+@pytest.mark.tools
 def test_4k_backing_has_no_huge_pages() -> None:
     r = HugelabMem(size_bytes=64 * MiB, duration_s=0.2).run(NativeTarget(), "4k")
     ev = r.evidence
@@ -286,6 +295,7 @@ def test_4k_backing_has_no_huge_pages() -> None:
     assert census["folios_kb"] == {"4K": 65536} and census["present_kb"] == 65536
 
 
+@pytest.mark.tools
 def test_thp_backing_is_mostly_huge() -> None:
     mode = parse_selected(REAL.thp_enabled.read_text()) if REAL.thp_enabled.exists() else "never"
     if mode == "never":
@@ -304,6 +314,7 @@ def test_thp_backing_is_mostly_huge() -> None:
     ("populate", 16, 2, 8),    # the untimed proof buffer: one worker's share
     ("chase", 256, 1, 64),     # over the budget: 32 evenly spread 2 MiB windows
 ])
+@pytest.mark.tools
 def test_folio_census_covers_the_setup_buffer(workload: str, size_mib: int, threads: int,
                                               sampled_mib: int) -> None:
     w = HugelabMem(workload=workload, size_bytes=size_mib * MiB, threads=threads,
@@ -366,6 +377,7 @@ def test_missing_pool_exits_3_with_a_clear_message(binary: Path) -> None:
         w.parse(res)
 
 
+@pytest.mark.tools
 def test_backings_constant_matches_the_binary(binary: Path) -> None:
     res = _exec([str(binary), "--help"])
     for name in (*BACKINGS, *WORKLOADS):
@@ -374,6 +386,7 @@ def test_backings_constant_matches_the_binary(binary: Path) -> None:
 
 # --- interleaved windows (design 'interleaved') -------------------------------------
 
+@pytest.mark.tools
 def test_interleaved_a_a_buffers_alternate_in_balanced_windows(binary: Path) -> None:
     """Two 4k buffers in one process: equal windows each, every round a random order and its
     mirror (ABBA), each buffer its own evidence; parsed into one result per buffer whose value
@@ -397,6 +410,7 @@ def test_interleaved_a_a_buffers_alternate_in_balanced_windows(binary: Path) -> 
     assert 0.5 < a.value / b.value < 2.0  # the same walk over alike memory
 
 
+@pytest.mark.tools
 def test_interleaved_windows_start_with_an_unmeasured_warm_up(binary: Path) -> None:
     """--warmup (default a quarter of the window) runs each buffer unmeasured after a switch:
     recorded in the output and the trial, and it takes its share of every round."""
@@ -428,6 +442,7 @@ def test_interleaved_windows_start_with_an_unmeasured_warm_up(binary: Path) -> N
         HugelabMem(warmup_ms=-1)
 
 
+@pytest.mark.tools
 def test_interleaved_refuses_what_it_cannot_interleave(binary: Path) -> None:
     for extra, words in ((["--threads", "2"], "one thread"),
                          (["--workload", "seq-read"], "chase and random")):

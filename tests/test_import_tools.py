@@ -37,6 +37,7 @@ def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str
 
 # --- sysbench ------------------------------------------------------------------------------------
 
+@pytest.mark.tools
 def test_sysbench_real_output_several_runs_in_one_file(tmp_path):
     need("sysbench")
     outs = [run(["sysbench", "memory", "--time=1", "run"]).stdout for _ in range(2)]
@@ -101,6 +102,7 @@ def test_cli_import_sysbench_with_arm_option(tmp_path, capsys):
 
 # --- stress-ng -----------------------------------------------------------------------------------
 
+@pytest.mark.tools
 def test_stressng_metrics_brief_and_yaml_real(tmp_path):
     need("stress-ng")
     texts = []
@@ -173,6 +175,7 @@ def iperf3_loopback() -> str:
             server.wait()
 
 
+@pytest.mark.tools
 def test_iperf3_json_real_loopback(tmp_path):
     need("iperf3")
     outs = [iperf3_loopback(), iperf3_loopback()]

@@ -97,7 +97,8 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
                                     {"name": "b", "backing": "4k", "thp": "always"}]))
     with pytest.raises(ExperimentError, match="does not run with design") as e:
         check_places(parse_experiment(_exp(workload={"kind": "sysbench"})))
-    assert "kinds that interleave: hugelab-mem, postgres, redis" in (e.value.hint or "")
+    assert "kinds that interleave: hugelab-mem, mariadb, memcached, postgres, redis" in \
+        (e.value.hint or "")
     redis = parse_experiment(_exp(workload={"kind": "redis", "duration_s": 4, "window_s": 1},
                                   arms=[{"name": "a", "backing": "thp", "thp": "always"},
                                         {"name": "b", "backing": "thp", "thp": "always",
@@ -132,6 +133,7 @@ def test_redis_window_metrics_and_each_servers_own_tree():
     assert check_process("madvise", on).status == CONTRADICTED
 
 
+@pytest.mark.server
 @pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
 def test_two_real_servers_at_once_each_with_its_own_evidence():
     from hugelab.trial.native import NativeTarget
@@ -145,6 +147,7 @@ def test_two_real_servers_at_once_each_with_its_own_evidence():
         assert r.metrics["p50_ms"] > 0
 
 
+@pytest.mark.server
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed")
 def test_two_real_redis_servers_at_once_each_with_its_own_evidence():
     from hugelab.trial.native import NativeTarget

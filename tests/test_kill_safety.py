@@ -93,6 +93,40 @@ backing = "thp"
 thp = "madvise"
 app = {{ large_pages = true }}
 """
+PG_REQUESTS = HEAD + """
+design = "interleaved"
+[workload]
+kind = "postgres"
+scale = 1
+clients = 2
+duration_s = 6
+window_ops = 100
+warmup_s = 0
+[[arms]]
+name = "a"
+backing = "4k"
+app = {{ huge_pages = "off", shared_buffers = "32MB" }}
+[[arms]]
+name = "b"
+backing = "hugetlb-2M"
+app = {{ huge_pages = "on", shared_buffers = "32MB" }}
+"""
+MARIADB = HEAD + """
+[workload]
+kind = "mariadb"
+tables = 1
+table_size = 2000
+threads = 1
+duration_s = 6
+warmup_s = 0
+buffer_pool = "64M"
+[[arms]]
+name = "a"
+backing = "4k"
+[[arms]]
+name = "b"
+backing = "hugetlb-2M"
+"""
 GUEST = HEAD + """
 [vm]
 mem = "512M"
@@ -161,6 +195,12 @@ def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
         p.wait()
 
 
+def private_dirs() -> set[Path]:
+    """The database servers' private data copies (PostgreSQL clusters, MariaDB datadirs)."""
+    return {d for w in ("/var/tmp/hugelab-postgres", "/var/tmp/hugelab-mariadb")
+            for d in Path(w).glob("*-*")}
+
+
 def trials(store: Path) -> list[tuple]:
     with sqlite3.connect(store) as c:
         return list(c.execute("SELECT block, arm, target, status, attempts FROM trials"))
@@ -169,18 +209,21 @@ def trials(store: Path) -> list[tuple]:
 @pytest.mark.parametrize("case,then", [
     ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
     ("hugelab-mem-1G", "recover"), ("jvm", "recover"), ("memcached", "recover"),
+    ("pg-requests", "recover"), ("mariadb", "recover"),
     pytest.param("guest", "recover", marks=pytest.mark.vm),
 ])
 def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
     text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
                     "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu"),
-                    "jvm": (JVM, "UseLargePages"), "memcached": (MEMCACHED, "memcslap")}[case]
+                    "jvm": (JVM, "UseLargePages"), "memcached": (MEMCACHED, "memcslap"),
+                    "pg-requests": (PG_REQUESTS, "hugelab-reqmix"),
+                    "mariadb": (MARIADB, "sysbench")}[case]
     src = make_tree(tmp_path / "src", units=60) if case == "build" else ""
     exp = tmp_path / "exp.toml"
     exp.write_text(text.format(src=src))
     state, store = tmp_path / "state", tmp_path / "s.db"
     env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
-    before, procs = host_state(), workload_processes()
+    before, procs, leftovers = host_state(), workload_processes(), private_dirs()
     recs = kill_during(exp, state, store, needle)
     tokens = {r["token"] for r in recs}
     scratch = [Path(r["scratch"]) for r in recs if r.get("scratch")]
@@ -191,6 +234,7 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
         assert not any(s.exists() for s in scratch), "a trial's temporary directory is left"
         assert host_state() == before and workload_processes() == procs
         assert not list(state.glob("qemu-*.json")) and not list(state.glob("workload-*.json"))
+        assert private_dirs() == leftovers, "a server's private data copy is left"
     r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store), "--json"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

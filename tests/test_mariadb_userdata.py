@@ -125,6 +125,7 @@ def maria_env(tmp_path, monkeypatch):
 
 @pytest.mark.host
 @pytest.mark.slow
+@pytest.mark.server
 def test_a_users_dump_and_datadir_with_their_own_load(tmp_path, maria_env):
     dump, load = tmp_path / "shop.sql", tmp_path / "load.lua"
     dump.write_text(dump_text("shop"))

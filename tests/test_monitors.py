@@ -57,6 +57,7 @@ def test_parse_perf_csv_marks_unsupported_events():
     assert parse_perf_csv(text) == {"page-faults": 50.0, "dTLB-load-misses": None}
 
 
+@pytest.mark.tools
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf not installed")
 def test_perf_target_counts_real_page_faults():
     t = PerfTarget(NativeTarget(), events=("page-faults", "dTLB-load-misses"))

@@ -14,7 +14,7 @@ from hugelab.host.control import HostControl
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import Journal
 from hugelab.host.paths import parse_selected
-from hugelab.runner import arm_thp_knobs, unsupported_arms
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
 from tests.fakehost import FakeKernel, add_mthp, make_host
 
 OLD_KERNEL = "multi-size THP is not supported by this kernel (added in Linux 6.8; this is 6.1.0-fake)"
@@ -87,7 +87,7 @@ def test_each_size_set_journaled_and_restored(new, tmp_path):
 
 def test_bad_sizes_and_modes_change_nothing(new, tmp_path):
     c = control(new, tmp_path)
-    with pytest.raises(HostError, match="offers no 8 kB multi-size THP for anonymous memory"):
+    with pytest.raises(HostError, match="offers no 8 KiB multi-size THP for anonymous memory"):
         c.set_mthp(8, "always")
     with pytest.raises(HostError, match="not valid"):
         c.set_mthp(64, "sometimes")
@@ -120,30 +120,26 @@ def test_a_thp_arm_turns_a_pmd_size_found_never_back_to_inherit(new, tmp_path):
     assert arm_thp_knobs(Arm("c", "thp-collapse"), info)[0][2048] == "inherit"
     assert arm_thp_knobs(Arm("4k", "4k"), info)[0][2048] == "never"  # as found
     c = control(new, tmp_path)
-    from hugelab.runner import Runner
-    runner = Runner.__new__(Runner)
-    runner.host = info
-    runner._apply_arm(c, Arm("t", "thp", thp="always"), (info["thp"]["enabled"], info["thp"]["defrag"]))
+    from hugelab.runner import apply_arm
+    apply_arm(c, Arm("t", "thp", thp="always"), info, (info["thp"]["enabled"], info["thp"]["defrag"]))
     assert mode(new.mthp_enabled(2048)) == "inherit"
     c.restore()
     assert mode(new.mthp_enabled(2048)) == "never"
 
 
 def test_runner_applies_an_arm_then_the_next_puts_the_knobs_back(new, tmp_path):
-    from hugelab.runner import Runner
+    from hugelab.runner import apply_arm
 
     c = control(new, tmp_path)
     info = inspect_host(new)
-    runner = Runner.__new__(Runner)
-    runner.host = info
     initial = (info["thp"]["enabled"], info["thp"]["defrag"])
-    runner._apply_arm(c, Arm("m", "mthp-64K", thp="always"), initial)
+    apply_arm(c, Arm("m", "mthp-64K", thp="always"), info, initial)
     assert mode(new.mthp_enabled(64)) == "always" and mode(new.mthp_enabled(2048)) == "never"
     assert mode(new.thp_enabled) == "madvise"  # the arm's thp is the size's mode, not THP's
-    runner._apply_arm(c, Arm("s", "shmem-thp"), initial)
+    apply_arm(c, Arm("s", "shmem-thp"), info, initial)
     assert mode(new.mthp_enabled(64)) == "never" and mode(new.mthp_enabled(2048)) == "inherit"
     assert mode(new.shmem_enabled) == "advise"
-    runner._apply_arm(c, Arm("4k", "4k"), initial)
+    apply_arm(c, Arm("4k", "4k"), info, initial)
     assert mode(new.shmem_enabled) == "never"
     c.restore()
     assert inspect_host(new)["mthp"] == info["mthp"]
@@ -155,8 +151,8 @@ def test_mthp_arm_sizes_the_kernel_does_not_offer_are_skipped(tmp_path):
                            Arm("c", "mthp-64K", thp="never")))
     skipped = unsupported_arms(exp, inspect_host(host))
     assert "a" not in skipped
-    assert skipped["b"] == ("this kernel offers no 16 kB multi-size THP for anonymous memory "
-                            "(it offers 64 kB, 2048 kB)")
+    assert skipped["b"] == ("this kernel offers no 16 KiB multi-size THP for anonymous memory "
+                            "(it offers 64 KiB, 2048 KiB)")
     assert "thp = 'never'" in skipped["c"]
 
 
@@ -253,8 +249,8 @@ backing = "mthp-16K"
 
 def dry_run(tmp_path, monkeypatch, capsys, host, *flags) -> str:
     """`hugelab run --dry-run` in this process, on the fake host `host`: its stdout."""
-    from hugelab.cli import dryrun
     from hugelab.cli.main import main
+    from hugelab.planning import dryrun
     monkeypatch.setattr(dryrun, "inspect_host", lambda: inspect_host(host))
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "300")

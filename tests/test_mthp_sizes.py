@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from hugelab.cli.dryrun import host_mthp
 from hugelab.cli.host import mthp_line
 from hugelab.experiment import Arm, Experiment, VmLayer
 from hugelab.experiment.parse import parse_experiment
 from hugelab.host.inspect import inspect_host
 from hugelab.host.paths import REAL, THP_DIR
-from hugelab.report import plots
-from hugelab.runner import arm_thp_knobs, unsupported_arms
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
+from hugelab.planning.dryrun import host_mthp
+from hugelab.report import pagesizes
 from tests.fakehost import add_mthp, make_host
 
 
@@ -58,8 +58,8 @@ def test_native_backings_are_the_anonymous_sizes_only(odd):
                                      for kb in (8, 16, 32, 64, 128)]})
     skipped = unsupported_arms(exp, odd)
     assert sorted(skipped) == ["n16", "n64", "n8"]
-    assert skipped["n8"] == ("this kernel offers no 8 kB multi-size THP for anonymous memory "
-                             "(it offers 32 kB, 128 kB, 4096 kB)")
+    assert skipped["n8"] == ("this kernel offers no 8 KiB multi-size THP for anonymous memory "
+                             "(it offers 32 KiB, 128 KiB, 4096 KiB)")
 
 
 def test_guest_backings_follow_each_knob(odd):
@@ -67,9 +67,9 @@ def test_guest_backings_follow_each_knob(odd):
             guest(64, "memfd"))
     skipped = unsupported_arms(Experiment("e", arms), odd)
     assert sorted(skipped) == ["anon8", "memfd64"]  # 8K is a shmem size, not an anon one
-    assert "no 8 kB multi-size THP for anonymous memory (it offers 32 kB" in skipped["anon8"]
-    assert skipped["memfd64"] == ("this kernel offers no 64 kB multi-size THP for shmem "
-                                  "(memfd) (it offers 8 kB, 16 kB, 32 kB, 128 kB, 4096 kB)")
+    assert "no 8 KiB multi-size THP for anonymous memory (it offers 32 KiB" in skipped["anon8"]
+    assert skipped["memfd64"] == ("this kernel offers no 64 KiB multi-size THP for shmem "
+                                  "(memfd) (it offers 8 KiB, 16 KiB, 32 KiB, 128 KiB, 4096 KiB)")
 
 
 def test_the_knobs_an_arm_sets_are_the_kernels(odd):
@@ -83,11 +83,11 @@ def test_the_knobs_an_arm_sets_are_the_kernels(odd):
 
 def test_the_report_places_any_kernel_size_on_its_page_axis():
     for kb in (8, 16, 32, 128, 256, 512, 1024):
-        assert plots.arm_page({"backing": f"mthp-{label(kb)}"}) == (kb, "4 KiB / mTHP")
-        assert plots.arm_page({"backing": "4k", "vm": {"backing": "memfd",
+        assert pagesizes.arm_page({"backing": f"mthp-{label(kb)}"}) == (kb, "4 KiB / mTHP")
+        assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "memfd",
                                                        "mthp": label(kb)}}) == \
             (kb, "4 KiB / mTHP")
-        assert plots._size_label(kb) == label(kb)
+        assert pagesizes._size_label(kb) == label(kb)
 
 
 # --- this machine's kernel (read only) -------------------------------------------------------

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from hugelab.cli.plan import pilot_pairs
+from hugelab.planning.pilot import pilot_pairs
 from hugelab.stats import detectable_effect, plan
 from hugelab.store import Store, Trial
 from tests.test_import import cli

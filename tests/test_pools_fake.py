@@ -128,6 +128,7 @@ def test_a_holder_arriving_mid_run_gets_the_pool_grown_before_the_next_trial(env
     assert read_counts(host, MB2).surplus == 700
 
 
+@pytest.mark.slow
 def test_a_holder_that_leaves_no_room_fails_the_trials_with_the_pool_reason(env):  # noqa: F811
     host, _, store, kernel = env
     kernel.pool_cap[MB2] = 1600
@@ -233,10 +234,11 @@ def test_inspect_names_the_holders_and_warns(host):
     assert lines[1].startswith("  postgres (pid 500")
 
 
+@pytest.mark.slow
 def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
-    from hugelab.report.poolnotes import pool_warnings, shared_pools
+    from hugelab.report.poolnotes import SharedPool, pool_warnings, shared_pools
+    from hugelab.report.runload import load_run
     host, _, store, kernel = env
     kernel.pool_cap[MB2] = 1600
 
@@ -254,21 +256,22 @@ def test_the_report_and_the_summary_warn_about_shared_pools(env):  # noqa: F811
 
     out = run(Arrives())
     failed = sum(t["status"] == "failed" for t in store.trials(out.run_id))
-    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    warnings = analyse(load_run(store, out.run_id), Options()).json()["warnings"]
     assert f"hugetlb-2M: {failed} trial(s) failed because another user took the hugetlb pages " \
         "they needed (cause 'pool'); running the experiment again retries them" in warnings
     assert not out.pool_holders  # nobody held pages when it started
     kernel.pool_cap[MB2] = 5000  # memory freed: the retried trials get their pages
     out = run(DeterministicWorkload())
     assert {t["status"] for t in store.trials(out.run_id)} == {"ok"}
-    warnings = analyse(load_run(store, out.run_id), Options()).result["warnings"]
+    warnings = analyse(load_run(store, out.run_id), Options()).json()["warnings"]
     assert f"{failed} trial(s) started while other users held up to 1000 pages of the 2M pool: " \
         "each got its pages free on top of theirs, but those users ran beside it (their " \
         "memory traffic is part of the measurement)" in warnings
     assert out.pool_holders and out.pool_holders[0]["held"] == 1000
     assert pool_warnings(out.pool_holders, {}, {})[0].startswith(
         "1000 of the 2M pool's 1000 pages are held by other users")
-    assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == {"2M": (1, 5)}
+    assert shared_pools([{"pools_shared": {"2M": {"held_by_others": 5}}}, {}]) == \
+        {"2M": SharedPool(1, 5)}
 
 
 def test_a_reading_is_repeated_until_two_in_a_row_agree():

@@ -279,6 +279,7 @@ app = {{ huge_pages = "on" }}
 @needs_pg
 @pytest.mark.host
 @pytest.mark.slow
+@pytest.mark.server
 def test_a_users_dump_runs_with_huge_pages_off_and_on_and_is_left_untouched(tmp_path, pg_env):
     files = users_database(tmp_path)
     sums = {k: file_digest(files[k]) for k in ("custom", "script", "conf")}
@@ -317,6 +318,7 @@ def test_a_users_dump_runs_with_huge_pages_off_and_on_and_is_left_untouched(tmp_
 
 @needs_pg
 @pytest.mark.slow
+@pytest.mark.server
 def test_a_data_directory_and_a_plain_dump_each_run_a_trial_and_stay_as_they_were(
         tmp_path, pg_env):
     from hugelab.trial.native import NativeTarget
@@ -345,6 +347,7 @@ def test_a_data_directory_and_a_plain_dump_each_run_a_trial_and_stay_as_they_wer
 
 
 @needs_pg
+@pytest.mark.server  # the dry run asks the server (postgres -C) each arm's settings
 def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_path, pg_env):
     conf = tmp_path / "my.conf"
     conf.write_text(CONF)
@@ -362,6 +365,7 @@ def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_pat
 
 
 @needs_pg
+@pytest.mark.tools  # chown, to the postgres user
 def test_the_servers_questions_get_a_copy_of_the_settings_only(tmp_path, pg_env):
     src = tmp_path / "data"
     for d in ("base/1", "pg_wal", "global", "pg_tblspc"):

@@ -33,6 +33,7 @@ def thp_bin() -> Path:
     return build.ensure_hugelab_thp()
 
 
+@pytest.mark.tools
 def test_the_wrapper_builds_without_a_warning(tmp_path):
     stderr = build.compile_binary(build.THP_SOURCES, tmp_path / "ht", build.THP_CFLAGS)
     assert stderr == "" and (tmp_path / "ht").stat().st_mode & 0o111
@@ -42,12 +43,14 @@ def _status(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.tools
 def test_never_disables_thp_for_the_program_and_its_children(thp_bin):
     mine = _status(["grep", "THP_enabled", "/proc/self/status"]).stdout
     child = _status([str(thp_bin), "never", "sh", "-c", "grep THP_enabled /proc/self/status"])
     assert thp_enabled(mine) == 1 and thp_enabled(child.stdout) == 0 and child.returncode == 0
 
 
+@pytest.mark.tools
 def test_madvise_is_probed_and_either_works_or_says_why(thp_bin):
     probe = _status([str(thp_bin), "probe", "madvise"])
     run = _status([str(thp_bin), "madvise", "grep", "THP_enabled", "/proc/self/status"])
@@ -66,11 +69,13 @@ def test_madvise_is_probed_and_either_works_or_says_why(thp_bin):
     (["probe", "sometimes"], 2, "usage:"),
     (["never", "/nonexistent/prog"], 127, "cannot run /nonexistent/prog"),
 ])
+@pytest.mark.tools
 def test_the_wrapper_refuses_bad_input_clearly(thp_bin, argv, rc, words):
     cp = _status([str(thp_bin), *argv])
     assert cp.returncode == rc and words in cp.stderr
 
 
+@pytest.mark.tools
 def test_wrap_resolves_the_program_and_names_a_missing_package(thp_bin):
     assert process_thp.wrap(["true"], None) == ["true"]
     wrapped = process_thp.wrap(["sysbench", "memory"], "never")
@@ -84,6 +89,7 @@ def test_wrap_resolves_the_program_and_names_a_missing_package(thp_bin):
         process_thp.wrap(["true"], "never", Guest())
 
 
+@pytest.mark.tools
 def test_every_process_of_a_wrapped_target_runs_under_the_mode():
     target = process_thp.target_for(NativeTarget(), "never")
     res = target.exec(["grep", "THP_enabled", "/proc/self/status"])

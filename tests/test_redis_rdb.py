@@ -118,6 +118,7 @@ app = {{ disable-thp = "no" }}
 @needs_redis
 @pytest.mark.host
 @pytest.mark.slow
+@pytest.mark.server
 def test_a_users_rdb_is_loaded_by_every_trial_and_left_as_it_was(tmp_path):
     rdb = make_rdb(tmp_path, 300)
     digest = hashlib.sha256(rdb.read_bytes()).hexdigest()
@@ -145,6 +146,7 @@ def test_a_users_rdb_is_loaded_by_every_trial_and_left_as_it_was(tmp_path):
 
 @needs_redis
 @pytest.mark.slow
+@pytest.mark.server
 def test_interleaved_servers_each_load_their_own_copy(tmp_path):
     import random
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from hugelab.errors import UsageError
-from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import from_rows, load_run
+from hugelab.report.analysis import Options, Report, analyse
+from hugelab.report.runload import from_rows, load_run
 from hugelab.stats import signedrank
 from hugelab.stats.tails import BOOT_MAX_VALUES
 from hugelab.store import Store, Trial
@@ -70,7 +70,7 @@ def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = 
 def report_for(path: Path, **opts: Any) -> dict[str, Any]:
     with Store(path) as st:
         data = load_run(st)
-    return analyse(data, Options(**opts)).result
+    return analyse(data, Options(**opts)).json()
 
 
 def comp(result: dict[str, Any], name: str) -> dict[str, Any]:
@@ -163,7 +163,7 @@ def test_monitor_and_evidence_summary(tmp_path):
     thp = next(s for s in r["series"] if s["name"] == "thp")
     assert thp["monitors"]["reading"].startswith("host-wide: 97% of THP faults served by huge pages")
     assert thp["evidence"]["anon_huge_share_median"] == pytest.approx(0.98)
-    assert "page size 4 kB" in thp["evidence"]["reading"]
+    assert "page size 4 KiB" in thp["evidence"]["reading"]
 
 
 def test_trials_under_high_machine_load_are_counted_and_warned_about(tmp_path):
@@ -223,7 +223,7 @@ def test_large_runs_use_every_pair_and_stay_correct():
     data = from_rows(run, rows)
     for d in data.details:
         d.better = "lower"
-    r = analyse(data).result
+    r = analyse(data).json()
     c = r["comparisons"][0]
     assert c["unit"] == "pair" and c["n_units"] == n and c["n"] == n
     assert c["verdict"] == "faster"
@@ -239,7 +239,7 @@ def test_large_runs_use_every_pair_and_stay_correct():
     assert c["drift"]["n"] == n and c["drift"]["checked"] and not c["drift"]["drifting"]
 
 
-def _run_with_effect(effects: np.ndarray, seed: int = 8) -> dict[str, Any]:
+def _run_with_effect(effects: np.ndarray, seed: int = 8) -> Report:
     """One native 4k/thp pair per block; `effects` is the thp factor in each block (in order).
     The machine also slows down by 20% over the run for both arms (cancels in the pairs)."""
     rng = np.random.default_rng(seed)
@@ -256,13 +256,15 @@ def _run_with_effect(effects: np.ndarray, seed: int = 8) -> dict[str, Any]:
     data = from_rows(run, rows)
     for d in data.details:
         d.better = "lower"
-    return analyse(data).result
+    return analyse(data)
 
 
 def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
-    from hugelab.report import markdown, tables
+    from hugelab.report import markdown, runtables
 
-    fading = _run_with_effect(np.r_[np.full(40, 0.92), np.full(20, 0.95), np.full(40, 0.98)])
+    fading_report = _run_with_effect(np.r_[np.full(40, 0.92), np.full(20, 0.95),
+                                           np.full(40, 0.98)])
+    fading = fading_report.json()
     c = fading["comparisons"][0]
     assert c["verdict"] == "faster"  # the verdict stands; the warning qualifies it
     dr = c["drift"]
@@ -271,15 +273,16 @@ def test_a_fading_effect_is_flagged_and_a_steady_one_is_not():
     assert dr["last_pct"] == pytest.approx(-2.0, abs=1.0)
     assert any(w.startswith("thp vs 4k: the effect changed during the run") and
                "rerun, or report the segments" in w for w in fading["warnings"])
-    t = next(t for t in tables.all_tables(fading) if t.key == "drift")
+    t = next(t for t in runtables.all_tables(fading_report.result) if t.key == "drift")
     assert t.headers[:3] == ["comparison", "first third", "last third"]
     assert t.rows[0][0] == "thp vs 4k" and t.rows[0][-1] == "CHANGED"
-    assert "Drift of the effect over the run" in markdown.render(fading)
+    assert "Drift of the effect over the run" in markdown.render(fading_report.result)
     json.dumps(fading, allow_nan=False)
 
-    steady = _run_with_effect(np.full(100, 0.95))  # same machine slowdown, constant effect
+    steady_report = _run_with_effect(np.full(100, 0.95))  # same slowdown, constant effect
+    steady = steady_report.json()
     s = steady["comparisons"][0]["drift"]
     assert s["checked"] and not s["drifting"]
     assert not any("changed during the run" in w for w in steady["warnings"])
-    t = next(t for t in tables.all_tables(steady) if t.key == "drift")
+    t = next(t for t in runtables.all_tables(steady_report.result) if t.key == "drift")
     assert t.rows[0][-1] == "none detected"

@@ -70,6 +70,7 @@ def test_bad_pair_syntax_is_a_usage_error(main, store, capsys):
     assert "BASELINE:CANDIDATE" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_too_few_blocks_is_inconclusive_in_a_real_process(tmp_path):
     db = tmp_path / "few.db"
     make_store(db, blocks=3)
@@ -81,6 +82,7 @@ def test_too_few_blocks_is_inconclusive_in_a_real_process(tmp_path):
         assert "Traceback" not in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_missing_store_in_a_real_process(tmp_path):
     r = subprocess.run([sys.executable, "-m", "hugelab.cli", "report", "--store",
                         str(tmp_path / "none.db"), "--json"],

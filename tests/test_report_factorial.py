@@ -16,7 +16,7 @@ from rich.console import Console
 
 from hugelab.experiment import parse_experiment
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
@@ -51,7 +51,7 @@ def build(path: Path, *, failed: set[str] = frozenset(), noise: float = 0.005,  
 
 def report(path: Path) -> dict:
     with Store(path) as st:
-        return analyse(load_run(st, 1), Options()).result
+        return analyse(load_run(st, 1), Options()).json()
 
 
 def test_main_effects_interactions_grid_and_summary(tmp_path):
@@ -95,6 +95,7 @@ def test_too_few_blocks_say_so_instead_of_an_interval(tmp_path):
     assert "too few for an interval" in s and "[-100" not in s
 
 
+@pytest.mark.slow
 def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
     build(tmp_path / "s.db")
     r = subprocess.run([*HUGELAB, "plan", "--store", str(tmp_path / "s.db"), "--json"],
@@ -104,6 +105,7 @@ def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
         assert p["arm"].split(" [")[1] == p["baseline"].split(" [")[1], p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", [["show", "1"], ["show"], ["report"]])
 def test_cell_names_are_printed_whole(tmp_path, cmd):
     build(tmp_path / "s.db")

@@ -81,6 +81,7 @@ def test_default_flat_run_answers_on_the_first_screen(default_store, tmp_path):
         assert arm in lay["text"]
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("example", ["001-mnstory-factorial.toml", "002-host-x-guest-2x2.toml"])
 def test_factorial_examples_answer_on_the_first_screen(example, tmp_path):
     """001 and 002 boot guests: their runs are fabricated from the real experiment files."""

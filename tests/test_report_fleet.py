@@ -15,10 +15,10 @@ import pytest
 from hugelab.errors import UsageError
 from hugelab.report import fleet
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.fleet.analysis import FleetComparison
-from hugelab.report.fleet.load import host_facts, host_label
-from hugelab.report.fleet.plots import forest
-from hugelab.report.load import from_rows, load_run
+from hugelab.report.fleet.forestplot import forest
+from hugelab.report.fleet.hostload import host_facts, host_label
+from hugelab.report.fleet.pooling import FleetComparison
+from hugelab.report.runload import from_rows, load_run
 from hugelab.stats import meta
 from hugelab.store import Store, Trial
 
@@ -120,7 +120,7 @@ def test_a_hosts_verdict_is_the_single_run_reports(store_path: Path,
     c = comp(report)
     with Store(store_path) as st:
         for e in c.hosts:
-            single = analyse(load_run(st, e.run_id), Options()).result["comparisons"][0]
+            single = analyse(load_run(st, e.run_id), Options()).json()["comparisons"][0]
             assert e.verdict == single["verdict"]
             assert e.effect_pct == pytest.approx(single["effect_pct"])
             assert e.ci_low_pct == pytest.approx(single["ci_low_pct"])

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from hugelab.report import html, markdown, plots, text
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.test_report_analysis import make_store
 
@@ -38,7 +38,7 @@ def evil_html(evil_report):
 
 
 def test_every_store_string_is_escaped_in_html(evil_html, evil_report):
-    assert evil_report.result["comparisons"][0]["candidate"] == EVIL  # it really is in the data
+    assert evil_report.result.comparisons[0].candidate == EVIL  # it really is in the data
     assert "<script" not in evil_html.lower()
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
     assert escaped in evil_html
@@ -68,8 +68,7 @@ def test_markdown_escapes_store_strings(evil_report):
 
 def test_terminal_output_prints_store_strings_literally(evil_report):
     con = Console(record=True, width=200)
-    result = dict(evil_report.result)
-    text.render(result, con, full=True)
+    text.render(evil_report.result, con, full=True)
     out = con.export_text()
     assert EVIL in out  # no markup interpretation, nothing swallowed
     assert "faster" in out and "Classic table" in out
@@ -81,6 +80,7 @@ def test_png_figures_are_real_images(evil_report):
         assert len(png) > 5000, caption
 
 
+@pytest.mark.tools
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_html_renders_in_a_real_browser(evil_html, tmp_path):
     page = tmp_path / "report.html"

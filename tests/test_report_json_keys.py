@@ -11,7 +11,7 @@ import pytest
 
 from hugelab.cli.run import summary_result
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
 from tests.test_report_analysis import make_store
@@ -184,7 +184,7 @@ def test_every_key_path_of_the_report_is_still_there(stores):
     found: set[str] = set()
     for db in ("flat.db", "f.db"):
         with Store(d / db) as st:
-            found |= paths(analyse(load_run(st), Options()).result)
+            found |= paths(analyse(load_run(st), Options()).json())
     missing = sorted(set(KEYS) - found)
     assert not missing, f"the JSON report lost keys: {missing}"
 

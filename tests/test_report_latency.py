@@ -10,7 +10,7 @@ import pytest
 
 from hugelab.report.analysis import analyse
 from hugelab.report.latency import family
-from hugelab.report.load import load_run, percentile_of
+from hugelab.report.runload import load_run, percentile_of
 from hugelab.store import Store, Trial
 
 PCTS = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms")
@@ -49,6 +49,7 @@ def _run_family(rng, n_blocks=12, shift=None):
     return family(pairs, alpha=0.05, margin=0.01)
 
 
+@pytest.mark.slow
 def test_aa_family_wise_false_positives_at_most_alpha_by_simulation():
     rng = np.random.default_rng(21)
     sims = 400
@@ -56,22 +57,23 @@ def test_aa_family_wise_false_positives_at_most_alpha_by_simulation():
     for _ in range(sims):
         entries = _run_family(rng)
         assert len(entries) == 10
-        any_claim += any(e["verdict"] in ("faster", "slower") for e in entries)
-        raw_any += any(e["p_value"] < 0.05 for e in entries)
+        any_claim += any(e.verdict in ("faster", "slower") for e in entries)
+        raw_any += any(e.p_value is not None and e.p_value < 0.05 for e in entries)
     rate = any_claim / sims
     se = np.sqrt(0.05 * 0.95 / sims)
     assert rate <= 0.05 + 2.5 * se, rate
     assert raw_any / sims > rate  # unadjusted, ten looks would claim more often
 
 
+@pytest.mark.slow
 def test_a_real_p99_shift_is_found_and_only_there():
     rng = np.random.default_rng(5)
     found = other = 0
     for _ in range(60):
         entries = _run_family(rng, n_blocks=16, shift=1.5)
-        by = {(e["comparison"], e["metric"]): e for e in entries}
-        found += by[("c vs a", "p99_ms")]["verdict"] == "slower"
-        other += sum(e["verdict"] in ("faster", "slower") for k, e in by.items()
+        by = {(e.comparison, e.metric): e for e in entries}
+        found += by[("c vs a", "p99_ms")].verdict == "slower"
+        other += sum(e.verdict in ("faster", "slower") for k, e in by.items()
                      if k != ("c vs a", "p99_ms"))
     assert found >= 50 and other <= 3
 
@@ -98,7 +100,7 @@ def _store(path, with_latency=True):
 
 def test_the_report_carries_per_percentile_verdicts(tmp_path):
     st = Store(_store(tmp_path / "s.db"))
-    result = analyse(load_run(st)).result
+    result = analyse(load_run(st)).json()
     tl = result["tail_latency"]
     assert tl["holm_family"] == 2 and tl["better"] == "lower"
     by = {e["metric"]: e for e in tl["entries"]}
@@ -108,5 +110,5 @@ def test_the_report_carries_per_percentile_verdicts(tmp_path):
     assert all(e["comparison"] == "on vs off" and e["pairs"] == 8 for e in tl["entries"])
     st.close()
     plain = Store(_store(tmp_path / "t.db", with_latency=False))
-    assert analyse(load_run(plain)).result["tail_latency"] is None
+    assert analyse(load_run(plain)).json()["tail_latency"] is None
     plain.close()

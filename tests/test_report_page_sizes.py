@@ -4,27 +4,28 @@ comparison with a 4 KiB baseline, rendered to a real PNG."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hugelab.experiment import Arm, Experiment, Factor
-from hugelab.report import plots
+from hugelab.report import pagesizes, plots
 from hugelab.report.analysis import analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store, Trial
 
 
 def test_arm_page_reads_the_size_from_the_backing_or_the_vm_layer():
-    assert plots.arm_page({"backing": "mthp-64K"}) == (64, "4 KiB / mTHP")
-    assert plots.arm_page({"backing": "4k"}) == (4, "4 KiB / mTHP")
-    assert plots.arm_page({"backing": "thp"}) == (2048, "THP")
-    assert plots.arm_page({"backing": "hugetlb-1G"}) == (1048576, "hugetlb")
-    assert plots.arm_page({"backing": "4k", "vm": {"backing": "anon", "mthp": "1M"}}) == \
+    assert pagesizes.arm_page({"backing": "mthp-64K"}) == (64, "4 KiB / mTHP")
+    assert pagesizes.arm_page({"backing": "4k"}) == (4, "4 KiB / mTHP")
+    assert pagesizes.arm_page({"backing": "thp"}) == (2048, "THP")
+    assert pagesizes.arm_page({"backing": "hugetlb-1G"}) == (1048576, "hugetlb")
+    assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "anon", "mthp": "1M"}}) == \
         (1024, "4 KiB / mTHP")
-    assert plots.arm_page({"backing": "4k", "vm": {"backing": "file", "page_size": "2M"}}) == \
+    assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "file", "page_size": "2M"}}) == \
         (2048, "hugetlb")
-    assert plots.arm_page({"backing": "4k", "thp": "never", "vm": {"backing": "anon"}}) == \
+    assert pagesizes.arm_page({"backing": "4k", "thp": "never", "vm": {"backing": "anon"}}) == \
         (4, "4 KiB / mTHP")
-    assert plots.arm_page({"backing": "4k", "vm": {"backing": "anon"}}) is None  # as found
-    assert plots.arm_page({"backing": "4k", "vm": {"backing": "memfd"}}) is None
+    assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "anon"}}) is None  # as found
+    assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "memfd"}}) is None
 
 
 def page_run(path) -> Store:
@@ -51,16 +52,19 @@ def page_run(path) -> Store:
     return st
 
 
+@pytest.mark.slow
 def test_page_size_figure_from_a_run(tmp_path):
     st = page_run(tmp_path / "s.db")
     report = analyse(load_run(st))
     st.close()
-    points = plots.page_size_points(report)
-    chase = {p["kb"]: p for p in points if p["group"] == "workload=chase"}
+    points = pagesizes.page_size_points(report)
+    chase = {p.kb: p for p in points if p.group == "workload=chase"}
     assert set(chase) == {16, 64, 2048, 1048576}
-    assert chase[64]["ci_low_pct"] <= chase[64]["effect_pct"] <= chase[64]["ci_high_pct"] < 0
-    assert {p["group"] for p in points} == {"workload=chase", "workload=populate"}
-    png = plots.page_sizes(points)
+    c64 = chase[64]
+    assert c64.ci_low_pct is not None and c64.effect_pct is not None and c64.ci_high_pct is not None
+    assert c64.ci_low_pct <= c64.effect_pct <= c64.ci_high_pct < 0
+    assert {p.group for p in points} == {"workload=chase", "workload=populate"}
+    png = pagesizes.page_sizes(points)
     out = tmp_path / "pages.png"
     out.write_bytes(png)
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and out.stat().st_size > 10_000
@@ -73,4 +77,4 @@ def test_no_page_size_figure_without_sizes_to_compare(tmp_path):
     make_store(tmp_path / "s.db", arms={"4k": 1.0, "thp": 0.95})  # one size against 4 KiB
     with Store(tmp_path / "s.db") as st:
         report = analyse(load_run(st))
-    assert plots.page_size_points(report) == []
+    assert pagesizes.page_size_points(report) == []

@@ -10,9 +10,9 @@ import re
 import pytest
 from rich.console import Console
 
-from hugelab.report import tables, text
+from hugelab.report import runtables, text
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.test_report_analysis import make_store
 
@@ -41,7 +41,7 @@ def test_no_line_too_wide_and_no_number_broken(result, width, full):
     out = rendered(result, width, full)
     lines = out.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= width
-    for t in tables.all_tables(result, full=full):
+    for t in runtables.all_tables(result, full=full):
         for row in t.rows:
             for i, cell in enumerate(row):
                 if i == 0 or i in t.right:  # names and numbers stay whole, on one line

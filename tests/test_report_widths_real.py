@@ -1,7 +1,7 @@
 """The terminal report (compact and --full) and the run summary of real runs, and of the
 factorial examples that need guests (runs fabricated from their real experiment files), at
 80, 120 and 200 columns: no line wider than the terminal, no cell name split inside a word,
-no number or interval broken, the answer before the tables. Real runs are cached
+no number or interval broken, the answer before the runtables. Real runs are cached
 (tests/runstores.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import io
 import pytest
 from rich.console import Console
 
-from hugelab.report import tables, text
+from hugelab.report import runtables, text
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.model.result import Result
+from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
 from tests.test_runsummary import cell_words, check_layout, printed, result_of
@@ -21,19 +22,19 @@ from tests.test_runsummary import cell_words, check_layout, printed, result_of
 WIDTHS = [80, 120, 200]
 
 
-def report_text(result: dict, width: int, full: bool) -> str:
+def report_text(result: Result, width: int, full: bool) -> str:
     buf = io.StringIO()
     text.render(result, Console(file=buf, width=width, color_system=None), full=full)
     return buf.getvalue()
 
 
-def check_report(result: dict, exp, width: int) -> None:
+def check_report(result: Result, exp, width: int) -> None:
     for full in (False, True):
         out = report_text(result, width, full)
         check_layout(out, width, cell_words(exp))
         assert out.index("What matters") < out.index("Details") if "Details" in out else True
         lines = out.splitlines()
-        for t in tables.all_tables(result, full=full):
+        for t in runtables.all_tables(result, full=full):
             for row in t.rows:
                 for i, cell in enumerate(row):
                     # names and numbers whole, on one line (a name wider than the terminal
@@ -42,7 +43,7 @@ def check_report(result: dict, exp, width: int) -> None:
                         assert any(cell in line for line in lines), (width, t.key, cell)
 
 
-def analysed(db) -> dict:
+def analysed(db) -> Result:
     with Store(db) as st:
         return analyse(load_run(st), Options()).result
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hugelab.report import html, markdown, tables, text
-from hugelab.report.analysis import analyse
-from hugelab.report.load import load_run
+from hugelab.report import html, markdown, runtables, text
+from hugelab.report.analysis import Report, analyse
+from hugelab.report.runload import load_run
 from hugelab.stats.components import K_MAX, from_boots
 from hugelab.store import Store, Trial
 from tests.test_import import cli
@@ -123,16 +123,17 @@ def test_plan_with_a_baseline_without_repetitions_uses_the_other_arm(tmp_path, c
     assert p["reps"]["boots_needed"] >= 15  # never below the signed-rank floor at 99.99%
 
 
-def report_of(db: Path) -> dict:
+def report_of(db: Path) -> Report:
     with Store(db) as st:
         data = load_run(st)
-    return analyse(data).result
+    return analyse(data)
 
 
 def test_report_shows_repetitions_within_boots(tmp_path):
     db = tmp_path / "g.db"
     guest_pilot(db)
-    r = report_of(db)
+    rep = report_of(db)
+    r = rep.json()
     reps = {x["name"]: x for x in r["repetitions"]}
     assert set(reps) == {"4k", "thp"}
     thp = reps["thp"]
@@ -141,32 +142,34 @@ def test_report_shows_repetitions_within_boots(tmp_path):
     assert thp["var_within"] == pytest.approx(from_boots(boots).var_within)
     assert thp["boots"] == 20 and thp["k_run"] == 3 and thp["recommended"]["k"] > 3
     json.dumps(r, allow_nan=False)
-    t = next(t for t in tables.all_tables(r, full=False) if t.key == "repetitions")
+    t = next(t for t in runtables.all_tables(rep.result, full=False) if t.key == "repetitions")
     assert t.headers == ["arm", "boots", "k", "between boots", "within boots", "recommended k"]
     assert [row[0] for row in t.rows] == ["4k", "thp"]
     assert any(n.startswith("spend repetitions where the variance is") for n in t.notes)
-    md = markdown.render(r)
+    md = markdown.render(rep.result)
     assert "Repetitions within boots" in md and "spend repetitions" in md
-    assert 'id="repetitions"' in html.render(r)
+    assert 'id="repetitions"' in html.render(rep.result)
     from rich.console import Console
     con = Console(record=True, width=120)
-    text.render(r, con)
+    text.render(rep.result, con)
     assert "Repetitions within boots" in con.export_text()
 
 
 def test_report_without_repetitions_has_no_such_table(tmp_path):
     db = tmp_path / "g.db"
     guest_pilot(db, reps=False)
-    r = report_of(db)
+    rep = report_of(db)
+    r = rep.json()
     assert r["repetitions"] is None
-    assert all(t.key != "repetitions" for t in tables.all_tables(r))
-    assert "Repetitions within boots" not in markdown.render(r)
+    assert all(t.key != "repetitions" for t in runtables.all_tables(rep.result))
+    assert "Repetitions within boots" not in markdown.render(rep.result)
 
 
 def test_report_with_one_boot_of_repetitions_says_why_no_components(tmp_path):
     db = tmp_path / "g.db"
     guest_pilot(db, blocks=1)
-    r = report_of(db)
+    rep = report_of(db)
+    r = rep.json()
     assert all("error" in x for x in r["repetitions"])
-    t = next(t for t in tables.all_tables(r) if t.key == "repetitions")
+    t = next(t for t in runtables.all_tables(rep.result) if t.key == "repetitions")
     assert any("at least 2 boots" in n for n in t.notes)

@@ -10,10 +10,11 @@ from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.experiment import Arm, Experiment, PoolSpec, VmLayer, schedule
 from hugelab.host.paths import parse_selected
 from hugelab.host.session import host_session
+from hugelab.planning.pools import pool_plan
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.report.summary import arm_summary
-from hugelab.runner import Runner, pool_plan
+from hugelab.runner import Runner
 from hugelab.store import Store, Trial
 from hugelab.workloads.base import WorkloadResult
 from tests.fakehost import FakeKernel, make_host
@@ -134,7 +135,7 @@ def test_contradicting_evidence_is_flagged_and_not_counted(env):
     out, _ = run(env, exp, DeterministicWorkload(lie_for="hugetlb-2M"))
     trials = [t for t in env[2].trials(out.run_id) if t["arm"] == "hugetlb-2M"]
     assert {t["status"] for t in trials} == {"flagged"}
-    assert "page size is 4 kB" in trials[0]["flag"]
+    assert "page size is 4 KiB" in trials[0]["flag"]
     rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
     assert next(r for r in rows if r["arm"] == "hugetlb-2M")["n"] == 0
 
@@ -198,7 +199,7 @@ def test_environment_failures_are_retried_on_resume_workload_failures_on_request
     assert trials[(1, "hugetlb-1G")]["status"] == "ok" and trials[(1, "hugetlb-1G")]["attempts"] == 2
     assert trials[(1, "hugetlb-1G")]["provenance"]["earlier_attempts"][0]["cause"] == "pool"
     assert trials[(1, "hugetlb-2M")]["status"] == "failed"
-    series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).result["series"]}
+    series = {r["name"]: r for r in analyse(load_run(env[2], out.run_id), Options()).json()["series"]}
     assert series["hugetlb-1G"]["retried"] == 2 and series["4k"]["retried"] == 0
     assert "exited with 3" in series["hugetlb-1G"]["retry_reasons"][0]["reason"]
     out, target = run(env, exp, DeterministicWorkload(), retry_failed=True)
@@ -256,6 +257,7 @@ def test_pool_plan_covers_every_vm_layer_whatever_the_workloads_backing():
     assert pool_plan(both, work) == {("2M", None): 1024}
 
 
+@pytest.mark.slow
 def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
@@ -281,6 +283,7 @@ def test_until_verdict_stops_at_a_look_when_the_effect_is_large(env):
     assert {d["decision"] for d in info["decided"].values()} == {"faster"}
 
 
+@pytest.mark.slow
 def test_until_verdict_identical_arms_never_claim_a_difference(env):
     from hugelab.stopping import SequentialStopper
     host, session, store, _ = env
@@ -330,3 +333,12 @@ def test_duet_needs_shared_thp_modes(tmp_path):
                  '[[arms]]\nname = "b"\nbacking = "thp"\nthp = "always"\n')
     with pytest.raises(ExperimentError, match="line 1: design 'duet'"):
         load_experiment(f)
+
+
+def test_until_verdict_on_too_few_blocks_says_what_to_add():
+    from hugelab.cli.run import _more_blocks_hint
+    assert _more_blocks_hint(4, 5, False).startswith("add --max-blocks 30 ")
+    assert "--looks" not in _more_blocks_hint(4, 5, False)  # one look needs 6 blocks
+    hint = _more_blocks_hint(12, 5, True)
+    assert hint.startswith("raise --max-blocks to 30 ") and hint.endswith("--looks 2 to look "
+                                                                          "within 12 blocks")

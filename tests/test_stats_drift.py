@@ -138,6 +138,7 @@ def test_fast_at_250k_pairs() -> None:
 
 # --- Monte-Carlo validation -------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.01, 0.05])
 @pytest.mark.parametrize("n", [12, 30, 100, 1000])
 def test_false_alarms_within_alpha_constant_effect_heavy_tails(n: int, alpha: float) -> None:

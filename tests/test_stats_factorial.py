@@ -367,6 +367,7 @@ def test_simulated_analysis_agrees_with_judge() -> None:
 # ---------------------------------------------------------------- validation
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["normal", "t3", "outliers"])
 @pytest.mark.parametrize("design", ["2x2", "2x4x2", "2x2xS"])
 def test_null_familywise_false_positives_within_alpha_with_holm(design: str, kind: str) -> None:

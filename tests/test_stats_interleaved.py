@@ -178,6 +178,7 @@ def test_interleaving_cancels_drift_that_paired_trials_pay_for() -> None:
     assert interleaved < 1.05 * floor
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.05, 0.01])
 def test_interval_covers_a_true_effect_at_nominal_rate(alpha: float) -> None:
     true = math.log(0.85)  # candidate 15% faster

@@ -176,6 +176,7 @@ def _data(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(-3, 4, size=n) * 0.01  # seven distinct values only
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [500, 1111, 2000])
 @pytest.mark.parametrize("kind", ["continuous", "rounded", "coarse"])
 @pytest.mark.parametrize("tiny", [False, True])

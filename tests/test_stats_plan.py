@@ -26,6 +26,7 @@ def test_min_blocks_for_confidence() -> None:
     ("kind", "effect", "confidence"),
     [("normal", 0.01, 0.95), ("normal", 0.024, 0.9999), ("t3", 0.024, 0.9999)],
 )
+@pytest.mark.slow
 def test_planned_blocks_reach_target_power(kind: str, effect: float, confidence: float) -> None:
     rng = np.random.default_rng(5)
     sd = 0.033 * math.sqrt(2)

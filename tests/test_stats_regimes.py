@@ -45,6 +45,7 @@ def test_power_against_two_regimes(n, share, gap, power):
     assert got >= power
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["exponential", "gamma", "lognormal", "uniform"])
 def test_a_large_run_with_a_skewed_or_flat_spread_is_not_two_regimes(shape):
     """Thousands of blocks reject the Gaussian null for any other unimodal shape; the

@@ -120,6 +120,7 @@ def _power(effect: float, n_blocks: int, kind: str, alpha: float, seed: int, n_s
         (0.004, 300, "t3", 0.30),
     ],
 )
+@pytest.mark.slow
 def test_power_against_injected_shifts(
     effect: float, n_blocks: int, kind: str, floor: float
 ) -> None:

@@ -200,6 +200,7 @@ def test_a_run_started_while_the_store_is_down_waits_for_it(
     assert "waiting" not in wrong.stderr
 
 
+@pytest.mark.server
 def test_a_lost_connection_is_a_store_error_and_reconnects(server: Server) -> None:
     url = server.new_database()
     with open_store(url) as store:

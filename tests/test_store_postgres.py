@@ -14,11 +14,13 @@ import pytest
 
 from hugelab.errors import StoreError, UsageError
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.store import MIGRATIONS, Store, Trial
 from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore
 from tests.test_report_analysis import make_store
+
+pytestmark = pytest.mark.server  # PostgreSQL servers
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
@@ -59,8 +61,8 @@ def test_same_report_from_the_same_trials(pg_url: str, tmp_path: Path) -> None:
     copied = json.loads(r.stdout)["runs"]
     assert [(c["new_run"], c["present"]) for c in copied] == [(True, 0)]
     with Store(tmp_path / "s.db") as lite, open_store(pg_url) as pg:
-        a = analyse(load_run(lite, 1), Options()).result
-        b = analyse(load_run(pg, copied[0]["dest_run"]), Options()).result
+        a = analyse(load_run(lite, 1), Options()).json()
+        b = analyse(load_run(pg, copied[0]["dest_run"]), Options()).json()
         assert list(lite.values(1)) == list(pg.values(copied[0]["dest_run"]))
     for key in ("comparisons", "evidence", "classic"):
         assert json.dumps(a.get(key), sort_keys=True) == json.dumps(b.get(key), sort_keys=True)

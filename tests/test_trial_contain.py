@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hugelab import identity
 from hugelab.errors import HostError, ToolMissingError
 from hugelab.proc import spawn
 from hugelab.trial import contain
@@ -84,7 +85,7 @@ def test_scope_samples_the_whole_tree_and_kills_what_outlives_it(state):
         assert f"TMPDIR={scope.scratch}".encode() in env and Path(scope.scratch).is_dir()
         record = json.loads((state / f"workload-{scope.token}.json").read_text())
         assert [sid for sid, _start in record["sessions"]] == [p.pid]
-        assert record["owner_pid"] == os.getpid() and record["boot_id"] == contain.boot_id()
+        assert record["owner_pid"] == os.getpid() and record["boot_id"] == identity.boot_id()
         assert (state / f"workload-{scope.token}.json").stat().st_mode & 0o777 == 0o600
         p.wait()
         time.sleep(0.3)
@@ -162,7 +163,7 @@ def test_records_of_another_boot_or_a_reused_session_kill_nothing(state):
         assert not path.exists()  # nothing of another boot can still run
         # this boot, but the session's number now belongs to another process (a reused pid)
         assert find_members({sleeper.pid: 12345}) == []
-        assert find_members({sleeper.pid: contain.starttime(sleeper.pid)}) == [sleeper.pid]
+        assert find_members({sleeper.pid: identity.starttime(sleeper.pid)}) == [sleeper.pid]
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -175,6 +176,7 @@ def test_zombies_are_not_members():
     p.wait()
 
 
+@pytest.mark.slow
 def test_a_background_child_holding_the_pipe_does_not_hang_the_trial(state):
     from hugelab.trial.native import READ_AFTER_EXIT_S, NativeTarget
 

@@ -218,6 +218,7 @@ def test_a_complete_image_carries_its_host_key(tmp_path):
     assert got is not None and got.host_key == FAKE_HOST_KEY
 
 
+@pytest.mark.tools
 def test_each_build_makes_its_own_sshd_host_key_and_drops_the_packages_ones(tmp_path):
     """What the build does after debootstrap: the keys openssh-server's install made are
     removed, a new ed25519 key is made (private 0600, in the guest only) and its public half
@@ -388,6 +389,7 @@ def test_boot_argv_refuses_the_base_image_and_unresolved_accel(tmp_path):
         img.make_overlay(image, image.disk)
 
 
+@pytest.mark.tools
 def test_make_overlay_is_backed_by_the_untouched_base(tmp_path):
     if shutil.which("qemu-img") is None:
         pytest.skip("qemu-img is not installed (apt-get install qemu-utils)")

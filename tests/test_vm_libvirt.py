@@ -194,6 +194,7 @@ def _validator_missing() -> str | None:
     return None
 
 
+@pytest.mark.tools
 @pytest.mark.skipif(_validator_missing() is not None, reason=str(_validator_missing()))
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("accel", ["tcg", "kvm"])
@@ -223,6 +224,7 @@ mem = "256M"
 """
 
 
+@pytest.mark.slow
 def test_cli_prints_the_domain(tmp_path):
     f = tmp_path / "e.toml"
     f.write_text(EXP)

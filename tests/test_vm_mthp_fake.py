@@ -9,9 +9,10 @@ from hugelab.errors import ExperimentError, VMError
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.experiment.parse import parse_experiment
 from hugelab.host.inspect import inspect_host
-from hugelab.runner import arm_thp_knobs, unsupported_arms
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
 from hugelab.trial.evidence import check_vm
-from hugelab.vm.common.spec import VmSpec, guest_mthp_writes, write_guest_mthp
+from hugelab.vm.common.guestapi import write_guest_mthp
+from hugelab.vm.common.spec import VmSpec, guest_mthp_writes
 from hugelab.vm.trial import guest_mthp
 from tests.fakehost import add_mthp, make_host
 
@@ -79,7 +80,7 @@ def test_guest_arms_with_sizes_the_host_lacks_are_skipped(tmp_path):
                            Arm("b", "4k", vm=VmLayer(mthp="16K"))))
     skipped = unsupported_arms(exp, info)
     assert "a" not in skipped
-    assert skipped["b"].startswith("this kernel offers no 16 kB multi-size THP for anonymous")
+    assert skipped["b"].startswith("this kernel offers no 16 KiB multi-size THP for anonymous")
     old = inspect_host(make_host(tmp_path / "old"))
     assert "added in Linux 6.8" in unsupported_arms(exp, old)["a"]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hugelab.checks import VERIFIED
 from hugelab.errors import ToolMissingError, VMError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
 from hugelab.trial.native import NativeTarget
@@ -28,7 +29,7 @@ from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
 from hugelab.workloads.memcached import KIND as MEMCACHED
-from hugelab.workloads.memcached import MemcachedBenchmark
+from hugelab.workloads.memcached import MemcachedBenchmark, judge
 from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
 from tests.hostguard import qemu_children
@@ -122,6 +123,7 @@ def test_never_connected():
     assert not never_connected("not json")
 
 
+@pytest.mark.tools
 def test_iperf3_client_retries_until_a_late_server_answers():
     """A handle with retry_until: the first client runs find nobody, a later one the server."""
     port = free_port()
@@ -149,6 +151,7 @@ def test_iperf3_client_retries_until_a_late_server_answers():
     assert res.value > 0 and res.evidence["client_attempts"] > 1
 
 
+@pytest.mark.tools
 def test_iperf3_without_retry_fails_at_once():
     class Nobody:
         client_port = free_port()
@@ -228,6 +231,9 @@ def test_memcached_server_in_guest_memcslap_on_host():
     assert o.result.metrics["ops_per_s"] > 0 and o.result.metrics["keys"] == 4000
     assert o.result.info["placement"]["guest_port"] == MEMCACHED.server.port  # type: ignore[union-attr]
     assert o.monitors["guest_vmstat"].get("pgfault", 0) > 0  # the server faulted in the guest
+    server = o.result.evidence["server"]  # its own picture, read in the guest and handed back
+    assert server["anon_kb"] > 0 and server["madvised_kb"] == 0, server
+    assert judge(o.result.evidence).status == VERIFIED  # type: ignore[union-attr]
 
 
 @vm_test

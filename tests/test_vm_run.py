@@ -6,7 +6,7 @@ import pytest
 
 from hugelab.experiment import Arm, Experiment, GuestLayer, VmLayer
 from hugelab.report.analysis import Options, analyse
-from hugelab.report.load import load_run
+from hugelab.report.runload import load_run
 from hugelab.workloads.hugelab_mem import HugelabMem
 from tests.guestruns import guest_env, own_qemus, run_on_host
 
@@ -51,7 +51,7 @@ def test_native_and_two_hugetlbfs_guests_in_one_run(env):
     assert g["provenance"]["guest_backing"] == "hugetlb-2M"
     assert a["provenance"]["host_backing"] in ("thp", "4k") and a["provenance"]["guest_backing"] == "4k"
     # the report arranges host x guest backings and states guests as % of native (003's table)
-    result = analyse(load_run(store, out.run_id), Options()).result
+    result = analyse(load_run(store, out.run_id), Options()).json()
     assert result["grid"]["percent_of_native"] is not None
     assert any("TCG" in w for w in result["warnings"])
 

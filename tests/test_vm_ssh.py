@@ -21,6 +21,8 @@ from hugelab.errors import CommandError, ToolMissingError
 from hugelab.vm.domains.ssh import Ssh, SshError, SshTarget, known_hosts_line, remove_dead_dirs
 from hugelab.workloads.command import free_port
 
+pytestmark = pytest.mark.server  # sshd servers
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 

@@ -106,3 +106,25 @@ def test_helpers():
     res = ExecResult(["t"], 0, "7\n", "", 0.5, {"utime_s": 0.1})
     parsed = CommandWorkload(argv=("t",), metric="regex", regex=r"(\d+)").parse(res)
     assert parsed.metrics == {"wall_s": 0.5, "user_s": 0.1, "value": 7.0}
+
+
+def test_a_failure_leads_with_the_tools_own_words_then_the_command():
+    """A report's "why failed" cell shows the first line: pgbench's error, not its argv."""
+    from hugelab.workloads.base import ExecResult
+    from hugelab.workloads.command import failure_text
+    argv = ["/usr/lib/postgresql/15/bin/pgbench", "-h", "/var/tmp/hugelab-postgres/x" * 5,
+            "-c", "100000", "-f", "/etc/hostname"]
+    res = ExecResult(argv, 1, "", "pgbench: error: ERROR:  syntax error at or near \"x\"\n", 0.1)
+    first, *rest = failure_text("pgbench", res).splitlines()
+    assert first == 'pgbench exited with 1: pgbench: error: ERROR:  syntax error at or near "x"'
+    assert rest[-1].strip().startswith("command: /usr/lib/postgresql/15/bin/pgbench -h ")
+
+
+def test_a_failed_command_error_leads_with_the_programs_words():
+    from hugelab.errors import CommandError
+    err = CommandError(["/usr/sbin/virt-xml-validate", "/tmp/x" * 30], 1,
+                       "\nrelax-ng validity error: element domain\nfails to validate\n")
+    first, *rest = err.message.splitlines()
+    assert first == "virt-xml-validate failed (exit 1): relax-ng validity error: element domain"
+    assert rest[0].strip() == "fails to validate"
+    assert rest[-1].strip().startswith("command: /usr/sbin/virt-xml-validate /tmp/x")

@@ -77,6 +77,7 @@ class RecordingServer:
         return Handle()
 
 
+@pytest.mark.server
 @needs_iperf3
 @pytest.mark.parametrize("reverse", [False, True])
 def test_end_to_end_both_directions_with_pluggable_server(reverse):
@@ -89,6 +90,7 @@ def test_end_to_end_both_directions_with_pluggable_server(reverse):
     assert not listening(port), "server gone after the run"
 
 
+@pytest.mark.server
 @needs_iperf3
 def test_live_json_parse_with_default_local_server():
     w = IPerf3(duration_s=1)
@@ -101,6 +103,7 @@ def test_live_json_parse_with_default_local_server():
     assert metrics["receiver_bps"] > 0 and json.loads(live.stdout)["start"]["connected"]
 
 
+@pytest.mark.tools
 @needs_iperf3
 def test_client_error_when_nothing_listens():
     class Nothing:

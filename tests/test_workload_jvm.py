@@ -38,7 +38,7 @@ def jvm(**app: object) -> JvmBenchmark:
                     Arm("x", "4k", app=tuple(app.items())))
 
 
-def test_argv_carries_the_arms_switches_and_the_page_size_log():
+def test_argv_carries_the_arms_switches_and_the_page_size_log(tmp_path):
     argv = jvm(UseLargePages=True, LargePageSizeInBytes="1G", heap="1G").argv()
     assert argv[:4] == ["java", "-Xms1G", "-Xmx1G", "-XX:+UseG1GC"]
     assert "-XX:+UseLargePages" in argv and "-XX:LargePageSizeInBytes=1G" in argv
@@ -47,8 +47,10 @@ def test_argv_carries_the_arms_switches_and_the_page_size_log():
     thp = jvm(UseTransparentHugePages=True, gc="Parallel", AlwaysPreTouch=False).argv()
     assert "-XX:+UseTransparentHugePages" in thp and "-XX:+UseParallelGC" in thp
     assert "-XX:+AlwaysPreTouch" not in thp and "-XX:+UseLargePages" not in thp
-    own = JvmBenchmark(jar="/x.jar", args=("-n", "3"), regex=r"score (\d+)", unit="ops/s")
-    assert own.argv()[-4:] == ["-jar", "/x.jar", "-n", "3"]
+    jar = tmp_path / "x.jar"
+    jar.write_bytes(b"PK\x03\x04")
+    own = JvmBenchmark(jar=str(jar), args=("-n", "3"), regex=r"score (\d+)", unit="ops/s")
+    assert own.argv()[-4:] == ["-jar", str(jar), "-n", "3"]
 
 
 def test_pool_size_follows_the_heap_and_the_page_size():
@@ -78,8 +80,11 @@ def test_preflight_refuses_a_backing_the_switches_do_not_give():
     with pytest.raises(ExperimentError, match="these give 'hugetlb-2M'") as exc:
         jvm(UseLargePages=True).preflight("thp")
     assert "UseTransparentHugePages" in (exc.value.hint or "")
-    with pytest.raises(ExperimentError, match="does not exist"):
-        JvmBenchmark(jar="/nonexistent.jar", regex="(x)").preflight("4k")
+    with pytest.raises(ExperimentError, match="does not exist") as exc:
+        JvmBenchmark(jar="/nonexistent.jar", regex="(x)")  # as the experiment loads
+    assert "java -jar JAR" in (exc.value.hint or "")
+    with pytest.raises(ExperimentError, match="is not a jar"):
+        JvmBenchmark(jar="/etc/hostname", regex="(x)")
     with pytest.raises(ExperimentError, match="needs regex"):
         JvmBenchmark(jar="/x.jar")
 

@@ -84,6 +84,7 @@ def test_argv_and_validation():
         MakeBuild(source_dir="/s", make_target="-f/etc/passwd")
 
 
+@pytest.mark.tools
 @needs_cc
 def test_builds_a_copy_of_a_generated_c_tree(tmp_path):
     src = make_tree(tmp_path / "tree")
@@ -105,6 +106,7 @@ def test_builds_a_copy_of_a_generated_c_tree(tmp_path):
     assert not list(Path(scratch).glob("hugelab-build.*")), "scratch copy removed"
 
 
+@pytest.mark.tools
 @needs_cc
 def test_compile_error_is_workload_error_with_compiler_output(tmp_path):
     src = make_tree(tmp_path / "tree", units=3, broken=True)

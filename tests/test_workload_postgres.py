@@ -138,6 +138,7 @@ def test_settings_follow_the_arm_and_bad_input_is_refused():
         build_workload("postgres", {"arm_backing": "4k"})
 
 
+@pytest.mark.server
 @needs_pg
 def test_unknown_setting_is_refused_by_the_server():
     w = Postgres(scale=1, app=(("shared_bufers", "64MB"),))
@@ -148,6 +149,7 @@ def test_unknown_setting_is_refused_by_the_server():
     assert 64 << 20 < size < 96 << 20 and size % (2 << 20) == 0
 
 
+@pytest.mark.server
 @needs_pg
 def test_a_4k_trial_is_evidenced_from_the_postmasters_segment():
     from hugelab.trial.native import NativeTarget
@@ -216,7 +218,7 @@ def test_try_with_a_pool_too_small_is_flagged_contradicted(tmp_path, pg_env):
     by_arm = {t["arm"]: t for t in shown["trials"]}
     assert by_arm["off"]["status"] == "ok"
     assert by_arm["try"]["status"] == "flagged", by_arm["try"]
-    assert "page size is 4 kB" in by_arm["try"]["evidence"]["reason"]
+    assert "page size is 4 KiB" in by_arm["try"]["evidence"]["reason"]
     assert host_state() == before
     assert not list(Path(env["HUGELAB_PG_WORK"]).iterdir())
 
@@ -279,6 +281,7 @@ def pgbench_running(pid: int) -> bool:
 def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, monkeypatch):
     import fcntl
 
+    from hugelab import identity
     from hugelab.workloads.postgres import cluster, leftovers
     monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
     work = tmp_path / "work"
@@ -286,10 +289,10 @@ def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, mon
     for d in (dead, live):
         (d / "data").mkdir(parents=True)
     (dead / cluster.OWNER_FILE).write_text(json.dumps({"owner_pid": 1, "owner_starttime": -1,
-                                                       "boot_id": cluster.boot_id()}))
+                                                       "boot_id": identity.boot_id()}))
     (live / cluster.OWNER_FILE).write_text(json.dumps({
-        "owner_pid": os.getpid(), "owner_starttime": cluster.starttime(os.getpid()),
-        "boot_id": cluster.boot_id()}))
+        "owner_pid": os.getpid(), "owner_starttime": identity.starttime(os.getpid()),
+        "boot_id": identity.boot_id()}))
     cache = tmp_path / "cache" / "postgres"
     (cache / "k1.tmp").mkdir(parents=True)
     (cache / "k2.tmp").mkdir()

@@ -62,6 +62,7 @@ def test_parse_result_and_errors():
         RedisBenchmark().parse(ExecResult(["redis-benchmark"], 1, "", 'Invalid option "-z"', 0.1))
 
 
+@pytest.mark.server
 @needs_redis
 def test_end_to_end_and_live_csv():
     w = RedisBenchmark(requests=2000, clients=10)
@@ -90,6 +91,7 @@ class InjectArg:
         return NativeTarget().exec(argv, timeout=timeout)
 
 
+@pytest.mark.server
 @needs_redis
 def test_benchmark_failure_keeps_stderr_and_stops_server():
     started: list[int] = []
@@ -113,6 +115,7 @@ def test_missing_binaries_name_the_packages():
     assert ei.value.package == "redis-server"
 
 
+@pytest.mark.server
 @needs_redis
 def test_missing_benchmark_names_redis_tools():
     with pytest.raises(ToolMissingError) as ei:

@@ -112,8 +112,9 @@ NAMED_ELSEWHERE = {
     ("store/importers/from_sysbench.py", "sysbench"): "the tool whose output it imports",
     ("store/importers/from_stressng.py", "stress-ng"): "the tool whose output it imports",
     ("store/importers/from_iperf3.py", "iperf3"): "the tool whose output it imports",
-    ("experiment/cost.py", "*"): "run-time keys, until planning reads the declarations",
-    ("vm/domains/remote.py", "hugelab-mem"): "the static program copied into a user's guest",
+    ("workloads/mariadb/workload.py", "sysbench"): "the sysbench program, its load generator",
+    ("workloads/mariadb/oltp.py", "sysbench"): "the sysbench program, its load generator",
+    ("errors.py", "command"): "the word, for a failed program without a name",
 }
 
 

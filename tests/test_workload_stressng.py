@@ -88,6 +88,7 @@ def test_missing_stressor_rows_is_workload_error():
         StressNg("remap").parse(ExecResult(["stress-ng"], 0, "", out, 0.1))
 
 
+@pytest.mark.tools
 @needs_stressng
 def test_live_brief_parse_and_run_end_to_end():
     w = StressNg("malloc", 1, 1)
@@ -102,6 +103,7 @@ def test_live_brief_parse_and_run_end_to_end():
     assert not Path(yaml_arg).parent.exists(), "the temporary YAML directory is removed"
 
 
+@pytest.mark.tools
 @needs_stressng
 def test_nonzero_exit_is_workload_error_with_stderr():
     with pytest.raises(WorkloadError) as ei:

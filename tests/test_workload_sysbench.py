@@ -108,6 +108,7 @@ def test_backing_notes():
     assert any("THP mode 'always'" in x for x in w.warnings("thp"))
 
 
+@pytest.mark.tools
 @needs_sysbench
 def test_parse_live_output_and_run_end_to_end():
     w = SysbenchMemory(block_size="1M", access_mode="rnd", time_s=1)
@@ -121,6 +122,7 @@ def test_parse_live_output_and_run_end_to_end():
     assert res.metrics["wall_s"] >= 1.0
 
 
+@pytest.mark.tools
 @needs_sysbench
 def test_invalid_option_is_workload_error_with_stderr():
     with pytest.raises(WorkloadError) as ei:
@@ -142,7 +144,7 @@ def test_unknown_backing():
 
 def test_hugetlb_bytes_is_what_the_pools_must_hold():
     from hugelab.experiment import Arm, Experiment
-    from hugelab.runner import pool_plan
+    from hugelab.planning.pools import pool_plan
 
     local = SysbenchMemory(block_size="4M", threads=2, scope="local")
     assert local.hugetlb_bytes() == 2 * hugetlb_request_bytes(4 << 20)

@@ -15,25 +15,33 @@ def _walk(parser: argparse.ArgumentParser, prefix: str) -> Iterator[tuple[str, a
                 yield from _walk(sub, f"{prefix} {name}")
 
 
-def render() -> str:
+def helps() -> list[tuple[str, str]]:
+    """Every command's name and its --help text, as a 100-column terminal shows it."""
     from hugelab.cli.main import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:
-        parts = ["# hugelab command reference",
-                 "",
-                 "Generated from `--help` by `python -m hugelab.cli.doc > docs/cli.md`; a test "
-                 "fails when it is out of date.", ""]
+        out = []
         for name, parser in _walk(build_parser(), "hugelab"):
             parser.prog = name
-            parts += [f"## `{name}`", "", "```", parser.format_help().rstrip(), "```", ""]
-        return "\n".join(parts)
+            out.append((name, parser.format_help().rstrip()))
+        return out
     finally:
         if old is None:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
+
+
+def render() -> str:
+    parts = ["# hugelab command reference",
+             "",
+             "Generated from `--help` by `python -m hugelab.cli.doc > docs/cli.md`; a test "
+             "fails when it is out of date.", ""]
+    for name, text in helps():
+        parts += [f"## `{name}`", "", "```", text, "```", ""]
+    return "\n".join(parts)
 
 
 def commands() -> list[str]:

@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from hugelab import __version__
+from hugelab.cli.examples import attach
 from hugelab.cli.output import add_json, add_store
 from hugelab.errors import HugelabError, UsageError
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
         "inside its KVM/QEMU guests? hugelab answers with evidence.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"hugelab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.register(sub, add_json, add_store)
     store.register(sub, add_json, add_store)
     fleet.register(sub, add_json)
+    attach(parser)
     return parser
 
 

@@ -23,6 +23,5 @@ def add_json(p: argparse.ArgumentParser) -> None:
 
 def add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH|URL", default=None,
-                   help="results store: a SQLite file, or postgresql://USER@HOST:PORT/DB shared "
-                        "by many hosts (password from PGPASSWORD or ~/.pgpass, never the "
-                        "command line); default: $HUGELAB_STORE, else ./hugelab.db")
+                   help="results store: a SQLite file or postgresql://USER@HOST:PORT/DB (password: "
+                        "PGPASSWORD or ~/.pgpass); default: $HUGELAB_STORE, else ./hugelab.db")

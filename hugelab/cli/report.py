@@ -87,7 +87,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.experiment is not None:
         return _fleet_report(args)
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
+    from hugelab.report.runload import load_run
     from hugelab.store.locate import open_store, shown
 
     with open_store(args.store, must_exist=True) as store:
@@ -95,7 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     report = analyse(data, Options(alpha=args.alpha, margin=args.margin,
                                    confidence=args.confidence, pairs=tuple(args.pair)))
     result = report.result
-    result["store"] = shown(args.store)
+    result.store = shown(args.store)
     if args.md:
         from hugelab.report import markdown
         _write(args.md, markdown.render(result))
@@ -105,7 +105,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         _write(args.html, html.render(result, details, lead=plots.lead_figures(report),
                                       figure_notes=notes))
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        from hugelab.report import jsonreport
+        print(jsonreport.render(result))
         return 0
     from rich.console import Console
 

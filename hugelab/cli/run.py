@@ -36,64 +36,44 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p = sub.add_parser(
         "run", help="run an experiment (default: the built-in one) and summarise it",
         description="Applies each arm's host settings, runs trials in randomized blocks, checks "
-        "each trial's evidence (the workload's own mapping or its whole process tree, and for "
-        "guests QEMU's guest RAM), commits every trial to the store, restores the host. Each "
-        "trial's processes are contained: none outlives the trial, or a killed hugelab (see "
-        "`hugelab recover`). Running the same experiment on the same store again resumes it. "
-        "Exits 1 when an arm has no ok trial, with the reason.")
+        "each trial's evidence, commits every trial to the store and restores the host. The "
+        "same experiment on the same store resumes. Exits 1 when an arm has no ok trial.")
     p.add_argument("experiment", nargs="?", type=Path,
                    help="experiment file (TOML); omitted: the built-in default experiment")
     add_store(p)
     add_json(p)
-    p.add_argument("--blocks", type=int, help="override the file's number of blocks")
+    p.add_argument("--blocks", type=int, metavar="N", help="override the file's number of blocks")
     p.add_argument("--repeats", type=int, metavar="R",
-                   help="run the experiment R times, one repeat after another (each with its "
-                   "blocks), stored as one run; the report treats the repeat as a random effect "
-                   "and gives the effect across repeats with the spread between them (tau). On "
-                   "a shared machine the effect can move between runs minutes apart: one run's "
-                   "interval describes its own minutes, not the machine (default: the file's "
-                   "`repeats`, else 1)")
-    p.add_argument("--repeat-pause", type=float, default=0.0, metavar="SECONDS",
-                   help="with --repeats: wait this long between repeats (host settings stay), "
-                   "to spread the repeats over more of the machine's states (default 0)")
+                   help="run it R times as one run; the report gives the effect across repeats "
+                   "and their spread (tau), not one run's minutes (default: the file's, else 1)")
+    p.add_argument("--repeat-pause", type=float, default=0.0, metavar="S",
+                   help="with --repeats: wait S seconds between repeats (default 0)")
     p.add_argument("--dry-run", action="store_true",
-                   help="change nothing and run nothing: list the cells (every combination of a "
-                   "factorial's levels), the trials per block, the host changes (mTHP knobs "
-                   "included, \"(unchanged)\" where the host has them already) and guests each "
-                   "needs, and the estimated duration (workload time + measured boot time)")
+                   help="change and run nothing: list cells, trials per block, host changes, "
+                   "guests and the estimated duration")
     p.add_argument("--budget", type=_budget, metavar="DURATION",
-                   help="with --dry-run: warn when the estimate exceeds this (e.g. 90m, 2h), "
-                   "naming the factor to cut")
+                   help="with --dry-run: warn past this estimate (e.g. 90m), naming a factor to cut")
     p.add_argument("--retry-failed", action="store_true",
-                   help="on resume, run again the trials that failed because the workload itself "
-                   "failed (trials that failed for outside reasons - a killed run, a pool not "
-                   "free, a guest that did not boot - are always retried)")
+                   help="on resume, rerun trials whose workload failed (outside failures: always)")
     p.add_argument("--until-verdict", action="store_true",
-                   help="stop early once every arm has a verdict, using group-sequential looks "
-                   "(Lan-DeMets O'Brien-Fleming spending) declared before the first trial")
+                   help="stop once every arm has a verdict (group-sequential looks, O'Brien-Fleming)")
     p.add_argument("--max-blocks", type=int, metavar="N",
-                   help="with --until-verdict: the most blocks to run (default: the file's blocks)")
-    p.add_argument("--looks", type=int, default=5, help="with --until-verdict: planned looks (5)")
-    p.add_argument("--alpha", type=float, default=0.05,
+                   help="with --until-verdict: the most blocks (default: the file's, >= 6 a look)")
+    p.add_argument("--looks", type=int, default=5, metavar="N", help="with --until-verdict: planned looks (5)")
+    p.add_argument("--alpha", type=float, default=0.05, metavar="A",
                    help="with --until-verdict: family-wise false-positive rate (0.05)")
-    p.add_argument("--margin", type=_fraction, default=0.01,
+    p.add_argument("--margin", type=_fraction, default=0.01, metavar="M",
                    help="with --until-verdict: equivalence margin, e.g. 1%% (default)")
     p.add_argument("--label", default="", metavar="NAME",
-                   help="this host's name in a shared store: each label is its own run of the "
-                   "experiment (resumed by the same label), and `hugelab report --experiment` "
-                   "merges them (hugelab fleet run passes the inventory name)")
-    p.add_argument("--wait-host", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for another hugelab changing this host instead of "
-                   "refusing at once (hosts of a fleet that share one kernel take turns)")
-    p.add_argument("--store-outage", type=outage_arg, default=DEFAULT_OUTAGE_S, metavar="DURATION",
-                   help="how long a server store (postgresql://) may be away - a restart, a "
-                   "failover - before the run stops (default 5m): meanwhile trials go on and "
-                   "are kept in a local spool, written exactly once when it is back; past it the "
-                   "run stops cleanly and `hugelab store flush` (or the next run) writes them")
+                   help="this host's run in a shared store (report --experiment merges labels)")
+    p.add_argument("--wait-host", type=float, default=0.0, metavar="S",
+                   help="wait S seconds for another hugelab on this host instead of refusing")
+    p.add_argument("--store-outage", type=outage_arg, default=DEFAULT_OUTAGE_S, metavar="D",
+                   help="how long a postgresql:// store may be away before the run stops "
+                   "(default 5m); trials wait in a local spool")
     p.add_argument("--calibrate", action="store_true",
-                   help="for a duet: run the baseline arm and an identical twin side by side, "
-                   "then one after the other, and say what the duet comparison can claim (are "
-                   "the two slots symmetric? how much does the neighbour move each guest?)")
+                   help="for a duet: run the baseline and its twin side by side, then apart, and "
+                   "say what the duet can claim")
     p.set_defaults(func=cmd_run)
 
     s = sub.add_parser("show", help="list the runs in a store, or one run's trials")
@@ -104,7 +84,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
 
 
 def _budget(text: str) -> float:
-    from hugelab.cli.dryrun import parse_budget
+    from hugelab.planning.budget import parse_budget
     return parse_budget(text)
 
 
@@ -113,7 +93,7 @@ DEFAULT_OUTAGE_S = 300.0
 
 def outage_arg(text: str) -> float:
     """A duration (90s, 5m, 1h; a bare number is seconds); 0 stops at the first loss."""
-    from hugelab.cli.dryrun import parse_budget
+    from hugelab.planning.budget import parse_budget
     try:
         seconds = float(text)
     except ValueError:
@@ -133,6 +113,8 @@ def _fraction(text: str) -> float:
 def _load(args: argparse.Namespace) -> Experiment:
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
     blocks = args.max_blocks if args.until_verdict and args.max_blocks else args.blocks
+    if args.until_verdict and blocks is None and exp.blocks < 6 * args.looks:
+        blocks = 6 * args.looks  # its own most: 6 blocks per look; it stops at a verdict
     if args.max_blocks and not args.until_verdict:
         raise UsageError("--max-blocks goes with --until-verdict")
     if blocks is not None:
@@ -170,13 +152,22 @@ def _session(args: argparse.Namespace) -> Any:
     return lambda: run_session(lock_wait_s=args.wait_host)
 
 
+def _more_blocks_hint(blocks: int, looks: int, max_given: bool) -> str:
+    """What to add to a too-short --until-verdict run: the most blocks, or fewer looks."""
+    hint = (f"{'raise --max-blocks to' if max_given else 'add --max-blocks'} {6 * looks} (the "
+            f"most it may run: it stops at the first look with a verdict)")
+    if blocks >= 6:
+        hint += f", or --looks {blocks // 6} to look within {blocks} blocks"
+    return hint
+
+
 def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> SequentialStopper | None:
     if not args.until_verdict:
         return None
     if exp.blocks < 6 * args.looks:
         raise UsageError(f"--until-verdict with {args.looks} looks needs at least "
-                         f"{6 * args.looks} blocks (got {exp.blocks})",
-                         hint="raise --max-blocks or lower --looks")
+                         f"{6 * args.looks} blocks, 6 per look (this run has {exp.blocks})",
+                         hint=_more_blocks_hint(exp.blocks, args.looks, bool(args.max_blocks)))
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
@@ -191,14 +182,16 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
     for a plain run (root checked)."""
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
+        from hugelab.planning.dryrun import plan
         from hugelab.vm.domains.libvirt_guest import resolve_experiment
         dryrun.check_budget_args(args)
         exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
-        dryrun.print_plan(dryrun.plan(exp, workload, per_arm, args.store, args.budget), args.json)
+        dryrun.print_plan(plan(exp, workload, per_arm, args.store, args.budget), args.json)
         return 0
     if args.calibrate:
         from hugelab.cli import calibrate
-        calibrate.experiments(exp)  # a duet, or a clear error before root is asked for
+        from hugelab.planning.calibration import experiments
+        experiments(exp)  # a duet, or a clear error before root is asked for
         if args.until_verdict:
             raise UsageError("--calibrate runs the planned blocks: leave out --until-verdict")
     require_root("hugelab run")
@@ -332,8 +325,8 @@ def _target() -> Target:
 def _verdicts(store: SqlStore, run_id: int) -> dict[str, Any]:
     """The paired analysis `hugelab report` does, for the run summary."""
     from hugelab.report.analysis import Options, analyse
-    from hugelab.report.load import load_run
-    return analyse(load_run(store, run_id), Options()).result
+    from hugelab.report.runload import load_run
+    return analyse(load_run(store, run_id), Options()).json()
 
 
 def _better(store: SqlStore, run_id: int) -> str | None:

@@ -12,7 +12,8 @@
 5. what went wrong (skipped arms, failed or flagged trials, hugetlb pools shared with other
    users, retries), once each.
 
-Pure formatting over the run's result dict (the same dict `--json` prints) and the experiment.
+Pure formatting over the run's result dict (the same dict `--json` prints) and the experiment;
+the report's parts of it are read back into the report's model (`answer.Findings`).
 """
 
 from __future__ import annotations
@@ -23,18 +24,25 @@ from rich.console import Console
 from rich.text import Text
 
 from hugelab.experiment import Experiment
-from hugelab.report import answer, lead, tables, text
+from hugelab.report import answer, lead, text
+from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.effects import Factorial
+from hugelab.report.sections.labels import effect as effect_cell
+from hugelab.report.sections.labels import no_interval_note
+from hugelab.report.table import Table, num
 
 EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs baseline "
                "(negative = smaller values); verdicts: Wilcoxon signed-rank, Holm-adjusted, and "
                "TOST at the margin")
 
 
-def _report_like(result: dict[str, Any]) -> dict[str, Any]:
-    """The parts of the report's result that `lead` and `tables` read."""
-    return {"comparisons": result.get("comparisons") or [],
-            "factorial": result.get("factorial"), "warnings": result.get("warnings") or [],
-            "series": [{"name": a["arm"]} for a in result.get("arms") or []]}
+def _report_like(result: dict[str, Any]) -> answer.Findings:
+    """The parts of the report's result that `lead` and the tables read, typed."""
+    fact = result.get("factorial")
+    return answer.Findings([Comparison.from_json(c) for c in result.get("comparisons") or []],
+                           None if fact is None else Factorial.from_json(fact),
+                           list(result.get("warnings") or []),
+                           [a["arm"] for a in result.get("arms") or []])
 
 
 def headline(exp: Experiment, result: dict[str, Any]) -> str:
@@ -77,36 +85,35 @@ def names_of(exp: Experiment) -> answer.Names:
                         [f.name for f in exp.factors if f.scenario and len(f.levels) > 1])
 
 
-def cells(exp: Experiment, result: dict[str, Any]) -> list[tables.Table]:
+def cells(exp: Experiment, result: dict[str, Any]) -> list[Table]:
     """One table per scenario (one for a flat run) of every cell against its baseline."""
     rep = _report_like(result)
     names = names_of(exp)
-    comps: dict[str, dict[str, Any]] = {}
-    for c in rep["comparisons"]:  # one row per arm: its first target's comparison
-        comps.setdefault(str(c["candidate"]).split("@")[0], c)
+    comps: dict[str, Comparison] = {}
+    for comp in rep.comparisons:  # one row per arm: its first target's comparison
+        comps.setdefault(comp.candidate.split("@")[0], comp)
     unit = result.get("unit") or ""
-    out: dict[str, tables.Table] = {}
+    out: dict[str, Table] = {}
     for r in result["arms"]:
         scope = names.scope(r["arm"])
         t = out.setdefault(scope, _table(exp, scope, unit))
         c = comps.get(r["arm"])
         effect, verdict = ("", "baseline") if r["baseline"] else ("-", "-") if c is None else \
-            (tables._effect(c), answer.verdict(c))
-        name = names.short(r["arm"], c["baseline"] if c else r["arm"] if r["baseline"] else None)
+            (effect_cell(c), answer.verdict(c))
+        name = names.short(r["arm"], c.baseline if c else r["arm"] if r["baseline"] else None)
         t.rows.append([name, str(r["n"]), f"{r['flagged']}/{r['failed']}",
-                       tables.num(r["median"]), effect, verdict])
+                       num(r["median"]), effect, verdict])
     return list(out.values())
 
 
-def _table(exp: Experiment, scope: str, unit: str) -> tables.Table:
+def _table(exp: Experiment, scope: str, unit: str) -> Table:
     several = any(len(f.levels) > 1 for f in exp.scenario_factors)
     against = "the baseline cell of its scenario" if several else f"'{exp.baseline_arm}'"
     what = "cell" if exp.factors else "arm"
     title = f"{scope}: each {what} against its baseline" if scope else \
         f"{exp.name}: each {what} against {against} (paired by block)"
-    return tables.Table("cells", title, [what, "ok", "flag/fail", f"median {unit}".strip(),
-                                         "effect [95% CI]", "verdict"], [],
-                        right={1, 2, 3, 4})
+    return Table("cells", title, [what, "ok", "flag/fail", f"median {unit}".strip(),
+                                  "effect [95% CI]", "verdict"], [], right={1, 2, 3, 4})
 
 
 def problems(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -126,7 +133,7 @@ def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
     """Print the summary (see the module docstring for its order)."""
     con.print(Text(headline(exp, result)))
     rep = _report_like(result)
-    if rep["comparisons"]:
+    if rep.comparisons:
         text.lead_lines(lead.build(rep), con)
         line = analysis_line(result)
         if line:
@@ -137,11 +144,11 @@ def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
         con.print(Text(f"across repeats: {r['name']}: {r.get('reading') or r.get('error')}"))
     for t in cells(exp, result):
         text.print_table(t, con)
-    for n in tables.no_interval_note(rep["comparisons"]):
+    for n in no_interval_note(rep.comparisons):
         con.print(Text("  " + n, style="dim"))
     for label, what in problems(result):
         con.print(Text(f"{label} ", style="yellow") + Text(what))
-    if rep["comparisons"]:
+    if rep.comparisons:
         con.print(Text(EFFECT_NOTE, style="dim"))
     if result.get("factorial"):
         con.print(Text("main effects, interactions and effects along ordered parameters: "

@@ -31,12 +31,19 @@ AddOpt = Callable[[argparse.ArgumentParser], None]
 def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     vm = sub.add_parser("vm", help="guest tools: print the QEMU options or libvirt domain of an arm")
     vsub = vm.add_subparsers(dest="vm_command", metavar="ACTION", required=True)
+    _qemu_args(vsub, add_json)
+    _libvirt_xml(vsub, add_json)
+    _diff(vsub, add_json)
+    _demo_domain(vsub, add_json)
+
+def _qemu_args(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     q = vsub.add_parser(
         "qemu-args", help="print the QEMU command line hugelab uses for an arm's guest",
         description="Prints the full qemu-system-x86_64 argv for ARM of EXPERIMENT: the guest "
         "RAM backend (memory-backend-ram/file/memfd, prealloc, share, hugetlbsize), the guest "
         "kernel command line (transparent_hugepage=, hugepagesz=/hugepages=), and the image-less "
-        "root (host / over virtio-9p, read-only). For iperf3 and redis the guest also gets a NIC on "
+        "root (host / over virtio-9p, read-only). For a kind with a server (iperf3, redis, memcached) "
+        "the guest also gets a NIC on "
         "user networking (restrict=on) with a 127.0.0.1 port forward to its server; the host "
         "port shown is an example (each trial picks a free one). Paths of sockets and logs are "
         "placeholders.")
@@ -46,6 +53,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    help="accelerator to print for accel = auto (default: kvm)")
     add_json(q)
     q.set_defaults(func=cmd_qemu_args)
+
+def _libvirt_xml(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     x = vsub.add_parser(
         "libvirt-xml", help="print a libvirt domain XML for an arm's guest (for virsh define)",
         description="Prints the libvirt <domain> of ARM's guest, the same guest `vm qemu-args` "
@@ -67,6 +76,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    "copy it where libvirt's QEMU can read it)")
     add_json(x)
     x.set_defaults(func=cmd_libvirt_xml)
+
+def _diff(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     d = vsub.add_parser(
         "diff", help="show the change an arm makes to your own libvirt domain (vm domain = ...)",
         description="For an arm whose [arms.vm] names a libvirt domain (domain = \"NAME\"), "
@@ -79,6 +90,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     d.add_argument("experiment", type=Path, help="experiment file")
     add_json(d)
     d.set_defaults(func=cmd_diff)
+
+def _demo_domain(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     m = vsub.add_parser(
         "demo-domain", help="build a small Debian image and define a libvirt domain booting it",
         description="Builds hugelab's Debian bookworm guest image with debootstrap "

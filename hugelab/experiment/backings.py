@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from hugelab.units import page_label
+
 CLASSIC = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 MTHP_PREFIX = "mthp-"
 MTHP_FORM = f"{MTHP_PREFIX}<size>"
@@ -30,12 +32,12 @@ BACKINGS_SELF_REQUESTED = ("thp-collapse", "shmem-thp")
 
 
 def mthp_size_label(size_kb: int) -> str:
-    """64 -> '64K', 1024 -> '1M'."""
-    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
+    """64 -> '64K', 1024 -> '1M' (hugelab.units.page_label)."""
+    return page_label(size_kb)
 
 
 def label_kb(label: str) -> int | None:
-    """'64K' -> 64, '1M' -> 1024: a multi-size THP folio size, a power of two of at least 8 kB,
+    """'64K' -> 64, '1M' -> 1024: a multi-size THP folio size, a power of two of at least 8 KiB,
     written as the kernel's hugepages-<N>kB directories name it ('1M', never '1024K'); None
     for anything else."""
     m = re.fullmatch(r"([1-9][0-9]{0,7})([KM])", label) if isinstance(label, str) else None

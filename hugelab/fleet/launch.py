@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
+
+from hugelab.proc import become
 
 PASSWORD_ENV = "PGPASSWORD"
 
@@ -29,7 +31,7 @@ def take_secret(path: Path) -> str | None:
     return text[:-1] if text.endswith("\n") else text
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     p = argparse.ArgumentParser(prog="python -m hugelab.fleet.launch")
     p.add_argument("--secret-file", type=Path, required=True)
     p.add_argument("program", nargs=argparse.REMAINDER)
@@ -40,9 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     secret = take_secret(args.secret_file)
     if secret:
         os.environ[PASSWORD_ENV] = secret
-    os.execv(program[0], program)
-    return 127  # not reached
+    become(program)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hugelab.proc import run
+from hugelab.units import amount
 
 RESERVE_MIB = 256  # memory a pool may not take: the host's own processes need some
 KIB_PER_GIB = 1024 * 1024
@@ -55,14 +57,6 @@ def arm_needs(exp: Any) -> list[ArmNeeds]:
     return out
 
 
-def human_kb(kb: float) -> str:
-    """1536 -> '1.5 MiB', 3 GiB in kB -> '3.0 GiB'."""
-    for unit, scale in (("TiB", KIB_PER_GIB * 1024), ("GiB", KIB_PER_GIB), ("MiB", 1024)):
-        if abs(kb) >= scale:
-            return f"{kb / scale:.1f} {unit}"
-    return f"{kb:.0f} KiB"
-
-
 def _free_for_a_run(pool: Mapping[str, Any]) -> int:
     """Pages of a pool (inspect's entry) a run can take without growing it: free and not
     reserved; an entry without counters (an older hugelab's) counts all its pages."""
@@ -88,10 +82,10 @@ def pool_shortfalls(plan: Mapping[str, Any], host: Mapping[str, Any],
     available = int(host.get("meminfo_kb", {}).get("MemAvailable", 0)) - reserve_kb
     if sum(extra.values()) <= available:
         return {}
-    total = human_kb(sum(extra.values()))
-    return {s: f"needs {need_kb[s] // size_kb[s]} x {s} pages ({human_kb(need_kb[s])}): the "
+    total = amount(sum(extra.values()))
+    return {s: f"needs {need_kb[s] // size_kb[s]} x {s} pages ({amount(need_kb[s])}): the "
                f"run's pools need {total} more than is reserved now, and this host can give "
-               f"{human_kb(max(available, 0))} (MemAvailable less {human_kb(reserve_kb)} kept "
+               f"{amount(max(available, 0))} (MemAvailable less {amount(reserve_kb)} kept "
                "for the host)"
             for s in sorted(extra) if extra[s]}
 
@@ -128,7 +122,7 @@ def kvm_problem(dev: str = "/dev/kvm") -> str | None:
 def dry_run_plan(experiment: Path) -> dict[str, Any]:
     """`hugelab run EXPERIMENT --dry-run --json` of this Python's hugelab, parsed."""
     argv = [sys.executable, "-m", "hugelab.cli", "run", str(experiment), "--dry-run", "--json"]
-    cp = subprocess.run(argv, capture_output=True, text=True, check=False)
+    cp = run(argv, check=False)
     if cp.returncode != 0:
         raise SystemExit(f"preflight: `hugelab run --dry-run` failed (exit {cp.returncode}): "
                          f"{cp.stderr.strip() or cp.stdout.strip()}")

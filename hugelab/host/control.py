@@ -34,6 +34,7 @@ from hugelab.host.pools import (
     read_counts,
     restore_value,
 )
+from hugelab.units import exact, page_label
 
 THP_ENABLED = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
@@ -49,10 +50,6 @@ def size_kb_from_name(name: str) -> int:
     if key in SIZE_NAMES:
         return SIZE_NAMES[key]
     raise HostError(f"unknown huge page size '{name}'", hint="use 2M or 1G")
-
-
-def size_name(size_kb: int) -> str:
-    return {v: k for k, v in SIZE_NAMES.items()}.get(size_kb, f"{size_kb}kB")
 
 
 def require_root(what: str) -> None:
@@ -126,10 +123,10 @@ class HostControl:
         self.require_mthp()
         path = self.paths.mthp_enabled(size_kb)
         if not path.exists():
-            offered = ", ".join(f"{s} kB" for s in self.paths.mthp_anon_sizes_kb()) or "none"
-            raise HostError(f"this kernel offers no {size_kb} kB multi-size THP for anonymous "
+            offered = ", ".join(exact(s) for s in self.paths.mthp_anon_sizes_kb()) or "none"
+            raise HostError(f"this kernel offers no {exact(size_kb)} multi-size THP for anonymous "
                             f"memory (it offers {offered})")
-        self._set_choice(path, mode, MTHP_ENABLED, f"{size_kb} kB THP")
+        self._set_choice(path, mode, MTHP_ENABLED, f"{exact(size_kb)} THP")
 
     def set_shmem_thp(self, mode: str, size_kb: int | None = None) -> None:
         """Set shmem_enabled: the top-level one (always|within_size|advise|never|deny|force),
@@ -144,9 +141,9 @@ class HostControl:
         self.require_mthp()
         path = self.paths.mthp_shmem_enabled(size_kb)
         if not path.exists():
-            raise HostError(f"this kernel has no per-size shmem THP knob for {size_kb} kB",
+            raise HostError(f"this kernel has no per-size shmem THP knob for {exact(size_kb)}",
                             hint=f"{path} is missing (per-size shmem_enabled came in Linux 6.11)")
-        self._set_choice(path, mode, MTHP_SHMEM_ENABLED, f"{size_kb} kB shmem THP")
+        self._set_choice(path, mode, MTHP_SHMEM_ENABLED, f"{exact(size_kb)} shmem THP")
 
     # --- pools ---------------------------------------------------------------
     def pool_pages(self, size_kb: int, node: int | None = None) -> int:
@@ -158,10 +155,10 @@ class HostControl:
 
     def _require_pool(self, size_kb: int, node: int | None) -> None:
         if not self.paths.pool_file(size_kb, node=node).exists():
-            sizes = ", ".join(size_name(s) for s in self.paths.pool_sizes_kb()) or "none"
+            sizes = ", ".join(page_label(s) for s in self.paths.pool_sizes_kb()) or "none"
             where = f"node {node}" if node is not None else "this host"
             hint = "1 GiB pages need the pdpe1gb CPU flag" if size_kb == 1048576 else None
-            raise PoolError(f"{size_name(size_kb)} huge pages are not supported on {where} "
+            raise PoolError(f"{page_label(size_kb)} huge pages are not supported on {where} "
                             f"(supported sizes: {sizes})", hint=hint)
 
     def check_pool_fits(self, size_kb: int, pages: int, node: int | None = None) -> None:
@@ -175,7 +172,7 @@ class HostControl:
         avail = mem.get("MemAvailable", mem.get("MemFree", 0))
         if extra_kb > avail:
             raise PoolError(
-                f"a pool of {pages} x {size_name(size_kb)} needs {extra_kb / 1048576:.1f} GiB more "
+                f"a pool of {pages} x {page_label(size_kb)} needs {extra_kb / 1048576:.1f} GiB more "
                 f"memory, but only {avail / 1048576:.1f} GiB is available",
                 hint="ask for fewer pages, or free memory first",
             )
@@ -222,11 +219,11 @@ class HostControl:
         if achieved < pages:
             self.writer(path, str(counts.persistent))
             raise PoolError(
-                f"{size_name(size_kb)} pool: requested {pages} pages, achieved {achieved} "
+                f"{page_label(size_kb)} pool: requested {pages} pages, achieved {achieved} "
                 f"after compaction for {self.compact_deadline_s:.0f}s; pool left at "
                 f"{counts.nr}{_held_note(counts, size_kb)}",
                 hint="memory is too fragmented or too full: free memory, or reserve at boot "
-                f"with hugepagesz={size_name(size_kb)} hugepages={pages}",
+                f"with hugepagesz={page_label(size_kb)} hugepages={pages}",
             )
         return achieved
 
@@ -255,7 +252,7 @@ class HostControl:
 
     # --- hugetlbfs -----------------------------------------------------------
     def mount_hugetlbfs(self, size_kb: int, target: Path) -> None:
-        argv = ["mount", "-t", "hugetlbfs", "-o", f"pagesize={size_name(size_kb)}", "none", str(target)]
+        argv = ["mount", "-t", "hugetlbfs", "-o", f"pagesize={page_label(size_kb)}", "none", str(target)]
         if self.dry_run:
             self.commands.append(shlex.join(["mkdir", "-p", str(target)]))
             self.commands.append(shlex.join(argv))

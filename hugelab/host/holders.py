@@ -30,8 +30,8 @@ def _kb(value: str | None) -> int:
 
 
 def parse_smaps(text: str) -> list[dict[str, Any]]:
-    """The hugetlb mappings of one process's smaps: per mapping its page size (kB), its size
-    and the hugetlb memory it has faulted in (kB), its name and inode (a SysV segment's inode
+    """The hugetlb mappings of one process's smaps: per mapping its page size (KiB), its size
+    and the hugetlb memory it has faulted in (KiB), its name and inode (a SysV segment's inode
     is its shmid), and whether it is shared."""
     out: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
@@ -132,7 +132,7 @@ def sysv_segments(paths: HostPaths = REAL,
 
 
 def hugetlbfs_files(paths: HostPaths = REAL) -> list[dict[str, Any]]:
-    """Per hugetlbfs mount: its files' huge pages in use (kB, from their block counts)."""
+    """Per hugetlbfs mount: its files' huge pages in use (KiB, from their block counts)."""
     out = []
     for target in _hugetlbfs_targets(paths):
         used = files = 0
@@ -159,7 +159,7 @@ def scan(paths: HostPaths = REAL, exclude: Iterable[int] = ()) -> dict[str, Any]
 
 
 def _in_processes(procs: list[dict[str, Any]]) -> dict[str, int]:
-    """Per page size (kB, as a string), the hugetlb kB processes have in use, each shared
+    """Per page size (KiB, as a string), the hugetlb KiB processes have in use, each shared
     mapping (a segment, a hugetlbfs file) counted once."""
     seen: dict[tuple[str, int, str], int] = {}
     private: dict[str, int] = {}

@@ -8,7 +8,7 @@ import shutil
 from typing import Any
 
 from hugelab.host import holders as pool_holders
-from hugelab.host.control import mthp_unsupported_message, size_name
+from hugelab.host.control import mthp_unsupported_message
 from hugelab.host.paths import (
     REAL,
     HostPaths,
@@ -17,6 +17,7 @@ from hugelab.host.paths import (
     parse_selected,
     read_text,
 )
+from hugelab.units import page_label
 
 POOL_FIELDS = ("nr_hugepages", "free_hugepages", "resv_hugepages", "surplus_hugepages",
                "nr_overcommit_hugepages")
@@ -74,10 +75,6 @@ def thp_state(paths: HostPaths, cmdline: dict[str, list[str]]) -> dict[str, Any]
     return state
 
 
-def _size_label(size_kb: int) -> str:
-    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
-
-
 def mthp_state(paths: HostPaths) -> dict[str, Any]:
     """The folio sizes multi-size THP offers (Linux 6.8+) and each one's modes: `enabled`
     (anonymous memory; absent for sizes only shmem can have) and `shmem_enabled` (6.11+)."""
@@ -86,7 +83,7 @@ def mthp_state(paths: HostPaths) -> dict[str, Any]:
         return {"supported": False, "reason": mthp_unsupported_message(paths)}
     out = []
     for size_kb in sizes:
-        entry: dict[str, Any] = {"size": _size_label(size_kb), "size_kb": size_kb}
+        entry: dict[str, Any] = {"size": page_label(size_kb), "size_kb": size_kb}
         for key, path in (("enabled", paths.mthp_enabled(size_kb)),
                           ("shmem_enabled", paths.mthp_shmem_enabled(size_kb))):
             text = read_text(path)
@@ -98,7 +95,7 @@ def mthp_state(paths: HostPaths) -> dict[str, Any]:
 def pools(paths: HostPaths) -> list[dict[str, Any]]:
     out = []
     for size_kb in paths.pool_sizes_kb():
-        pool: dict[str, Any] = {"size": size_name(size_kb), "size_kb": size_kb}
+        pool: dict[str, Any] = {"size": page_label(size_kb), "size_kb": size_kb}
         for f in POOL_FIELDS:
             v = read_text(paths.pool_file(size_kb, f))
             pool[f.removesuffix("_hugepages")] = int(v) if v is not None else None

@@ -48,7 +48,7 @@ class HostPaths:
         return _size_dirs(self.p(THP_DIR))
 
     def mthp_anon_sizes_kb(self) -> list[int]:
-        """Sizes anonymous memory can get (an `enabled` file; 8 kB has only shmem_enabled)."""
+        """Sizes anonymous memory can get (an `enabled` file; 8 KiB has only shmem_enabled)."""
         return [s for s in self.mthp_sizes_kb() if self.mthp_enabled(s).exists()]
 
     def mthp_enabled(self, size_kb: int) -> Path:

@@ -1,4 +1,5 @@
-"""The report's analysis: pure over a loaded run (arrays in, one JSON-serialisable dict out).
+"""The report's analysis: pure over a loaded run (arrays in, the typed `model.result.Result` out,
+whose `to_json` is the JSON report).
 
 Pairs are formed by block from trials with status "ok" only (flagged and failed trials never
 count); a block missing either arm of a comparison is dropped from that comparison and
@@ -20,7 +21,6 @@ comparison's ``drift`` entry, and a drifting effect adds a warning.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,20 +32,29 @@ from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.report import factorial, latency, lead
+from hugelab.report import answer, factorial, latency, lead
 from hugelab.report import repeats as replicated
-from hugelab.report.load import RunData
+from hugelab.report.model.base import clean
+from hugelab.report.model.comparison import Comparison, Drift, Tails
+from hugelab.report.model.replicas import Repetition
+from hugelab.report.model.result import (
+    BlockVariance,
+    Grid,
+    Provenance,
+    ReportOptions,
+    Result,
+    RunInfo,
+)
+from hugelab.report.model.series import Series
+from hugelab.report.perseries import series_rows
 from hugelab.report.poolnotes import pool_warnings, shared_pools
-from hugelab.stats import classic, components, drift, grid, multiple, paired, tails
+from hugelab.report.runload import RunData
+from hugelab.stats import components, drift, grid, multiple, paired, tails
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
-from hugelab.trial.load import HIGH, high_load
 
 TAIL_BOOT_BUDGET = 2_000_000
 DRIFT_ALPHA = 0.01  # a warning, so conservative; Bonferroni over its two tests inside
-VMSTAT_KEYS = ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
-               "thp_split_page", "compact_stall", "compact_fail", "compact_success",
-               "pgfault", "pgmajfault", "htlb_buddy_alloc_success", "htlb_buddy_alloc_fail")
 TCG_WARNING = ("TCG (software emulation) ran some guest trials: TCG results do NOT represent "
                "hardware virtualization (KVM); do not read their numbers as guest performance")
 
@@ -82,29 +91,18 @@ class Paired:
 
 @dataclass
 class Report:
-    """The analysis dict plus the arrays the plots need."""
+    """The analysis (`result`) plus the arrays the plots need."""
 
     data: RunData
-    result: dict[str, Any]
+    result: Result
     paired: list[Paired]
+
+    def json(self) -> dict[str, Any]:
+        """The JSON report."""
+        return self.result.to_json()
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-def clean(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [clean(v) for v in obj.tolist()]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
 
 def baseline_arm(run: dict[str, Any]) -> str | None:
     exp = run.get("experiment") or {}
@@ -180,7 +178,10 @@ def _better(data: RunData, i: int, j: int, notes: list[str]) -> str:
         notes.append(f"the arms disagree on which direction is better ({bi} vs {bj}); "
                      f"using the baseline's ({bi})")
     if chosen not in ("lower", "higher"):
-        notes.append("no trial says whether lower or higher is better: assuming lower (a time)")
+        if not (data.details[i].sampled or data.details[j].sampled):  # a result says it
+            notes.append("no ok trial in either arm: nothing to compare (see the failed trials)")
+        else:
+            notes.append("no trial says whether lower or higher is better: assuming lower (a time)")
         return "lower"
     return chosen
 
@@ -208,26 +209,25 @@ def _compare(p: Paired, opts: Options) -> paired.Comparison:
                           alpha=opts.alpha, margin=opts.margin, blocks=p.blocks)
 
 
-def _tails(p: Paired) -> dict[str, Any] | None:
+def _tails(p: Paired) -> Tails | None:
     n = p.b.size
     if n < 10:
         return None
     boot = n <= tails.BOOT_MAX_VALUES
     n_boot = int(np.clip(TAIL_BOOT_BUDGET / n, 200, 2000))
     t = tails.compare_tails(p.b, p.c, better=p.better, n_boot=n_boot).to_dict()
-    t["n_boot"] = n_boot if boot else None
-    t["pairs_used"] = int(n)
-    return t
+    return Tails.from_json({**t, "n_boot": n_boot if boot else None, "pairs_used": int(n)})
 
 
-def _drift(p: Paired) -> dict[str, Any]:
+def _drift(p: Paired) -> Drift:
     # blocks run one after another, so block order is run order
-    return drift.effect_drift(p.log_ratio, p.blocks, alpha=DRIFT_ALPHA).to_dict()
+    return Drift.from_json(drift.effect_drift(p.log_ratio, p.blocks,
+                                              alpha=DRIFT_ALPHA).to_dict())
 
 
 def comparisons(data: RunData, m: Matrix, opts: Options,
                 extra: dict[str, paired.Comparison] | None = None
-                ) -> tuple[list[Paired], list[dict[str, Any]], dict[str, paired.Comparison]]:
+                ) -> tuple[list[Paired], list[Comparison], dict[str, paired.Comparison]]:
     """Every cell against its baseline, Holm-adjusted together with `extra` claims (a
     factorial's effects), which come back adjusted."""
     pairs = list(opts.pairs) or default_pairs(data)
@@ -241,15 +241,11 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
         c = adjusted[p.name]
         d = c.to_dict()
         d["notes"] = [*p.notes, *d["notes"]]  # too few pairs: stated once, as a warning
-        out.append({"name": p.name, "baseline": p.baseline, "candidate": p.candidate,
-                    "blocks_dropped": p.dropped, **d, "tails": _tails(p), "drift": _drift(p),
-                    **_regimes(p, data)})
+        split = replicated.regimes_of(p)
+        out.append(Comparison(p.name, p.baseline, p.candidate, p.dropped, **d,
+                              tails=_tails(p), drift=_drift(p), regimes=split,
+                              load_effect=replicated.load_effect(p, data, split)))
     return ps, out, {k.removeprefix("claim:"): adjusted[k] for k in extra}
-
-
-def _regimes(p: Paired, data: RunData) -> dict[str, Any]:
-    split = replicated.regimes_of(p)
-    return {"regimes": split, "load_effect": replicated.load_effect(p, data, split)}
 
 
 def factorial_section(data: RunData, m: Matrix, opts: Options
@@ -267,113 +263,9 @@ def factorial_section(data: RunData, m: Matrix, opts: Options
     return fp, claims, empty
 
 
-# --- per series -------------------------------------------------------------------------------
-
-def _classic(values: NDArray[np.float64], confidence: float) -> dict[str, Any] | None:
-    v = values[np.isfinite(values)]
-    if v.size == 0:
-        return None
-    return classic.classic_table(v, confidence=confidence).to_dict()
-
-
-def _monitors(mons: list[dict[str, Any]]) -> dict[str, Any]:
-    vms = [m.get("vmstat") or {} for m in mons]
-    med = {k: median(float(v.get(k, 0)) for v in vms)
-           for k in VMSTAT_KEYS if any(k in v for v in vms)}
-    alloc = sum(float(v.get("thp_fault_alloc", 0)) for v in vms)
-    fallback = sum(float(v.get("thp_fault_fallback", 0)) for v in vms)
-    share = alloc / (alloc + fallback) if alloc + fallback else None
-    # /proc/vmstat is host-wide: other processes' faults are in it too, so the reading says so
-    # and the per-trial mapping evidence beside it is the proof for the workload itself.
-    reading = ("no THP page faults recorded (host-wide)" if share is None else
-               f"host-wide: {share:.0%} of THP faults served by huge pages "
-               f"(median {med.get('thp_fault_alloc', 0):.0f} allocated, "
-               f"{med.get('thp_fault_fallback', 0):.0f} fell back per trial)")
-    load = machine_load(mons)
-    if load and load["high"]:
-        reading += f"; {load['reading']}"
-    return {"trials": len(vms), "vmstat_median": med, "thp_fault_share": share,
-            "load": load, "reading": reading if vms else "no monitor data"}
-
-
-def machine_load(mons: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The machine's load over sampled trials (hugelab.trial.load): medians, the trials at or
-    above its HIGH thresholds and their commonest readings; None when no trial recorded it."""
-    loads = [m["load"] for m in mons if isinstance(m.get("load"), dict) and m["load"]]
-    if not loads:
-        return None
-    keys = sorted({k for ld in loads for k in ld})
-    med = {k: median(float(ld[k]) for ld in loads if k in ld) for k in keys}
-    flagged = [h for ld in loads if (h := high_load(ld))]
-    kinds = Counter(r.rsplit(" ", 1)[0] for h in flagged for r in h)
-    worst = {k: max(float(ld.get(k, 0)) for ld in loads) for k in HIGH if k in keys}
-    reading = (f"{len(flagged)} of {len(loads)} trials under high machine load ("
-               + ", ".join(f"{kind} in {n}" for kind, n in kinds.most_common()) + ")"
-               if flagged else f"machine load low in all {len(loads)} trials")
-    return {"trials": len(loads), "high": len(flagged), "median": med, "max": worst,
-            "high_kinds": dict(kinds), "thresholds": HIGH, "reading": reading}
-
-
-def _evidence(evs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per layer (workload; vm for guest arms): how many sampled trials each verdict had, and
-    the commonest reason, so a guest arm shows both sides' evidence."""
-    pages = Counter(str(e["KernelPageSize_kB"]) for e in evs if "KernelPageSize_kB" in e)
-    shares = [float(e.get("AnonHugePages_kB") or 0) / float(e["Rss_kB"])
-              for e in evs if e.get("Rss_kB")]
-    checks = Counter(str(e.get("check")) for e in evs if e.get("check"))
-    share = median(shares) if shares else None
-    layers: dict[str, Counter[tuple[str, str]]] = {}
-    for e in evs:
-        for layer, c in (e.get("checks") or {}).items():
-            layers.setdefault(layer, Counter())[(str(c.get("status")), str(c.get("reason")))] += 1
-    parts = []
-    for layer, cnt in layers.items():
-        statuses = Counter[str]()
-        for (status, _), n in cnt.items():
-            statuses[status] += n
-        (_, reason), _ = cnt.most_common(1)[0]
-        counts = ", ".join(f"{st} {n}/{sum(statuses.values())}" for st, n in statuses.items())
-        parts.append(f"{layer}: {counts} (e.g. {reason})")
-    if not parts and pages:
-        top, cnt_ = pages.most_common(1)[0]
-        parts.append(f"page size {top} kB in {cnt_ / sum(pages.values()):.0%} of sampled trials")
-    if not layers and share is not None:
-        parts.append(f"median {share:.0%} of RSS in transparent huge pages")
-    return {"trials": len(evs), "kernel_page_size_kB": dict(pages), "anon_huge_share_median":
-            share, "checks": dict(checks),
-            "layers": {k: {f"{st}": n for (st, _), n in v.items()} for k, v in layers.items()},
-            "reading": "; ".join(parts) or "no mapping evidence"}
-
-
-def _reasons(c: Counter[str]) -> list[dict[str, Any]]:
-    return [{"reason": r, "count": n} for r, n in c.most_common()]
-
-
-def series_rows(data: RunData, m: Matrix, opts: Options) -> list[dict[str, Any]]:
-    counts = np.zeros((len(data.series), 3), dtype=np.int64)
-    np.add.at(counts, (data.code, data.status), 1)
-    rows = []
-    for i, name in enumerate(data.series):
-        d = data.details[i]
-        ok_vals = data.value[(data.code == i) & (data.status == 0)]
-        rows.append({
-            "name": name, "arm": data.series_arm[i], "target": data.series_target[i],
-            "better": d.better, "metric": d.metric, "unit": d.unit,
-            "counts": {s: int(counts[i, k]) for k, s in enumerate(("ok", "flagged", "failed"))},
-            "non_positive": int(m.nonpositive[i]),
-            "flag_reasons": _reasons(d.flag_reasons), "error_reasons": _reasons(d.error_reasons),
-            "retried": sum(d.retry_reasons.values()), "retry_reasons": _reasons(d.retry_reasons),
-            "classic": _classic(ok_vals, opts.confidence),
-            "median": float(np.median(ok_vals)) if ok_vals.size else None,
-            "monitors": _monitors(d.monitors), "evidence": _evidence(d.evidence),
-            "details_sampled": d.sampled,
-        })
-    return rows
-
-
 # --- run level ----------------------------------------------------------------------------------
 
-def block_components(data: RunData) -> dict[str, Any] | None:
+def block_components(data: RunData) -> BlockVariance | None:
     """Variance of log values between blocks after removing each series' mean."""
     ok = (data.status == 0) & (data.value > 0)
     if not np.any(ok):
@@ -385,15 +277,15 @@ def block_components(data: RunData) -> dict[str, Any] | None:
     try:
         vc = variance_components(resid, data.block[ok]).to_dict()
     except StatsInputError as exc:
-        return {"error": exc.message}
+        return BlockVariance(error=exc.message)
     vc["note"] = None
     vc["reading_paired"] = ("blocks differ, and the paired analysis (pairs within a block) "
                             "removes that difference from every comparison"
                             if vc["pooling_warning"] else None)
-    return vc
+    return BlockVariance.from_json(clean(vc))
 
 
-def repetitions(data: RunData) -> list[dict[str, Any]] | None:
+def repetitions(data: RunData) -> list[Repetition] | None:
     """Per series whose boots ran several trials: the variance of log values between boots
     and within them, and the trials per boot that the run's own costs recommend (None when
     no trial has repetitions)."""
@@ -411,7 +303,7 @@ def repetitions(data: RunData) -> list[dict[str, Any]] | None:
         except StatsInputError as exc:
             row.update({"boots": len(boots), "k_run": float(median(len(b.values) for b in boots)),
                         "error": exc.message})
-        out.append(row)
+        out.append(Repetition.from_json(clean(row)))
     return out or None
 
 
@@ -427,58 +319,57 @@ def _cell(data: RunData, i: int) -> tuple[str, str]:
     return str(host), str(guest)
 
 
-def grid_view(data: RunData, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def grid_view(data: RunData, rows: list[Series]) -> Grid | None:
     """Host x guest medians and guests as % of native, when the run has guest targets."""
     if all(t == "native" for t in data.series_target):
         return None
     cells_of = [_cell(data, i) for i in range(len(data.series))]
     if len(set(cells_of)) < len(cells_of):  # two series in one cell: rows are arms instead
         cells_of = [(data.series_arm[i], g) for i, (_, g) in enumerate(cells_of)]
-    cells = {c: r["median"] for c, r in zip(cells_of, rows, strict=True) if r["median"]}
+    cells = {c: r.median for c, r in zip(cells_of, rows, strict=True) if r.median}
     if not cells:
         return None
     g = grid.make_grid(cells)
-    better = next((r["better"] for r in rows if r["better"] in ("lower", "higher")), "lower")
+    better = next((r.better for r in rows if r.better in ("lower", "higher")), "lower")
     out: dict[str, Any] = {"medians": g.to_dict(), "better": better, "percent_of_native": None}
     if grid.NATIVE in g.guests:
         out["percent_of_native"] = grid.percent_of_native(g, better=better).to_dict()
-    return out
+    return Grid.from_json(clean(out))
 
 
-def provenance(data: RunData) -> dict[str, Any]:
+def provenance(data: RunData) -> Provenance:
     kernels: Counter[str] = Counter()
     versions: Counter[str] = Counter()
     for d in data.details:
         for p in d.provenance:
             kernels[str(p.get("kernel"))] += 1
             versions[str(p.get("hugelab"))] += 1
-    return {"accel_by_target": data.accel, "kernels": dict(kernels),
-            "hugelab_versions": dict(versions)}
+    return Provenance(data.accel, dict(kernels), dict(versions))
 
 
-def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | None,
-              series: list[dict[str, Any]]) -> list[str]:
+def _warnings(data: RunData, comps: list[Comparison], vc: BlockVariance | None,
+              series: list[Series]) -> list[str]:
     out = [] if data.n_trials else ["the run has no trials yet"]
     if any("tcg" in a for a in data.accel.values()):
         out.append(TCG_WARNING)
     for c in comps:
-        if c["n_units"] < paired.MIN_UNITS:
-            out.append(f"{c['name']}: inconclusive: too few pairs ({c['n']} pairs, "
+        if c.n_units < paired.MIN_UNITS:
+            out.append(f"{c.name}: inconclusive: too few pairs ({c.n} pairs, "
                        f"{paired.MIN_UNITS} needed for any verdict)")
-        if c["blocks_dropped"] > 0.1 * (c["n"] + c["blocks_dropped"]):
-            out.append(f"{c['name']}: {c['blocks_dropped']} block(s) dropped, more than 10% "
+        if c.blocks_dropped > 0.1 * (c.n + c.blocks_dropped):
+            out.append(f"{c.name}: {c.blocks_dropped} block(s) dropped, more than 10% "
                        "(an arm had no ok trial there)")
-        if c["pooling_warning"]:
-            out.append(f"{c['name']}: groups of consecutive blocks differ (design effect "
-                       f"{c['design_effect']:.2f}): the result drifted over the run")
-        if (c.get("drift") or {}).get("drifting"):
-            out.append(f"{c['name']}: {c['drift']['reading']}")
+        if c.pooling_warning:
+            out.append(f"{c.name}: groups of consecutive blocks differ (design effect "
+                       f"{c.design_effect:.2f}): the result drifted over the run")
+        if c.drift is not None and c.drift.drifting:
+            out.append(f"{c.name}: {c.drift.reading}")
     for s in series:
-        load = s["monitors"].get("load") or {}
-        if load.get("high"):
-            out.append(f"{s['name']}: {load['reading']}: a shift in the effects over the run "
+        load = s.monitors.load
+        if load is not None and load.high:
+            out.append(f"{s.name}: {load.reading}: a shift in the effects over the run "
                        "may be the machine's, not the backing's")
-    if vc and vc.get("pooling_warning"):
+    if vc is not None and vc.pooling_warning:
         out.append("blocks differ from one another: only the paired (within-block) comparisons "
                    "are trustworthy; do not pool trials across blocks")
     if len(kernels := {str(p.get("kernel")) for d in data.details for p in d.provenance}) > 1:
@@ -489,45 +380,45 @@ def _warnings(data: RunData, comps: list[dict[str, Any]], vc: dict[str, Any] | N
                                                                  strict=True)})
 
 
-def _run_info(data: RunData) -> dict[str, Any]:
+def _run_info(data: RunData) -> RunInfo:
     r = data.run
     exp = r.get("experiment") or {}
-    return {"id": r.get("id"), "name": r.get("name"), "key": r.get("key"),
+    return RunInfo.from_json(clean({"id": r.get("id"), "name": r.get("name"), "key": r.get("key"),
             "status": r.get("status"), "created": r.get("created"), "finished": r.get("finished"),
             "baseline": baseline_arm(r), "description": exp.get("description"),
             "workload": exp.get("workload"), "blocks_planned": exp.get("blocks"),
             "seed": exp.get("seed"), "skipped": r.get("skipped") or {},
             "sequential": r.get("sequential") or None, "design": exp.get("design", "paired"),
             "repeats": int(exp.get("repeats") or 1),
-            "hardware_counters": (r.get("host") or {}).get("hardware_counters")}
+            "hardware_counters": (r.get("host") or {}).get("hardware_counters")}))
 
 
 def analyse(data: RunData, opts: Options = Options()) -> Report:
-    """Everything the report shows, as one JSON-serialisable dict (plus arrays for plots)."""
+    """Everything the report shows (`Result`, whose JSON is the JSON report), plus the arrays
+    the plots need."""
     m = Matrix(data)
     fp, claims, empty = factorial_section(data, m, opts)
     ps, comps, adjusted = comparisons(data, m, opts, {c.name: c.comparison for c in claims})
     family = len(comps) + len(claims)
-    rows = series_rows(data, m, opts)
+    rows = series_rows(data, m.nonpositive, opts.confidence)
     fact = None
     if fp is not None:
         better = claims[0].comparison.better if claims else "lower"
         fact = factorial.view(fp, claims, adjusted, better=better, alpha=opts.alpha,
                               margin=opts.margin, family=family, empty=empty,
-                              medians=[r["median"] for r in rows])
+                              medians=[r.median for r in rows])
     vc = block_components(data)
     rep = replicated.replication(ps, data.run, alpha=opts.alpha, margin=opts.margin)
-    result = {
-        "run": _run_info(data),
-        "options": {"alpha": opts.alpha, "margin": opts.margin, "confidence": opts.confidence,
-                    "holm_family": family},
-        "trials": data.n_trials, "blocks": int(m.blocks.size),
-        "series": rows, "comparisons": comps, "block_variance": vc,
-        "grid": grid_view(data, rows), "factorial": fact, "provenance": provenance(data),
-        "repetitions": repetitions(data), "replication": rep,
-        "tail_latency": latency.tail_latency(data.latency, ps, data, alpha=opts.alpha,
-                                             margin=opts.margin),
-        "warnings": _warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
-    }
-    result["answer"] = lead.build(clean(result)).to_dict()  # what every renderer says first
-    return Report(data=data, result=clean(result), paired=ps)
+    result = Result(
+        run=_run_info(data),
+        options=ReportOptions(opts.alpha, opts.margin, opts.confidence, family),
+        trials=data.n_trials, blocks=int(m.blocks.size),
+        series=rows, comparisons=comps, block_variance=vc,
+        grid=grid_view(data, rows), factorial=fact, provenance=provenance(data),
+        repetitions=repetitions(data), replication=rep,
+        tail_latency=latency.tail_latency(data.latency, ps, data, alpha=opts.alpha,
+                                          margin=opts.margin),
+        warnings=_warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
+    )
+    result.answer = lead.build(answer.Findings.of(result))  # what every renderer says first
+    return Report(data=data, result=result, paired=ps)

@@ -1,6 +1,6 @@
 """The question's answer in words: which arm wins, by how much (with its interval), the
 verdict, and a recommendation only where a verdict supports one. Pure over the report's
-result dict; `lead` arranges these sentences and every renderer prints them first.
+findings (`Findings`: its comparisons, factorial and warnings); `lead` arranges these sentences and every renderer prints them first.
 
 - A flat run: one sentence per comparison ("thp vs 4k: -12.3% [-14.1, -10.2], faster.").
 - A factorial: one or two sentences per factor, ranked as the factorial summary ranks them
@@ -17,9 +17,14 @@ cell (`Names`), the scenario said once per group.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.effects import Effect, Factorial
+from hugelab.report.model.estimate import Estimate
+from hugelab.report.model.headline import Answer
+from hugelab.report.model.result import Result
 from hugelab.stats.paired import MIN_UNITS
 
 WINS = "faster"  # the verdict of an arm better than its baseline (lower or higher is better)
@@ -29,47 +34,52 @@ def pct(v: float) -> str:
     return f"{v:+.1f}%"
 
 
-def has_interval(e: dict[str, Any]) -> bool:
-    return (e.get("ci_low_pct") is not None and e.get("ci_high_pct") is not None
-            and e.get("n_units", 0) >= MIN_UNITS)
+def has_interval(e: Estimate) -> bool:
+    return e.ci_low_pct is not None and e.ci_high_pct is not None and e.n_units >= MIN_UNITS
 
 
-def interval(e: dict[str, Any]) -> str:
+def interval(e: Estimate) -> str:
     """'-12.3% [-14.1, -10.2]', or the estimate and why it has no interval."""
-    if e.get("effect_pct") is None:
+    if e.effect_pct is None:
         return "no estimate (no block has both arms)"
-    if has_interval(e):
-        return f"{pct(e['effect_pct'])} [{e['ci_low_pct']:+.1f}, {e['ci_high_pct']:+.1f}]"
-    n, unit = e.get("n_units", 0), e.get("unit") or "pair"
-    return f"{pct(e['effect_pct'])} (no interval: {n} {unit}{'s' if n != 1 else ''}, " \
+    if e.ci_low_pct is not None and e.ci_high_pct is not None and has_interval(e):
+        return f"{pct(e.effect_pct)} [{e.ci_low_pct:+.1f}, {e.ci_high_pct:+.1f}]"
+    n, unit = e.n_units, e.unit or "pair"
+    return f"{pct(e.effect_pct)} (no interval: {n} {unit}{'s' if n != 1 else ''}, " \
         f"{MIN_UNITS} needed)"
 
 
-def verdict(e: dict[str, Any]) -> str:
+def verdict(e: Estimate) -> str:
     """The verdict in words: 'faster', 'faster, but within the ±1% margin', 'equivalent
     (within ±1%)', 'inconclusive', 'no verdict yet (too few pairs)'."""
-    v, m = str(e["verdict"]), f"±{100 * e.get('margin', 0.01):g}%"
+    v, m = str(e.verdict), f"±{100 * e.margin:g}%"
     if v in ("faster", "slower"):
-        return f"{v}, but within the {m} margin" if e.get("within_margin") else v
+        return f"{v}, but within the {m} margin" if e.within_margin else v
     if v == "equivalent":
         return f"equivalent (within {m})"
-    if e.get("n_units", 0) < MIN_UNITS:
+    if e.n_units < MIN_UNITS:
         return "no verdict yet"
     return "inconclusive"
 
 
-def decided_win(e: dict[str, Any]) -> bool:
-    return e["verdict"] == WINS and not e.get("within_margin")
+def decided_win(e: Estimate) -> bool:
+    return e.verdict == WINS and not e.within_margin
 
 
-@dataclass(frozen=True)
-class Answer:
-    """One sentence (or two) of the answer: what it is about, the words, its verdict."""
+@dataclass
+class Findings:
+    """What the answer is drawn from: the comparisons, a factorial's effects, the warnings
+    and the series' names (the report's `Result`, or the run summary's parts of it)."""
 
-    subject: str
-    text: str
-    verdict: str
-    scope: str = ""
+    comparisons: list[Comparison]
+    factorial: Factorial | None
+    warnings: list[str]
+    series: list[str]
+
+    @classmethod
+    def of(cls, result: Result) -> Findings:
+        return cls(result.comparisons, result.factorial, result.warnings,
+                   [s.name for s in result.series])
 
 
 @dataclass
@@ -82,12 +92,13 @@ class Names:
     scenario_factors: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, result: dict[str, Any]) -> Names:
-        f = result.get("factorial") or {}
-        arm = [x["name"] for x in f.get("factors", []) if not x["scenario"]]
-        scen = [x["name"] for x in f.get("factors", [])
-                if x["scenario"] and len(x["levels"]) > 1]
-        return cls(dict(f.get("cell_levels") or {}), arm, scen)
+    def of(cls, f: Factorial | None) -> Names:
+        """The names of a factorial's cells (none for a flat run)."""
+        if f is None:
+            return cls()
+        arm = [x.name for x in f.factors if not x.scenario]
+        scen = [x.name for x in f.factors if x.scenario and len(x.levels) > 1]
+        return cls(dict(f.cell_levels), arm, scen)
 
     def _cell(self, series: str) -> tuple[dict[str, str] | None, str]:
         arm, _, target = series.rpartition("@")
@@ -111,108 +122,111 @@ class Names:
             return lv[self.arm_factors[0]] + target
         return (", ".join(f"{f}={lv[f]}" for f in diff) or "baseline") + target
 
-    def pair(self, c: dict[str, Any]) -> str:
+    def pair(self, c: Comparison) -> str:
         """'thp vs 4k'; with several arm factors 'host=thp, guest=always vs baseline' (the
         baseline cell is named once, in the report's header)."""
-        base = "baseline" if len(self.arm_factors) > 1 else self.short(c["baseline"])
-        return f"{self.short(c['candidate'], c['baseline'])} vs {base}"
+        base = "baseline" if len(self.arm_factors) > 1 else self.short(c.baseline)
+        return f"{self.short(c.candidate, c.baseline)} vs {base}"
 
 
-def comparison(c: dict[str, Any], names: Names) -> Answer:
+def comparison(c: Comparison, names: Names) -> Answer:
     """'thp vs 4k: -12.3% [-14.1, -10.2], faster.'"""
     subject = names.pair(c)
-    return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}.", str(c["verdict"]),
-                  names.scope(c["candidate"]))
+    return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}.", str(c.verdict),
+                  names.scope(c.candidate))
 
 
-def _rank(levels: list[dict[str, Any]]) -> float:
-    decided = [abs(e["effect_pct"]) for e in levels if e["verdict"] in ("faster", "slower")]
-    return max(decided) + 1e6 if decided else max(abs(e["effect_pct"]) for e in levels)
+def size(e: Estimate) -> float:
+    """The effect's size (0 without an estimate)."""
+    return abs(e.effect_pct or 0.0)
 
 
-def _counts(levels: list[dict[str, Any]]) -> str:
+def _rank(levels: Sequence[Estimate]) -> float:
+    decided = [size(e) for e in levels if e.verdict in ("faster", "slower")]
+    return max(decided) + 1e6 if decided else max(size(e) for e in levels)
+
+
+def _counts(levels: list[Effect]) -> str:
     said: dict[str, int] = {}
     for e in levels:
         said[verdict(e)] = said.get(verdict(e), 0) + 1
     return ", ".join(f"{n} {v}" for v, n in said.items())
 
 
-def factor(name: str, levels: list[dict[str, Any]]) -> Answer:
+def factor(name: str, levels: list[Effect]) -> Answer:
     """One factor's overall main effects: the one level, or the largest and the tally."""
-    levels = sorted(levels, key=lambda e: -abs(e["effect_pct"]))
-    base = levels[0]["base_level"]
+    levels = sorted(levels, key=lambda e: -size(e))
+    base = levels[0].base_level
     if len(levels) == 1:
         e = levels[0]
-        return Answer(name, f"{name}: {e['level']} vs {base}: {interval(e)}, {verdict(e)}.",
-                      str(e["verdict"]))
-    wins = [e for e in levels if e["verdict"] in ("faster", "slower")]
+        return Answer(name, f"{name}: {e.level} vs {base}: {interval(e)}, {verdict(e)}.",
+                      str(e.verdict))
+    wins = [e for e in levels if e.verdict in ("faster", "slower")]
     head = f"{name} ({len(levels)} levels vs {base})"
     if wins:
         top = wins[0]
-        text = (f"{head}: the largest difference is {top['level']}, {interval(top)}, "
+        text = (f"{head}: the largest difference is {top.level}, {interval(top)}, "
                 f"{verdict(top)}; all levels: {_counts(levels)}.")
     else:
         top = levels[0]
         said = {verdict(e) for e in levels}
         tally = f"{said.pop()} for any level" if len(said) == 1 else _counts(levels)
-        text = f"{head}: {tally}; the largest estimate is {top['level']}, {interval(top)}."
-    return Answer(name, text, str(top["verdict"]))
+        text = f"{head}: {tally}; the largest estimate is {top.level}, {interval(top)}."
+    return Answer(name, text, str(top.verdict))
 
 
-def factors(result: dict[str, Any]) -> list[Answer]:
+def factors(f: Factorial | None) -> list[Answer]:
     """Per factor (overall main effects), the factor with a verdict of difference first."""
-    f = result.get("factorial") or {}
-    overall = [e for e in f.get("main_effects", [])
-               if e["scope"] == "overall" and e["effect_pct"] is not None]
-    by: dict[str, list[dict[str, Any]]] = {}
+    overall = [e for e in (f.main_effects if f else [])
+               if e.scope == "overall" and e.effect_pct is not None]
+    by: dict[str, list[Effect]] = {}
     for e in overall:
-        by.setdefault(e["factor"], []).append(e)
+        by.setdefault(e.factor, []).append(e)
     return [factor(name, lv) for name, lv in sorted(by.items(), key=lambda kv: -_rank(kv[1]))]
 
 
-def interactions(result: dict[str, Any]) -> Answer | None:
+def interactions(f: Factorial | None) -> Answer | None:
     """The interactions in one sentence: those found, or that none was among N tested."""
-    f = result.get("factorial") or {}
-    top = [e for e in f.get("interactions", []) if e["scope"] == "overall"]
+    top = [e for e in (f.interactions if f else []) if e.scope == "overall"]
     if not top:
         return None
-    found = [e for e in top if e.get("interaction_verdict") == "interaction"]
+    found = [e for e in top if e.interaction_verdict == "interaction"]
     if found:
-        said = "; ".join(f"{e['factor']}={e['level']}'s effect changes by {interval(e)} when "
-                         f"{e['by']} is {e['by_level']} instead of {e['by_base']}"
+        said = "; ".join(f"{e.factor}={e.level}'s effect changes by {interval(e)} when "
+                         f"{e.by} is {e.by_level} instead of {e.by_base}"
                          for e in found[:3])
         more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
         return Answer("interactions", f"Interactions: {said}{more}.", "interaction")
-    eq = sum(1 for e in top if e.get("interaction_verdict") == "equivalent")
+    eq = sum(1 for e in top if e.interaction_verdict == "equivalent")
     return Answer("interactions", f"No interaction detected among {len(top)} tested"
                   + (f" ({eq} shown equivalent)" if eq else "") + ".", "none")
 
 
-def answers(result: dict[str, Any]) -> list[Answer]:
+def answers(found: Findings) -> list[Answer]:
     """The answer: per factor for a factorial, else per comparison."""
-    if (result.get("factorial") or {}).get("main_effects"):
-        out = factors(result)
-        inter = interactions(result)
+    if found.factorial is not None and found.factorial.main_effects:
+        out = factors(found.factorial)
+        inter = interactions(found.factorial)
         return out + ([inter] if inter else [])
-    names = Names.of(result)
-    return [comparison(c, names) for c in result["comparisons"]]
+    names = Names.of(found.factorial)
+    return [comparison(c, names) for c in found.comparisons]
 
 
-def _scoped(result: dict[str, Any], names: Names) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for c in result["comparisons"]:
-        out.setdefault(names.scope(c["candidate"]), []).append(c)
+def _scoped(found: Findings, names: Names) -> dict[str, list[Comparison]]:
+    out: dict[str, list[Comparison]] = {}
+    for c in found.comparisons:
+        out.setdefault(names.scope(c.candidate), []).append(c)
     return out
 
 
-def _not_yet(comps: list[dict[str, Any]]) -> str:
-    few = [c for c in comps if c["n_units"] < MIN_UNITS]
+def _not_yet(comps: list[Comparison]) -> str:
+    few = [c for c in comps if c.n_units < MIN_UNITS]
     if few and len(few) == len(comps):
-        have = min(c["n_units"] for c in few)
+        have = min(c.n_units for c in few)
         return (f"no recommendation yet: run at least {MIN_UNITS - have} more block(s), then "
                 "`hugelab plan` says how many a verdict needs")
     if few:
-        have = min(c["n_units"] for c in few)
+        have = min(c.n_units for c in few)
         return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "
                 f"pairs ({have} of {MIN_UNITS} needed): at least {MIN_UNITS - have} more "
                 "block(s), and `hugelab plan` for how many a verdict needs")
@@ -220,45 +234,50 @@ def _not_yet(comps: list[dict[str, Any]]) -> str:
             "shown equivalent: `hugelab plan` says how many blocks would settle it")
 
 
-def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def overlap(a: Estimate, b: Estimate) -> bool:
     """Whether two comparisons' intervals overlap (neither shown better than the other)."""
-    return bool(has_interval(a) and has_interval(b) and a["ci_low_pct"] <= b["ci_high_pct"]
-                and b["ci_low_pct"] <= a["ci_high_pct"])
+    if not (has_interval(a) and has_interval(b)):
+        return False
+    assert a.ci_low_pct is not None and a.ci_high_pct is not None
+    assert b.ci_low_pct is not None and b.ci_high_pct is not None
+    return a.ci_low_pct <= b.ci_high_pct and b.ci_low_pct <= a.ci_high_pct
 
 
-def recommend(comps: list[dict[str, Any]], names: Names) -> str:
+def _use(wins: list[Comparison], names: Names, base: str) -> str:
+    best = wins[0]
+    text = f"use {names.short(best.candidate, best.baseline)}: {interval(best)} vs {base}"
+    close = [names.short(c.candidate, c.baseline) for c in wins[1:] if overlap(best, c)]
+    if close:  # the ranking among them is the point estimates', not a verdict
+        text += f" ({', '.join(close)} as good within the intervals)"
+    if len(wins) > 1 and best.effect_pct:
+        share = (wins[1].effect_pct or 0.0) / best.effect_pct
+        text += f"; {names.short(wins[1].candidate, wins[1].baseline)} gets " \
+            f"{share:.0%} of that"
+    return text
+
+
+def recommend(comps: list[Comparison], names: Names) -> str:
     """One sentence for a group of comparisons against one baseline."""
-    base = names.short(comps[0]["baseline"])
-    wins = sorted((c for c in comps if decided_win(c)), key=lambda c: -abs(c["effect_pct"]))
+    base = names.short(comps[0].baseline)
+    wins = sorted((c for c in comps if decided_win(c)), key=lambda c: -size(c))
     if wins:
-        best = wins[0]
-        text = f"use {names.short(best['candidate'], best['baseline'])}: {interval(best)} " \
-            f"vs {base}"
-        close = [names.short(c["candidate"], c["baseline"]) for c in wins[1:]
-                 if overlap(best, c)]
-        if close:  # the ranking among them is the point estimates', not a verdict
-            text += f" ({', '.join(close)} as good within the intervals)"
-        if len(wins) > 1 and best["effect_pct"]:
-            share = wins[1]["effect_pct"] / best["effect_pct"]
-            text += f"; {names.short(wins[1]['candidate'], wins[1]['baseline'])} gets " \
-                f"{share:.0%} of that"
-        return text
-    if all(c["verdict"] == "equivalent" or (c["verdict"] in ("faster", "slower")
-                                              and c.get("within_margin")) for c in comps):
-        m = f"±{100 * comps[0].get('margin', 0.01):g}%"
+        return _use(wins, names, base)
+    if all(c.verdict == "equivalent" or (c.verdict in ("faster", "slower")
+                                           and c.within_margin) for c in comps):
+        m = f"±{100 * comps[0].margin:g}%"
         return f"nothing to gain: every arm is within {m} of {base}; keep {base}"
-    if all(c["verdict"] in ("slower", "equivalent") for c in comps):
+    if all(c.verdict in ("slower", "equivalent") for c in comps):
         return f"keep {base}: no arm beats it and " + \
-            ", ".join(names.short(c["candidate"], c["baseline"]) for c in comps
-                      if c["verdict"] == "slower") + " is slower"
+            ", ".join(names.short(c.candidate, c.baseline) for c in comps
+                      if c.verdict == "slower") + " is slower"
     return _not_yet(comps)
 
 
-def recommendations(result: dict[str, Any]) -> list[str]:
+def recommendations(found: Findings) -> list[str]:
     """One sentence per scenario ('workload=chase: use thp: ...'), or one for a flat run."""
-    names = Names.of(result)
+    names = Names.of(found.factorial)
     out = []
-    for scope, comps in _scoped(result, names).items():
+    for scope, comps in _scoped(found, names).items():
         text = recommend(comps, names)
         out.append(f"{scope}: {text}" if scope else text[0].upper() + text[1:])
     return out

@@ -16,6 +16,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from hugelab.experiment import Experiment
+from hugelab.report.model.base import clean
+from hugelab.report.model.effects import (
+    AlongLine,
+    AlongPoint,
+    Effect,
+    Factorial,
+    FactorInfo,
+    TwoWay,
+)
 from hugelab.stats import factorial as fx
 from hugelab.stats.paired import MIN_UNITS, Comparison
 
@@ -115,27 +124,29 @@ def claims(p: Plan, *, better: str, alpha: float, margin: float
     return out, empty
 
 
-def _entry(p: Plan, c: Claim, comp: Comparison) -> dict[str, Any]:
+def _entry(p: Plan, c: Claim, comp: Comparison) -> Effect:
     s = c.spec
-    d = comp.to_dict()
-    out = {"name": c.name, "kind": s.kind, "scope": c.scope,
-           "factor": p.layout.factors[s.factor], "level": p.layout.levels[s.factor][s.level],
-           "base_level": p.layout.levels[s.factor][0], **d,
-           "blocks_used": int(np.sum(np.isfinite(c.contrast)))}
+    e = Effect(c.name, s.kind, c.scope, p.layout.factors[s.factor],
+               p.layout.levels[s.factor][s.level], p.layout.levels[s.factor][0],
+               **comp.to_dict(), blocks_used=int(np.sum(np.isfinite(c.contrast))))
     if s.kind == "interaction":
         assert s.by is not None and s.by_level is not None
-        out.update(by=p.layout.factors[s.by], by_level=p.layout.levels[s.by][s.by_level],
-                   by_base=p.layout.levels[s.by][0],
-                   by_scenario=not p.layout.arm[s.by],
-                   interaction_verdict=fx.interaction_verdict(comp))
-    return out
+        e.by, e.by_level = p.layout.factors[s.by], p.layout.levels[s.by][s.by_level]
+        e.by_base, e.by_scenario = p.layout.levels[s.by][0], not p.layout.arm[s.by]
+        e.interaction_verdict = fx.interaction_verdict(comp)
+    return e
 
 
-def along(p: Plan, *, better: str, alpha: float, margin: float) -> list[dict[str, Any]]:
+def _point(level: str, x: float, c: Comparison) -> AlongPoint:
+    return AlongPoint(level, clean(x), clean(c.effect_pct), clean(c.ci_low_pct),
+                      clean(c.ci_high_pct), c.n_units)
+
+
+def along(p: Plan, *, better: str, alpha: float, margin: float) -> list[AlongLine]:
     """For each ordered scenario factor (workers 1, 4, 16): each arm factor level's effect at
     every level of it (over the other scenario factors), with unadjusted intervals: a
     description of how the effect changes, the interactions above carry the verdicts."""
-    out: list[dict[str, Any]] = []
+    out: list[AlongLine] = []
     for i, f in enumerate(p.exp.factors):
         if not (f.scenario and f.ordered):
             continue
@@ -149,11 +160,8 @@ def along(p: Plan, *, better: str, alpha: float, margin: float) -> list[dict[str
                 for k, x in enumerate(f.positions):
                     d = fx.main_contrasts(p.logy, p.layout, j, lv, where={i: k})
                     c = fx.judge(d, better=better, alpha=alpha, margin=margin)
-                    points.append({"level": f.levels[k], "x": x, "effect_pct": c.effect_pct,
-                                   "ci_low_pct": c.ci_low_pct, "ci_high_pct": c.ci_high_pct,
-                                   "n_units": c.n_units})
-                out.append({"parameter": f.name, "factor": g.name, "level": g.levels[lv],
-                            "base_level": g.levels[0], "points": points})
+                    points.append(_point(f.levels[k], x, c))
+                out.append(AlongLine(f.name, g.name, g.levels[lv], g.levels[0], points))
     return out
 
 
@@ -161,58 +169,65 @@ def _pct(v: float | None) -> str:
     return "-" if v is None or not np.isfinite(v) else f"{v:+.1f}%"
 
 
-def _interval(e: dict[str, Any]) -> str:
-    if e["n_units"] < MIN_UNITS:
-        return f"{_pct(e['effect_pct'])} (only {e['n_units']} block(s): too few for an interval)"
-    return f"{_pct(e['effect_pct'])} [{_pct(e['ci_low_pct'])}, {_pct(e['ci_high_pct'])}]"
+def _interval(e: Effect) -> str:
+    if e.n_units < MIN_UNITS:
+        return f"{_pct(e.effect_pct)} (only {e.n_units} block(s): too few for an interval)"
+    return f"{_pct(e.effect_pct)} [{_pct(e.ci_low_pct)}, {_pct(e.ci_high_pct)}]"
 
 
-def _how(e: dict[str, Any], margin: float) -> str:
-    if e["verdict"] == "equivalent":
+def _how(e: Effect, margin: float) -> str:
+    if e.verdict == "equivalent":
         return f"no difference beyond ±{100 * margin:g}% (equivalent)"
-    if e["verdict"] == "inconclusive":
+    if e.verdict == "inconclusive":
         return "inconclusive (no verdict after Holm)"
-    return str(e["verdict"])
+    return str(e.verdict)
 
 
-def _rank(levels: list[dict[str, Any]]) -> float:
+def _size(e: Effect) -> float:
+    return abs(e.effect_pct or 0.0)
+
+
+def _rank(levels: list[Effect]) -> float:
     """A factor's weight: its largest effect with a verdict of difference, else its largest."""
-    decided = [abs(e["effect_pct"]) for e in levels if e["verdict"] in ("faster", "slower")]
-    return max(decided) + 1e6 if decided else max(abs(e["effect_pct"]) for e in levels)
+    decided = [_size(e) for e in levels if e.verdict in ("faster", "slower")]
+    return max(decided) + 1e6 if decided else max(_size(e) for e in levels)
 
 
-def what_matters(main: list[dict[str, Any]], inter: list[dict[str, Any]],
-                 family: int, margin: float) -> str:
+def _interactions(top: list[Effect], margin: float) -> str:
+    found = [e for e in top if e.interaction_verdict == "interaction"]
+    if found:
+        return " Interactions: " + "; ".join(
+            f"{e.factor}={e.level}'s effect changes by {_interval(e)} when {e.by} is "
+            f"{e.by_level} instead of {e.by_base}" for e in found) + "."
+    if not top:
+        return ""
+    eq = sum(1 for e in top if e.interaction_verdict == "equivalent")
+    big = max(top, key=_size)
+    return (f" No interaction detected among {len(top)} tested"
+            + (f" ({eq} shown equivalent within ±{100 * margin:g}%)" if eq else "")
+            + f"; the largest, {big.factor} × {big.by}: {_interval(big)}.")
+
+
+def what_matters(main: list[Effect], inter: list[Effect], family: int, margin: float) -> str:
     """One paragraph in the manner of mnstory's conclusions: factors ranked by effect (those
     with a verdict of difference first), every level's claim with its interval and verdict."""
-    overall = [e for e in main if e["scope"] == "overall" and e["effect_pct"] is not None]
+    overall = [e for e in main if e.scope == "overall" and e.effect_pct is not None]
     if not overall:
         return "No factor has an estimate yet (too few complete blocks)."
-    by: dict[str, list[dict[str, Any]]] = {}
+    by: dict[str, list[Effect]] = {}
     for e in overall:
-        by.setdefault(e["factor"], []).append(e)
+        by.setdefault(e.factor, []).append(e)
     parts = []
     for factor, levels in sorted(by.items(), key=lambda kv: -_rank(kv[1])):
-        said = "; ".join(f"{e['level']} vs {e['base_level']} {_interval(e)}, {_how(e, margin)}"
-                         for e in sorted(levels, key=lambda e: -abs(e["effect_pct"])))
+        said = "; ".join(f"{e.level} vs {e.base_level} {_interval(e)}, {_how(e, margin)}"
+                         for e in sorted(levels, key=lambda e: -_size(e)))
         parts.append(f"{factor}: {said}")
     text = "By size of effect: " + ". ".join(parts) + "."
-    top = [e for e in inter if e["scope"] == "overall"]
-    found = [e for e in top if e.get("interaction_verdict") == "interaction"]
-    if found:
-        text += " Interactions: " + "; ".join(
-            f"{e['factor']}={e['level']}'s effect changes by {_interval(e)} when {e['by']} is "
-            f"{e['by_level']} instead of {e['by_base']}" for e in found) + "."
-    elif top:
-        eq = sum(1 for e in top if e.get("interaction_verdict") == "equivalent")
-        big = max(top, key=lambda e: abs(e["effect_pct"] or 0.0))
-        text += (f" No interaction detected among {len(top)} tested"
-                 + (f" ({eq} shown equivalent within ±{100 * margin:g}%)" if eq else "")
-                 + f"; the largest, {big['factor']} × {big['by']}: {_interval(big)}.")
+    text += _interactions([e for e in inter if e.scope == "overall"], margin)
     return text + f" Holm across all {family} claims of this report."
 
 
-def two_way(p: Plan, medians: list[float | None]) -> list[dict[str, Any]]:
+def two_way(p: Plan, medians: list[float | None]) -> list[TwoWay]:
     """With exactly two arm factors (002's host x guest): per scenario, a table of cell
     medians, rows the first factor's levels, columns the second's."""
     arm = [i for i, a in enumerate(p.layout.arm) if a]
@@ -220,30 +235,28 @@ def two_way(p: Plan, medians: list[float | None]) -> list[dict[str, Any]]:
         return []
     f, g = arm
     scen = [i for i, a in enumerate(p.layout.arm) if not a]
-    out: dict[tuple[int, ...], dict[str, Any]] = {}
+    out: dict[tuple[int, ...], TwoWay] = {}
     for col, cell in enumerate(p.layout.cells):
         key = tuple(cell[i] for i in scen)
-        grid = out.setdefault(key, {
-            "scope": ",".join(f"{p.layout.factors[i]}={p.layout.levels[i][cell[i]]}"
-                              for i in scen) or "overall",
-            "rows": p.layout.factors[f], "columns": p.layout.factors[g],
-            "row_levels": list(p.layout.levels[f]), "column_levels": list(p.layout.levels[g]),
-            "medians": [[None] * len(p.layout.levels[g]) for _ in p.layout.levels[f]]})
-        grid["medians"][cell[f]][cell[g]] = medians[p.columns[col]]
+        grid = out.setdefault(key, TwoWay(
+            ",".join(f"{p.layout.factors[i]}={p.layout.levels[i][cell[i]]}"
+                     for i in scen) or "overall",
+            p.layout.factors[f], p.layout.factors[g], list(p.layout.levels[f]),
+            list(p.layout.levels[g]),
+            [[None] * len(p.layout.levels[g]) for _ in p.layout.levels[f]]))
+        grid.medians[cell[f]][cell[g]] = medians[p.columns[col]]
     return list(out.values())
 
 
 def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: str,
          alpha: float, margin: float, family: int, empty: list[str],
-         medians: list[float | None]) -> dict[str, Any]:
+         medians: list[float | None]) -> Factorial:
     """The report's `factorial` section from the adjusted claims."""
     entries = [_entry(p, c, adjusted[c.name]) for c in cl]
-    main = [e for e in entries if e["kind"] == "main"]
-    inter = [e for e in entries if e["kind"] == "interaction"]
-    return {"factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario,
-                         "ordered": f.ordered} for f in p.exp.factors],
-            "cells": len(p.columns), "main_effects": main, "interactions": inter,
-            "along": along(p, better=better, alpha=alpha, margin=margin),
-            "summary": what_matters(main, inter, family, margin),
-            "not_estimable": empty, "two_way": two_way(p, medians),
-            "cell_levels": {a.name: dict(a.levels) for a in p.exp.arms}}
+    main = [e for e in entries if e.kind == "main"]
+    inter = [e for e in entries if e.kind == "interaction"]
+    return Factorial(
+        [FactorInfo(f.name, list(f.levels), f.scenario, f.ordered) for f in p.exp.factors],
+        len(p.columns), main, inter, along(p, better=better, alpha=alpha, margin=margin),
+        what_matters(main, inter, family, margin), list(empty), two_way(p, medians),
+        {a.name: dict(a.levels) for a in p.exp.arms})

@@ -6,10 +6,14 @@ from __future__ import annotations
 import base64
 import html
 import json
-from typing import Any
 
 from hugelab.report import lead as lead_mod
-from hugelab.report import tables
+from hugelab.report import runtables
+from hugelab.report.model.headline import Lead
+from hugelab.report.model.result import Result
+from hugelab.report.sections.context import context_lines
+from hugelab.report.sections.labels import header
+from hugelab.report.table import Table
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }
@@ -39,7 +43,7 @@ def esc(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
-def _table(t: tables.Table) -> str:
+def _table(t: Table) -> str:
     body = _rows(t) if t.rows else []
     if t.notes:
         body.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes)
@@ -51,7 +55,7 @@ def _table(t: tables.Table) -> str:
     return "\n".join([f'<h2 id="{esc(t.key)}">{esc(t.title)}</h2>', *body])
 
 
-def _rows(t: tables.Table) -> list[str]:
+def _rows(t: Table) -> list[str]:
     out = ["<table>", "<tr>"]
     out += [f"<th>{esc(h)}</th>" for h in t.headers]
     out.append("</tr>")
@@ -73,8 +77,8 @@ def _figure(caption: str, png: bytes) -> str:
             f"<figcaption>{esc(caption)}</figcaption></figure>")
 
 
-def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]],
-            grids: list[tables.Table]) -> list[str]:
+def _answer(ld: Lead, figures: list[tuple[str, bytes]],
+            grids: list[Table]) -> list[str]:
     out = ['<section id="answer">', f"<h2>{esc(ld.heading)}</h2>", '<ul class="answer">']
     out += [f'<li class="{esc(a.verdict)}-answer">{esc(a.text)}</li>' for a in ld.answers]
     out.append("</ul>")
@@ -89,24 +93,24 @@ def _answer(ld: lead_mod.Lead, figures: list[tuple[str, bytes]],
     return out
 
 
-def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = None, *,
+def render(result: Result, figures: list[tuple[str, bytes]] | None = None, *,
            lead: list[tuple[str, bytes]] | None = None,
            figure_notes: list[str] | None = None) -> str:
     """The whole report, answer first: the lead block (`lead.build`) with the `lead` figures
     (caption, PNG) that answer the question, then the details: tables (long ones folded),
     context, the other `figures` (folded) with `figure_notes` saying what was left out, and
     the JSON."""
-    name = result["run"]["name"]
-    ld = lead_mod.build(result)
+    name = result.run.name
+    ld = lead_mod.of(result)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>hugelab report: {esc(name)}</title>", f"<style>{CSS}</style></head><body>",
-           f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(tables.header(result))}</p>"]
+           f"<h1>hugelab report: {esc(name)}</h1>", f"<p>{esc(header(result))}</p>"]
     out += [f'<div class="tcg">WARNING: {esc(w)}</div>' for w in ld.loud]
-    grids, rest = tables.lead_split(tables.all_tables(result))
+    grids, rest = runtables.lead_split(runtables.all_tables(result))
     out += _answer(ld, lead or [], grids)
     out.append('<h2 id="details">Details</h2>')
     out += [_table(t) for t in rest]
-    lines = tables.context_lines(result)
+    lines = context_lines(result)
     if lines:
         out.append("<h2>Context</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines)
                    + "</ul>")
@@ -119,6 +123,6 @@ def render(result: dict[str, Any], figures: list[tuple[str, bytes]] | None = Non
             out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>"
                                                      for n in figure_notes) + "</ul>")
     out.append("<h2>All numbers</h2><details><summary>the report as JSON</summary><pre>"
-               + esc(json.dumps(result, indent=1, default=str)) + "</pre></details>")
+               + esc(json.dumps(result.to_json(), indent=1, default=str)) + "</pre></details>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

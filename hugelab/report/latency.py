@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from hugelab.report.load import Latencies, RunData, percentile_of
+from hugelab.report.model.result import LatencyEntry, TailLatency
+from hugelab.report.runload import Latencies, RunData, percentile_of
 from hugelab.stats import multiple, paired
 
 
 def family(pairs: Sequence[tuple[str, str, np.ndarray, np.ndarray]], *, alpha: float,
-           margin: float) -> list[dict[str, Any]]:
+           margin: float) -> list[LatencyEntry]:
     """(comparison, metric, baseline values, candidate values) -> one entry each, with its
     paired effect and verdict Holm-adjusted across all of them (pure)."""
     raw = {f"{name}\0{metric}": paired.compare(b, c, better="lower", alpha=alpha,
@@ -28,13 +29,17 @@ def family(pairs: Sequence[tuple[str, str, np.ndarray, np.ndarray]], *, alpha: f
     out = []
     for name, metric, b, _c in pairs:
         c = adjusted[f"{name}\0{metric}"]
-        out.append({"comparison": name, "metric": metric, "percentile": percentile_of(metric),
-                    "pairs": int(b.size), **c.to_dict()})
+        out.append(LatencyEntry(name, metric, percentile_of(metric), int(b.size),
+                                **c.to_dict()))
     return out
 
 
+METHOD = ("per percentile: Hodges-Lehmann shift of paired log-ratios, Wilcoxon signed-rank and "
+          "TOST, Holm-adjusted across every percentile of every comparison")
+
+
 def tail_latency(lat: Latencies, comparisons: Sequence[Any], data: RunData, *,
-                 alpha: float, margin: float) -> dict[str, Any] | None:
+                 alpha: float, margin: float) -> TailLatency | None:
     """The report's `tail_latency` section: every percentile of every comparison (`Paired`:
     name, baseline, candidate, blocks) as one Holm family; None without latency metrics."""
     if not lat:
@@ -51,7 +56,4 @@ def tail_latency(lat: Latencies, comparisons: Sequence[Any], data: RunData, *,
             c = np.array([vals[(k, j)] for k in blocks])
             pairs.append((p.name, metric, b, c))
     entries = family(pairs, alpha=alpha, margin=margin)
-    return {"holm_family": len(entries), "better": "lower", "entries": entries,
-            "method": "per percentile: Hodges-Lehmann shift of paired log-ratios, Wilcoxon "
-                      "signed-rank and TOST, Holm-adjusted across every percentile of every "
-                      "comparison"}
+    return TailLatency(len(entries), "lower", entries, METHOD)

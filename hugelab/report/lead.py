@@ -2,37 +2,16 @@
 and the run's warnings said once each: a warning that many comparisons share becomes one line
 with the count and the list ("20 comparisons: inconclusive: too few pairs ...").
 
-Pure over the report's result dict; the HTML, terminal and Markdown renderers only format it.
+Pure over the report's findings (`answer.Findings`); the HTML, terminal and Markdown renderers only format it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
 from hugelab.report import answer
-
-
-@dataclass
-class Lead:
-    """What the report says first, in this order."""
-
-    answers: list[answer.Answer]
-    recommendations: list[str]
-    notes: list[str]  # warnings, each once
-    loud: list[str] = field(default_factory=list)  # warnings that must stand out (TCG)
-
-    @property
-    def heading(self) -> str:
-        return "What matters"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report's `answer`: the sentences every renderer prints first."""
-        return {"what_matters": [{"subject": a.subject, "text": a.text, "verdict": a.verdict}
-                                 for a in self.answers],
-                "recommendations": list(self.recommendations),
-                "warnings": [*self.loud, *self.notes]}
+from hugelab.report.model.headline import Lead
+from hugelab.report.model.result import Result
 
 
 def fold(items: list[tuple[str, str]], total: int, what: str = "comparisons") -> list[str]:
@@ -77,14 +56,14 @@ def fold_counts(items: list[tuple[str, str]], what: str = "arms") -> list[str]:
     return out
 
 
-def warnings(result: dict[str, Any]) -> tuple[list[str], list[str]]:
+def warnings(found: answer.Findings) -> tuple[list[str], list[str]]:
     """(loud, notes): the run's warnings with those about single comparisons folded, and
     those about single arms that differ only in their counts."""
-    names = answer.Names.of(result)
-    comps = {c["name"]: c for c in result["comparisons"]}
-    series = sorted((s["name"] for s in result.get("series") or []), key=len, reverse=True)
+    names = answer.Names.of(found.factorial)
+    comps = {c.name: c for c in found.comparisons}
+    series = sorted(found.series, key=len, reverse=True)
     loud, plain, per, arms = [], [], [], []
-    for w in dict.fromkeys(result["warnings"]):
+    for w in dict.fromkeys(found.warnings):
         name = next((n for n in comps if w.startswith(n + ": ")), None)
         arm = next((n for n in series if w.startswith(n + ": ")), None)
         if w.startswith("TCG"):
@@ -97,11 +76,16 @@ def warnings(result: dict[str, Any]) -> tuple[list[str], list[str]]:
         else:
             c = comps[name]
             subject = names.pair(c)
-            scope = names.scope(c["candidate"])
+            scope = names.scope(c.candidate)
             per.append((f"{subject} [{scope}]" if scope else subject, w[len(name) + 2:]))
     return loud, plain + fold(per, len(comps)) + fold_counts(arms)
 
 
-def build(result: dict[str, Any]) -> Lead:
-    loud, notes = warnings(result)
-    return Lead(answer.answers(result), answer.recommendations(result), notes, loud)
+def build(found: answer.Findings) -> Lead:
+    loud, notes = warnings(found)
+    return Lead(answer.answers(found), answer.recommendations(found), notes, loud)
+
+
+def of(result: Result) -> Lead:
+    """The report's lead: the one the analysis built, or built now."""
+    return result.answer or build(answer.Findings.of(result))

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
-from hugelab.report import lead, tables
+from hugelab.report import lead, runtables
+from hugelab.report.model.headline import Lead
+from hugelab.report.model.result import Result
+from hugelab.report.sections.context import context_lines
+from hugelab.report.sections.labels import header
+from hugelab.report.table import Table
 
 
 def esc(s: object) -> str:
@@ -16,7 +20,7 @@ def esc(s: object) -> str:
     return html.escape(text, quote=False).replace("\n", " ")
 
 
-def _table(t: tables.Table) -> list[str]:
+def _table(t: Table) -> list[str]:
     out = [f"### {esc(t.title)}", ""]
     if not t.rows:
         return [*out, *(f"- {esc(n)}" for n in t.notes), ""]
@@ -31,7 +35,7 @@ def _table(t: tables.Table) -> list[str]:
     return out
 
 
-def _lead(ld: lead.Lead) -> list[str]:
+def _lead(ld: Lead) -> list[str]:
     out = [f"> **WARNING:** {esc(w)}\n" for w in ld.loud]
     out += [f"## {esc(ld.heading)}", ""] + [f"- {esc(a.text)}" for a in ld.answers] + [""]
     if ld.recommendations:
@@ -41,17 +45,17 @@ def _lead(ld: lead.Lead) -> list[str]:
     return out
 
 
-def render(result: dict[str, Any]) -> str:
+def render(result: Result) -> str:
     """The whole report as one Markdown document, answer first (`lead`), details after."""
-    out = [f"# hugelab report: {esc(result['run']['name'])}", "", esc(tables.header(result)), ""]
-    out += _lead(lead.build(result))
-    grids, rest = tables.lead_split(tables.all_tables(result))
+    out = [f"# hugelab report: {esc(result.run.name)}", "", esc(header(result)), ""]
+    out += _lead(lead.of(result))
+    grids, rest = runtables.lead_split(runtables.all_tables(result))
     for t in grids:
         out += _table(t)
     out += ["## Details", ""]
     for t in rest:
         out += _table(t)
-    lines = tables.context_lines(result)
+    lines = context_lines(result)
     if lines:
         out += ["### Context", ""] + [f"- {esc(x)}" for x in lines] + [""]
     return "\n".join(out)

@@ -1,4 +1,5 @@
-"""Figures for the HTML report (matplotlib, Agg, no pyplot): each function returns PNG bytes.
+"""Figures for the HTML report (matplotlib, Agg, no pyplot; `figure.py`): each function returns
+PNG bytes; the effect against page size is `pagesizes.py`'s.
 
 Every figure is bounded in size whatever the number of trials: histograms are counts, ECDFs
 are drawn through at most `ECDF_POINTS` quantiles, the drift plot bins pairs into at most
@@ -7,46 +8,30 @@ are drawn through at most `ECDF_POINTS` quantiles, the drift plot bins pairs int
 
 from __future__ import annotations
 
-import io
 import math
-from typing import Any
 
-import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from numpy.typing import NDArray
+from scipy import stats
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from numpy.typing import NDArray  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from hugelab.experiment.backings import mthp_size_kb  # noqa: E402
-from hugelab.report import answer  # noqa: E402
-from hugelab.report.analysis import Paired, Report  # noqa: E402
-from hugelab.stats.drift import part_name, segment_bounds  # noqa: E402
-from hugelab.stats.paired import MIN_UNITS  # noqa: E402
+from hugelab.report import answer
+from hugelab.report.analysis import Paired, Report
+from hugelab.report.figure import label, png
+from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.effects import AlongLine
+from hugelab.report.model.series import Series
+from hugelab.report.pagesizes import page_size_points, page_sizes
+from hugelab.stats.drift import part_name, segment_bounds
+from hugelab.stats.paired import MIN_UNITS
 
 ECDF_POINTS = 1000
 DRIFT_BINS = 400
 RUNNING_LOOKS = 60
 FOREST_ROWS = 40
 OUTLIER_MARKS = 500
-DPI = 90
 DISTRIBUTION_MIN = 10  # ok values a series needs for its histogram and ECDF
-
-
-def label(s: object) -> str:
-    """A store string safe for matplotlib (no mathtext)."""
-    return str(s).replace("$", r"\$")
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
 
 
 def _values(report: Report, i: int) -> NDArray[np.float64]:
@@ -57,16 +42,16 @@ def _values(report: Report, i: int) -> NDArray[np.float64]:
 
 
 def _unit(report: Report) -> str:
-    units = {s["unit"] for s in report.result["series"] if s["unit"]}
+    units = {s.unit for s in report.result.series if s.unit}
     return label(units.pop()) if len(units) == 1 else "value"
 
 
-def _panels(report: Report, rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _panels(report: Report, rows: list[Series]) -> list[list[Series]]:
     """Series grouped by scenario, metric and unit: values of one panel share a scale."""
-    names = answer.Names.of(report.result)
-    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    names = answer.Names.of(report.result.factorial)
+    out: dict[tuple[str, str, str], list[Series]] = {}
     for s in rows:
-        key = (names.scope(s["name"]), str(s["metric"] or ""), str(s["unit"] or ""))
+        key = (names.scope(s.name), str(s.metric or ""), str(s.unit or ""))
         out.setdefault(key, []).append(s)
     return list(out.values())
 
@@ -74,30 +59,31 @@ def _panels(report: Report, rows: list[dict[str, Any]]) -> list[list[dict[str, A
 def means(report: Report) -> bytes:
     """Bar chart of each arm's mean with its t-based margin of error, one panel per scenario
     and metric (their scales differ), bars labelled by the levels that name them."""
-    rows = [s for s in report.result["series"] if s["classic"]]
+    rows = [s for s in report.result.series if s.classic]
     panels = _panels(report, rows) or [[]]
-    names = answer.Names.of(report.result)
+    names = answer.Names.of(report.result.factorial)
     fig = Figure(figsize=(min(12, 4 + 4 * len(panels)), 4), layout="constrained")
-    conf = 100 * report.result["options"]["confidence"]
+    conf = 100 * report.result.options.confidence
     for k, group in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), k + 1)
         _means_panel(ax, group, names)
-        scope = names.scope(group[0]["name"]) if group else ""
-        unit = label(" ".join(x for x in (group[0]["metric"], group[0]["unit"]) if x)
+        scope = names.scope(group[0].name) if group else ""
+        unit = label(" ".join(x for x in (group[0].metric, group[0].unit) if x)
                      if group else "")
         ax.set_ylabel(f"mean {unit}".strip())
         if scope:
             ax.set_title(label(scope), fontsize=9)
     fig.suptitle(f"Means with t-based margin of error ({conf:g}% confidence)", fontsize=10)
-    return _png(fig)
+    return png(fig)
 
 
-def _means_panel(ax: Axes, rows: list[dict[str, Any]], names: answer.Names) -> None:
+def _means_panel(ax: Axes, rows: list[Series], names: answer.Names) -> None:
     x = np.arange(len(rows))
-    m = [s["classic"]["mean"] for s in rows]
-    err = [s["classic"]["margin_of_error"] or 0.0 for s in rows]
+    classics = [s.classic for s in rows if s.classic is not None]
+    m = [c.mean or 0.0 for c in classics]
+    err = [c.margin_of_error or 0.0 for c in classics]
     ax.bar(x, m, yerr=err, capsize=4, color="#4c72b0")
-    ax.set_xticks(x, [label(names.short(s["name"])) for s in rows], rotation=30, ha="right",
+    ax.set_xticks(x, [label(names.short(s.name)) for s in rows], rotation=30, ha="right",
                   fontsize=8 if len(rows) > 6 else 10)
     if m:
         lo = min(a - e for a, e in zip(m, err, strict=True))
@@ -162,7 +148,7 @@ def histograms(report: Report, which: list[int] | None = None) -> bytes:
             ax.set_title(f"{label(name)}: no ok trials", fontsize=9)
         ax.set_xlabel(_unit(report))
     fig.suptitle("Distribution per arm (dotted: ±3σ; red ticks: values beyond ±3σ)")
-    return _png(fig)
+    return png(fig)
 
 
 def ecdfs(report: Report, which: list[int] | None = None) -> bytes:
@@ -182,7 +168,7 @@ def ecdfs(report: Report, which: list[int] | None = None) -> bytes:
     ax.set_title("Empirical CDF per arm")
     if ax.lines:
         ax.legend(fontsize=8)
-    return _png(fig)
+    return png(fig)
 
 
 def median_ci(x: NDArray[np.float64], alpha: float) -> tuple[float, float, float]:
@@ -204,24 +190,25 @@ def _pct(x: NDArray[np.float64] | float) -> NDArray[np.float64]:
 
 def _segments(ax: Axes, report: Report, p: Paired) -> None:
     """The drift check's effect per segment (Hodges-Lehmann) as horizontal steps."""
-    c = next((c for c in report.result["comparisons"] if c["name"] == p.name), None)
-    dr = (c or {}).get("drift") or {}
-    if not dr.get("checked") or dr.get("n") != p.blocks.size:
+    c = next((c for c in report.result.comparisons if c.name == p.name), None)
+    dr = c.drift if c is not None else None
+    if dr is None or not dr.checked or dr.n != p.blocks.size:
         return
-    cut = segment_bounds(p.blocks.size, dr["segments"])
-    colour = "#c44e52" if dr["drifting"] else "#55a868"
-    label = (f"effect per {part_name(dr['segments'])} (HL): "
-             + ("changed" if dr["drifting"] else "no change detected"))
+    cut = segment_bounds(p.blocks.size, dr.segments)
+    colour = "#c44e52" if dr.drifting else "#55a868"
+    label = (f"effect per {part_name(dr.segments)} (HL): "
+             + ("changed" if dr.drifting else "no change detected"))
     for k, (a, b) in enumerate(zip(cut[:-1], cut[1:], strict=True)):
-        ax.hlines(dr["segment_pct"][k], p.blocks[a], p.blocks[b - 1], colors=colour,
+        y = dr.segment_pct[k]
+        ax.hlines(np.nan if y is None else y, p.blocks[a], p.blocks[b - 1], colors=colour,
                   linewidth=2.5, label=label if k == 0 else "_nolegend_")
 
 
 def drift(report: Report, p: Paired) -> bytes:
     """Paired log-ratio (as %) against block order, binned, with the running interval."""
     d, blocks = p.log_ratio, p.blocks
-    alpha = report.result["options"]["alpha"]
-    margin = report.result["options"]["margin"]
+    alpha = report.result.options.alpha
+    margin = report.result.options.margin
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.add_subplot()
     n = d.size
@@ -249,13 +236,13 @@ def drift(report: Report, p: Paired) -> bytes:
     ax.set_ylabel("candidate vs baseline, %")
     ax.set_title(f"Drift: {label(p.name)} (dotted: ±{100 * margin:g}% equivalence margin)")
     ax.legend(fontsize=8, loc="best")
-    return _png(fig)
+    return png(fig)
 
 
-def forest(report: Report, p: Paired, comparison: dict[str, object]) -> bytes:
+def forest(report: Report, p: Paired, comparison: Comparison) -> bytes:
     """Per block (or group of consecutive blocks) effect with interval, and the overall one."""
     d, blocks = p.log_ratio, p.blocks
-    alpha = report.result["options"]["alpha"]
+    alpha = report.result.options.alpha
     groups = np.array_split(np.arange(d.size), min(FOREST_ROWS, d.size)) if d.size else []
     labels, est, lo, hi = [], [], [], []
     for g in groups:
@@ -272,9 +259,9 @@ def forest(report: Report, p: Paired, comparison: dict[str, object]) -> bytes:
     ax.errorbar(e, y, xerr=[e - _pct(np.array(lo, dtype=float)),
                             _pct(np.array(hi, dtype=float)) - e],
                 fmt="s", color="#4c72b0", markersize=4, capsize=2)
-    overall = comparison.get("effect_pct")
+    overall = comparison.effect_pct
     if isinstance(overall, float):
-        clo, chi = comparison.get("ci_low_pct"), comparison.get("ci_high_pct")
+        clo, chi = comparison.ci_low_pct, comparison.ci_high_pct
         if isinstance(clo, float) and isinstance(chi, float):
             ax.errorbar([overall], [0.5], xerr=[[overall - clo], [chi - overall]], fmt="D",
                         color="black", capsize=4)
@@ -283,10 +270,10 @@ def forest(report: Report, p: Paired, comparison: dict[str, object]) -> bytes:
     ax.set_yticks([*y, 0.5], [*labels, "overall (HL)"], fontsize=7)
     ax.set_xlabel("candidate vs baseline, % (median with distribution-free interval)")
     ax.set_title(f"Per-block effects: {label(p.name)}")
-    return _png(fig)
+    return png(fig)
 
 
-def along(lines: list[dict[str, object]]) -> bytes:
+def along(lines: list[AlongLine]) -> bytes:
     """Effect with its interval against an ordered workload parameter (workers 1 -> 16), one
     line per factor level; log x when the levels span a factor of 4 or more."""
     fig = Figure(figsize=(8, 4.5), layout="constrained")
@@ -294,121 +281,28 @@ def along(lines: list[dict[str, object]]) -> bytes:
     xs: list[float] = []
     names: dict[float, str] = {}  # tick labels: the levels as written (64M, not 6.7e7)
     for i, line in enumerate(lines):
-        pts = line["points"]
-        assert isinstance(pts, list)
-        x = np.array([float(q["x"]) for q in pts])
-        e = np.array([np.nan if q["effect_pct"] is None else q["effect_pct"] for q in pts],
+        pts = line.points
+        x = np.array([float(q.x) for q in pts])
+        e = np.array([np.nan if q.effect_pct is None else q.effect_pct for q in pts],
                      dtype=float)
-        lo = np.array([np.nan if q["ci_low_pct"] is None else q["ci_low_pct"] for q in pts],
+        lo = np.array([np.nan if q.ci_low_pct is None else q.ci_low_pct for q in pts],
                       dtype=float)
-        hi = np.array([np.nan if q["ci_high_pct"] is None else q["ci_high_pct"] for q in pts],
+        hi = np.array([np.nan if q.ci_high_pct is None else q.ci_high_pct for q in pts],
                       dtype=float)
         shift = 1 + 0.015 * (i - (len(lines) - 1) / 2)  # keep overlapping bars apart
         ax.errorbar(x * shift, e, yerr=[e - lo, hi - e], fmt="o-", capsize=3, markersize=4,
-                    label=label(f"{line['factor']}: {line['level']} vs {line['base_level']}"))
+                    label=label(f"{line.factor}: {line.level} vs {line.base_level}"))
         xs += list(x)
-        names.update({float(q["x"]): str(q["level"]) for q in pts})
+        names.update({float(q.x): str(q.level) for q in pts})
     if xs and min(xs) > 0 and max(xs) / min(xs) >= 4:
         ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(set(xs)), [label(names[v]) for v in sorted(set(xs))])
     ax.axhline(0, color="grey", linewidth=0.5)
-    ax.set_xlabel(label(lines[0]["parameter"]) if lines else "")
+    ax.set_xlabel(label(lines[0].parameter) if lines else "")
     ax.set_ylabel("effect vs baseline level, % (unadjusted interval)")
     ax.legend(fontsize=7)
-    ax.set_title(f"Effects along {label(lines[0]['parameter']) if lines else ''}")
-    return _png(fig)
-
-
-PAGE_KB = {"4k": 4, "thp": 2048, "thp-collapse": 2048, "shmem-thp": 2048, "hugetlb-2M": 2048,
-           "hugetlb-1G": 1048576}
-KIND_MARKER = {"4 KiB / mTHP": "o", "THP": "^", "hugetlb": "s", "other": "D"}
-KIND_SHIFT = {"4 KiB / mTHP": 1.0, "THP": 2 ** -0.12, "hugetlb": 2 ** 0.12, "other": 2 ** 0.24}
-
-
-def arm_page(arm: dict[str, Any]) -> tuple[int, str] | None:
-    """(page size in kB, kind) an arm measures, from its settings; None when it has none. A
-    native arm: its backing (mthp-64K: 64 kB). A guest arm: how the host backs guest RAM (vm
-    mthp, vm page_size, or anon under the arm's thp: never 4 kB, else 2 MiB THP)."""
-    vm = arm.get("vm")
-    backing = str(arm.get("backing"))
-    if not vm:
-        kb = mthp_size_kb(backing) or PAGE_KB.get(backing)
-        kind = ("4 KiB / mTHP" if backing == "4k" or mthp_size_kb(backing) else
-                "hugetlb" if backing.startswith("hugetlb-") else
-                "THP" if backing == "thp" else "other")
-        return (kb, kind) if kb else None
-    if vm.get("mthp"):
-        kb = mthp_size_kb(f"mthp-{vm['mthp']}")
-        return (kb, "4 KiB / mTHP") if kb else None
-    if vm.get("page_size"):
-        return PAGE_KB[f"hugetlb-{vm['page_size']}"], "hugetlb"
-    if vm.get("backing") == "anon" and arm.get("thp") in ("never", "always", "madvise"):
-        return (4, "4 KiB / mTHP") if arm["thp"] == "never" else (2048, "THP")
-    return None
-
-
-def page_size_points(report: Report) -> list[dict[str, Any]]:
-    """One point per comparison of an arm with a page size against a 4 KiB baseline: x the
-    candidate's page size, y its effect with interval, `group` its scenario (or the guest
-    side's backing, when guest arms differ in it). [] when fewer than two sizes compare."""
-    d = report.data
-    arms = {a["name"]: a for a in d.run.get("experiment", {}).get("arms", [])}
-    pages = {n: arm_page(a) for n, a in arms.items()}
-    guests = {str(a.get("backing")) for a in arms.values() if a.get("vm")}
-    out = []
-    for c in report.result["comparisons"]:
-        cand = d.series_arm[d.index(c["candidate"])]
-        base = d.series_arm[d.index(c["baseline"])]
-        page, base_page = pages.get(cand), pages.get(base)
-        if page is None or base_page is None or base_page[0] != 4:
-            continue
-        arm = arms[cand]
-        scen = ", ".join(f"{k}={v}" for k, v in arm.get("workload") or [])
-        group = scen or (f"guest {arm['backing']}" if len(guests) > 1 else "")
-        out.append({"kb": page[0], "kind": page[1], "group": group, "arm": cand,
-                    "effect_pct": c.get("effect_pct"), "ci_low_pct": c.get("ci_low_pct"),
-                    "ci_high_pct": c.get("ci_high_pct")})
-    return out if len({p["kb"] for p in out} | {4}) > 2 else []
-
-
-def _size_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb >= 1048576 else f"{kb // 1024}M" if kb >= 1024 else f"{kb}K"
-
-
-def page_sizes(points: list[dict[str, Any]]) -> bytes:
-    """Effect vs the 4 KiB baseline against page size (log2 x), one colour per scenario, one
-    marker per kind of page (4 KiB and mTHP joined by a line, THP, hugetlb), with intervals;
-    a point without an interval (too few blocks) is drawn without bars."""
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.add_subplot()
-    groups = list(dict.fromkeys(str(p["group"]) for p in points))
-    colors = matplotlib.colormaps["tab10"]
-    for gi, group in enumerate(groups):
-        color = colors(gi % 10)
-        shift = 2 ** (0.06 * (gi - (len(groups) - 1) / 2))  # keep overlapping bars apart
-        mine = [p for p in points if p["group"] == group and p["effect_pct"] is not None]
-        line = sorted(((4, 0.0), *((p["kb"], p["effect_pct"]) for p in mine
-                                   if p["kind"] == "4 KiB / mTHP")))
-        ax.plot([x * shift for x, _ in line], [y for _, y in line], "-", color=color,
-                linewidth=1, label=label(group) if group else None)
-        for p in mine:
-            e = float(p["effect_pct"])
-            lo, hi = p["ci_low_pct"], p["ci_high_pct"]
-            yerr = ([[e - lo], [hi - e]] if lo is not None and hi is not None else None)
-            ax.errorbar([p["kb"] * shift * KIND_SHIFT[p["kind"]]], [e], yerr=yerr, fmt=KIND_MARKER[p["kind"]],
-                        color=color, capsize=3, markersize=5)
-    for kind, marker in KIND_MARKER.items():
-        if any(p["kind"] == kind for p in points):
-            ax.plot([], [], marker, color="grey", label=kind)
-    ax.set_xscale("log", base=2)
-    ticks = sorted({4, *(int(p["kb"]) for p in points)})
-    ax.set_xticks(ticks, [_size_label(t) for t in ticks], fontsize=7)
-    ax.axhline(0, color="grey", linewidth=0.5)
-    ax.set_xlabel("page (folio) size, log scale")
-    ax.set_ylabel("effect vs 4 KiB pages, % (with its interval)")
-    ax.legend(fontsize=7)
-    ax.set_title("Effect against page size")
-    return _png(fig)
+    ax.set_title(f"Effects along {label(lines[0].parameter) if lines else ''}")
+    return png(fig)
 
 
 MAX_COMPARISON_FIGURES = 12  # per-comparison drift and forest plots: a factorial has many
@@ -417,18 +311,19 @@ MAX_COMPARISON_FIGURES = 12  # per-comparison drift and forest plots: a factoria
 def effects(report: Report) -> bytes:
     """Every comparison's effect with its interval, one row each (a point without bars has
     no interval yet)."""
-    names = answer.Names.of(report.result)
-    comps = [c for c in report.result["comparisons"] if c["effect_pct"] is not None]
+    names = answer.Names.of(report.result.factorial)
+    comps = [c for c in report.result.comparisons if c.effect_pct is not None]
     fig = Figure(figsize=(10, 1.4 + 0.32 * max(len(comps), 1)), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(len(comps))[::-1]
     for yi, c in zip(y, comps, strict=True):
-        e = float(c["effect_pct"])
-        bars = answer.has_interval(c)
-        ax.errorbar([e], [yi], xerr=[[e - c["ci_low_pct"]], [c["ci_high_pct"] - e]]
-                    if bars else None, fmt="o", color=VERDICT_COLOUR.get(c["verdict"], "grey"),
+        e = float(c.effect_pct or 0.0)
+        lo, hi = c.ci_low_pct, c.ci_high_pct
+        bars = answer.has_interval(c) and lo is not None and hi is not None
+        ax.errorbar([e], [yi], xerr=[[e - (lo or 0.0)], [(hi or 0.0) - e]]
+                    if bars else None, fmt="o", color=VERDICT_COLOUR.get(c.verdict, "grey"),
                     capsize=3)
-    m = 100 * report.result["options"]["margin"]
+    m = 100 * report.result.options.margin
     ax.axvspan(-m, m, color="#cccccc", alpha=0.5, label=f"±{m:g}% margin")
     ax.axvline(0, color="grey", linewidth=0.5)
     ax.set_yticks(y, [label(names.pair(c).removesuffix(" vs baseline")) for c in comps],
@@ -437,7 +332,7 @@ def effects(report: Report) -> bytes:
     ax.set_title("Effect of each arm against its baseline"
                  + (" cell" if len(names.arm_factors) > 1 else ""))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _png(fig)
+    return png(fig)
 
 
 VERDICT_COLOUR = {"faster": "#1b5e20", "slower": "#b71c1c", "equivalent": "#006064",
@@ -452,12 +347,12 @@ def lead_figures(report: Report) -> list[tuple[str, bytes]]:
     if points:
         out.append(("Effect against page size, vs 4 KiB pages, with intervals",
                     page_sizes(points)))
-    fact = report.result.get("factorial") or {}
-    params = dict.fromkeys(str(line["parameter"]) for line in fact.get("along") or [])
+    along_ = report.result.factorial.along if report.result.factorial else []
+    params = dict.fromkeys(str(line.parameter) for line in along_)
     for param in params:
-        lines = [x for x in fact["along"] if x["parameter"] == param]
+        lines = [x for x in along_ if x.parameter == param]
         out.append((f"How each factor's effect changes along {param}", along(lines)))
-    if not out and any(c["effect_pct"] is not None for c in report.result["comparisons"]):
+    if not out and any(c.effect_pct is not None for c in report.result.comparisons):
         out.append(("Effect of each arm against its baseline, with intervals", effects(report)))
     return out
 
@@ -475,7 +370,7 @@ def detail_figures(report: Report) -> tuple[list[tuple[str, bytes]], list[str]]:
     if hidden:
         notes.append(f"histograms and CDFs left out for {hidden} of {len(report.data.series)} "
                      f"arms: fewer than {DISTRIBUTION_MIN} ok values each")
-    comps = {c["name"]: c for c in report.result["comparisons"]}
+    comps = {c.name: c for c in report.result.comparisons}
     enough = [p for p in report.paired if p.b.size >= MIN_UNITS]
     for p in enough[:MAX_COMPARISON_FIGURES]:
         out.append((f"Drift over the run: {p.name}", drift(report, p)))

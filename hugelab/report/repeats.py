@@ -3,9 +3,9 @@
 A run of several repeats (`hugelab run --repeats R`) gets, per comparison, each repeat's own
 effect and interval and the effect across repeats with the repeat as a random effect
 (:mod:`hugelab.stats.repeats`: Paule-Mandel tau, HKSJ interval): the JSON key `replication`
-and the "Replication" table. Every comparison with enough blocks is also checked for two
+and the "Replication" table (`sections/replication.py`). Every comparison with enough blocks is also checked for two
 regimes among its per-block effects (:mod:`hugelab.stats.regimes`): its `regimes` entry, and a
-table and a warning when the blocks split. Pure: Paired comparisons in, JSON-able dicts out.
+table and a warning when the blocks split. Pure: Paired comparisons in, report parts out.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-from hugelab.report.load import RunData
-from hugelab.report.table import Table, pct, pval
+from hugelab.report.model.base import clean
+from hugelab.report.model.comparison import Comparison, LoadEffect, Regimes
+from hugelab.report.model.replicas import Replication
+from hugelab.report.runload import RunData
 from hugelab.stats import regimes
 from hugelab.stats import repeats as stats_repeats
 from hugelab.stats._util import StatsInputError
@@ -47,7 +49,7 @@ def run_repeats(run: dict[str, Any]) -> tuple[int, int]:
 
 
 def replication(ps: Sequence[PairedLike], run: dict[str, Any], *, alpha: float,
-                margin: float) -> list[dict[str, Any]] | None:
+                margin: float) -> list[Replication] | None:
     """Per comparison: its repeats combined (None when the run has a single repeat)."""
     reps, per = run_repeats(run)
     if reps < 2 or per < 1:
@@ -61,19 +63,19 @@ def replication(ps: Sequence[PairedLike], run: dict[str, Any], *, alpha: float,
         try:
             rep = stats_repeats.combine(groups, better=p.better, alpha=alpha, margin=margin)
         except StatsInputError as exc:
-            out.append({**head, "error": exc.message})
+            out.append(Replication.from_json({**head, "error": exc.message}))
             continue
-        out.append({**head, **rep.to_dict()})
+        out.append(Replication.from_json(clean({**head, **rep.to_dict()})))
     return out
 
 
-def regimes_of(p: PairedLike) -> dict[str, Any] | None:
+def regimes_of(p: PairedLike) -> Regimes | None:
     """Two regimes among the comparison's per-block effects, in block order (None: too few)."""
     d = p.log_ratio
     if np.sum(np.isfinite(d)) < regimes.MIN_BLOCKS:
         return None
-    out: dict[str, Any] = regimes.detect(d[np.argsort(p.blocks)], alpha=REGIME_ALPHA).to_dict()
-    return out
+    return Regimes.from_json(regimes.detect(d[np.argsort(p.blocks)],
+                                            alpha=REGIME_ALPHA).to_dict())
 
 
 def block_load(data: RunData, series: Sequence[str]) -> dict[int, dict[str, float]]:
@@ -90,8 +92,7 @@ def block_load(data: RunData, series: Sequence[str]) -> dict[int, dict[str, floa
     return {b: {k: float(np.mean(v)) for k, v in ks.items()} for b, ks in acc.items()}
 
 
-def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
-                ) -> dict[str, Any] | None:
+def load_effect(p: PairedLike, data: RunData, split: Regimes | None) -> LoadEffect | None:
     """The comparison's per-block effect against the machine's load in that block: Spearman's
     rho per reading, and with two regimes each regime's median reading (None: no load data)."""
     per = block_load(data, (p.baseline, p.candidate))
@@ -105,8 +106,8 @@ def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
         if len(xs) >= LOAD_MIN_BLOCKS and len({x for x, _ in xs}) > 1:
             rho, pv = stats.spearmanr([x for x, _ in xs], [y for _, y in xs])
             out["spearman"][k] = {"rho": float(rho), "p": float(pv), "blocks": len(xs)}
-    if split and split.get("split"):
-        cut = sorted(d.values())[split["low"]["blocks"] - 1]
+    if split is not None and split.split and split.low is not None:
+        cut = sorted(d.values())[split.low.blocks - 1]
         for name, pick in (("low", lambda v: v <= cut), ("high", lambda v: v > cut)):
             mine = [per[b] for b in common if pick(d[b])]
             out[f"{name}_regime_median"] = {k: float(np.median([m[k] for m in mine if k in m]))
@@ -116,77 +117,13 @@ def load_effect(p: PairedLike, data: RunData, split: dict[str, Any] | None
     out["reading"] = ("the effect moved with the machine's load: " + ", ".join(strong)
                       if strong else "no link between the effect and the machine's load "
                       f"detected over {len(common)} blocks")
+    return LoadEffect.from_json(clean(out))
+
+
+def warnings(comps: list[Comparison], rep: list[Replication] | None) -> list[str]:
+    out = [f"{r.name}: {r.reading}" for r in rep or [] if r.disagree]
+    out += [f"{c.name}: {c.regimes.reading}" for c in comps
+            if c.regimes is not None and c.regimes.split]
+    out += [f"{c.name}: {c.load_effect.reading}" for c in comps
+            if c.load_effect is not None and c.load_effect.moved]
     return out
-
-
-def warnings(comps: list[dict[str, Any]], rep: list[dict[str, Any]] | None) -> list[str]:
-    out = [f"{r['name']}: {r['reading']}" for r in rep or [] if r.get("disagree")]
-    out += [f"{c['name']}: {c['regimes']['reading']}" for c in comps
-            if (c.get("regimes") or {}).get("split")]
-    out += [f"{c['name']}: {c['load_effect']['reading']}" for c in comps
-            if (c.get("load_effect") or {}).get("reading", "").startswith("the effect moved")]
-    return out
-
-
-def _effect(e: dict[str, Any]) -> str:
-    return f"{pct(e.get('effect_pct'), 1)} [{pct(e.get('ci_low_pct'), 1)}, " \
-        f"{pct(e.get('ci_high_pct'), 1)}]"
-
-
-def replication_table(result: dict[str, Any]) -> Table | None:
-    rep = result.get("replication")
-    if not rep:
-        return None
-    conf = 100 * (1 - result["options"]["alpha"])
-    t = Table("replication", "Replication: the effect across repeats (repeat as a random "
-              "effect: Paule-Mandel tau, HKSJ interval)",
-              ["comparison", "repeat", f"effect [{conf:g}% CI]", "blocks", "reading"], [],
-              right={2, 3})
-    for r in rep:
-        if r.get("error"):
-            t.rows.append([r["name"], "-", "-", "-", r["error"]])
-            continue
-        for e in r["repeats"]:
-            t.rows.append([r["name"], str(e["repeat"] + 1), _effect(e), str(e["n"]),
-                           "own interval"])
-        p = r["pooled"]
-        tau = "-" if r["tau_pct"] is None else f"{r['tau_pct']:.1f}%"
-        t.rows.append([r["name"], f"across {p['k']}", _effect(p), "-",
-                       f"{r['verdict']}; tau {tau}; Q p {pval(p['q_p'])}"])
-        t.notes.append(f"{r['name']}: {r['reading']}")
-        t.notes += [f"{r['name']}: {n}" for n in r["notes"]]
-    t.notes.append("each repeat's interval describes that repeat's minutes; the across-repeat "
-                   "interval is the machine's, and with few repeats it is wide by right "
-                   "(t with repeats - 1 degrees of freedom)")
-    return t
-
-
-def regimes_table(result: dict[str, Any]) -> Table | None:
-    split = [c for c in result["comparisons"] if (c.get("regimes") or {}).get("split")]
-    if not split:
-        return None
-    t = Table("regimes", f"Regimes: per-block effects that split in two (alpha {REGIME_ALPHA:g})",
-              ["comparison", "low regime", "high regime", "switches", "p"], [],
-              right={1, 2, 3, 4})
-    for c in split:
-        g = c["regimes"]
-        t.rows.append([c["name"],
-                       f"{pct(g['low']['effect_pct'], 1)} in {g['low']['blocks']} "
-                       f"({100 * g['low']['share']:.0f}%)",
-                       f"{pct(g['high']['effect_pct'], 1)} in {g['high']['blocks']} "
-                       f"({100 * g['high']['share']:.0f}%)", str(g["switches"]),
-                       pval(g["p_value"])])
-        load = c.get("load_effect") or {}
-        if load.get("low_regime_median"):
-            lo, hi = load["low_regime_median"], load.get("high_regime_median") or {}
-            t.notes.append(f"{c['name']}: median load in the low / high regime's blocks: "
-                           + ", ".join(f"{LABELS[k]} {100 * lo[k]:.0f}% / {100 * hi[k]:.0f}%"
-                                       for k in lo if k in hi))
-    t.notes.append("the two-means split of the blocks' effects, each regime >= 20% of the "
-                   "blocks, against Gaussian blocks; a run that saw two regimes has one interval "
-                   "over a mixture, and another run may see other shares: repeat it (--repeats)")
-    return t
-
-
-def tables(result: dict[str, Any]) -> list[Table]:
-    return [t for t in (replication_table(result), regimes_table(result)) if t is not None]

@@ -9,14 +9,17 @@ marked `full` (tails, the classic table, drift unless the effect drifted); `full
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from hugelab.report import lead, tables
+from hugelab.report import lead, runtables
+from hugelab.report.model.headline import Lead
+from hugelab.report.model.result import Result
+from hugelab.report.sections.context import context_lines
+from hugelab.report.sections.labels import header
+from hugelab.report.table import Table
 
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red", "equivalent": "bold cyan",
                  "inconclusive": "bold yellow"}
@@ -24,16 +27,16 @@ MIN_TEXT_COLUMN = 16  # a wrapping text column needs at least this much to stay 
 PAD = 2  # rich's space between two columns
 
 
-def _keeps_whole(t: tables.Table, i: int) -> bool:
+def _keeps_whole(t: Table, i: int) -> bool:
     """Columns whose cells must never break: the first (names), numbers, verdicts."""
     return i == 0 or i in t.right or (t.key == "verdicts" and i == 1)
 
 
-def _widths(t: tables.Table) -> list[int]:
+def _widths(t: Table) -> list[int]:
     return [max([len(t.headers[i]), *(len(r[i]) for r in t.rows)]) for i in range(len(t.headers))]
 
 
-def needed_width(t: tables.Table) -> int:
+def needed_width(t: Table) -> int:
     """The narrowest terminal that shows `t` as a table without breaking a number: what rich
     itself measures for the table (its columns' minimum widths, the padding between them and
     the box's edges), so the choice between table and stacked rows never misses by a gap."""
@@ -41,14 +44,14 @@ def needed_width(t: tables.Table) -> int:
     return con.measure(_rich(t)).minimum
 
 
-def _styled(t: tables.Table, row: list[str], i: int) -> Text:
+def _styled(t: Table, row: list[str], i: int) -> Text:
     cell = Text(row[i])
     if t.key == "verdicts" and i == 1:
         cell.stylize(VERDICT_STYLE.get(row[1].split(" ")[0], ""))
     return cell
 
 
-def _rich(t: tables.Table) -> RichTable:
+def _rich(t: Table) -> RichTable:
     rt = RichTable(title=Text(t.title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
                    pad_edge=False)
     for i, (h, w) in enumerate(zip(t.headers, _widths(t), strict=True)):
@@ -60,7 +63,7 @@ def _rich(t: tables.Table) -> RichTable:
     return rt
 
 
-def _stacked(t: tables.Table, con: Console) -> None:
+def _stacked(t: Table, con: Console) -> None:
     con.print(Text(t.title, style="bold"))
     for row in t.rows:
         con.print(Text(" " + row[0], style="bold"))
@@ -70,7 +73,7 @@ def _stacked(t: tables.Table, con: Console) -> None:
             con.print(line)
 
 
-def print_table(t: tables.Table, con: Console) -> None:
+def print_table(t: Table, con: Console) -> None:
     """`t` as a table when its numbers fit `con`, else stacked (one block per row); its title
     alone when it has no rows. Notes are the caller's."""
     if not t.rows:
@@ -91,7 +94,7 @@ def bullets(items: list[Text]) -> RichTable:
     return g
 
 
-def lead_lines(ld: lead.Lead, con: Console) -> None:
+def lead_lines(ld: Lead, con: Console) -> None:
     """The answer block: what matters, the recommendation, warnings each once."""
     for w in ld.loud:
         con.print(Text("WARNING: " + w, style="bold white on red"))
@@ -105,15 +108,15 @@ def lead_lines(ld: lead.Lead, con: Console) -> None:
         con.print(Text("WARNING: " + w, style="bold yellow"))
 
 
-def render(result: dict[str, Any], console: Console | None = None, *, full: bool = False) -> None:
+def render(result: Result, console: Console | None = None, *, full: bool = False) -> None:
     """Print the report to `console` (stdout by default), answer first (`lead`): then
     compact tables, or every table with `full`."""
     con = console or Console()
-    con.print(Text(tables.header(result), style="bold"))
-    ld = lead.build(result)
+    con.print(Text(header(result), style="bold"))
+    ld = lead.of(result)
     lead_lines(ld, con)
     said = set(ld.notes)
-    grids, rest = tables.lead_split(tables.all_tables(result, full=full))
+    grids, rest = runtables.lead_split(runtables.all_tables(result, full=full))
     for t in grids:
         print_table(t, con)
     con.print()
@@ -125,5 +128,5 @@ def render(result: dict[str, Any], console: Console | None = None, *, full: bool
                 said.add(n)
     if not full:
         con.print(Text("(tails, the classic table and drift: hugelab report --full)", style="dim"))
-    for line in tables.context_lines(result):
+    for line in context_lines(result):
         con.print(Text(line))

@@ -63,7 +63,7 @@ from scipy import stats
 
 from hugelab.stats import signedrank
 from hugelab.stats._util import FloatArray, StatsInputError, jsonable
-from hugelab.stats.paired import _check_args, decide, pct, verdict_codes
+from hugelab.stats.paired import check_args, decide, pct, verdict_codes
 
 Tau2Method = Literal["pm", "dl"]
 TAU2_METHODS = ("pm", "dl")
@@ -303,7 +303,7 @@ def verdict(p: Pooled, *, better: str = "lower", margin: float = 0.01,
             p_value: float | None = None, tost_p: float | None = None) -> str:
     """faster / slower / equivalent / inconclusive at the pooled estimate's alpha, by the rule of
     :func:`hugelab.stats.paired.decide`; pass Holm-adjusted `p_value` / `tost_p` to override."""
-    _check_args(better, p.alpha, margin)
+    check_args(better, p.alpha, margin)
     pv = p.p_value if p_value is None else p_value
     tp = tost_pvalue(p, margin) if tost_p is None else tost_p
     return decide(pv, tp, p.estimate, p.alpha, better)

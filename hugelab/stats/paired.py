@@ -96,7 +96,8 @@ def log_ratios(baseline: ArrayLike, candidate: ArrayLike) -> FloatArray:
     return np.log(c) - np.log(b)
 
 
-def _check_args(better: str, alpha: float, margin: float) -> None:
+def check_args(better: str, alpha: float, margin: float) -> None:
+    """The arguments every comparison shares, checked: StatsInputError when one is out of range."""
     if better not in ("lower", "higher"):
         raise StatsInputError(f"better must be 'lower' or 'higher', got {better!r}")
     if not 0.0 < alpha < 0.5:
@@ -159,7 +160,7 @@ def verdicts(
 
     Same rule as :func:`compare` without blocks; meant for simulation and validation.
     """
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     b = np.atleast_2d(np.asarray(baseline, dtype=float))
     c = np.atleast_2d(np.asarray(candidate, dtype=float))
     if b.shape != c.shape:
@@ -224,6 +225,12 @@ def _units(d: FloatArray, labels: np.ndarray | None) -> tuple[FloatArray, str, d
     return per_block, "block", info
 
 
+_NAN = float("nan")
+# analyse()'s answer for no unit at all: every figure unknown
+_NONE: dict[str, Any] = {"hl": [_NAN], "lo": [_NAN], "hi": [_NAN], "method": "none",
+                         "tlo": [_NAN], "thi": [_NAN], "p": [_NAN], "tost_p": [_NAN]}
+
+
 def compare(
     baseline: ArrayLike,
     candidate: ArrayLike,
@@ -238,26 +245,14 @@ def compare(
     Pairs with a NaN in either arm are dropped (counted in ``n_dropped``); infinite or
     non-positive observations raise StatsInputError. Fewer than 6 units give "inconclusive".
     """
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     b, c, labels, n_dropped = paired_arrays(baseline, candidate, blocks)
     d = np.log(c) - np.log(b)
     units, unit, info = _units(d, labels)
     notes: list[str] = list(info["notes"])
     if n_dropped:
         notes.append(f"{n_dropped} pair(s) with missing values dropped")
-    nan = float("nan")
-    res: dict[str, Any] = {
-        "hl": [nan],
-        "lo": [nan],
-        "hi": [nan],
-        "method": "none",
-        "tlo": [nan],
-        "thi": [nan],
-        "p": [nan],
-        "tost_p": [nan],
-    }
-    if units.size >= 1:
-        res = analyse(units[None, :], alpha=alpha, margin=margin)
+    res = analyse(units[None, :], alpha=alpha, margin=margin) if units.size >= 1 else _NONE
     if units.size < MIN_UNITS:
         verdict = "inconclusive"
         notes.append(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,10 +35,16 @@ from scipy import stats
 
 from hugelab.stats import meta, signedrank
 from hugelab.stats._util import FloatArray, StatsInputError, jsonable
-from hugelab.stats.paired import _check_args, pct
+from hugelab.stats.paired import check_args, pct
 
 DISAGREE_ALPHA = 0.05  # Cochran's Q: the repeats differ by more than their own intervals allow
 BETWEEN_DOMINATES = 0.5  # I^2 above which more repeats, not more blocks, narrow the interval
+
+
+def pairs_for_interval(alpha: float) -> int:
+    """The fewest pairs for which a signed-rank interval at 1-alpha exists: with n pairs the
+    smallest two-sided p-value is 2 / 2^n (6 pairs at 95%, 8 at 99%)."""
+    return math.ceil(math.log2(2 / alpha))
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def combine(log_ratios: Sequence[ArrayLike], *, better: str = "lower", alpha: fl
             margin: float = 0.01) -> Replication:
     """Combine repeats of one comparison: `log_ratios[r]` holds repeat r's paired block
     log-ratios (log candidate/baseline). Raises StatsInputError when no repeat is usable."""
-    _check_args(better, alpha, margin)
+    check_args(better, alpha, margin)
     ests = tuple(estimate(d, r, alpha=alpha) for r, d in enumerate(log_ratios))
     use = [e for e in ests if math.isfinite(e.se)]
     notes: list[str] = []
@@ -128,7 +134,9 @@ def combine(log_ratios: Sequence[ArrayLike], *, better: str = "lower", alpha: fl
     if not use:
         raise StatsInputError("no repeat has the 3 pairs an interval needs")
     pooled = meta.pool([e.estimate for e in use], [e.se**2 for e in use], alpha=alpha)
-    notes.extend(n.replace("host", "repeat") for n in pooled.notes)
+    # meta speaks of hosts; here each pooled unit is a repeat (the JSON's pooled notes too)
+    pooled = replace(pooled, notes=tuple(n.replace("host", "repeat") for n in pooled.notes))
+    notes.extend(pooled.notes)
     disagree = len(use) >= 2 and pooled.q_p < DISAGREE_ALPHA
     dominates = len(use) >= 2 and pooled.i2 > BETWEEN_DOMINATES
     return Replication(ests, pooled, meta.verdict(pooled, better=better, margin=margin),

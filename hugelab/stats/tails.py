@@ -168,6 +168,24 @@ def _intervals(
     return out, ""
 
 
+def _outliers(b: np.ndarray, c: np.ndarray, better: str, confidence: float) -> OutlierRates:
+    """Each arm's share of robust outliers (|z| > OUTLIER_Z), their difference with its
+    interval, and the share on the bad side."""
+    zb, zc = robust_z(b), robust_z(c)
+    kb, kc = int(np.sum(np.abs(zb) > OUTLIER_Z)), int(np.sum(np.abs(zc) > OUTLIER_Z))
+    sign = 1.0 if better == "lower" else -1.0
+    low, high = rate_difference(kb, b.size, kc, c.size, confidence)
+    return OutlierRates(
+        baseline_rate=kb / b.size,
+        candidate_rate=kc / c.size,
+        difference=kc / c.size - kb / b.size,
+        low=low,
+        high=high,
+        baseline_bad_side_rate=float(np.mean(sign * zb > OUTLIER_Z)),
+        candidate_bad_side_rate=float(np.mean(sign * zc > OUTLIER_Z)),
+    )
+
+
 def compare_tails(
     baseline: ArrayLike,
     candidate: ArrayLike,
@@ -213,19 +231,7 @@ def compare_tails(
             notes.append(
                 f"p{100 * q:g} rests on fewer than 5 tail values per arm: treat it as indicative"
             )
-    zb, zc = robust_z(b), robust_z(c)
-    kb, kc = int(np.sum(np.abs(zb) > OUTLIER_Z)), int(np.sum(np.abs(zc) > OUTLIER_Z))
-    sign = 1.0 if better == "lower" else -1.0
-    low, high = rate_difference(kb, b.size, kc, c.size, confidence)
-    outliers = OutlierRates(
-        baseline_rate=kb / b.size,
-        candidate_rate=kc / c.size,
-        difference=kc / c.size - kb / b.size,
-        low=low,
-        high=high,
-        baseline_bad_side_rate=float(np.mean(sign * zb > OUTLIER_Z)),
-        candidate_bad_side_rate=float(np.mean(sign * zc > OUTLIER_Z)),
-    )
+    outliers = _outliers(b, c, better, confidence)
     return TailComparison(
         confidence=confidence,
         paired=paired,

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
+from hugelab.units import amount
 
 Judge = Callable[[Mapping[str, Any]], Check | None]
 
@@ -52,7 +53,7 @@ def check_process(mode: str, tree: dict[str, Any], where: str = "host") -> Check
     stray = _counts(tree, "unadvised_thp_kb_by_comm")
     if stray:
         kb = sum(stray.values())
-        return Check(CONTRADICTED, f"asked for process THP 'madvise', but {human_kb(kb)} of THP "
+        return Check(CONTRADICTED, f"asked for process THP 'madvise', but {amount(kb)} of THP "
                                    f"lie outside madvised mappings in {_names(stray)}", "process")
     return Check(VERIFIED, "no THP outside madvised mappings in any process of the tree "
                            f"({_names({**on, **off})})", "process")

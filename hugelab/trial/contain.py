@@ -33,40 +33,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hugelab import identity
 from hugelab.errors import HostError
 from hugelab.host.journal import ensure_private_dir, state_dir, write_private
+from hugelab.identity import boot_id, clock_ticks_now, starttime
 from hugelab.proc import bind
 from hugelab.trial.folios import FolioSampler
-from hugelab.trial.procscan import TreeSampler, find_members, stat_fields
+from hugelab.trial.procscan import TreeSampler, find_members
 
 RECORD_PREFIX = "workload-"
 SCRATCH_PARENTS = ("/dev/shm", tempfile.gettempdir())
 SCRATCH_PREFIX = "hugelab-trial-"
 KILL_WAIT_S = 5.0
-def clock_ticks_now() -> int:
-    """Now, in the clock ticks since boot that /proc/PID/stat's starttime uses."""
-    with open("/proc/uptime") as f:
-        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
-
-
-def starttime(pid: int) -> int | None:
-    try:
-        return stat_fields(Path(f"/proc/{pid}/stat").read_text())[3]
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def boot_id() -> str:
-    """This boot's id: a record from another boot has no live process, whatever its pids."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _owner_alive(rec: dict[str, Any]) -> bool:
-    pid, start = rec.get("owner_pid"), rec.get("owner_starttime")
-    return bool(pid) and start is not None and starttime(int(pid)) == start  # type: ignore[arg-type]
 
 
 class TrialScope:
@@ -93,8 +71,7 @@ class TrialScope:
 
     # -- record -------------------------------------------------------------------------------
     def _write(self) -> None:
-        rec = {"token": self.token, "label": self.label, "owner_pid": os.getpid(),
-               "owner_starttime": starttime(os.getpid()), "boot_id": boot_id(),
+        rec = {"token": self.token, "label": self.label, **identity.record(),
                "since": self.since, "sessions": [[s, t] for s, t in self.sessions.items()],
                "scratch": self.scratch, "created": time.time()}
         write_private(self._record, json.dumps(rec))
@@ -164,7 +141,8 @@ def _records(state: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _record_members(rec: dict[str, Any]) -> Callable[[], list[int]]:
-    """The live processes of a recorded scope: none when the record is from another boot."""
+    """The live processes of a recorded scope: none when the record is from another boot (its
+    sessions' start times count from that boot's start)."""
     if rec.get("boot_id") != boot_id():
         return lambda: []
     sessions = {int(s[0]): s[1] for s in rec.get("sessions") or [] if isinstance(s, list)}
@@ -184,7 +162,7 @@ def kill_leftover_workloads(state: Path | None = None) -> list[str]:
         return []
     done = []
     for path, rec in _records(d):
-        if _owner_alive(rec):
+        if identity.recorded_alive(rec):
             continue
         killed = kill_members(_record_members(rec))
         if killed:
@@ -203,7 +181,7 @@ def alive_leftovers(state: Path | None = None) -> list[int]:
     d = state or state_dir()
     if not d.is_dir():
         return []
-    return [pid for _p, rec in _records(d) if not _owner_alive(rec)
+    return [pid for _p, rec in _records(d) if not identity.recorded_alive(rec)
             for pid in _record_members(rec)()]
 
 

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.experiment.backings import mthp_size_kb
+from hugelab.units import amount, exact
 
 PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576, "thp-collapse": 4,
            "shmem-thp": 4}
@@ -60,13 +61,13 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
     if page is None or want is None:
         return Check(NOT_APPLICABLE, f"no mapping rule for backing {backing!r}", layer)
     if page != want:
-        return Check(CONTRADICTED, f"asked for {backing}, but the mapping's page size is {page} kB",
+        return Check(CONTRADICTED, f"asked for {backing}, but the mapping's page size is {exact(page)}",
                      layer)
     rss = ev.get("Rss_kB") or 0
     anon_huge = ev.get("AnonHugePages_kB") or 0
     shmem_huge = ev.get("ShmemPmdMapped_kB") or 0  # a shared mapping's THP (shmem_enabled)
     if backing == "4k" and (anon_huge > 0 or shmem_huge > 0):
-        return Check(CONTRADICTED, f"asked for 4k, but {anon_huge + shmem_huge} kB are in "
+        return Check(CONTRADICTED, f"asked for 4k, but {anon_huge + shmem_huge} KiB are in "
                                    "transparent huge pages", layer)
     if backing in ("thp", "thp-collapse", "shmem-thp"):
         huge = (ev.get("ShmemPmdMapped_kB") or 0) if backing == "shmem-thp" else anon_huge
@@ -80,12 +81,12 @@ def check_own_mapping(backing: str, ev: dict[str, Any], thp_min_fraction: float 
                                f"{_collapse_note(ev)}", layer)
     if mthp_size_kb(backing):
         if anon_huge > 0:
-            return Check(CONTRADICTED, f"asked for {backing}, but {anon_huge} kB are in PMD-size "
+            return Check(CONTRADICTED, f"asked for {backing}, but {anon_huge} KiB are in PMD-size "
                                        "(2 MiB) THP", layer)
-        return Check(VERIFIED, "buffer in 4 kB page table entries, no PMD-size THP", layer)
+        return Check(VERIFIED, "buffer in 4 KiB page table entries, no PMD-size THP", layer)
     if backing.startswith("hugetlb-"):
-        return Check(VERIFIED, f"{_mapping_name(ev)} in {page} kB hugetlb pages", layer)
-    return Check(VERIFIED, f"{_mapping_name(ev)} in 4 kB pages, no transparent huge pages",
+        return Check(VERIFIED, f"{_mapping_name(ev)} in {exact(page)} hugetlb pages", layer)
+    return Check(VERIFIED, f"{_mapping_name(ev)} in 4 KiB pages, no transparent huge pages",
                  layer)
 
 
@@ -114,33 +115,33 @@ def check_tree(backing: str, tree: dict[str, Any], where: str = "host",
     who = f"{n} process{'es' if n != 1 else ''} on {where}"
     if backing == "4k":
         if anon_huge or shmem_pmd or hugetlb:
-            return Check(CONTRADICTED, f"asked for 4k, but {who} had {human_kb(anon_huge)} in "
-                                       f"THP, {human_kb(shmem_pmd)} shmem PMD-mapped, "
-                                       f"{human_kb(hugetlb)} hugetlb", layer)
-        return Check(VERIFIED, f"no huge pages in {who} ({human_kb(anon)} anon at peak)", layer)
+            return Check(CONTRADICTED, f"asked for 4k, but {who} had {amount(anon_huge)} in "
+                                       f"THP, {amount(shmem_pmd)} shmem PMD-mapped, "
+                                       f"{amount(hugetlb)} hugetlb", layer)
+        return Check(VERIFIED, f"no huge pages in {who} ({amount(anon)} anon at peak)", layer)
     if backing == "thp":
         share = anon_huge / anon if anon else (1.0 if anon_huge else 0.0)
         if anon_huge and share >= TREE_THP_MIN_FRACTION:
-            return Check(VERIFIED, f"{human_kb(anon_huge)} of {human_kb(anon)} anon in THP "
+            return Check(VERIFIED, f"{amount(anon_huge)} of {amount(anon)} anon in THP "
                                    f"({share:.0%}), {who}", layer)
         if anon_huge:
-            return Check(CONTRADICTED, f"asked for thp, but only {human_kb(anon_huge)} of "
-                                       f"{human_kb(anon)} anon of {who} was in THP ({share:.0%}"
+            return Check(CONTRADICTED, f"asked for thp, but only {amount(anon_huge)} of "
+                                       f"{amount(anon)} anon of {who} was in THP ({share:.0%}"
                                        f" < {TREE_THP_MIN_FRACTION:.0%})", layer)
         if anon < MIN_ANON_FOR_THP_KB:
-            return Check(NOT_APPLICABLE, f"{who} had only {human_kb(anon)} of anonymous memory:"
+            return Check(NOT_APPLICABLE, f"{who} had only {amount(anon)} of anonymous memory:"
                                          " too little to expect a 2 MiB huge page", layer)
-        return Check(CONTRADICTED, f"asked for thp, but none of the {human_kb(anon)} anon of "
+        return Check(CONTRADICTED, f"asked for thp, but none of the {amount(anon)} anon of "
                                    f"{who} was in huge pages (THP 'never', or memory that is "
                                    "not THP-eligible)", layer)
     want = PAGE_KB.get(backing)
     if want is None:
         return Check(NOT_APPLICABLE, f"no evidence rule for backing {backing!r}", layer)
     if sizes.get(want):
-        return Check(VERIFIED, f"{human_kb(sizes[want])} in {backing.removeprefix('hugetlb-')} "
+        return Check(VERIFIED, f"{amount(sizes[want])} in {backing.removeprefix('hugetlb-')} "
                                f"hugetlb pages, {who}", layer)
     if sizes:
-        other = ", ".join(f"{human_kb(kb)} of {size} kB pages" for size, kb in sorted(sizes.items()))
+        other = ", ".join(f"{amount(kb)} of {exact(size)} pages" for size, kb in sorted(sizes.items()))
         return Check(CONTRADICTED, f"asked for {backing}, but {who} mapped {other}", layer)
     return Check(CONTRADICTED, f"asked for {backing}, but {who} mapped no hugetlb pages", layer)
 
@@ -187,17 +188,17 @@ def check_folios(backing: str, folios: dict[str, Any] | None, min_fraction: floa
     if want is None:  # 4k
         large = sum(v for k, v in dist.items() if k != "4K")
         if large:
-            return Check(CONTRADICTED, f"asked for 4k, but {human_kb(large)} of "
-                                       f"{human_kb(present)} sampled are in larger folios "
+            return Check(CONTRADICTED, f"asked for 4k, but {amount(large)} of "
+                                       f"{amount(present)} sampled are in larger folios "
                                        f"({shown})", layer)
-        return Check(VERIFIED, f"{human_kb(present)} sampled, all in 4K folios", layer)
+        return Check(VERIFIED, f"{amount(present)} sampled, all in 4K folios", layer)
     label = f"{want // 1024}M" if want % 1024 == 0 else f"{want}K"
     share = dist.get(label, 0) / present
     if share < min_fraction:
         return Check(CONTRADICTED, f"asked for {backing}, but only {share:.0%} of "
-                                   f"{human_kb(present)} sampled is in {label} folios "
+                                   f"{amount(present)} sampled is in {label} folios "
                                    f"(threshold {min_fraction:.0%}; folios: {shown})", layer)
-    return Check(VERIFIED, f"{share:.0%} of {human_kb(present)} sampled in {label} folios "
+    return Check(VERIFIED, f"{share:.0%} of {amount(present)} sampled in {label} folios "
                            f"({shown})", layer)
 
 
@@ -245,26 +246,26 @@ def check_vm(vm_backing: str, page_size: str | None, qemu: dict[str, Any],
         want = HUGE_KB[page_size]
         if kps != want:
             return Check(CONTRADICTED, f"guest RAM asked for {page_size} pages, QEMU's mapping has "
-                                       f"{kps} kB pages", "vm")
+                                       f"{exact(kps)} pages", "vm")
         return Check(VERIFIED, f"guest RAM in {page_size} hugetlb pages "
-                               f"({human_kb(qemu.get('hugetlb_kb', 0))} of "
-                               f"{human_kb(qemu.get('size_kb', 0))} mapped)", "vm")
+                               f"({amount(qemu.get('hugetlb_kb', 0))} of "
+                               f"{amount(qemu.get('size_kb', 0))} mapped)", "vm")
     if vm_backing == "memfd":
         return Check(NOT_APPLICABLE, "memfd guest RAM without page_size is shmem: its THP follows "
                                      "/sys/kernel/mm/transparent_hugepage/shmem_enabled", "vm")
     huge, rss = int(qemu.get("anon_huge_kb", 0)), int(qemu.get("rss_kb", 0))
     if host_thp == "never":
         if huge:
-            return Check(CONTRADICTED, f"host THP is 'never', yet {huge} kB of guest RAM are in "
+            return Check(CONTRADICTED, f"host THP is 'never', yet {huge} KiB of guest RAM are in "
                                        "THP", "vm")
-        return Check(VERIFIED, f"guest RAM in 4 kB pages ({human_kb(rss)} resident, host THP "
+        return Check(VERIFIED, f"guest RAM in 4 KiB pages ({amount(rss)} resident, host THP "
                                "never)", "vm")
     if huge:
-        return Check(VERIFIED, f"{human_kb(huge)} of {human_kb(rss)} resident guest RAM in THP",
+        return Check(VERIFIED, f"{amount(huge)} of {amount(rss)} resident guest RAM in THP",
                      "vm")
     if rss < MIN_ANON_FOR_THP_KB:
-        return Check(NOT_APPLICABLE, f"only {human_kb(rss)} of guest RAM resident", "vm")
-    return Check(CONTRADICTED, f"host THP is on, but none of the {human_kb(rss)} resident guest "
+        return Check(NOT_APPLICABLE, f"only {amount(rss)} of guest RAM resident", "vm")
+    return Check(CONTRADICTED, f"host THP is on, but none of the {amount(rss)} resident guest "
                                "RAM is in huge pages", "vm")
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hugelab.units import page_label
+
 PAGE = 4096
 PM_PRESENT = 1 << 63
 PM_PFN_MASK = (1 << 55) - 1
@@ -39,13 +41,6 @@ WINDOW_PAGES = 512  # 2 MiB: no folio up to PMD size crosses an aligned window
 DEFAULT_BUDGET_PAGES = 16384  # 64 MiB of each sample's mappings, in evenly spread windows
 MERGE_GAP = 512  # kpageflags entries read in one pread when PFNs are this close
 THP_DIR = "/sys/kernel/mm/transparent_hugepage"
-
-
-def size_label(kb: int) -> str:
-    """64 -> '64K', 2048 -> '2M', 1048576 -> '1G'."""
-    if kb % 1048576 == 0:
-        return f"{kb // 1048576}G"
-    return f"{kb // 1024}M" if kb % 1024 == 0 else f"{kb}K"
 
 
 # --- pure parsing --------------------------------------------------------------------------
@@ -68,7 +63,7 @@ def parse_kpageflags(data: bytes) -> list[int]:
 class FolioCounts:
     """Bytes of a sampled range by what backs them."""
 
-    by_size: dict[int, int] = field(default_factory=dict)  # folio size (kB) -> bytes mapped
+    by_size: dict[int, int] = field(default_factory=dict)  # folio size (KiB) -> bytes mapped
     hugetlb: int = 0   # bytes in hugetlb pages (their size: the mapping's KernelPageSize)
     partial: int = 0   # bytes of folios whose head lies before the range
     other: int = 0     # compound pages that are neither THP nor hugetlb
@@ -87,7 +82,7 @@ class FolioCounts:
         return sum(self.by_size.values()) + self.hugetlb + self.partial + self.other
 
     def to_dict(self) -> dict[str, Any]:
-        return {"folios_kb": {size_label(k): v // 1024 for k, v in sorted(self.by_size.items())},
+        return {"folios_kb": {page_label(k): v // 1024 for k, v in sorted(self.by_size.items())},
                 "hugetlb_kb": self.hugetlb // 1024, "partial_kb": self.partial // 1024,
                 "other_kb": self.other // 1024, "present_kb": self.present // 1024,
                 "absent_kb": self.absent // 1024}
@@ -251,7 +246,7 @@ def scan_mappings(maps: Sequence[tuple[int, int, int, str]],
 
 
 def summarize(mappings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The distribution over several mappings' results: kB per folio size and shares."""
+    """The distribution over several mappings' results: KiB per folio size and shares."""
     sizes: dict[str, int] = {}
     for m in mappings:
         for k, v in m["folios_kb"].items():
@@ -350,7 +345,7 @@ def mthp_stats(thp_dir: Path = Path(THP_DIR)) -> dict[str, dict[str, int]]:
                 counters[f.name] = int(f.read_text().strip())
             except (OSError, ValueError):
                 continue
-        out[size_label(int(m.group(1)))] = counters
+        out[page_label(int(m.group(1)))] = counters
     return out
 
 

@@ -47,7 +47,7 @@ def parse_kb_fields(text: str) -> dict[str, int]:
 
 
 def hugetlb_by_page_size(smaps_text: str) -> dict[int, int]:
-    """kB of hugetlb memory mapped per page size (kB), from a full /proc/PID/smaps text."""
+    """KiB of hugetlb memory mapped per page size (KiB), from a full /proc/PID/smaps text."""
     out: dict[int, int] = {}
     page = 4
     for line in smaps_text.splitlines():
@@ -61,7 +61,7 @@ def hugetlb_by_page_size(smaps_text: str) -> dict[int, int]:
 
 
 def unadvised_thp_kb(smaps_text: str) -> int:
-    """kB of AnonHugePages in mappings without MADV_HUGEPAGE (no `hg` in VmFlags), from a full
+    """KiB of AnonHugePages in mappings without MADV_HUGEPAGE (no `hg` in VmFlags), from a full
     /proc/PID/smaps text: what a process under PR_THP_DISABLE_EXCEPT_ADVISED must not have."""
     total, huge = 0, 0
     for line in smaps_text.splitlines():
@@ -158,7 +158,7 @@ def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | N
 def measure(pids: Iterable[int], proc: str = "/proc",
             read: Callable[[str], str | bytes | None] | None = None,
             thp_detail: bool | None = None) -> dict[str, object]:
-    """One sample: the tree's smaps_rollup totals, hugetlb kB per page size and THP modes. `read`
+    """One sample: the tree's smaps_rollup totals, hugetlb KiB per page size and THP modes. `read`
     reads a file (default: this machine's; a user's guest passes one that reads through its
     agent). `thp_detail`: also each process's THP mode (status, comm) and, for processes with
     THP, the THP outside madvised mappings (full smaps); default: only when reading this
@@ -169,7 +169,7 @@ def measure(pids: Iterable[int], proc: str = "/proc",
     by_size: dict[int, int] = {}
     thp_on: dict[str, int] = {}   # command name -> processes with THP_enabled 1
     thp_off: dict[str, int] = {}  # ... with THP_enabled 0
-    unadvised: dict[str, int] = {}  # command name -> kB of THP outside madvised mappings
+    unadvised: dict[str, int] = {}  # command name -> KiB of THP outside madvised mappings
     n = 0
     for pid in pids:
         text = read(f"{proc}/{pid}/smaps_rollup")
@@ -198,7 +198,7 @@ def measure(pids: Iterable[int], proc: str = "/proc",
 
 
 def pool_counts(sysfs: str = "/sys/kernel/mm/hugepages") -> dict[str, tuple[int, int]]:
-    """{page size kB: (free_hugepages, resv_hugepages)} of every hugetlb pool (host-wide)."""
+    """{page size in KiB: (free_hugepages, resv_hugepages)} of every hugetlb pool (host-wide)."""
     out: dict[str, tuple[int, int]] = {}
     try:
         entries = os.listdir(sysfs)

@@ -18,15 +18,16 @@ from typing import Any
 
 from hugelab.errors import HugelabError
 from hugelab.experiment import Arm
-from hugelab.host.control import size_kb_from_name, size_name
+from hugelab.host.control import size_kb_from_name
 from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
 from hugelab.proc import carry
 from hugelab.trial.native import NativeTarget
+from hugelab.units import page_kb, page_label
 from hugelab.vm import reps
 from hugelab.vm.common.evidence import qemu_folio_evidence
+from hugelab.vm.common.guestapi import Guest
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GuestServer
-from hugelab.vm.own.guest import Guest
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.registry import kind_of
@@ -73,12 +74,7 @@ def guest_mthp(arm: Arm) -> tuple[tuple[str, str], ...]:
     given = dict(arm.guest.mthp) if arm.guest else {}
     if arm.mthp_kb:
         given = {arm.backing.removeprefix("mthp-"): "madvise", "2M": "never", **given}
-    return tuple(sorted(given.items(), key=lambda sm: size_kb_from_label(sm[0])))
-
-
-def size_kb_from_label(label: str) -> int:
-    """'64K' -> 64, '1M' -> 1024, '2M' -> 2048."""
-    return int(label[:-1]) * (1024 if label.endswith("M") else 1)
+    return tuple(sorted(given.items(), key=lambda sm: page_kb(sm[0])))
 
 
 def host_pool_need(arm: Arm) -> tuple[str, int] | None:
@@ -121,8 +117,8 @@ GUEST_MEMINFO_KEYS = ("MemTotal", "AnonHugePages", "ShmemPmdMapped", "HugePages_
                       "Hugetlb")
 
 
-def _guest_meminfo(guest: Any) -> dict[str, int]:
-    """The guest's own view of its huge pages (kB, or pages for HugePages_*)."""
+def _guest_meminfo(guest: Guest) -> dict[str, int]:
+    """The guest's own view of its huge pages (KiB, or pages for HugePages_*)."""
     try:
         text = guest.target.read_file("/proc/meminfo")
     except HugelabError:
@@ -204,14 +200,17 @@ def _run_reps(g: Guest, workload: Workload, backing: str, guest_port: int | None
     return results[0] if k == 1 else reps.combine(results, walls)
 
 
-def _guest(arm: Arm, spec: VmSpec, name: str) -> Any:
-    """hugelab's own image-less guest, or a transient copy of the user's libvirt domain."""
+def _guest(arm: Arm, spec: VmSpec, name: str) -> Guest:
+    """hugelab's own image-less guest (under QEMU, or libvirtd), or a transient copy of the
+    user's libvirt domain (reached through its agent or SSH): each a
+    hugelab.vm.common.guestapi.Guest, which mypy checks here."""
     assert arm.vm is not None
     if arm.vm.domain is None and arm.vm.manager == "libvirt":
         from hugelab.vm.own.libvirt_own import LibvirtGuest
         return LibvirtGuest(spec, name=name, uri=arm.vm.uri)
     if arm.vm.domain is None:
-        return Guest(spec, name=name)
+        from hugelab.vm.own.guest import Guest as QemuGuest
+        return QemuGuest(spec, name=name)
     from hugelab.vm.domains.libvirt_guest import Access, DomainGuest
     return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name,
                        access=Access.of(arm.vm))
@@ -261,35 +260,42 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             t.join()
         guest_wall = time.monotonic() - t0  # boot to the end of the workload
         final: list[GuestOutcome] = []
-        for g, b, o in zip(guests, before, outcomes, strict=True):
+        for i, (g, b, o) in enumerate(zip(guests, before, outcomes, strict=True)):
             assert o is not None
-            after = _guest_vmstat(g)
-            o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in b.items()
-                                           if k in after and after[k] != v},
-                          "guest_meminfo": _guest_meminfo(g)}
-            o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
-            tree = g.target.tree() if g.alive() else {}
-            o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
-            o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
-                            "trials_per_boot": k,
-                            "guest_wall_s": round(guest_wall, 3),
-                            "workload_s": round(workload_s[len(final)], 3),
-                            "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
-                            "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,
-                            **({"guest_mthp": dict(spec.guest_mthp)} if spec.guest_mthp else {})}
-            if guest_port is not None:
-                o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
-                                           "port_forwards": [list(f) for f in
-                                                             g.spec.port_forwards]}
-            final.append(o)
+            final.append(_settle(o, g, b, arm, spec, guest_port))
+            o.provenance.update({"guest_wall_s": round(guest_wall, 3),
+                                 "workload_s": round(workload_s[i], 3)})
         return final
 
 
-def _qemu_evidence(g: Any, folios: bool) -> dict[str, Any]:
+def _settle(o: GuestOutcome, g: Guest, before: dict[str, int], arm: Arm, spec: VmSpec,
+            guest_port: int | None) -> GuestOutcome:
+    """A guest's outcome with what the guest and QEMU show after its trials: the guest's vmstat
+    deltas and meminfo, QEMU's evidence, the guest's process tree, and the provenance."""
+    assert arm.vm is not None
+    after = _guest_vmstat(g)
+    o.monitors = {"guest_vmstat": {k: after[k] - v for k, v in before.items()
+                                   if k in after and after[k] != v},
+                  "guest_meminfo": _guest_meminfo(g)}
+    o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
+    tree = g.target.tree() if g.alive() else {}
+    o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
+    o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
+                    "trials_per_boot": arm.vm.trials_per_boot,
+                    "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
+                    "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,
+                    **({"guest_mthp": dict(spec.guest_mthp)} if spec.guest_mthp else {})}
+    if guest_port is not None:
+        o.provenance["network"] = {"netdev": "user,restrict=on", "nic": "virtio-net-pci",
+                                   "port_forwards": [list(f) for f in g.spec.port_forwards]}
+    return o
+
+
+def _qemu_evidence(g: Guest, folios: bool) -> dict[str, Any]:
     """QEMU's side of a guest (hugelab.vm.common.evidence); with `folios` (vm mthp) also the folio
     sizes of guest RAM, since smaps cannot tell a 64K folio from a 4K page."""
     try:
-        ev: dict[str, Any] = g.evidence()
+        ev = g.evidence()
         if folios:
             ev["folios"] = qemu_folio_evidence(g.qemu_pid, ev)
     except (HugelabError, OSError) as exc:
@@ -304,4 +310,4 @@ def pool_state(spec: VmSpec, paths: HostPaths = REAL) -> str:
     kb = spec.hugetlb_size_kb
     total = (read_text(paths.pool_file(kb), "?") or "?").strip()
     free = (read_text(paths.pool_file(kb, "free_hugepages"), "?") or "?").strip()
-    return f" (the {size_name(kb)} pool had {free} of {total} pages free)"
+    return f" (the {page_label(kb)} pool had {free} of {total} pages free)"

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import IO, Any, Literal, Protocol
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
-from hugelab.proc import package_of, spawn
+from hugelab.proc import package_of, spawn, wait_for
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.process_thp import check_mode, target_for
@@ -59,13 +59,21 @@ def error_summary(text: str, lines: int = 8) -> str:
     return "\n".join(key + rest)
 
 
+def failure_text(tool: str, res: ExecResult) -> str:
+    """`tool exited with N: <its own first error line>`, then its other lines, then the
+    command: a report's one-line reason (a "why failed" cell) shows what the tool said, not the
+    start of a long command line."""
+    err = error_summary(res.stderr) or error_summary(res.stdout) or "(no output)"
+    first, *rest = err.splitlines()
+    return "\n  ".join([f"{tool} exited with {res.returncode}: {first}", *rest,
+                         f"command: {shlex.join(str(a) for a in res.argv)}"])
+
+
 def check_exit(res: ExecResult, tool: str) -> None:
     """WorkloadError carrying the stderr tail (stdout tail when stderr is empty) on failure."""
     if res.returncode == 0:
         return
-    err = error_summary(res.stderr) or error_summary(res.stdout) or "(no output)"
-    exc = WorkloadError(f"{tool} exited with {res.returncode}: {' '.join(res.argv)}\n  "
-                        + err.replace("\n", "\n  "))
+    exc = WorkloadError(failure_text(tool, res))
     exc.stderr = res.stderr  # type: ignore[attr-defined]
     exc.stdout = res.stdout  # type: ignore[attr-defined]
     exc.returncode = res.returncode  # type: ignore[attr-defined]
@@ -220,15 +228,13 @@ class LocalServer:
             name = Path(argv[0]).name
             raise ToolMissingError(name, package_of(name)) from exc
         handle = _LocalHandle(port, proc, log, tool)
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                       else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
-                out = handle.stop()
-                raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
-                                    + (out or "(no output)").replace("\n", "\n  "))
-            time.sleep(0.02)
+        if not wait_for(lambda: listening(port), self.ready_timeout_s, interval_s=0.02,
+                        unless=lambda: proc.poll() is not None):
+            why = (f"exited with {proc.returncode}" if proc.poll() is not None
+                   else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
+            out = handle.stop()
+            raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
+                                + (out or "(no output)").replace("\n", "\n  "))
         return handle
 
 

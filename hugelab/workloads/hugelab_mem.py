@@ -52,12 +52,12 @@ def backing_problem(backing: str, evidence: dict[str, Any]) -> str | None:
     if backing == "4k" and (kps != 4 or anon_huge):
         return f"4k backing but KernelPageSize_kB={kps}, AnonHugePages_kB={anon_huge}"
     if backing in ("thp", "thp-collapse") and anon_huge * 2 <= rss:
-        return f"{backing} backing but only {anon_huge} of {rss} kB resident are huge pages"
+        return f"{backing} backing but only {anon_huge} of {rss} KiB resident are huge pages"
     shmem_huge = evidence.get("ShmemPmdMapped_kB") or 0
     if backing == "shmem-thp" and shmem_huge * 2 <= rss:
-        return f"shmem-thp backing but only {shmem_huge} of {rss} kB resident are shmem huge pages"
+        return f"shmem-thp backing but only {shmem_huge} of {rss} KiB resident are shmem huge pages"
     if mthp_size_kb(backing) and anon_huge:
-        return f"{backing} backing but {anon_huge} kB are PMD-size (2 MiB) THP"
+        return f"{backing} backing but {anon_huge} KiB are PMD-size (2 MiB) THP"
     want = {"hugetlb-2M": 2048, "hugetlb-1G": 1048576}.get(backing)
     if want is not None and kps != want:
         return f"{backing} backing but KernelPageSize_kB={kps}"
@@ -244,12 +244,12 @@ def _decode(result: ExecResult) -> dict[str, Any]:
     if result.returncode != 0:
         if result.returncode == EXIT_HUGETLB:
             raise PoolBusyError(
-                f"hugelab-mem exited with {EXIT_HUGETLB} (no hugetlb pages for its buffer): {cmd}\n"
-                f"  {_tail(result.stderr) or '(no stderr)'}",
+                f"hugelab-mem exited with {EXIT_HUGETLB} (no hugetlb pages for its buffer): "
+                f"{_tail(result.stderr) or '(no stderr)'}\n  command: {cmd}",
                 hint="reserve the pool first (nr_hugepages), and check that no leftover process "
                      "holds its pages (hugelab recover)")
-        raise WorkloadError(f"hugelab-mem exited with {result.returncode}: {cmd}\n"
-                            f"  {_tail(result.stderr) or '(no stderr)'}")
+        raise WorkloadError(f"hugelab-mem exited with {result.returncode}: "
+                            f"{_tail(result.stderr) or '(no stderr)'}\n  command: {cmd}")
     try:
         data = json.loads(result.stdout)
     except json.JSONDecodeError as exc:
@@ -339,4 +339,4 @@ KIND = Kind(
     where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("cc", "gcc"),), duration=("duration_s", 1.0),
     file_keys=file_keys, aliases=("duration", "size"), interleave=interleave_problem,
-    counts_own_folios=True, asks_own_backing=True)
+    counts_own_folios=True, asks_own_backing=True, own_programs=("hugelab-mem",))

@@ -21,6 +21,7 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.requests import serve_requests, wants_requests
 
 
 class ServerWorkload(Protocol):
@@ -37,7 +38,11 @@ class ServerWorkload(Protocol):
 
 
 def is_server(workload: object) -> bool:
-    return all(callable(getattr(workload, n, None)) for n in ("start", "window", "finish"))
+    """Whether a workload runs as interleaved servers: windows of client runs (start, window,
+    finish) or of requests (start, request_server: hugelab.workloads.requests)."""
+    def has(*names: str) -> bool:
+        return all(callable(getattr(workload, n, None)) for n in names)
+    return has("start", "window", "finish") or has("start", "request_server")
 
 
 def order(n_arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
@@ -64,9 +69,12 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
-          rng: random.Random | None = None) -> list[WorkloadResult]:
-    """One interleaved trial: one result per (workload, backing), in the given order."""
+          rng: random.Random | None = None, reference: int = 0) -> list[WorkloadResult]:
+    """One interleaved trial: one result per (workload, backing), in the given order; with
+    `window_ops` set, windows of requests from one client (hugelab.workloads.requests)."""
     rng = rng or random.Random()
+    if wants_requests(arms[0][0]):
+        return serve_requests(target, arms, rng, reference)  # type: ignore[arg-type]
     servers: list[Any] = []
     try:
         for wl, backing in arms:

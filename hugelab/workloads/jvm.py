@@ -34,6 +34,7 @@ from typing import Any
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
+from hugelab.units import page_label
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, parse_size, tail
 from hugelab.workloads.kind import Kind, Tool
@@ -56,7 +57,7 @@ def _round_up(n: int, unit: int) -> int:
 
 
 def parse_jvm_report(text: str) -> dict[str, Any]:
-    """What the JVM said about its pages (pure): the heap's page size (kB), `Large Page
+    """What the JVM said about its pages (pure): the heap's page size (KiB), `Large Page
     Support`, the usable sizes, and its page-size warnings (fallbacks, failed reservations)."""
     out: dict[str, Any] = {"heap_page_kb": None, "large_page_support": None,
                            "usable_page_sizes": None, "warnings": []}
@@ -74,6 +75,21 @@ def parse_jvm_report(text: str) -> dict[str, Any]:
             if msg not in out["warnings"]:
                 out["warnings"].append(msg)
     return out
+
+
+def jar_problem(path: str) -> str | None:
+    """Why `path` is not a jar java could run, or None: checked as the experiment loads (a
+    dry run included), not by every trial's java."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if head[:2] != b"PK":
+        return "is not a jar (a jar is a zip file; this one does not start like one)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,14 @@ class JvmBenchmark:
         if self.settings()["gc"] not in GCS:
             raise ExperimentError(f"jvm: gc must be one of {', '.join(GCS)}, not "
                                   f"{self.settings()['gc']!r}")
+        self._check_own_benchmark()
+        s = self.settings()
+        if s["UseLargePages"] and s["UseTransparentHugePages"]:
+            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
+                                  "(THP) exclude each other; an arm sets one")
+
+    def _check_own_benchmark(self) -> None:
+        """The user's jar: a regex with one group for its metric, and a jar that is one."""
         if self.jar is not None and not self.regex:
             raise ExperimentError("jvm: a jar needs regex, with one group matching its metric")
         if self.regex is not None:
@@ -126,10 +150,10 @@ class JvmBenchmark:
                 raise ExperimentError(f"jvm: bad regex {self.regex!r}: {exc}") from exc
             if groups != 1:
                 raise ExperimentError(f"jvm: regex {self.regex!r} must have exactly one group")
-        s = self.settings()
-        if s["UseLargePages"] and s["UseTransparentHugePages"]:
-            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
-                                  "(THP) exclude each other; an arm sets one")
+        if self.jar is not None and (why := jar_problem(self.jar)):
+            raise ExperimentError(f"jvm: jar {self.jar!r} {why}",
+                                  hint="jar = the path of your benchmark's jar on this host "
+                                       "(it runs as java -jar JAR ARGS)")
 
     # --- settings ---------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -259,11 +283,6 @@ class JvmBenchmark:
         return result
 
 
-def _kb_label(kb: int) -> str:
-    return f"{kb // 1048576}G" if kb % 1048576 == 0 else \
-        f"{kb // 1024}M" if kb % 1024 == 0 else f"{kb}K"
-
-
 def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str, Any]) -> Check:
     """A JVM's own report (-Xlog:pagesize, -Xlog:gc+init) against its switches: the heap's page
     size is the one asked for (hugetlb: LargePageSizeInBytes, default 2 MiB; THP: 2 MiB; neither:
@@ -277,17 +296,17 @@ def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str,
         fell_back = [w for w in report.get("warnings") or [] if "UseLargePages disabled" in w]
         if fell_back or heap != want:
             why = fell_back[0] if fell_back else f"Large Page Support: {support}"
-            return Check(CONTRADICTED, f"asked for UseLargePages with {_kb_label(want)} pages, "
-                                       f"but the heap has {_kb_label(heap)} pages ({why})", "app")
-        return Check(VERIFIED, f"the JVM reports its heap in {_kb_label(heap)} pages "
+            return Check(CONTRADICTED, f"asked for UseLargePages with {page_label(want)} pages, "
+                                       f"but the heap has {page_label(heap)} pages ({why})", "app")
+        return Check(VERIFIED, f"the JVM reports its heap in {page_label(heap)} pages "
                                f"(Large Page Support: {support})", "app")
     want = 2048 if settings.get("UseTransparentHugePages") else 4
     switch = "UseTransparentHugePages" if want == 2048 else "no large-page switch"
     if heap != want:
         return Check(CONTRADICTED, f"asked for {switch}, but the JVM reports its heap in "
-                                   f"{_kb_label(heap)} pages (Large Page Support: {support})",
+                                   f"{page_label(heap)} pages (Large Page Support: {support})",
                      "app")
-    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {_kb_label(heap)} pages "
+    return Check(VERIFIED, f"{switch}: the JVM reports its heap in {page_label(heap)} pages "
                            f"(Large Page Support: {support})", "app")
 
 

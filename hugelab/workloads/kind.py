@@ -31,7 +31,8 @@ The fields, and who reads them:
   "interleaved" beyond the generic ones; `counts_own_folios`: the workload reports its own
   buffer's folio sizes (no sampler needed); `asks_own_backing`: it maps its memory itself and
   can ask for madvise/memfd backings no outside program can be told to use; `leftovers`:
-  removes what a killed run of the kind left on the host (private datadirs), for `recover`.
+  removes what a killed run of the kind left on the host (private datadirs), for `recover`;
+  `own_programs`: hugelab's own static programs it runs, copied into a user's guest once.
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
@@ -99,6 +100,7 @@ class Kind:
     interleave: Callable[[tuple[Any, ...], dict[str, Any]], Problem] | None = None
     refusals: Mapping[str, str] = field(default_factory=dict)
     leftovers: Callable[[], list[str]] | None = None
+    own_programs: tuple[str, ...] = ()
     counts_own_folios: bool = False
     asks_own_backing: bool = False
 

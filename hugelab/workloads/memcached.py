@@ -18,16 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab import proc
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
+from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
+    LocalServer,
+    ServerHandle,
     ServerSide,
     check_exit,
     default_server,
@@ -36,8 +41,11 @@ from hugelab.workloads.command import (
     server_memory,
     tail,
 )
+from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.reqmix import memcached_server
+from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}
@@ -58,6 +66,11 @@ class MemcachedBenchmark:
     server_binary: str = "memcached"
     client_binary: str = "memcslap"
     timeout_s: float = 300.0
+    duration_s: float = 10.0  # design "interleaved": seconds of requests per trial
+    window_ops: int | None = None  # design "interleaved": windows of this many requests
+    warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
+    keyspace: int = 10000     # design "interleaved": keys (every one written first)
+    value_size: int = 100     # design "interleaved": bytes per value
     app: tuple[tuple[str, Any], ...] = ()
     process_thp: str | None = None
     server: ServerSide | None = field(default=None, compare=False, repr=False)
@@ -74,6 +87,13 @@ class MemcachedBenchmark:
                 raise ExperimentError(f"memcached: app {key} must be "
                                       f"{'true or false' if want is bool else 'an integer'}, "
                                       f"got {value!r}")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0 or
+                                            self.test == "mget"):
+            raise ExperimentError("memcached: window_ops is at least 1, warm_ops at least 0, "
+                                  "and the test get or set")
+        if self.keyspace < 1 or self.value_size < 1 or self.duration_s < 1:
+            raise ExperimentError("memcached: keyspace, value_size and duration_s are at "
+                                  "least 1")
         if self.test not in ("get", "set", "mget"):
             raise ExperimentError(f"memcached: test must be get, set or mget, not {self.test!r}")
         s = self.settings()
@@ -138,10 +158,57 @@ class MemcachedBenchmark:
         return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="requests/s",
                               better="higher", info=info)
 
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    @property
+    def clients(self) -> int:
+        return self.concurrency
+
+    def start(self, backing: str) -> ServerHandle:
+        """This arm's memcached, up on a free loopback port (several run at once)."""
+        self.preflight(backing)
+        return LocalServer().start(lambda port: wrap(self.server_argv(port), self.process_thp),
+                                   "memcached")
+
+    def stop(self, srv: ServerHandle) -> None:
+        srv.stop()
+
+    def server_pid(self, srv: ServerHandle) -> int:
+        return int(srv.proc.pid)  # type: ignore[attr-defined]
+
+    def request_server(self, srv: ServerHandle) -> str:
+        return memcached_server(LOOPBACK, srv.client_port)
+
+    def request_load(self) -> dict[str, Any]:
+        """`test` get or set on keyspace keys of value_size bytes, every key written first."""
+        return {"keyspace": self.keyspace, "value_size": self.value_size,
+                "set_ratio": 1.0 if self.test == "set" else 0.0, "preload": True}
+
+    def request_result(self, srv: ServerHandle, metrics: dict[str, float], backing: str
+                       ) -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's mappings, read now."""
+        memory = server_memory(srv)
+        result = WorkloadResult(metrics=metrics, primary="ops_per_s", unit="requests/s",
+                                better="higher")
+        if memory:  # judged alone: the host-wide tree holds every arm's server
+            result.evidence["tree"] = server_tree("memcached", memory)
+        return self._evidence(result, memory, "", backing)
+
+    def _evidence(self, result: WorkloadResult, memory: dict[str, object], output: str,
+                  backing: str) -> WorkloadResult:
+        s = self.settings()
+        result.evidence["server"] = memory
+        result.evidence["server_output_tail"] = output
+        result.evidence["memcached"] = s  # the app evidence rule: judge()
+        version = proc.run([self.server_binary, "-V"], check=False, timeout=10)
+        result.info["server_version"] = first_version(version.stdout, r"memcached (\S+)")
+        result.info["backing"] = backing
+        result.info["memcached_settings"] = s
+        return result
+
     def run(self, target: Target, backing: str) -> WorkloadResult:
         side = default_server(self.server, target, "memcached", self.port)
-        handle = side.start(lambda port: wrap(self.server_argv(port), self.process_thp, target),
-                            "memcached")
+        in_guest = self.server is not None  # a server this process cannot see: it reports
+        handle = side.start(lambda port: self._server(port, target, in_guest), "memcached")
         memory: dict[str, object] = {}
         try:
             res = target_for(target, self.process_thp).exec(self.client_argv(handle.client_port),
@@ -149,16 +216,12 @@ class MemcachedBenchmark:
             memory = server_memory(handle)
         finally:
             server_out = handle.stop()
-        result = self.parse(res)
-        s = self.settings()
-        result.evidence["server"] = memory
-        result.evidence["server_output_tail"] = server_out
-        result.evidence["memcached"] = s  # the app evidence rule: hugelab.trial.appevidence
-        version = target.exec([self.server_binary, "-V"])
-        result.info["server_version"] = first_version(version.stdout, r"memcached (\S+)")
-        result.info["backing"] = backing
-        result.info["memcached_settings"] = s
-        return result
+        memory = memory or last_picture(server_out)
+        return self._evidence(self.parse(res), memory, server_out, backing)
+
+    def _server(self, port: int, target: Target, in_guest: bool) -> list[str]:
+        argv = wrap(self.server_argv(port), self.process_thp, target)
+        return watch_argv(argv, sys.executable) if in_guest else argv
 
 
 def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -> Check:
@@ -170,17 +233,17 @@ def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -
     total = int(server.get("anon_huge_kb", 0))
     if not large_pages:
         if advised:
-            return Check(CONTRADICTED, f"memcached without -L, yet {human_kb(advised)} of its "
+            return Check(CONTRADICTED, f"memcached without -L, yet {amount(advised)} of its "
                                        "memory is madvised for THP", "app")
-        return Check(VERIFIED, f"memcached without -L madvised nothing ({human_kb(total)} in "
+        return Check(VERIFIED, f"memcached without -L madvised nothing ({amount(total)} in "
                                "THP by the host's mode)", "app")
     if advised < memory_mb * 1024:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)}, less than its "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)}, less than its "
                                    f"-m {memory_mb} MiB", "app")
     if not huge:
-        return Check(CONTRADICTED, f"memcached -L madvised {human_kb(advised)} but none of it is "
+        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)} but none of it is "
                                    "in THP (host THP never, or no huge page could be had)", "app")
-    return Check(VERIFIED, f"memcached -L: {human_kb(huge)} of its {human_kb(advised)} madvised "
+    return Check(VERIFIED, f"memcached -L: {amount(huge)} of its {amount(advised)} madvised "
                            "memory in THP", "app")
 
 
@@ -217,11 +280,20 @@ def guest_argv(argv: list[str]) -> list[str]:
     return [*argv, "-A"]
 
 
+def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
+    """memcached interleaves requests only (memcslap has no timed runs to alternate)."""
+    if not table.get("window_ops"):
+        return ("memcached interleaves windows of requests, not whole memcslap runs",
+                "set window_ops (e.g. 200) in [workload]")
+    return server_problem(arms, table)
+
+
 KIND = Kind(
     name="memcached", workload=MemcachedBenchmark,
     summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
-    role="server", where=frozenset({"host", "guest"}),
+    role="server", where=frozenset({"host", "guest", "interleaved"}),
     tools=(Tool("memcached", "memcached"), Tool("memcslap", "libmemcached-tools")),
+    interleave=requests_only,
     server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge,
     refusals={"domain": "memcached runs its server in hugelab's own guests (a NIC with a "
                         "127.0.0.1 forward); a user's domain keeps its own network"})

@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 
 from hugelab import proc
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import amount
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
@@ -66,6 +67,7 @@ from hugelab.workloads.command import (
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.servermem import server_tree
 
 TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
@@ -164,6 +166,23 @@ def loaded_keys(port: int, timeout: float = LOAD_TIMEOUT_S) -> int:
         time.sleep(0.05)
 
 
+def rdb_keys(port: int, rdb: str | None, rdb_dir: Path | None) -> int | None:
+    """The keys a server loaded from the user's RDB (None without one); WorkloadError when it
+    holds none."""
+    if rdb_dir is None:
+        return None
+    keys = loaded_keys(port)
+    if keys <= 0:
+        raise WorkloadError(f"redis-server loaded no keys from {rdb}",
+                            hint="the file holds no keys, or not for this server")
+    return keys
+
+
+def record_rdb(result: WorkloadResult, rdb: str | None, keys: int | None) -> None:
+    if keys is not None:  # INFO keyspace before any load: what the file brought
+        result.info["rdb"] = {"file": rdb, "keys_loaded": keys}
+
+
 def rdb_leftovers(work: Path = RDB_WORK) -> list[str]:
     """RDB copies whose run is gone (after a kill): removed, for `hugelab recover`."""
     gone = []
@@ -193,6 +212,8 @@ class RedisBenchmark:
     timeout_s: float | None = None
     duration_s: float = 10.0  # design "interleaved": seconds of load per arm and trial
     window_s: float = 2.0     # design "interleaved": each window's length
+    window_ops: int | None = None  # design "interleaved": windows of this many requests
+    warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     rdb: str | None = None  # a user's RDB file: loaded at each server's start from a copy
@@ -210,6 +231,8 @@ class RedisBenchmark:
                 raise ExperimentError(f"redis: {name} must be at least 1")
         if self.duration_s < 1 or self.window_s < 1:
             raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
+            raise ExperimentError("redis: window_ops is at least 1 and warm_ops at least 0")
         check_mode("redis", self.process_thp)
         if self.rdb is not None:
             object.__setattr__(self, "rdb", os.path.abspath(self.rdb))
@@ -300,14 +323,14 @@ class RedisBenchmark:
         server_out = ""
         memory: dict[str, object] = {}
         try:
-            keys = self._loaded(handle.client_port, rdb_dir)
+            keys = rdb_keys(handle.client_port, self.rdb, rdb_dir)
             res = target.exec(self.benchmark_argv(handle.client_port),
                               timeout=self.exec_timeout())
             memory = server_memory(handle)
         finally:
             server_out = handle.stop()
         result = self.parse(res, server_out)
-        self._record_rdb(result, keys)
+        record_rdb(result, self.rdb, keys)
         result.evidence["server_output_tail"] = server_out
         result.evidence["server"] = memory
         if self.app:  # the arm set Redis's own switch: the app evidence rule judges it
@@ -319,21 +342,6 @@ class RedisBenchmark:
             result.info["version"] = result.info["benchmark_version"]
         self._describe(result, backing)
         return result
-
-    def _loaded(self, port: int, rdb_dir: Path | None) -> int | None:
-        """The keys the server loaded from the user's RDB (None without one); WorkloadError
-        when it holds none."""
-        if rdb_dir is None:
-            return None
-        keys = loaded_keys(port)
-        if keys <= 0:
-            raise WorkloadError(f"redis-server loaded no keys from {self.rdb}",
-                                hint="the file holds no keys, or not for this server")
-        return keys
-
-    def _record_rdb(self, result: WorkloadResult, keys: int | None) -> None:
-        if keys is not None:  # INFO keyspace before any load: what the file brought
-            result.info["rdb"] = {"file": self.rdb, "keys_loaded": keys}
 
     def _describe(self, result: WorkloadResult, backing: str) -> None:
         result.info["backing"] = backing
@@ -357,7 +365,7 @@ class RedisBenchmark:
             raise
         srv = RedisServer(handle, rdb_dir=rdb_dir)
         try:
-            srv.keys = self._loaded(handle.client_port, rdb_dir)
+            srv.keys = rdb_keys(handle.client_port, self.rdb, rdb_dir)
         except BaseException:
             self.stop(srv)
             raise
@@ -384,24 +392,44 @@ class RedisBenchmark:
     def finish(self, srv: RedisServer, windows: list[dict[str, float]],
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The arm's result from its windows, and its own server's evidence, read now."""
-        metrics = window_metrics(windows)
+        values = [w[self.primary] for w in windows]
+        result = self.request_result(srv, window_metrics(windows), backing, self.primary)
+        result.info.update({"tool": "redis-benchmark", "tests": list(self.tests),
+                            "reps": {"n": len(values), "values": values, "unit": "window",
+                                     "wall_s": [w["wall_s"] for w in windows]}})
+        return result
+
+    def request_result(self, srv: RedisServer, metrics: dict[str, float], backing: str,
+                       primary: str = "ops_per_s") -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's evidence, read now."""
         memory = server_memory(srv.handle)
         evidence: dict[str, Any] = {"server": memory}
         if memory:  # judged alone: the host-wide tree holds every arm's server
             evidence["tree"] = server_tree("redis-server", memory)
         if self.app:
             evidence["redis"] = {"disable_thp": self.disable_thp, "process_thp": self.process_thp}
-        values = [w[self.primary] for w in windows]
-        info: dict[str, Any] = {"tool": "redis-benchmark", "tests": list(self.tests),
-                                "reps": {"n": len(values), "values": values, "unit": "window",
-                                         "wall_s": [w["wall_s"] for w in windows]}}
         ver = proc.run([self.server_binary, "--version"], check=False, timeout=10)
-        info["version"] = first_version(ver.stdout, r"v=(\d+\.\d+\.\d+)")
-        result = WorkloadResult(metrics=metrics, primary=self.primary, unit="requests/s",
+        info: dict[str, Any] = {"tool": "hugelab-reqmix", "tests": list(self.tests),
+                                "version": first_version(ver.stdout, r"v=(\d+\.\d+\.\d+)")}
+        result = WorkloadResult(metrics=metrics, primary=primary, unit="requests/s",
                                 better="higher", evidence=evidence, info=info)
         self._describe(result, backing)
-        self._record_rdb(result, srv.keys)
+        record_rdb(result, self.rdb, srv.keys)
         return result
+
+    def request_server(self, srv: RedisServer) -> str:
+        return redis_server(LOOPBACK, srv.handle.client_port)
+
+    def request_load(self) -> dict[str, Any]:
+        """GET and SET in the proportion of `tests`, on keyspace keys of data_size bytes,
+        every key written first (a GET finds its value)."""
+        sets = sum(t == "set" for t in self.tests) / max(1, sum(t in ("get", "set")
+                                                               for t in self.tests))
+        return {"keyspace": self.keyspace or 10000, "value_size": self.data_size,
+                "set_ratio": sets, "preload": True}
+
+    def server_pid(self, srv: RedisServer) -> int:
+        return int(srv.handle.proc.pid)  # type: ignore[attr-defined]
 
     def stop(self, srv: RedisServer) -> None:
         try:
@@ -450,10 +478,10 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
     if disable_thp:
         if enabled == 0:
             return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
-                                   f"(THP_enabled 0; {human_kb(huge)} faulted in THP before "
+                                   f"(THP_enabled 0; {amount(huge)} faulted in THP before "
                                    "it did stays THP)", "app")
         if huge:
-            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {human_kb(huge)} "
+            return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {amount(huge)} "
                                        "in THP", "app")
         return Check(NOT_APPLICABLE, "disable-thp yes: redis-server kept THP_enabled 1 (it "
                                      "switches THP off only under host THP always) and has no "
@@ -462,7 +490,7 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
         return Check(CONTRADICTED, "disable-thp no, yet redis-server runs with THP_enabled 0",
                      "app")
     return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
-                           f"(THP_enabled {enabled}, {human_kb(huge)} in THP)", "app")
+                           f"(THP_enabled {enabled}, {amount(huge)} in THP)", "app")
 
 
 def judge(evidence: Mapping[str, Any]) -> Check | None:

@@ -223,8 +223,10 @@ def _place(arm: Arm) -> str:
 def check_places(exp: Experiment) -> None:
     """Refuse, before any trial, an arm or a design the experiment's kind cannot run, in the
     kind's own words: where it runs (its `where`), and design "interleaved" (its `interleave`)."""
-    for table in {tuple(sorted(exp.workload_for(a).items(), key=str)) for a in exp.arms}:
-        declared = lookup(str(dict(table).get("kind")))
+    tables = {repr(sorted(exp.workload_for(a).items(), key=str)): exp.workload_for(a)
+              for a in exp.arms}
+    for table in tables.values():
+        declared = lookup(str(table.get("kind")))
         for arm in exp.arms:
             if not declared.runs(place := _place(arm)):
                 raise ExperimentError(f"arm '{arm.name}': {declared.refusal(place)}",
@@ -235,7 +237,7 @@ def check_places(exp: Experiment) -> None:
         if not declared.runs("interleaved"):
             problem = (declared.refusal("interleaved"), _where_hint("interleaved"))
         elif declared.interleave is not None:
-            problem = declared.interleave(exp.arms, dict(table))
+            problem = declared.interleave(exp.arms, table)
         if problem is not None:
             raise ExperimentError(f"design 'interleaved': {problem[0]}", hint=problem[1])
 

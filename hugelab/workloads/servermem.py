@@ -32,7 +32,7 @@ def thp_enabled(status_text: str) -> int | None:
 
 
 def madvised(smaps_text: str) -> dict[str, int]:
-    """kB in mappings madvised MADV_HUGEPAGE (`hg` in VmFlags), and of it in THP, from a full
+    """KiB in mappings madvised MADV_HUGEPAGE (`hg` in VmFlags), and of it in THP, from a full
     /proc/PID/smaps text."""
     out = {"madvised_kb": 0, "madvised_thp_kb": 0}
     size = huge = 0
@@ -76,3 +76,55 @@ def server_tree(comm: str, memory: dict[str, object]) -> dict[str, object]:
             "thp_disabled_by_comm": {comm: 1} if enabled == 0 else {},
             "unadvised_thp_kb_by_comm": {comm: unadvised} if unadvised else {},
             "where": f"host ({comm} of this arm alone, read after its last window)"}
+
+
+# --- a server in a guest: watched from inside, its last picture handed back in its output ---
+MARK = "hugelab-servermem: "
+
+
+def watch(argv: list[str], interval_s: float = 0.5) -> int:
+    """Run `argv` (a server) as a child, read its THP picture every `interval_s` until it ends
+    (a stop forwarded to it), then print the last picture as one marked JSON line: how a
+    server in a guest, whose /proc the host cannot read, reports its own mappings."""
+    import json
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(argv)  # noqa: S603 - the server's own argv, no shell
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: child.send_signal(s))
+    last: dict[str, object] = {}
+    while child.poll() is None:
+        last = process_memory(child.pid) or last
+        try:
+            child.wait(timeout=interval_s)
+        except subprocess.TimeoutExpired:
+            continue
+    print(MARK + json.dumps(last), flush=True)
+    return child.returncode
+
+
+def watch_argv(argv: list[str], python: str, here: str = __file__) -> list[str]:
+    """`argv` under watch(), by this file's path (it imports only the standard library)."""
+    return [python, here, "watch", "--", *argv]
+
+
+def last_picture(output: str) -> dict[str, object]:
+    """The picture watch() printed last in a server's output; {} when there is none."""
+    import json
+    for line in reversed(output.splitlines()):
+        if line.startswith(MARK):
+            try:
+                value = json.loads(line[len(MARK):])
+            except ValueError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) > 3 and sys.argv[1:3] == ["watch", "--"]:
+        raise SystemExit(watch(sys.argv[3:]))
+    print("usage: servermem.py watch -- SERVER ARGV...", file=sys.stderr)
+    raise SystemExit(2)

@@ -116,16 +116,18 @@ def line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def _number(text: str) -> float:
+def parse_number(text: str) -> float:
+    """A finite number; ValueError for anything else."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text!r} is not a finite number")
     return value
 
 
-def _timestamp(text: str) -> float:
+def parse_timestamp(text: str) -> float:
+    """Epoch seconds, or an ISO 8601 time (`Z` for UTC), as epoch seconds."""
     try:
-        return _number(text)
+        return parse_number(text)
     except ValueError:
         pass
     try:
@@ -134,7 +136,8 @@ def _timestamp(text: str) -> float:
         raise ValueError(f"timestamp {text!r} is neither epoch seconds nor ISO 8601") from None
 
 
-def _int(text: str, name: str) -> int:
+def parse_count(text: str, name: str) -> int:
+    """A non-negative integer (`3` or `3.0`); ValueError naming the column `name` otherwise."""
     if not text:
         raise ValueError(f"{name} is empty")
     try:

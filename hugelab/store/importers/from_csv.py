@@ -12,10 +12,10 @@ from hugelab.store.importers.common import (
     Parsed,
     Problem,
     Record,
-    _int,
-    _number,
-    _timestamp,
     check_value,
+    parse_count,
+    parse_number,
+    parse_timestamp,
 )
 
 # --- CSV -------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def _csv_extras(row: dict[str, str], rec: Record) -> None:
     for k, v in row.items():
         if k not in CSV_COLUMNS and k and v and v.strip():
             try:
-                rec.metrics[k] = _number(v.strip())
+                rec.metrics[k] = parse_number(v.strip())
             except ValueError:
                 rec.info[k] = v.strip()
 
@@ -71,11 +71,11 @@ def _csv_row(row: dict[str, str], arm_default: str | None, src: str) -> Record:
     rec = Record(arm=arm, value=value, source=src, unit=cell("unit") or None, better=better,
                  metric="value")
     if "block" in row:
-        rec.block = _int(cell("block"), "block")
+        rec.block = parse_count(cell("block"), "block")
     if cell("order"):
-        rec.order = _int(cell("order"), "order")
+        rec.order = parse_count(cell("order"), "order")
     if cell("timestamp"):
-        rec.timestamp = _timestamp(cell("timestamp"))
+        rec.timestamp = parse_timestamp(cell("timestamp"))
     _csv_extras(row, rec)
     return rec
 

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hugelab import identity
 from hugelab.errors import VMError
 from hugelab.host.journal import ensure_private_dir, state_dir
-from hugelab.vm.common.process import alive, starttime
 from hugelab.vm.common.spec import safe_name
 
 OVERLAY_ROOT = Path("/var/lib/libvirt/images/hugelab")
@@ -70,7 +70,7 @@ def write_record(dom_name: str, uri: str, files: Path, of: str) -> Path:
     fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"domain": dom_name, "uri": uri, "overlays": str(files), "of": of,
-                   **_owner()}, f)
+                   **identity.record(prefix="")}, f)
     return record
 
 
@@ -121,12 +121,7 @@ def recover_domains() -> list[str]:
     return out
 
 
-def _owner() -> dict[str, Any]:
-    return {"pid": os.getpid(), "starttime": starttime(os.getpid())}
-
-
 def _owner_alive(rec: dict[str, Any]) -> bool:
-    """The run that wrote the record still lives (same pid and start time: a reused pid, or a
-    record from before a reboot, is not it)."""
-    pid = int(rec.get("pid", 0))
-    return pid > 0 and pid != os.getpid() and alive(pid, rec.get("starttime"))
+    """The run that wrote the record still lives (hugelab.identity: a reused pid, or a record
+    from before a reboot, is not it); never this process's own."""
+    return rec.get("pid") != os.getpid() and identity.recorded_alive(rec, prefix="")

@@ -1,15 +1,14 @@
 """One guest's spec, whoever starts it (hugelab's own guests or users' domains): its shape, the
-`vm` layer's memory backing and the guest layer's huge pages (pure: values in, errors out), and
-the guest layer's multi-size THP written through a guest target.
+`vm` layer's memory backing and the guest layer's huge pages (pure: values in, errors out).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from hugelab.errors import VMError
+from hugelab.units import exact, page_kb, page_label
 
 BACKINGS = ("anon", "file", "memfd")
 ACCELS = ("auto", "kvm", "tcg")
@@ -51,25 +50,9 @@ def guest_mthp_writes(spec: VmSpec) -> list[tuple[str, str]]:
     """(sysfs path, mode) the guest layer writes for guest mthp, smallest size first."""
     out = []
     for label, mode in spec.guest_mthp:
-        kb = int(label[:-1]) * (1024 if label.endswith("M") else 1)
+        kb = page_kb(label)
         out.append((f"/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled", mode))
     return out
-
-
-def write_guest_mthp(target: Any, spec: VmSpec) -> None:
-    """Make guest mthp true through a guest target (its write_file), with a clear error for a
-    guest kernel without that size (multi-size THP came in Linux 6.8)."""
-    for path, mode in guest_mthp_writes(spec):
-        try:
-            target.write_file(path, mode)
-        except VMError as exc:
-            raise VMError(f"the guest cannot set {path} to {mode!r}: {exc.message}",
-                          hint="multi-size THP needs a guest kernel of Linux 6.8 or later "
-                               "offering that size") from exc
-
-
-def hugetlb_label(size_kb: int) -> str:
-    return "1G" if size_kb == 1048576 else f"{size_kb // 1024}M"
 
 
 def _validate_shape(spec: VmSpec) -> None:
@@ -92,7 +75,7 @@ def _validate_backing(spec: VmSpec) -> None:
                       hint=f"use one of {', '.join(BACKINGS)}")
     size = spec.hugetlb_size_kb
     if size is not None and size not in HUGETLB_SIZES_KB:
-        raise VMError(f"hugetlb size {size} kB is not supported",
+        raise VMError(f"hugetlb size {exact(size)} is not supported",
                       hint="use 2048 (2M) or 1048576 (1G)")
     if spec.backing == "anon":
         if spec.hugetlbfs_path or size is not None:
@@ -108,7 +91,7 @@ def _validate_backing(spec: VmSpec) -> None:
                       hint="set hugetlb_size_kb (2048 or 1048576) for a hugetlb memfd")
     if size is not None and spec.mem_bytes % (size * 1024):
         raise VMError(f"guest memory {spec.mem_mib} MiB is not a multiple of the "
-                      f"{hugetlb_label(size)} page size",
+                      f"{page_label(size)} page size",
                       hint="round mem_mib up to a whole number of huge pages")
 
 

@@ -3,7 +3,7 @@ qemu-guest-agent with libvirt's agent API (libvirt-python), evidenced on both si
 
 - `resolve(arm)`: the domain exists, libvirtd answers; an arm that did not set `mem` / `vcpus`
   takes the domain's own (read from its inactive XML), before any host change.
-- `DomainGuest`: the same shape as `hugelab.vm.own.guest.Guest` for `run_guest_trial`. Before the
+- `DomainGuest`: a guest as `hugelab.vm.common.guestapi.Guest` declares it. Before the
   copy starts it writes a 0600 record (domain name, URI, overlay directory) to the state
   directory; `recover_domains()` (called by `hugelab recover` and at every run's start) destroys
   what a killed run left and deletes its overlays. Writable disks become qcow2 overlays over the
@@ -26,12 +26,13 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from hugelab.errors import HugelabError, ToolMissingError, VMError
 from hugelab.experiment import Arm, Experiment, VmLayer
-from hugelab.proc import APT_PACKAGES, run
+from hugelab.proc import package_of, run
 from hugelab.vm.common.evidence import qemu_memory_evidence
+from hugelab.vm.common.guestapi import GuestTarget, write_guest_mthp
 from hugelab.vm.common.libvirtd import (
     OVERLAY_ROOT,
     PID_DIR,
@@ -42,7 +43,7 @@ from hugelab.vm.common.libvirtd import (
     transient_name,
     write_record,
 )
-from hugelab.vm.common.spec import VmSpec, write_guest_mthp
+from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains import domain as dx
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.vm.domains.ssh import Ssh, SshTarget
@@ -246,7 +247,7 @@ class AgentTarget(RemoteTarget):
         except DomainError as exc:
             if "No such file" in exc.message or "not found" in exc.message.lower():
                 tool = Path(argv[0]).name
-                raise ToolMissingError(tool, f"{APT_PACKAGES.get(tool, tool)} (in the guest "
+                raise ToolMissingError(tool, f"{package_of(tool)} (in the guest "
                                              f"{self.name}, with its package manager)") from exc
             raise
         pid = int(started["pid"])  # guest-exec failed above when the program is missing
@@ -278,7 +279,8 @@ class AgentTarget(RemoteTarget):
 # --- the transient copy ------------------------------------------------------------------------
 
 class DomainGuest:
-    """A transient copy of the arm's domain for one trial (context manager)."""
+    """A transient copy of the arm's domain for one trial (context manager; a
+    hugelab.vm.common.guestapi.Guest)."""
 
     def __init__(self, spec: VmSpec, *, domain: str, uri: str, name: str = "vm0",
                  access: Access | None = None) -> None:
@@ -288,7 +290,7 @@ class DomainGuest:
         self.name = name
         self.access = access or Access()
         self.ssh: Ssh | None = None
-        self.target: RemoteTarget | None = None
+        self._target: GuestTarget | None = None
         self.accel = "unknown"
         self.boot_s: float | None = None
         self.dom: Any = None
@@ -298,7 +300,14 @@ class DomainGuest:
         self.dom_name = self.overlays.name
         self.xml = ""
 
-    def __enter__(self) -> DomainGuest:
+    @property
+    def target(self) -> GuestTarget:
+        """The way in (its agent, or SSH) once the copy answered."""
+        if self._target is None:
+            raise VMError(f"the copy of '{self.domain}' is not running")
+        return self._target
+
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:
@@ -365,14 +374,13 @@ class DomainGuest:
                               "mount: set hugetlbfs_mount in /etc/libvirt/qemu.conf or mount one "
                               "before libvirtd starts" if file else None) from exc
         self.accel = "kvm" if dx.parse(self.dom.XMLDesc(0)).get("type") == "kvm" else "tcg"
-        self.target = self._wait_access(t0)
+        self._target = self._wait_access(t0)
         self._guest_settings()
 
     def _guest_settings(self) -> None:
         """The arm's guest layer, written through the agent or SSH (hugelab's own guests get it
         on their kernel command line)."""
         spec = self.spec
-        assert self.target is not None
         if spec.guest_thp:
             self.target.write_file("/sys/kernel/mm/transparent_hugepage/enabled", spec.guest_thp)
         write_guest_mthp(self.target, spec)
@@ -381,7 +389,7 @@ class DomainGuest:
                 self.target.write_file(f"/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages",
                                        str(pages))
 
-    def _wait_access(self, t0: float) -> RemoteTarget:
+    def _wait_access(self, t0: float) -> GuestTarget:
         """The first way into the guest that answers: its agent, or SSH (access = auto tries
         both, every second, until the boot limit)."""
         agent = Agent(self.dom) if self.access.mode != "ssh" else None
@@ -421,7 +429,7 @@ class DomainGuest:
     def evidence(self) -> dict[str, Any]:
         ev = qemu_memory_evidence(self.qemu_pid, self.spec.mem_bytes)
         ev["accel"] = self.accel
-        ssh = self.target.ssh if isinstance(self.target, SshTarget) else None
+        ssh = self._target.ssh if isinstance(self._target, SshTarget) else None
         ev["domain"] = {"of": self.domain, "transient": self.dom_name, "uri": self.uri,
                         "access": "ssh" if ssh else "agent"}
         if ssh is not None:  # a demo domain's key is pinned; any other domain's taken as shown

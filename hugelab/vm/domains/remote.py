@@ -17,10 +17,15 @@ from typing import Any
 from hugelab.errors import CommandError, VMError
 from hugelab.trial import procscan
 from hugelab.workloads.base import ExecResult
+from hugelab.workloads.registry import kinds
 
 SAMPLE_S = 1.0  # each sample is several round trips: keep them rare
 POLL_S = 0.05  # the end of a program is seen within POLL_S (its wall time)
-COPIED_TOOLS = {"hugelab-mem"}  # static, built by hugelab: copied into a user's guest
+
+
+def copied_tools() -> set[str]:
+    """hugelab's own static programs the kinds run, copied into a user's guest once."""
+    return {p for k in kinds().values() for p in k.own_programs}
 
 
 class RemoteTarget:
@@ -68,10 +73,10 @@ class RemoteTarget:
         return procscan.measure(self._members(pid), read=self.read)
 
     def with_tools(self, argv: list[str]) -> list[str]:
-        """argv with hugelab's own static tools (hugelab-mem) copied in once and named by
+        """argv with hugelab's own static programs (kinds' own_programs) copied in once, named by
         their path in the guest."""
         tool = argv[0]
-        if Path(tool).name not in COPIED_TOOLS or not Path(tool).is_absolute():
+        if Path(tool).name not in copied_tools() or not Path(tool).is_absolute():
             return argv
         if tool not in self.copied:
             guest = f"/tmp/{Path(tool).name}"

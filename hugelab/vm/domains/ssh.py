@@ -19,6 +19,7 @@ A user other than root runs the workload as itself and writes guest settings (/s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -30,15 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import CommandError, ToolMissingError, VMError
-from hugelab.proc import APT_PACKAGES, which
-from hugelab.vm.common.process import alive, starttime
+from hugelab.identity import alive, boot_id, starttime
+from hugelab.proc import package_of, run_bytes, start, which
 from hugelab.vm.domains.remote import RemoteTarget
 from hugelab.workloads.base import ExecResult
 
 ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)
 CONNECT_S = 5
 DIR_PREFIX = "hugelab-ssh-"
-OWNER = "owner"  # in each directory: "PID STARTTIME" of the hugelab that made it
+OWNER = "owner"  # in each directory: "PID STARTTIME BOOT_ID" of the hugelab that made it
 UNOWNED_GRACE_S = 600  # a directory without an owner file (just made, or by an older hugelab)
 
 
@@ -58,7 +59,7 @@ class Ssh:
         self.host_key = host_key.strip() if host_key else None
         self.dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # 0700: known_hosts, the master
         pid = os.getpid()
-        Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)}\n")  # for `hugelab recover`
+        Path(self.dir, OWNER).write_text(f"{pid} {starttime(pid)} {boot_id()}\n")  # for recover
         self.ssh = which("ssh")
         if self.host_key:
             with open(f"{self.dir}/known_hosts", "w", encoding="ascii") as f:
@@ -87,12 +88,9 @@ class Ssh:
 
     def run(self, remote: list[str], *, data: bytes | None = None,
             timeout: float = ROUND_TRIP_S) -> subprocess.CompletedProcess[bytes]:
-        feed: dict[str, Any] = {"input": data} if data is not None else {
-            "stdin": subprocess.DEVNULL}
         try:
-            return subprocess.run(self.argv(remote), capture_output=True,  # noqa: S603 - argv list
-                                  timeout=timeout, check=False, **feed)
-        except subprocess.TimeoutExpired as exc:
+            return run_bytes(self.argv(remote), input=data, check=False, timeout=timeout)
+        except CommandError as exc:  # without check, only a timeout
             raise SshError(f"ssh {self.user}@{self.host}:{self.port}: "
                            f"{shlex.join(remote[:2])} did not end within {timeout:.0f}s") from exc
 
@@ -115,9 +113,9 @@ class Ssh:
 
     def close(self) -> None:
         if os.path.exists(f"{self.dir}/master"):
-            subprocess.run([self.ssh, *self.options(), "-O", "exit",  # noqa: S603 - argv list
-                            f"{self.user}@{self.host}"], capture_output=True, timeout=10,
-                           check=False)
+            with contextlib.suppress(CommandError):  # a master that does not answer: ends idle
+                run_bytes([self.ssh, *self.options(), "-O", "exit", f"{self.user}@{self.host}"],
+                          check=False, timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -132,8 +130,9 @@ def remove_dead_dirs(top: Path | None = None, now: float | None = None) -> list[
         if d.is_symlink() or not d.is_dir() or not _dead(d, now):
             continue
         if (d / "master").exists():  # a ControlPersist master outlives its hugelab a while
-            subprocess.run([which("ssh"), "-o", f"ControlPath={d}/master", "-O", "exit",  # noqa: S603
-                            "hugelab-leftover"], capture_output=True, timeout=10, check=False)
+            with contextlib.suppress(CommandError):
+                run_bytes([which("ssh"), "-o", f"ControlPath={d}/master", "-O", "exit",
+                           "hugelab-leftover"], check=False, timeout=10)
         shutil.rmtree(d, ignore_errors=True)
         out.append(str(d))
     return out
@@ -141,8 +140,8 @@ def remove_dead_dirs(top: Path | None = None, now: float | None = None) -> list[
 
 def _dead(d: Path, now: float) -> bool:
     try:
-        pid, start = (d / OWNER).read_text().split()
-        return not alive(int(pid), int(start) if start.isdigit() else None)
+        pid, start, *boot = (d / OWNER).read_text().split()  # an older hugelab's: no boot id
+        return not alive(int(pid), int(start) if start.isdigit() else None, *boot[:1])
     except FileNotFoundError:
         try:
             return now - d.stat().st_mtime > UNOWNED_GRACE_S
@@ -199,7 +198,7 @@ class SshTarget(RemoteTarget):
                            f"{cp.stderr.decode(errors='replace').strip()}")
         if cp.returncode != 0:
             tool = os.path.basename(program)
-            raise ToolMissingError(tool, f"{APT_PACKAGES.get(tool, tool)} (in the guest "
+            raise ToolMissingError(tool, f"{package_of(tool)} (in the guest "
                                          f"{self.name}, with its package manager)")
         self.found.add(program)
 
@@ -221,8 +220,7 @@ class SshTarget(RemoteTarget):
 
         t0 = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            p = subprocess.Popen(self.ssh.argv(remote), stdin=subprocess.DEVNULL,  # noqa: S603 - argv list
-                                 stdout=out, stderr=err)
+            p = start(self.ssh.argv(remote), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
             def stop() -> None:
                 root = pid()

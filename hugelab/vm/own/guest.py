@@ -24,17 +24,21 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
-from hugelab.proc import APT_PACKAGES, which
+from hugelab.identity import alive, starttime
+from hugelab.proc import package_of, wait_for, which
+from hugelab.proc import start as start_process
 from hugelab.trial.procscan import merge_peak
+from hugelab.units import exact
 from hugelab.vm.common.evidence import qemu_memory_evidence
-from hugelab.vm.common.process import alive, starttime
-from hugelab.vm.common.spec import VmSpec, validate, write_guest_mthp
+from hugelab.vm.common.guestapi import write_guest_mthp
+from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own import accel
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
@@ -74,13 +78,9 @@ def _record_path(d: Path, pid: int) -> Path:
     return d / f"qemu-{pid}.json"
 
 
-def _owner() -> dict[str, Any]:
-    return {"owner_pid": os.getpid(), "owner_starttime": starttime(os.getpid())}
-
-
 def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
     """Record a QEMU we started (file 0600, written atomically) so a later `recover` can end it."""
-    rec = {"pid": pid, "starttime": starttime(pid), **_owner(), "tmpdir": str(tmpdir),
+    rec = {**identity.record(pid, prefix=""), **identity.record(), "tmpdir": str(tmpdir),
            "started": time.time()}
     path = _record_path(d, pid)
     write_private(path, json.dumps(rec))
@@ -91,7 +91,7 @@ def register_pending(d: Path, tmpdir: Path) -> Path:
     """Record a QEMU about to start, before its pid exists: a SIGKILL between Popen and
     register_qemu then still leaves a trace, and recover finds the QEMU by its tmpdir."""
     path = d / f"pending-qemu-{tmpdir.name}.json"
-    write_private(path, json.dumps({"pid": None, **_owner(), "tmpdir": str(tmpdir)}))
+    write_private(path, json.dumps({"pid": None, **identity.record(), "tmpdir": str(tmpdir)}))
     return path
 
 
@@ -114,16 +114,11 @@ def _terminate(pid: int, grace_s: float = 3.0) -> None:
     start = starttime(pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not alive(pid, start):
-            return
-        time.sleep(0.05)
+    if wait_for(lambda: not alive(pid, start), grace_s):
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and alive(pid, start):
-        time.sleep(0.05)
+    wait_for(lambda: not alive(pid, start), grace_s)
 
 
 def _remove_tmpdir(path: str | None) -> None:
@@ -145,14 +140,13 @@ def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        owner_alive = alive(int(rec.get("owner_pid", 0)), rec.get("owner_starttime"))
-        if owner_alive and not include_live_owners:
+        if identity.recorded_alive(rec) and not include_live_owners:
             continue
         if rec.get("pid") is None:  # killed between Popen and register_qemu: find it by tmpdir
             pids = _qemus_using(str(rec.get("tmpdir"))) if rec.get("tmpdir") else []
         else:
             pid = int(rec["pid"])
-            pids = [pid] if alive(pid, rec.get("starttime")) and _is_qemu(pid) else []
+            pids = [pid] if identity.recorded_alive(rec, prefix="") and _is_qemu(pid) else []
         for pid in pids:
             _terminate(pid)
             killed.append(pid)
@@ -268,7 +262,7 @@ class GuestTarget:
         if not reply.get("ok"):
             if reply.get("kind") == "enoent":
                 tool = Path(argv[0]).name
-                raise ToolMissingError(tool, APT_PACKAGES.get(tool, tool))
+                raise ToolMissingError(tool, package_of(tool))
             raise VMError(f"guest could not run {argv[0]}: {reply.get('error')}")
         if reply.get("timed_out"):
             raise CommandError(argv, -1, f"timed out after {timeout}s (in guest {self.name})\n"
@@ -296,7 +290,7 @@ class GuestTarget:
 
 
 def hugetlbfs_page_kb(path: str, mounts_text: str, default_kb: int = 2048) -> int | None:
-    """Page size (kB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
+    """Page size (KiB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
     want = os.path.realpath(path)
     found = None
     for line in mounts_text.splitlines():
@@ -329,8 +323,8 @@ def _check_file_backing(spec: VmSpec) -> None:
         raise VMError(f"{spec.hugetlbfs_path} is not a hugetlbfs mount",
                       hint="mount one: mount -t hugetlbfs -o pagesize=2M none DIR")
     if spec.hugetlb_size_kb is not None and spec.hugetlb_size_kb != page_kb:
-        raise VMError(f"{spec.hugetlbfs_path} has {page_kb} kB pages, not the "
-                      f"{spec.hugetlb_size_kb} kB the arm asks for",
+        raise VMError(f"{spec.hugetlbfs_path} has {exact(page_kb)} pages, not the "
+                      f"{exact(spec.hugetlb_size_kb)} the arm asks for",
                       hint="mount hugetlbfs with the matching pagesize= option")
 
 
@@ -369,7 +363,8 @@ def _tail(path: Path, n: int = SERIAL_TAIL_LINES) -> str:
 
 
 class Guest:
-    """One QEMU guest as a context manager; any exit shuts QEMU down and removes its files."""
+    """One QEMU guest as a context manager; any exit shuts QEMU down and removes its files
+    (a hugelab.vm.common.guestapi.Guest)."""
 
     def __init__(self, spec: VmSpec, *, name: str = "vm0", boot_timeout: float | None = None,
                  qemu: str = "qemu-system-x86_64", state: Path | str | None = None,
@@ -394,7 +389,7 @@ class Guest:
         self._closed = False
 
     # -- public ---------------------------------------------------------------------------------
-    def __enter__(self) -> Guest:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -491,9 +486,8 @@ class Guest:
         pending = register_pending(self._state or state_dir(), self._tmpdir)
         t0 = time.monotonic()
         try:
-            self._proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            self._proc = start_process(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         except BaseException:
             pending.unlink(missing_ok=True)
             raise
@@ -548,16 +542,15 @@ class Guest:
                 got = 0
             if got < want:
                 raise VMError(f"the guest reserved {got} of the {want} huge pages of "
-                              f"{size_kb} kB it was asked for",
+                              f"{exact(size_kb)} it was asked for",
                               hint="give the guest more memory, or (1G) a CPU with pdpe1gb")
 
     def _wait_for_socket(self, path: Path, deadline: float) -> None:
-        while not path.exists():
+        if not wait_for(path.exists, deadline - time.monotonic(), interval_s=0.02,
+                        unless=lambda: not self.alive()):
             if not self.alive():
                 raise VMError("QEMU exited during startup")
-            if time.monotonic() > deadline:
-                raise VMError(f"QEMU did not create {path.name} in time")
-            time.sleep(0.02)
+            raise VMError(f"QEMU did not create {path.name} in time")
 
     def _failure_detail(self) -> str:
         if self._tmpdir is None:

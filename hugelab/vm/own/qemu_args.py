@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hugelab.errors import VMError
-from hugelab.vm.common.spec import VmSpec, hugetlb_label, safe_name, validate
+from hugelab.units import page_label
+from hugelab.vm.common.spec import VmSpec, safe_name, validate
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
 
 HOST_FWD_ADDR = "127.0.0.1"  # the only host address a guest port forward ever binds
@@ -64,7 +65,7 @@ def memory_backend(spec: VmSpec) -> str:
     else:
         parts = ["memory-backend-memfd", "id=mem0", size]
         if spec.hugetlb_size_kb is not None:
-            parts += ["hugetlb=on", f"hugetlbsize={hugetlb_label(spec.hugetlb_size_kb)}"]
+            parts += ["hugetlb=on", f"hugetlbsize={page_label(spec.hugetlb_size_kb)}"]
     parts.append(f"prealloc={'on' if spec.prealloc else 'off'}")
     parts.append(f"share={'on' if spec.share else 'off'}")
     if spec.numa_node is not None:

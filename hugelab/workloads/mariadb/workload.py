@@ -38,12 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check, human_kb
+from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
+from hugelab.units import amount
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
+    LOOPBACK,
     LocalServer,
     ServerHandle,
     check_exit,
@@ -54,6 +56,8 @@ from hugelab.workloads.command import (
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.mariadb import datadir, oltp, server, userdata
+from hugelab.workloads.reqmix import mysql_server
+from hugelab.workloads.servermem import server_tree
 
 BACKINGS = ("4k", "hugetlb-2M")
 LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
@@ -72,6 +76,8 @@ class Mariadb:
     duration_s: float = 10.0
     warmup_s: float = 1.0
     window_s: float = 2.0  # design "interleaved": each arm's sysbench window
+    window_ops: int | None = None  # design "interleaved": windows of this many transactions
+    warm_ops: int = 2      # per window and connection, untimed (the other arm's caches)
     buffer_pool: str = "128M"
     timeout_s: float | None = None
     dump: str | None = None      # a user's SQL dump: loaded once, cached, then copied
@@ -91,6 +97,8 @@ class Mariadb:
         if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
             raise ExperimentError("mariadb: duration_s and window_s are whole seconds, at "
                                   "least 1; warmup_s at least 0")
+        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
+            raise ExperimentError("mariadb: window_ops is at least 1 and warm_ops at least 0")
         object.__setattr__(self, "app", tuple(self.app))
         for key, value in self.app:
             if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
@@ -103,7 +111,7 @@ class Mariadb:
             if getattr(self, key):
                 object.__setattr__(self, key, os.path.abspath(getattr(self, key)))
         userdata.check(self.dump, self.datadir, self.script, self.database, self.tables,
-                       self.script in oltp.SCRIPTS)
+                       self.script in oltp.SCRIPTS or self.window_ops is not None)
         if self.arm_backing is not None:
             self._check_backing(self.arm_backing)
 
@@ -219,13 +227,39 @@ class Mariadb:
         if len(windows) > 1 and latencies.size:
             for p in oltp.PERCENTILES:
                 metrics[f"p{p:g}_ms"] = float(np.percentile(latencies, p)) / 1000.0
-        result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
+        return self.request_result(srv, metrics, backing, "tps")
+
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    @property
+    def clients(self) -> int:
+        return self.threads
+
+    def request_server(self, srv: Server) -> str:
+        return mysql_server(self.database, host=LOOPBACK, port=srv.handle.client_port,
+                            user=oltp.USER)
+
+    def request_load(self) -> dict[str, Any]:
+        """oltp_read_only's transaction over the datadir's tables (each op one transaction)."""
+        return {"tables": self.tables, "table_size": self.table_size}
+
+    def server_pid(self, srv: Server) -> int:
+        return srv.pid
+
+    def request_result(self, srv: Server, metrics: dict[str, float], backing: str,
+                       primary: str = "ops_per_s") -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's evidence, read now."""
+        result = WorkloadResult(metrics=metrics, primary=primary, unit="transactions/s",
                                 better="higher")
-        log = srv.log()
+        log, maps, memory = srv.log(), server.mappings(srv.pid), server_memory(srv.handle)
         result.evidence["mariadb"] = {"large_pages": srv.large, "buffer_pool_kb": srv.pool // 1024,
-                                      "mappings": server.mappings(srv.pid),
-                                      **server.report(log)}
-        result.evidence["server"] = server_memory(srv.handle)
+                                      "mappings": maps, **server.report(log)}
+        result.evidence["server"] = memory
+        if memory:  # its own server alone: an interleaved trial's tree holds every arm's
+            hugetlb: dict[int, int] = {}
+            for m in maps:
+                hugetlb[m["page_kb"]] = hugetlb.get(m["page_kb"], 0) + m["size_kb"]
+            result.evidence["tree"] = {**server_tree("mariadbd", memory),
+                                       "hugetlb_by_page_kb": hugetlb}
         result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
                             "server_version": first_version(log, r"Version: '([^']+)'"),
                             "sysbench_version": srv.sysbench_version})
@@ -247,7 +281,9 @@ class Mariadb:
         try:
             self.warm(target, srv)
             summary, lat = self.window(target, srv, self.duration_s)
-            return self.finish(srv, [summary], lat, backing)
+            result = self.finish(srv, [summary], lat, backing)
+            result.evidence.pop("tree", None)  # a paired trial's tree is the whole trial's
+            return result
         finally:
             self.stop(srv)
 
@@ -368,17 +404,17 @@ def check(evidence: Mapping[str, Any]) -> Check | None:
     if not m.get("large_pages"):
         if huge_kb:
             return Check(CONTRADICTED, f"mariadbd without --large-pages, yet "
-                                       f"{human_kb(huge_kb)} of its memory is in huge pages", "app")
+                                       f"{amount(huge_kb)} of its memory is in huge pages", "app")
         return Check(VERIFIED, "mariadbd without --large-pages: none of its memory in huge "
                                "pages", "app")
     if not maps and not failed:
         return Check(NOT_APPLICABLE, "mariadbd's mappings were not read (it ended first)", "app")
     pool = int(m.get("buffer_pool_kb") or 0)
     if not any(int(x["size_kb"]) >= pool for x in maps):
-        return Check(CONTRADICTED, f"asked for --large-pages, but the {human_kb(pool)} buffer "
+        return Check(CONTRADICTED, f"asked for --large-pages, but the {amount(pool)} buffer "
                                    f"pool is not in huge pages{said}", "app")
-    return Check(VERIFIED, f"--large-pages: the {human_kb(pool)} buffer pool in "
-                           f"{maps[0]['page_kb'] // 1024} MiB pages, {human_kb(huge_kb)} of "
+    return Check(VERIFIED, f"--large-pages: the {amount(pool)} buffer pool in "
+                           f"{maps[0]['page_kb'] // 1024} MiB pages, {amount(huge_kb)} of "
                            f"mysqld in huge pages{said}", "app")
 
 

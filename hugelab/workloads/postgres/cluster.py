@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from hugelab import identity
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import run
 
@@ -100,25 +101,10 @@ def as_postgres(argv: list[str | Path], timeout: float = 600.0) -> subprocess.Co
     return cp
 
 
-def starttime(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return int(text.rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 def owner_alive(rec: dict[str, object]) -> bool:
-    pid, start = rec.get("owner_pid"), rec.get("owner_starttime")
-    return (rec.get("boot_id") == boot_id() and isinstance(pid, int)
-            and start is not None and starttime(pid) == start)
+    """The hugelab that made a cluster directory still lives (see hugelab.identity); a record
+    without a boot id is no record of this hugelab's, and so of no live owner."""
+    return identity.BOOT_KEY in rec and identity.recorded_alive(rec)
 
 
 @dataclass(frozen=True)
@@ -140,8 +126,7 @@ def new_dir(kind: str) -> ClusterDir:
     """A fresh 0700 directory owned by postgres under work_dir(), with its owner record."""
     top = work_dir() / f"{kind}-{uuid.uuid4().hex[:16]}"
     top.mkdir(mode=0o700)
-    rec = {"owner_pid": os.getpid(), "owner_starttime": starttime(os.getpid()),
-           "boot_id": boot_id(), "created": time.time()}
+    rec = {**identity.record(), "created": time.time()}
     fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(rec, f)

@@ -26,6 +26,41 @@ _TX = re.compile(r"^number of transactions actually processed: (\d+)", re.MULTIL
 _FAILED = re.compile(r"^number of failed transactions: (\d+)", re.MULTILINE)
 
 
+# what a pgbench script's statements start with (a line may continue the one before it)
+_SQL_START = re.compile(
+    r"^\s*(select|insert|update|delete|merge|with|values|table|begin|start|end|commit|rollback|"
+    r"abort|savepoint|release|set|reset|show|prepare|execute|deallocate|call|do|copy|lock|"
+    r"create|drop|alter|truncate|vacuum|analyze|analyse|explain|refresh|reindex|cluster|"
+    r"checkpoint|discard|notify|listen|unlisten|declare|fetch|move|close|grant|revoke|"
+    r"comment|load|\\[a-z]+)\b", re.IGNORECASE | re.MULTILINE)
+MAX_SCRIPT_BYTES = 1 << 20
+
+
+def script_problem(path: str) -> str | None:
+    """Why `path` is not a pgbench script (pgbench -f), or None: a readable text file with at
+    least one SQL statement or meta-command (`\\set`) - checked before any trial, so a wrong
+    path (/etc/hostname) is refused at once, not by every trial's pgbench."""
+    p = Path(path)
+    if not p.is_file():
+        return "is not a file"
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if len(raw) > MAX_SCRIPT_BYTES:
+        return f"is over {MAX_SCRIPT_BYTES >> 20} MiB: not a pgbench script"
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return "is not text (UTF-8)"
+    if not _SQL_START.search(text):
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        return (f"has no SQL statement (its first line: {first[:60]!r})" if first
+                else "is empty")
+    return None
+
+
 def argv(pgbench: Path, socket_dir: Path, port: int, *, builtin: str, script: str | None,
          clients: int, threads: int, seconds: float | None, transactions: int | None,
          log_prefix: Path | None) -> list[str]:

@@ -18,7 +18,7 @@ FIELDS = {"Size": "Size_kB", "KernelPageSize": "KernelPageSize_kB", "Rss": "Rss_
 
 
 def mappings(smaps: str) -> list[dict[str, Any]]:
-    """Each mapping of an smaps text: its name and kB fields (pure)."""
+    """Each mapping of an smaps text: its name and its fields in KiB (pure)."""
     out: list[dict[str, Any]] = []
     for line in smaps.splitlines():
         head = line.split(None, 5)

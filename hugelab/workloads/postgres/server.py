@@ -8,12 +8,11 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from hugelab.errors import PoolBusyError, WorkloadError
-from hugelab.proc import spawn
+from hugelab.proc import spawn, wait_for
 from hugelab.workloads.postgres import sysvshm
 from hugelab.workloads.postgres.cluster import AS_POSTGRES, ClusterDir, as_postgres
 
@@ -117,18 +116,15 @@ def start(bin_dir: Path, cd: ClusterDir, settings: dict[str, object], *,
     finally:
         log.close()
     server = Server(proc, cd)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not _ready(cd):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            out = server.output()
-            why = (f"exited with {proc.returncode}" if proc.poll() is not None
-                   else f"was not ready within {READY_TIMEOUT_S:.0f} s")
-            server.stop()
-            msg = f"postgres {why}:\n  " + (out or "(no output)").replace("\n", "\n  ")
-            if huge and any(w in out for w in NO_POOL):
-                raise PoolBusyError(msg, hint="the huge page pool was reserved for it but "
-                                    "another process holds its pages; `hugelab recover` ends "
-                                    "leftovers of a killed run")
-            raise WorkloadError(msg)
-        time.sleep(0.05)
+    if not wait_for(lambda: _ready(cd), READY_TIMEOUT_S, unless=lambda: proc.poll() is not None):
+        out = server.output()
+        why = (f"exited with {proc.returncode}" if proc.poll() is not None
+               else f"was not ready within {READY_TIMEOUT_S:.0f} s")
+        server.stop()
+        msg = f"postgres {why}:\n  " + (out or "(no output)").replace("\n", "\n  ")
+        if huge and any(w in out for w in NO_POOL):
+            raise PoolBusyError(msg, hint="the huge page pool was reserved for it but "
+                                "another process holds its pages; `hugelab recover` ends "
+                                "leftovers of a killed run")
+        raise WorkloadError(msg)
     return server

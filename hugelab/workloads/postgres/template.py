@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hugelab.errors import WorkloadError
 from hugelab.proc import run
@@ -19,6 +20,17 @@ BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # nev
 # loads a fresh cluster through its socket directory; WorkloadError when it fails
 Load = Callable[[Path, cluster.ClusterDir], None]
 _DUMPS: dict[tuple[str, str, int, int], Path] = {}  # (dump, version, size, mtime) -> template
+
+
+def source(w: Any, bin_dir: Path) -> Path:
+    """Where each trial's cluster of a Postgres workload `w` is copied from: the user's data
+    directory, the template restored from their dump, or pgbench's at its scale (cached)."""
+    if w.datadir:
+        userdata.check_major(w.datadir, cluster.version(bin_dir))
+        return Path(w.datadir)
+    if w.dump:
+        return ensure_dump(bin_dir, w.dump)
+    return ensure(bin_dir, w.scale)
 
 
 def ensure(bin_dir: Path, scale: int) -> Path:

@@ -168,6 +168,15 @@ def copy_datadir(src: Path, cd: cluster.ClusterDir, settings_only: bool = False)
     (cd.data / "postmaster.pid").unlink(missing_ok=True)
 
 
+def copy(w: Any, source: Path, cd: cluster.ClusterDir, settings_only: bool = False) -> None:
+    """A trial's (or a `postgres -C` question's) cluster for Postgres workload `w` from
+    `source`: the user's data directory (for a question only its settings), or a template."""
+    if w.datadir:
+        copy_datadir(source, cd, settings_only)
+    else:
+        cluster.copy_template(source, cd)
+
+
 def analyze_argv(bin_dir: Path, socket_dir: Path, port: int) -> list[str]:
     """ANALYZE after a restore (pg_restore and psql leave the planner without statistics)."""
     return [str(bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(socket_dir),

@@ -24,6 +24,7 @@ smaps (segment.py). In hugelab's own guests the same trial runs inside the guest
 from __future__ import annotations
 
 import dataclasses
+import resource
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from hugelab.workloads.postgres import (
     userconf,
     userdata,
 )
+from hugelab.workloads.reqmix import pg_server
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
 HUGE_PAGES = ("off", "on", "try")
@@ -68,6 +70,8 @@ class Postgres:
     transactions: int | None = None
     warmup_s: float = 2.0
     window_s: float = 2.0  # design "interleaved": each arm's pgbench window
+    window_ops: int | None = None  # design "interleaved": windows of this many transactions
+    warm_ops: int = 5      # per window and connection, untimed (the other arm's caches)
     bindir: str | None = None
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -80,33 +84,7 @@ class Postgres:
                                                      repr=False)
 
     def __post_init__(self) -> None:
-        if self.script is None and self.builtin not in pgbench.BUILTINS:
-            raise ExperimentError(f"postgres: unknown builtin {self.builtin!r}; known: "
-                                  f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
-        if self.script is not None and not Path(self.script).is_file():
-            raise ExperimentError(f"postgres: script {self.script!r} is not a file")
-        for name in ("scale", "clients", "threads"):
-            if getattr(self, name) < 1:
-                raise ExperimentError(f"postgres: {name} must be at least 1")
-        if self.threads > self.clients:
-            raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
-        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
-            raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
-                                  "least 1 (pgbench -T); warmup_s at least 0")
-        if self.transactions is not None and self.transactions < 1:
-            raise ExperimentError("postgres: transactions must be at least 1")
-        object.__setattr__(self, "app", tuple(self.app))
-        app = dict(self.app)
-        if bad := sorted(k for k in app if k in server.RESERVED):
-            raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
-                                  "(the server listens on a private socket only)")
-        hp = app.get("huge_pages")
-        if hp is not None and hp not in HUGE_PAGES:
-            raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
-                                  f", not {hp!r}")
-        userdata.check_user_data(self)
-        if self.arm_backing is not None:
-            self._check_backing(self.arm_backing)
+        _validate(self)
 
     # -- the arm's settings -----------------------------------------------------------------
     def _check_backing(self, backing: str) -> None:
@@ -123,6 +101,18 @@ class Postgres:
         if backing != "4k" and hp == "off":
             raise ExperimentError(f"postgres: backing {backing} with huge_pages = 'off' would "
                                   "never use the pool; use backing 4k")
+
+    def preflight(self, backing: str) -> None:
+        """Before any host change: pgbench opens a connection (a file) per client and refuses
+        to start beyond this process's open-file limit, so every trial would fail."""
+        need = self.clients + 3  # pgbench's own count: clients + stdin, stdout, stderr
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and need > soft:
+            raise ExperimentError(
+                f"postgres: clients = {self.clients} needs {need} open files in pgbench; this "
+                f"host allows {soft} (ulimit -n; hard limit {hard})",
+                hint=f"lower clients to {max(1, soft - 3)} or raise the limit (ulimit -n "
+                     f"{need}) in the shell that runs hugelab")
 
     def for_arm(self, arm: Any) -> Postgres:
         """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
@@ -151,8 +141,7 @@ class Postgres:
         return out
 
     def settings_warnings(self, backing: str | None = None) -> list[str]:
-        """What the user's files set that hugelab sets itself for this arm (also shown by
-        `run --dry-run`)."""
+        """What the user's files set that the arm overrides (also for `run --dry-run`)."""
         return userdata.warnings(self, self.settings(backing))
 
     # -- the server's own answers -----------------------------------------------------------
@@ -160,19 +149,7 @@ class Postgres:
         return cluster.bindir(self.bindir)
 
     def template(self) -> Path:
-        """Where each trial's cluster is copied from: the user's data directory, the template
-        restored from their dump, or pgbench's at this scale (both cached)."""
-        if self.datadir:
-            userdata.check_major(self.datadir, cluster.version(self._bin()))
-            return Path(self.datadir)
-        if self.dump:
-            return template.ensure_dump(self._bin(), self.dump)
-        return template.ensure(self._bin(), self.scale)
-
-    def copy(self, source: Path, cd: cluster.ClusterDir, settings_only: bool = False) -> None:
-        if self.datadir:  # the user's: only its settings for `postgres -C` (ask)
-            return userdata.copy_datadir(source, cd, settings_only)
-        cluster.copy_template(source, cd)
+        return template.source(self, self._bin())
 
     def ask(self, name: str) -> str:
         """`postgres -C name` with this arm's settings, on a copy of the template."""
@@ -180,7 +157,7 @@ class Postgres:
         key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in self.settings().items())))
         if key not in _ASKED:
             with cluster.private_dir("ask") as cd:
-                self.copy(tpl, cd, settings_only=True)
+                userdata.copy(self, tpl, cd, settings_only=True)
                 _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
         return _ASKED[key]
 
@@ -215,7 +192,7 @@ class Postgres:
         bin_dir, tpl = self._bin(), self.template()
         cd = cluster.new_dir("trial")
         try:
-            self.copy(tpl, cd)
+            userdata.copy(self, tpl, cd)
             settings = self.settings(backing)
             return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
         except BaseException:
@@ -243,9 +220,7 @@ class Postgres:
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The trial's result from its windows (one, in a paired trial) and the segment's
         evidence, read now, with the server still up; WorkloadError without a segment."""
-        evidence = segment.read_segment(srv.pid)
-        if "error" in evidence:
-            raise WorkloadError(f"postgres: {evidence['error']}")
+        evidence = self._segment(srv)
         tps = [w["tps"] for w in windows]
         metrics = {"tps": interleave.geomean(tps) if len(tps) > 1 else tps[0],
                    "transactions": sum(w.get("transactions", 0.0) for w in windows),
@@ -256,17 +231,46 @@ class Postgres:
         elif "latency_avg_ms" in windows[0]:
             metrics["latency_avg_ms"] = windows[0]["latency_avg_ms"]
         metrics.update(pgbench.percentiles_ms(latencies))
-        info: dict[str, Any] = {"tool": "pgbench", "version": cluster.version(self._bin()),
-                                "backing": backing, "settings": self.settings(backing),
-                                "builtin": self.script or self.builtin,
-                                "server_output_tail": srv.output(20),
-                                "warnings": self.settings_warnings(backing), **userdata.info(self)}
+        info = self._info(srv, backing, "pgbench")
         if len(windows) > 1:
             metrics["duration_s"] = self.window_s * len(windows)
             info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
                             "wall_s": [self.window_s] * len(tps)}
         return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                               better="higher", evidence=evidence, info=info)
+
+    def _segment(self, srv: server.Server) -> dict[str, Any]:
+        evidence = segment.read_segment(srv.pid)
+        if "error" in evidence:
+            raise WorkloadError(f"postgres: {evidence['error']}")
+        return evidence
+
+    def _info(self, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
+        return {"tool": tool, "version": cluster.version(self._bin()), "backing": backing,
+                "settings": self.settings(backing), "builtin": self.script or self.builtin,
+                "server_output_tail": srv.output(20),
+                "warnings": self.settings_warnings(backing), **userdata.info(self)}
+
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    def request_server(self, srv: server.Server) -> str:
+        return pg_server({"host": str(srv.cd.top), "port": server.PORT, "user": "postgres",
+                          "dbname": "postgres"})
+
+    def request_load(self) -> dict[str, Any]:
+        """pgbench's script (built-in or the user's file), each op one run of it."""
+        if self.script is not None:
+            return {"pg_file": Path(self.script), "pg_scale": self.scale}
+        return {"pg_builtin": self.builtin, "pg_scale": self.scale}
+
+    def request_result(self, srv: server.Server, metrics: dict[str, float], backing: str
+                       ) -> WorkloadResult:
+        """The arm's result: `metrics`, and its own segment's evidence, read now."""
+        return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="transactions/s",
+                              better="higher", evidence=self._segment(srv),
+                              info=self._info(srv, backing, "hugelab-reqmix"))
+
+    def server_pid(self, srv: server.Server) -> int:
+        return srv.pid
 
     def stop(self, srv: server.Server) -> None:
         try:
@@ -312,6 +316,43 @@ def installed() -> bool:
     except Exception:  # noqa: BLE001 - any reason means no
         return False
     return shutil.which("setpriv") is not None
+
+
+
+def _validate(w: Postgres) -> None:
+    """A Postgres workload's settings, checked once (ExperimentError naming what is wrong)."""
+    if w.script is None and w.builtin not in pgbench.BUILTINS:
+        raise ExperimentError(f"postgres: unknown builtin {w.builtin!r}; known: "
+                              f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
+    if w.script is not None and (why := pgbench.script_problem(w.script)):
+        raise ExperimentError(f"postgres: script {w.script!r} {why}",
+                              hint="script = a pgbench script (pgbench -f): SQL statements "
+                                   "and \\set lines, e.g. SELECT abalance FROM "
+                                   "pgbench_accounts WHERE aid = :aid;")
+    for name in ("scale", "clients", "threads"):
+        if getattr(w, name) < 1:
+            raise ExperimentError(f"postgres: {name} must be at least 1")
+    if w.threads > w.clients:
+        raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
+    if w.duration_s < 1 or w.window_s < 1 or w.warmup_s < 0:
+        raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
+                              "least 1 (pgbench -T); warmup_s at least 0")
+    if w.transactions is not None and w.transactions < 1:
+        raise ExperimentError("postgres: transactions must be at least 1")
+    if w.window_ops is not None and (w.window_ops < 1 or w.warm_ops < 0):
+        raise ExperimentError("postgres: window_ops is at least 1 and warm_ops at least 0")
+    object.__setattr__(w, "app", tuple(w.app))
+    app = dict(w.app)
+    if bad := sorted(k for k in app if k in server.RESERVED):
+        raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
+                              "(the server listens on a private socket only)")
+    hp = app.get("huge_pages")
+    if hp is not None and hp not in HUGE_PAGES:
+        raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
+                              f", not {hp!r}")
+    userdata.check_user_data(w)
+    if w.arm_backing is not None:
+        w._check_backing(w.arm_backing)
 
 
 KIND = Kind(

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from hugelab.report.analysis import (
     Options,
 )
-from hugelab.report.fleet.analysis import FleetComparison
-from hugelab.report.plots import label as plot_label
-from hugelab.report.tables import pct
+from hugelab.report.figure import label as plot_label
+from hugelab.report.figure import png
+from hugelab.report.fleet.pooling import FleetComparison
+from hugelab.report.table import pct
 from hugelab.stats import paired
-
-DPI = 90
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
 
 
 def _host_rows(ax: Any, c: FleetComparison, y: np.ndarray) -> None:
@@ -92,4 +82,4 @@ def forest(c: FleetComparison, opts: Options) -> bytes:
     tau = "" if c.pooled is None else (f"; tau {pct(float(paired.pct(c.pooled.tau)), 1)}, "
                                        f"I² {100 * c.pooled.i2:.0f}%")
     ax.set_title(plot_label(f"Across hosts: {c.name}{tau}"), fontsize=10)
-    return _png(fig)
+    return png(fig)

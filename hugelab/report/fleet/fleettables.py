@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hugelab.report.fleet.analysis import FleetComparison, FleetReport
-from hugelab.report.tables import SAID_AS_WARNING, Table, pct, pval
+from hugelab.report.fleet.pooling import FleetComparison, FleetReport
+from hugelab.report.sections.labels import SAID_AS_WARNING
+from hugelab.report.table import Table, pct, pval
 from hugelab.stats import paired
 
 FACTS = ("cpu_model", "pdpe1gb", "kernel", "memory", "numa_nodes", "thp", "accel", "cpus", "arch")

@@ -2,7 +2,7 @@
 hosts.
 
 ``from_store`` takes any store with ``.runs()``, ``.values(run_id)`` and ``.trials(run_id)``
-(an ``hugelab.store.SqlStore``, SQLite or PostgreSQL, is read through ``report.load.load_run``,
+(an ``hugelab.store.SqlStore``, SQLite or PostgreSQL, is read through ``report.runload.load_run``,
 others trial by trial) and is the only part that reads one; ``build(name, hosts, opts)`` is pure
 over loaded runs (``HostRun``: label, run row, ``RunData``).
 
@@ -39,7 +39,7 @@ from hugelab.report.analysis import (
     comparisons,
     factorial_section,
 )
-from hugelab.report.fleet.load import (
+from hugelab.report.fleet.hostload import (
     FleetStore,
     HostInfo,
     HostRun,
@@ -47,8 +47,8 @@ from hugelab.report.fleet.load import (
     load,
     select_runs,
 )
-from hugelab.report.load import RunData
-from hugelab.report.tables import pct
+from hugelab.report.runload import RunData
+from hugelab.report.table import pct
 from hugelab.stats import meta, multiple, paired
 
 
@@ -170,13 +170,13 @@ def host_results(h: HostRun, opts: Options) -> list[tuple[_Comp, HostEstimate]]:
     out = []
     for p, c in zip(ps, comps, strict=True):
         y, v = meta.hl_estimates(p.log_ratio[None, :])
-        usable = c["n_units"] >= paired.MIN_UNITS and bool(np.isfinite(v[0]))
-        notes = [*c["notes"]]
-        if (c.get("drift") or {}).get("drifting"):
-            notes.append(str(c["drift"]["reading"]))
+        usable = c.n_units >= paired.MIN_UNITS and bool(np.isfinite(v[0]))
+        notes = [*c.notes]
+        if c.drift is not None and c.drift.drifting:
+            notes.append(c.drift.reading)
         est = HostEstimate(
-            h.label, int(h.run["id"]), str(c["verdict"]), _f(c["effect_pct"]),
-            _f(c["ci_low_pct"]), _f(c["ci_high_pct"]), int(c["n_units"]), _f(c["p_adjusted"]),
+            h.label, int(h.run["id"]), c.verdict, _f(c.effect_pct),
+            _f(c.ci_low_pct), _f(c.ci_high_pct), c.n_units, _f(c.p_adjusted),
             float(y[0]), float(np.sqrt(v[0])), usable, None, tuple(notes))
         out.append((_Comp(p.name, p.baseline, p.candidate, p.better), est))
     return out

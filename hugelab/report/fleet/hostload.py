@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hugelab.errors import UsageError
-from hugelab.report.load import RunData, SeriesDetails, from_rows, load_run
+from hugelab.report.runload import RunData, SeriesDetails, from_rows, load_run
 from hugelab.store import SqlStore
 
 UNKNOWN = "unknown"

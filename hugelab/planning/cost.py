@@ -1,5 +1,6 @@
 """What an experiment will cost before it runs: trials, seconds per trial, and which factor to
-cut when it does not fit a budget. Pure: measured figures are passed in."""
+cut when it does not fit a budget. Pure: measured figures are passed in, and each kind's run
+time key comes from its declaration (hugelab.workloads.kind)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Experiment
+from hugelab.workloads.kind import Kind
+from hugelab.workloads.registry import kinds
 
-SERVER_KINDS = ("postgres", "redis")  # interleaved as servers: each arm its own windows
-
-# the key each workload kind reads its run time from (seconds)
-TIME_KEYS = {"sysbench": ("time_s", 10.0), "stress-ng": ("timeout_s", 10.0),
-             "iperf3": ("duration_s", 5.0), "hugelab-mem": ("duration", 1.0),
-             "build": ("timeout_s", None), "command": ("timeout_s", None),
-             "redis": ("timeout_s", None), "postgres": ("duration_s", 10.0)}
 OVERHEAD_S = 0.5  # per trial: starting processes, evidence, committing
 ASSUMED_BOOT_S = {"kvm": 2.0, "tcg": 8.0}
 
@@ -48,16 +45,40 @@ def _duration(value: Any) -> float | None:
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2) or "s"]
 
 
+def _declared(table: dict[str, Any]) -> tuple[Kind | None, dict[str, Any]]:
+    """The table's kind and the table in its dataclass's keys (an alias like `duration`)."""
+    declared = kinds().get(str(table.get("kind")))
+    if declared is not None and declared.file_keys is not None:
+        try:
+            table = declared.file_keys({k: v for k, v in table.items() if k != "kind"})
+        except ExperimentError:
+            pass  # the build says what is wrong; the estimate reads what it can
+    return declared, table
+
+
 def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | None:
-    """The run time a [workload] table configures, or None when it does not say."""
-    key, default = TIME_KEYS.get(str(table.get("kind")), (None, None))
-    if design == "interleaved" and table.get("kind") == "redis":
-        key, default = "duration_s", 10.0  # windows of load, sized from the warm-up's rate
-    if table.get("kind") == "hugelab-mem" and "duration_s" in table:
-        key = "duration_s"
+    """The run time a [workload] table configures (the key its kind declares), or None when
+    it does not say."""
+    declared, table = _declared(table)
+    key, default = (declared.duration if declared and declared.duration else (None, None))
+    if design == "interleaved" and declared is not None and declared.role == "server":
+        key, default = "duration_s", 10.0  # windows of load, or of requests, per trial
     if key and key in table:
         return _duration(table[key])
     return default
+
+
+def _together(exp: Experiment) -> bool:
+    """A block's arms run at once (a duet, one process holding every arm's buffer, or one
+    client's windows of requests over every server); interleaved servers alternating whole
+    client runs take turns, each its own windows."""
+    if exp.design == "duet":
+        return True
+    if exp.design != "interleaved":
+        return False
+    declared = kinds().get(str(exp.workload.get("kind")))
+    return declared is None or declared.role != "server" or \
+        bool(exp.workload.get("window_ops"))
 
 
 def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
@@ -80,10 +101,7 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     basis_boot = "measured" if measured.boot_s is not None else f"assumed ({accel})"
     times = {a.name: trial_seconds(exp, a, boot, measured.trial_s or {}) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    # a block's arms run at once; interleaved servers take turns: each its own windows
-    together = exp.design == "duet" or (exp.design == "interleaved" and
-                                        exp.workload.get("kind") not in SERVER_KINDS)
-    per_block = max(secs, default=0.0) if together else sum(secs)
+    per_block = max(secs, default=0.0) if _together(exp) else sum(secs)
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
     return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),
                     {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},

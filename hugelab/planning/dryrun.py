@@ -1,0 +1,147 @@
+"""`hugelab run --dry-run`'s plan: the cells, what each changes on the host, the guests it
+boots, and what the whole run will cost, before anything changes. Reads the host and the
+store; writes nothing."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hugelab.experiment import Arm, Experiment
+from hugelab.host.inspect import inspect_host
+from hugelab.host.journal import state_dir
+from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
+from hugelab.planning.budget import over_budget
+from hugelab.planning.cost import Measured, estimate
+from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
+from hugelab.store.locate import exists, open_store, resolve
+from hugelab.vm.trial import vm_spec
+from hugelab.workloads.base import Workload
+
+RECENT_RUNS = 20  # boot times are taken from this many latest runs of the store
+
+
+def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, str | None]:
+    """Median guest boot seconds (latest runs) and per-arm trial seconds (this experiment's
+    earlier run), from the store when it exists; and the accelerator guests last had."""
+    if not exists(resolve(store_path)):
+        return Measured(), None
+    boots: list[float] = []
+    accel = None
+    per_arm: dict[str, list[float]] = {}
+    with open_store(store_path) as store:
+        runs = store.runs()[-RECENT_RUNS:]
+        for run in runs:
+            mine = str(run.get("key")).split("@")[0] == exp.key()
+            for t in store.trials(run["id"]):
+                prov = t.get("provenance") or {}
+                if prov.get("boot_s"):
+                    boots.append(float(prov["boot_s"]))
+                    accel = prov.get("accel") or accel
+                if mine and t.get("status") == "ok" and t.get("started") and t.get("ended"):
+                    per_arm.setdefault(t["arm"], []).append(float(t["ended"]) - float(t["started"]))
+    trial_s = {a: statistics.median(v) for a, v in per_arm.items()}
+    return Measured(statistics.median(boots) if boots else None, trial_s or None), accel
+
+
+def _guests(arm: Arm) -> str:
+    """`1x1024M file-2M+prealloc`: guests, their RAM and its backing."""
+    vm = arm.vm
+    if vm is None:
+        return "native"
+    backing = vm.backing + (f"-{vm.page_size}" if vm.page_size else "") + \
+        ("+prealloc" if vm.prealloc else "")
+    return f"{vm.vms}x{vm.mem_mib}M {backing}"
+
+
+def _thp(arm: Arm) -> str | None:
+    """The THP `enabled` mode an arm sets; a native mthp-<size> arm's `thp` is its size's."""
+    return None if arm.mthp_kb and arm.vm is None else arm.thp
+
+
+def _size(size_kb: int | None) -> str | None:
+    """64 -> '64K', 2048 -> '2M'; None (the top-level shmem_enabled) stays None."""
+    if size_kb is None:
+        return None
+    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
+
+
+def host_mthp(host: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host's multi-size THP knobs now: `enabled` per size (anonymous memory), then
+    `shmem_enabled` (size None: the top-level file) and per size; [] on a kernel without."""
+    sizes = (host.get("mthp") or {}).get("sizes") or []
+    out = [{"knob": "enabled", "size": s["size"], "mode": s["enabled"]}
+           for s in sizes if s.get("enabled")]
+    if host["thp"].get("shmem_enabled") and sizes:
+        out.append({"knob": "shmem_enabled", "size": None, "mode": host["thp"]["shmem_enabled"]})
+    return out + [{"knob": "shmem_enabled", "size": s["size"], "mode": s["shmem_enabled"]}
+                  for s in sizes if s.get("shmem_enabled")]
+
+
+def mthp_knobs(arm: Arm, host: dict[str, Any]) -> list[dict[str, Any]]:
+    """The multi-size THP knobs an arm's trials run under (planning.arms.arm_thp_knobs), each with
+    the host's mode now and whether the arm leaves it unchanged; [] on a kernel without."""
+    if not (host.get("mthp") or {}).get("supported"):
+        return []
+    now = {(k["knob"], k["size"]): k["mode"] for k in host_mthp(host)}
+    anon, shmem = arm_thp_knobs(arm, host)
+    pairs = [("enabled", _size(kb), m) for kb, m in anon.items()] + \
+        [("shmem_enabled", _size(kb), m) for kb, m in shmem.items()]
+    return [{"knob": knob, "size": size, "mode": mode, "host": now.get((knob, size)),
+             "unchanged": now.get((knob, size)) == mode} for knob, size, mode in pairs]
+
+
+def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
+         store_path: Path, budget_s: float | None) -> dict[str, Any]:
+    """Everything the dry run reports, as one JSON-able dict; validates every guest cell."""
+    host = inspect_host()
+    skipped = unsupported_arms(exp, host)
+    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
+    for a in exp.arms:
+        if a.vm is not None:
+            vm_spec(a, workload_bytes(per_arm.get(a.name, workload), a), hugetlbfs)
+    runnable = [a for a in exp.arms if a.name not in skipped]
+    thp_now = host["thp"].get("enabled")
+    modes = sorted({(_thp(a) or thp_now or "-", a.thp_defrag or host["thp"].get("defrag") or "-")
+                    for a in runnable})
+    pools = pool_plan(exp, workload, runnable, per_arm)
+    mounts = sorted({a.vm.page_size for a in runnable
+                     if a.vm and a.vm.backing == "file" and a.vm.page_size})
+    meas, accel = measured(store_path, exp)
+    exp_run = replace(exp, arms=tuple(runnable))  # skipped cells cost nothing
+    est = estimate(exp_run, meas, accel or "tcg")
+    out: dict[str, Any] = {
+        "experiment": exp.name, "blocks": exp.blocks, "repeats": exp.repeats,
+        "design": exp.design,
+        "cells": [{"name": a.name, "layer": a.layer, "levels": dict(a.levels),
+                   "host_thp": _thp(a) or "(unchanged)", "guests": _guests(a),
+                   "trial_s": est.per_arm.get(a.name), "basis": est.basis.get(a.name, "skipped"),
+                   "skipped": skipped.get(a.name),
+                   "mthp_knobs": [] if a.name in skipped else mthp_knobs(a, host)}
+                  for a in exp.arms],
+        "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
+                    for f in exp.factors],
+        "trials_per_block": len(runnable), "trials": len(runnable) * exp.blocks * exp.repeats,
+        "host_changes": {"thp_modes": [{"enabled": e, "defrag": d} for e, d in modes],
+                         "pools": [{"size": s, "node": n, "pages": p}
+                                   for (s, n), p in sorted(pools.items(), key=str)],
+                         "hugetlbfs_mounts": mounts},
+        "host_mthp": host_mthp(host),
+        "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
+        "boot_s": est.boot_s, "boot_basis": est.boot_basis,
+        "estimated_s": est.seconds, "budget_s": budget_s, "warnings": [],
+    }
+    if "unknown" in est.basis.values():
+        out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
+                               "trials count as 0 s; run one block first (--blocks 1) to measure")
+    for a in runnable:  # what a user's own config sets that the arm overrides (postgres)
+        if callable(said := getattr(per_arm.get(a.name, workload), "settings_warnings", None)):
+            out["warnings"] += [f"arm '{a.name}': {w}" for w in said(a.backing)]
+    out["pool_holders"] = host.get("pool_holders") or []
+    out["warnings"] += pool_plan_warnings(host, pools)
+    if budget_s is not None and est.seconds > budget_s:
+        out["warnings"].append(over_budget(exp_run, meas, accel or "tcg", est.seconds,
+                                           budget_s))
+    return out

@@ -1,0 +1,117 @@
+"""One trial's paired estimate from request-interleaved windows (pure numpy and scipy).
+
+A request-interleaving client (hugelab-reqmix) runs windows of a few operations on each arm's
+server in blocks: a random order of the arms, then the same order reversed (ABBA for two
+arms). Each window gives a rate, ops/ns. Within a block every arm's two windows sit
+symmetrically about the block's middle, so the difference of an arm's mean log rate and the
+reference's within one block cancels any drift of the machine's speed that is linear over
+the block (a few milliseconds), and most of what is not.
+
+The trial's estimate is the mean of those per-block log-ratios; its interval comes from
+batch means (contiguous runs of blocks averaged first), so that noise correlated over a few
+blocks does not make the interval too narrow. The ratio is a ratio of geometric means of
+the window rates: `exp(log_ratio)` above 1 means the arm served more ops per second than the
+reference. A trial stays the unit of a verdict: this interval says how well one set of
+servers was measured, not how a fresh set would differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+
+from hugelab.stats._util import FloatArray, StatsInputError, as_1d
+
+DEFAULT_BATCHES = 20
+
+
+@dataclass(frozen=True)
+class WindowEffect:
+    """An arm against the reference arm over one trial's windows (log scale: rates)."""
+
+    arm: int
+    reference: int
+    n_blocks: int
+    n_batches: int
+    log_ratio: float       # mean per-block log(rate of arm / rate of reference)
+    se: float              # its standard error from the batch means
+    lo: float              # interval for log_ratio at `level`
+    hi: float
+    level: float
+    block_sd: float        # SD of the per-block log-ratios: the design's noise per block
+
+    @property
+    def ratio(self) -> float:
+        """Rate of the arm over the reference's (1.02: 2% more ops per second)."""
+        return float(np.exp(self.log_ratio))
+
+    @property
+    def percent(self) -> tuple[float, float, float]:
+        """(estimate, low, high) as percent changes of the rate."""
+        return tuple(float(100 * np.expm1(v)) for v in (self.log_ratio, self.lo, self.hi))  # type: ignore[return-value]
+
+
+def _log_rates(ops: ArrayLike, ns: ArrayLike) -> FloatArray:
+    o, t = as_1d(ops, "ops"), as_1d(ns, "ns")
+    if o.shape != t.shape:
+        raise StatsInputError(f"ops and ns must pair up: {o.size} vs {t.size} windows")
+    if np.any(o <= 0) or np.any(t <= 0):
+        raise StatsInputError("every window needs ops > 0 and ns > 0")
+    return np.log(o / t)
+
+
+def block_log_ratios(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: ArrayLike,
+                     arm: int, reference: int = 0) -> FloatArray:
+    """Per block (in block order): mean log rate of `arm` minus that of `reference`.
+
+    Blocks lacking either arm (a block cut short) are left out."""
+    y = _log_rates(ops, ns)
+    a = np.asarray(arms)
+    b = np.asarray(blocks)
+    if a.shape != y.shape or b.shape != y.shape:
+        raise StatsInputError("arms, blocks, ops and ns must have one value per window")
+    labels, inv = np.unique(b, return_inverse=True)
+    means = []
+    for which in (arm, reference):
+        sel = a == which
+        count = np.bincount(inv[sel], minlength=labels.size)
+        total = np.bincount(inv[sel], weights=y[sel], minlength=labels.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means.append(total / count)
+    diff = means[0] - means[1]
+    return diff[np.isfinite(diff)]
+
+
+def batch_means(values: ArrayLike, batches: int = DEFAULT_BATCHES) -> FloatArray:
+    """Means of `batches` contiguous, near-equal runs of `values` (fewer if there are fewer)."""
+    x = as_1d(values, "values")
+    n = min(batches, x.size)
+    return np.array([chunk.mean() for chunk in np.array_split(x, n)]) if n else x
+
+
+def window_effect(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: ArrayLike,
+                  arm: int, reference: int = 0, level: float = 0.95,
+                  batches: int = DEFAULT_BATCHES) -> WindowEffect:
+    """The trial's paired estimate of `arm` against `reference` from its windows."""
+    d = block_log_ratios(arms, blocks, ops, ns, arm, reference)
+    if d.size < 2:
+        raise StatsInputError(f"a window estimate needs at least 2 complete blocks, got {d.size}")
+    if not 0 < level < 1:
+        raise StatsInputError(f"level must lie in (0, 1), got {level}")
+    m = batch_means(d, max(batches, 2))
+    est = float(m.mean())
+    se = float(m.std(ddof=1) / np.sqrt(m.size))
+    half = float(stats.t.ppf(0.5 + level / 2, m.size - 1)) * se
+    return WindowEffect(arm=arm, reference=reference, n_blocks=int(d.size),
+                        n_batches=int(m.size), log_ratio=est, se=se, lo=est - half,
+                        hi=est + half, level=level, block_sd=float(d.std(ddof=1)))
+
+
+def arm_rates(arms: ArrayLike, ops: ArrayLike, ns: ArrayLike) -> dict[int, float]:
+    """Per arm, the geometric mean of its windows' rates in ops per second."""
+    y = _log_rates(ops, ns)
+    a = np.asarray(arms)
+    return {int(k): float(np.exp(y[a == k].mean()) * 1e9) for k in np.unique(a)}

@@ -1,0 +1,148 @@
+"""Request-level interleaving of servers (design "interleaved" with `window_ops`): every arm's
+server up at once, one client (hugelab-reqmix, C) holding `clients` connections to each and
+alternating windows of `window_ops` operations between them in a random order and its mirror
+(ABBA), so arms are compared within milliseconds of each other and the drift of a shared vCPU
+cancels. The trial stays the unit: fresh servers per trial; the windows sharpen each trial's
+paired estimate, and are kept for the report.
+
+A server kind offers, beside `start(backing)` and `stop(srv)`:
+    request_server(srv) -> str         the client's --server value for this running server
+    request_load() -> dict             its load as ReqmixSettings fields (script, keys, ...)
+    request_result(srv, metrics, backing) -> WorkloadResult
+                                       the arm's result: these metrics, the server's own
+                                       evidence (read now, the server still up) and its info
+    server_pid(srv) -> int             the server's main process, for pinning and CPU time
+
+Pinning: the servers share one set of CPUs, the client runs on another (the last CPU), so
+every arm's server runs on the same CPUs; the provenance records it. The servers' CPU time per
+operation (their whole process trees) and khugepaged's and kcompactd's CPU time over the trial
+are measured beside the client's windows: the client's round trip dilutes an effect on the
+server, and huge pages' background work is in no server's tree."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from hugelab.errors import WorkloadError
+from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.command import check_exit
+from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
+from hugelab.workloads.reqmix import effects as window_effects
+from hugelab.workloads.reqmix_build import ensure_reqmix
+from hugelab.workloads.servercpu import daemons_cpu_s, pin_tree, tree_cpu_s
+
+DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
+
+
+class RequestServer(Protocol):
+    clients: int
+    duration_s: float
+    window_ops: int | None
+    warm_ops: int
+
+    def start(self, backing: str) -> Any: ...
+    def stop(self, srv: Any) -> None: ...
+    def request_server(self, srv: Any) -> str: ...
+    def request_load(self) -> dict[str, Any]: ...
+    def request_result(self, srv: Any, metrics: dict[str, float], backing: str
+                       ) -> WorkloadResult: ...
+    def server_pid(self, srv: Any) -> int: ...
+
+
+def wants_requests(workload: object) -> bool:
+    """Whether a server workload asks for request-level windows (it sets window_ops)."""
+    return bool(getattr(workload, "window_ops", None)) and \
+        callable(getattr(workload, "request_server", None))
+
+
+def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
+    """The client on the last CPU, every server on the others (pure); on one CPU, all share."""
+    cpus = sorted(cpus)
+    if len(cpus) < 2:
+        return {"client": list(cpus), "servers": list(cpus)}
+    return {"client": cpus[-1:], "servers": cpus[:-1]}
+
+
+def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str, float]:
+    """One arm's trial metrics from the client's windows (pure): ops/s the geometric mean of
+    its windows' rates (two arms' log-ratio is then the mean of their windows'), latency
+    percentiles in ms, the client's CPU share, and (other arms) the within-trial window effect
+    against the reference with its 95% interval."""
+    mine = [w for w in result.windows if w.arm == arm and w.ns > 0 and w.ops > 0]
+    if not mine:
+        raise WorkloadError(f"hugelab-reqmix timed no window of arm {arm}")
+    rate = math.exp(float(np.mean([math.log(w.ops * 1e9 / w.ns) for w in mine])))
+    lat = next(x for x in result.latency if x.arm == arm)
+    out = {"ops_per_s": rate, "ops": float(lat.ops_total), "windows": float(len(mine)),
+           "latency_avg_ms": lat.mean_ns / 1e6, "p50_ms": lat.p50_ns / 1e6,
+           "p99_ms": lat.p99_ns / 1e6, "p99_9_ms": lat.p999_ns / 1e6,
+           "client_cpu_share": result.client_cpu_share(arm)}
+    if arm != reference:
+        e = window_effects(result, reference)[arm]
+        mid, lo, hi = e.percent
+        out.update({"window_effect_pct": mid, "window_effect_lo_pct": lo,
+                    "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd})
+    return out
+
+
+def settings_for(arms: Sequence[tuple[RequestServer, str]], servers: list[str],
+                 seed: int) -> ReqmixSettings:
+    first = arms[0][0]
+    return ReqmixSettings(servers=tuple(servers), clients=first.clients,
+                          window_ops=first.window_ops or DEFAULT_WINDOW_OPS,
+                          warm_ops=first.warm_ops, duration_s=first.duration_s, seed=seed,
+                          **first.request_load())
+
+
+def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
+                   rng: random.Random | None = None, reference: int = 0
+                   ) -> list[WorkloadResult]:
+    """One request-interleaved trial: one result per (workload, backing), in the given order
+    (the order the servers start in), window effects against arm `reference`."""
+    rng = rng or random.Random()
+    if getattr(target, "name", "") != "native":
+        raise WorkloadError("request-level interleaving runs its servers on the host")
+    servers: list[Any] = []
+    try:
+        for wl, backing in arms:
+            servers.append(wl.start(backing))
+        return _measure(target, arms, servers, rng, reference)
+    finally:
+        for (wl, _b), srv in zip(arms, servers, strict=False):
+            wl.stop(srv)
+
+
+def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers: list[Any],
+             rng: random.Random, reference: int) -> list[WorkloadResult]:
+    pins = pinning(sorted(os.sched_getaffinity(0)))
+    pids = [wl.server_pid(srv) for (wl, _b), srv in zip(arms, servers, strict=True)]
+    for pid in pids:
+        pin_tree(pid, pins["servers"])
+    settings = settings_for(arms, [wl.request_server(srv) for (wl, _b), srv in
+                                   zip(arms, servers, strict=True)], rng.randrange(1 << 31))
+    argv = ["taskset", "-c", ",".join(map(str, pins["client"])),
+            *reqmix_argv(ensure_reqmix(), settings)]
+    cpu0, daemons0 = [tree_cpu_s(p) for p in pids], daemons_cpu_s()
+    res = target.exec(argv, timeout=(settings.duration_s or 60.0) + 120.0)
+    cpu1, daemons1 = [tree_cpu_s(p) for p in pids], daemons_cpu_s()
+    check_exit(res, "hugelab-reqmix")
+    report = parse_output(res.stdout)
+    daemons = {k: round(daemons1.get(k, 0.0) - v, 3) for k, v in daemons0.items()}
+    out = []
+    for i, ((wl, backing), srv) in enumerate(zip(arms, servers, strict=True)):
+        metrics = arm_metrics(report, i, reference)
+        ops = next(x.ops_total for x in report.latency if x.arm == i)
+        metrics["server_cpu_us_per_op"] = 1e6 * (cpu1[i] - cpu0[i]) / ops if ops else math.nan
+        r = wl.request_result(srv, metrics, backing)
+        r.info["interleaved"] = {"design": "requests", "servers": len(arms), "index": i,
+                                 "window_ops": settings.window_ops, "clients": settings.clients,
+                                 "blocks": report.blocks, "pinning": pins, "seed": settings.seed}
+        r.info["thp_daemons_cpu_s"] = daemons
+        out.append(r)
+    return out

@@ -1,0 +1,73 @@
+"""A running server's CPU time and CPUs, read from /proc: the CPU seconds of its whole process
+tree (live processes, and the children they reaped: a PostgreSQL backend's time lands in its
+postmaster's cutime when it exits), every task of the tree pinned to a set of CPUs, and the CPU
+seconds of the kernel threads that do huge-page work for everyone (khugepaged, kcompactd)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+DAEMONS = ("khugepaged", "kcompactd")
+
+
+def _stat(pid: int | str, proc: Path) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (field 3 is index 0); None if gone."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def children(proc: Path = Path("/proc")) -> dict[int, list[int]]:
+    """ppid -> its live children's pids, from one pass over /proc."""
+    out: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (f := _stat(entry.name, proc)) is not None:
+            out.setdefault(int(f[1]), []).append(int(entry.name))
+    return out
+
+
+def tree(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    kids, out, todo = children(proc), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def tree_cpu_s(pid: int, proc: Path = Path("/proc")) -> float:
+    """User + system seconds of `pid` and its live descendants, and of the children each of
+    them reaped (utime, stime, cutime, cstime)."""
+    total = 0
+    for p in tree(pid, proc):
+        if (f := _stat(p, proc)) is not None:
+            total += sum(int(x) for x in f[11:15])
+    return total / TICK
+
+
+def pin_tree(pid: int, cpus: list[int], proc: Path = Path("/proc")) -> None:
+    """Every task (thread) of `pid`'s tree to `cpus`; later children inherit it."""
+    for p in tree(pid, proc):
+        with contextlib.suppress(OSError):
+            for task in (proc / str(p) / "task").iterdir():
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task.name), cpus)
+
+
+def daemons_cpu_s(proc: Path = Path("/proc")) -> dict[str, float]:
+    """CPU seconds so far of khugepaged and the kcompactd threads (summed per name)."""
+    out = dict.fromkeys(DAEMONS, 0.0)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            comm = (entry / "comm").read_text().strip()
+            name = next((d for d in DAEMONS if comm.startswith(d)), None)
+            if name and (f := _stat(entry.name, proc)) is not None:
+                out[name] += (int(f[11]) + int(f[12])) / TICK
+    return out

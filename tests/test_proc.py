@@ -1,0 +1,123 @@
+"""hugelab.proc is the one way hugelab runs a process: nothing else under hugelab/ starts one
+(subprocess's functions, os.exec*, os.spawn*, os.system, os.fork), except what the allow-list
+below names and says why. subprocess's constants and types (DEVNULL, STDOUT, PIPE,
+TimeoutExpired, Popen as a type) are no process of their own and may be used anywhere."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hugelab import proc
+from hugelab.errors import CommandError, ToolMissingError
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "hugelab"
+
+STARTERS = {
+    "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput",
+                   "getstatusoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp",
+           *(f"exec{s}" for s in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")),
+           *(f"spawn{s}" for s in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+    "pty": {"spawn", "fork"},
+}
+
+# Files that may start processes on their own, and why (keep this list short).
+ALLOWED = {
+    # the one way: run, run_bytes, start, spawn, become
+    "hugelab/proc.py",
+    # runs inside hugelab's guests, where only the standard library exists (no hugelab to
+    # import): it runs each exec request's argv with subprocess.Popen itself
+    "hugelab/vm/own/agent.py",
+    # `servermem.py watch` runs by its path inside a guest (standard library only), where it
+    # starts the server it watches and hands the server's own picture back in its output
+    "hugelab/workloads/servermem.py",
+}
+
+
+def starts(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every process start in a module: `subprocess.run(...)`,
+    `os.execv(...)`, and names imported from those modules (`from subprocess import run`)."""
+    found = []
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in STARTERS:
+            for a in node.names:
+                if a.name in STARTERS[node.module]:
+                    imported[a.asname or a.name] = f"{node.module}.{a.name}"
+                    found.append((node.lineno, f"{node.module}.{a.name}"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.attr in STARTERS.get(f.value.id, ()):
+            found.append((node.lineno, f"{f.value.id}.{f.attr}"))
+        elif isinstance(f, ast.Name) and f.id in imported:
+            found.append((node.lineno, imported[f.id]))
+    return sorted(found)
+
+
+def test_only_proc_starts_processes():
+    bad = [f"{path.relative_to(ROOT)}:{line}: {name}"
+           for path in sorted(PKG.rglob("*.py")) if str(path.relative_to(ROOT)) not in ALLOWED
+           for line, name in starts(ast.parse(path.read_text()))]
+    assert not bad, "processes started outside hugelab/proc.py (use it, or add the file to " \
+        "ALLOWED with the reason):\n" + "\n".join(bad)
+
+
+def test_every_allowed_file_exists_and_starts_processes():
+    for rel in ALLOWED:
+        assert starts(ast.parse((ROOT / rel).read_text())), f"{rel} needs no place on the list"
+
+
+def test_the_scan_can_fail():
+    code = ("import os, subprocess\nfrom subprocess import check_output as co\n"
+            "subprocess.run(['x'])\nsubprocess.DEVNULL\nos.execv('x', ['x'])\nco(['y'])\n"
+            "p: subprocess.Popen[str]\n")
+    assert starts(ast.parse(code)) == [(2, "subprocess.check_output"), (3, "subprocess.run"),
+                                       (5, "os.execv"), (6, "subprocess.check_output")]
+
+
+def test_run_bytes_and_start():
+    cp = proc.run_bytes(["cat"], input=b"\x00\xffdata")
+    assert cp.stdout == b"\x00\xffdata" and cp.returncode == 0
+    assert proc.run_bytes(["cat"]).stdout == b""  # stdin is /dev/null without input
+    with pytest.raises(CommandError, match="exit 3"):
+        proc.run_bytes(["sh", "-c", "echo no >&2; exit 3"])
+    with pytest.raises(CommandError, match="timed out"):
+        proc.run_bytes(["sleep", "5"], timeout=0.2, check=False)
+    p = proc.start(["sh", "-c", "exit 4"], stdin=subprocess.DEVNULL)
+    assert p.wait(5) == 4
+    with pytest.raises(ToolMissingError):
+        proc.start(["no-such-tool-hugelab"])
+
+
+def test_become_replaces_the_process():
+    code = ("import os; from hugelab.proc import become; print(os.getpid(), flush=True); "
+            "become(['/bin/sh', '-c', 'echo $$'])")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    python, shell = cp.stdout.split()
+    assert python == shell  # the same process, now running sh
+
+
+def test_wait_for_a_condition_a_give_up_or_the_time():
+    import time
+
+    calls = []
+    assert proc.wait_for(lambda: calls.append(1) or len(calls) >= 3, 5, interval_s=0.001)
+    assert len(calls) == 3
+    t0 = time.monotonic()
+    assert not proc.wait_for(lambda: False, 0.1, interval_s=0.01)
+    assert 0.1 <= time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    assert not proc.wait_for(lambda: False, 30, unless=lambda: True)
+    assert time.monotonic() - t0 < 1

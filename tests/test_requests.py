@@ -1,0 +1,100 @@
+"""Request-level interleaving of servers (hugelab.workloads.requests): pure parts with plain
+inputs (pinning, an arm's metrics from the client's windows, a server tree's CPU time from a
+fake /proc), and for real: two redis servers A/A, each arm judged by its own server, servers
+pinned apart from the client, nothing left running."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from hugelab.workloads.reqmix import parse_output
+from hugelab.workloads.requests import arm_metrics, pinning, wants_requests
+from hugelab.workloads.servercpu import TICK, tree, tree_cpu_s
+
+
+def report(rates: list[list[float]], ops: int = 100) -> str:
+    """A client report whose arm a's window in block b ran at rates[b][a] ops/s."""
+    windows = [{"arm": a, "block": b, "pos": a, "ops": ops, "ns": int(ops * 1e9 / r),
+                "cpu_ns": int(ops * 1e9 / r / 4)}
+               for b, row in enumerate(rates) for a, r in enumerate(row)]
+    arms = len(rates[0])
+    lat = [{"arm": a, "protocol": "redis", "ops_total": ops * len(rates), "preloaded": 0,
+            "timed_ops": ops * len(rates), "mean_ns": 1e5, "p50_ns": 9e4, "p90_ns": 1.5e5,
+            "p99_ns": 3e5, "p999_ns": 5e5, "max_ns": 1e6} for a in range(arms)]
+    return json.dumps({"reqmix": 1, "arms": arms, "clients": 1, "window_ops": ops,
+                       "window_ms": 0, "warm_ops": 0, "seed": 1, "servers": ["x"] * arms,
+                       "blocks": len(rates), "wall_ns": 1, "rusage": {"user_ns": 0, "sys_ns": 0},
+                       "latency": lat, "windows": windows})
+
+
+def test_the_client_and_the_servers_get_cpus_of_their_own():
+    assert pinning([0, 1]) == {"client": [1], "servers": [0]}
+    assert pinning([3, 0, 2, 1]) == {"client": [3], "servers": [0, 1, 2]}
+    assert pinning([0]) == {"client": [0], "servers": [0]}
+
+
+def test_an_arms_rate_is_the_geometric_mean_of_its_windows_and_drift_cancels():
+    # the machine's speed drifts by x1.5 from block to block; arm 1 is 2% faster throughout
+    speed = [1.0, 1.5, 0.8, 1.2] * 10
+    res = parse_output(report([[1000 * s, 1020 * s] for s in speed]))
+    base, other = arm_metrics(res, 0), arm_metrics(res, 1)
+    assert base["ops_per_s"] == pytest.approx(1000 * math.exp(sum(map(math.log, speed)) / 40))
+    assert other["window_effect_pct"] == pytest.approx(2.0, abs=1e-6)
+    assert other["block_sd_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert other["window_effect_lo_pct"] - 1e-6 <= 2.0 <= other["window_effect_hi_pct"] + 1e-6
+    assert base["p99_ms"] == pytest.approx(0.3) and base["client_cpu_share"] == pytest.approx(0.25)
+    assert "window_effect_pct" not in base
+
+
+def test_only_a_server_kind_with_window_ops_asks_for_requests():
+    from hugelab.workloads.redis import RedisBenchmark
+    assert wants_requests(RedisBenchmark(window_ops=200))
+    assert not wants_requests(RedisBenchmark())
+    assert not wants_requests(object())
+
+
+def test_a_server_trees_cpu_time_counts_its_children_and_what_they_reaped(tmp_path):
+    def proc(pid: int, ppid: int, ticks: tuple[int, int, int, int]) -> None:
+        d = tmp_path / str(pid)
+        d.mkdir()
+        fields = ["S", str(ppid)] + ["0"] * 9 + [str(t) for t in ticks] + ["0"] * 30
+        (d / "stat").write_text(f"{pid} (srv) " + " ".join(fields) + "\n")
+    proc(10, 1, (100, 50, 20, 10))     # the postmaster: its own time and its reaped backends'
+    proc(11, 10, (30, 10, 0, 0))       # a live backend
+    proc(12, 1, (999, 999, 0, 0))      # someone else
+    assert sorted(tree(10, tmp_path)) == [10, 11]
+    assert tree_cpu_s(10, tmp_path) == pytest.approx(220 / TICK)
+    assert tree_cpu_s(os.getpid()) > 0  # this process, for real
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_two_redis_servers_request_by_request_each_judged_alone():
+    from hugelab.trial.appevidence import app_check
+    from hugelab.trial.evidence import check_tree
+    from hugelab.trial.native import NativeTarget
+    from hugelab.workloads.interleave import serve
+    from hugelab.workloads.redis import RedisBenchmark, judge
+    from tests.hostguard import workload_processes
+    procs = workload_processes()
+    w = RedisBenchmark(window_ops=100, clients=2, duration_s=2, tests=("get",), keyspace=1000)
+    on = RedisBenchmark(window_ops=100, clients=2, duration_s=2, tests=("get",),
+                        keyspace=1000, app=(("disable-thp", "yes"),))
+    a, b = serve(NativeTarget(), [(w, "4k"), (on, "4k")], random.Random(4))
+    assert workload_processes() == procs
+    for r in (a, b):
+        assert r.primary == "ops_per_s" and r.value > 0 and r.metrics["windows"] >= 4
+        assert r.metrics["server_cpu_us_per_op"] > 0 and 0 < r.metrics["client_cpu_share"] < 2
+        assert r.info["interleaved"]["design"] == "requests"
+        assert r.info["interleaved"]["pinning"] == pinning(sorted(os.sched_getaffinity(0)))
+        assert check_tree("4k", r.evidence["tree"]).status != "contradicted"
+        assert set(r.info["thp_daemons_cpu_s"]) == {"khugepaged", "kcompactd"}
+    assert b.metrics["window_effect_lo_pct"] <= b.metrics["window_effect_pct"]
+    assert app_check(b.evidence, judge) is not None
+    assert Path(f"/proc/{os.getpid()}").exists()
