@@ -18,6 +18,7 @@ from hugelab.host.paths import REAL, THP_DIR
 from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
 from hugelab.planning.dryrun import host_mthp
 from hugelab.report import pagesizes
+from hugelab.units import page_label
 from tests.fakehost import add_mthp, make_host
 
 
@@ -87,7 +88,7 @@ def test_the_report_places_any_kernel_size_on_its_page_axis():
         assert pagesizes.arm_page({"backing": "4k", "vm": {"backing": "memfd",
                                                        "mthp": label(kb)}}) == \
             (kb, "4 KiB / mTHP")
-        assert pagesizes._size_label(kb) == label(kb)
+        assert page_label(kb) == label(kb)  # the figure's axis labels
 
 
 # --- this machine's kernel (read only) -------------------------------------------------------
