@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.checks import VERIFIED
 from hugelab.errors import ToolMissingError, VMError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
 from hugelab.trial.native import NativeTarget
@@ -28,8 +27,6 @@ from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_s
 from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
-from hugelab.workloads.memcached import KIND as MEMCACHED
-from hugelab.workloads.memcached import MemcachedBenchmark, judge
 from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
 from tests.hostguard import qemu_children
@@ -220,20 +217,6 @@ def test_redis_server_in_guest_benchmark_on_host():
     assert o.result.info["version"]  # parsed from the guest server's own log
     assert "Ready to accept connections" in o.result.evidence["server_output_tail"]
     assert o.monitors["guest_vmstat"].get("pgfault", 0) > 0  # the server faulted in the guest
-
-
-@vm_test
-def test_memcached_server_in_guest_memcslap_on_host():
-    """memcached's declaration (its port, a `version` probe, a `shutdown` stopper, -A in the
-    guest) is all the guest plumbing needs: the server runs in the guest, memcslap on the host,
-    and the server is stopped through the forward (the agent answers again after it)."""
-    (o,) = _one_ok(guest_arm(), MemcachedBenchmark(execute_number=2000, concurrency=2))
-    assert o.result.metrics["ops_per_s"] > 0 and o.result.metrics["keys"] == 4000
-    assert o.result.info["placement"]["guest_port"] == MEMCACHED.server.port  # type: ignore[union-attr]
-    assert o.monitors["guest_vmstat"].get("pgfault", 0) > 0  # the server faulted in the guest
-    server = o.result.evidence["server"]  # its own picture, read in the guest and handed back
-    assert server["anon_kb"] > 0 and server["madvised_kb"] == 0, server
-    assert judge(o.result.evidence).status == VERIFIED  # type: ignore[union-attr]
 
 
 @vm_test

@@ -126,9 +126,11 @@ def _size_dirs(d: Path) -> list[int]:
 
 
 def read_text(path: Path, default: str | None = None) -> str | None:
+    """The file's text, or `default` when it is not there to read: missing, not ours, or a
+    /proc file of a process that exited between its open and its read (ESRCH)."""
     try:
         return path.read_text()
-    except (FileNotFoundError, PermissionError, NotADirectoryError):
+    except (FileNotFoundError, PermissionError, NotADirectoryError, ProcessLookupError):
         return default
 
 
