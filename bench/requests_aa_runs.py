@@ -86,7 +86,8 @@ def main() -> int:
               + f"; minutes per run {sorted(r.get('minutes', 0) for r in rs)}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
-    return 1 if any(r.get("verdict") in ("faster", "slower") for r in results) else 0
+    bad = any(r.get("verdict") in ("faster", "slower") or "error" in r for r in results)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -104,6 +104,9 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
                                         {"name": "b", "backing": "thp", "thp": "always",
                                          "app": {"disable-thp": "yes"}}]))
     assert redis.design == "interleaved"
+    requests = parse_experiment(_exp(workload={"kind": "redis", "duration_s": 2,
+                                               "window_ops": 200}))
+    check_places(requests)  # windows of requests: a short duration still holds many
     with pytest.raises(ExperimentError, match="port of its own"):
         check_places(parse_experiment(_exp(workload={"kind": "redis", "port": 6380})))
     from hugelab.workloads.registry import build_workload

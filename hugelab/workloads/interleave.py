@@ -111,6 +111,8 @@ def server_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, s
         return ("every arm's server listens on a port of its own, so the workload cannot name "
                 "one", "leave port unset: hugelab picks a free loopback port per server")
     duration, window = table.get("duration_s", 10.0), table.get("window_s", 2.0)
+    if table.get("window_ops"):
+        return None  # windows of requests: milliseconds each, any duration holds many
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (duration, window)) \
             and duration < 2 * window:
         return (f"duration_s {duration:g} is shorter than two windows of window_s {window:g} "
