@@ -111,10 +111,11 @@ def test_places_it_cannot_run_are_refused_before_any_trial():
 def test_a_dead_runs_datadir_is_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("HUGELAB_MARIADB_WORK", str(tmp_path))
     dead, live = tmp_path / "trial-dead", tmp_path / "trial-live"
-    for d, pid in ((dead, 2 ** 22 + 1), (live, os.getpid())):
+    from hugelab import identity
+    for d, rec in ((dead, {**identity.record(), "owner_pid": 2 ** 22 + 1}),
+                   (live, identity.record(os.getpid()))):
         d.mkdir()
-        (d / datadir.OWNER_FILE).write_text(json.dumps(
-            {"owner_pid": pid, "owner_starttime": datadir._starttime(pid)}))
+        (d / datadir.OWNER_FILE).write_text(json.dumps(rec))
     assert datadir.remove_leftovers() == [str(dead)]
     assert live.is_dir() and not dead.exists()
 

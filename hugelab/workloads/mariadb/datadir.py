@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from hugelab import identity
 from hugelab.errors import ToolMissingError, WorkloadError
 from hugelab.proc import run
 
@@ -49,30 +50,20 @@ def user_ids() -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
-def _starttime(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def owner_alive(top: Path) -> bool:
-    """Whether the run that made `top` still lives (same pid and start time, this boot)."""
+    """Whether the run that made `top` still lives (hugelab.identity: pid, start time, boot)."""
     try:
         rec = json.loads((top / OWNER_FILE).read_text())
     except (OSError, ValueError):
         return False
-    pid = int(rec.get("owner_pid") or 0)
-    started = _starttime(pid) if pid > 0 else None
-    return started is not None and started == rec.get("owner_starttime")
+    return isinstance(rec, dict) and identity.recorded_alive(rec)
 
 
 def new_dir(kind: str) -> Path:
     """A fresh 0700 directory owned by mysql under work_dir(), with its owner record."""
     top = work_dir() / f"{kind}-{uuid.uuid4().hex[:16]}"
     top.mkdir(mode=0o700)
-    rec = {"owner_pid": os.getpid(), "owner_starttime": _starttime(os.getpid()),
-           "created": time.time()}
+    rec = {**identity.record(), "created": time.time()}
     fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(rec, f)
