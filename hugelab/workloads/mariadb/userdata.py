@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hugelab.errors import ExperimentError
 from hugelab.proc import run
+from hugelab.workloads.command import file_sha256
 from hugelab.workloads.mariadb import datadir
 
 CHUNK = 1 << 20
@@ -26,11 +27,7 @@ INIT_FILE = "hugelab-init.sql"
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def creates_sbtest(path: Path) -> bool:

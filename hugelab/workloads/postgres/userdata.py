@@ -17,6 +17,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run
+from hugelab.workloads.command import file_sha256
 from hugelab.workloads.postgres import cluster, userconf
 
 CHUNK = 1 << 20
@@ -45,11 +46,7 @@ def dump_format(head: bytes) -> str:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def check_dump(path: str) -> str:
