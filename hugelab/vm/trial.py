@@ -220,12 +220,14 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
                     client: Target | None = None) -> list[GuestOutcome]:
     """Boot arm.vm.vms guests, run the workload in all at once, return one outcome per guest.
 
-    A kind with a server runs it in each guest and its client on the host (`client`, default
-    a NativeTarget) through that guest's 127.0.0.1 port forward."""
+    A kind with a server runs it in each of hugelab's own guests and its client on the host
+    (`client`, default a NativeTarget) through that guest's 127.0.0.1 port forward; in a
+    user's domain both run in the guest."""
     assert arm.vm is not None
     names = arm.targets()
     k = arm.vm.trials_per_boot
-    guest_port = server_guest_port(workload)
+    # a user's domain runs a server kind's server and client inside (hugelab.workloads.guestside)
+    guest_port = None if arm.vm.domain else server_guest_port(workload)
     client = client or NativeTarget()
     t0 = time.monotonic()
     workload_s = [0.0] * len(names)
@@ -278,8 +280,11 @@ def _settle(o: GuestOutcome, g: Guest, before: dict[str, int], arm: Arm, spec: V
                                    if k in after and after[k] != v},
                   "guest_meminfo": _guest_meminfo(g)}
     o.evidence = {"qemu": _qemu_evidence(g, arm.vm.mthp is not None)}
-    tree = g.target.tree() if g.alive() else {}
-    o.evidence["tree"] = {**tree, "where": f"guest {g.name}"}
+    tree = {**(g.target.tree() if g.alive() else {}), "where": f"guest {g.name}"}
+    if o.result is not None and "tree" in o.result.evidence:  # a daemon's own (a domain's
+        o.monitors["guest_tree"] = tree                          # server): the clients' here
+    else:
+        o.evidence["tree"] = tree
     o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
                     "trials_per_boot": arm.vm.trials_per_boot,
                     "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,

@@ -173,11 +173,16 @@ def listening(port: int, proc_net: Path = Path("/proc/net/tcp")) -> bool:
     Read instead of probing with connect(): a probe connection would count as the one client
     of `iperf3 -s -1`."""
     try:
-        lines = proc_net.read_text().splitlines()[1:]
+        return listens(proc_net.read_text(), port)
     except OSError:
         return False
+
+
+def listens(proc_net_tcp: str, port: int) -> bool:
+    """Whether a /proc/net/tcp text shows a LISTEN socket on 127.0.0.1 or 0.0.0.0:port
+    (pure; a guest's text too)."""
     want = {f"0100007F:{port:04X}", f"00000000:{port:04X}"}
-    for line in lines:
+    for line in proc_net_tcp.splitlines()[1:]:
         cols = line.split()
         if len(cols) > 3 and cols[1] in want and cols[3] == "0A":
             return True
@@ -241,8 +246,12 @@ class LocalServer:
 
 def server_memory(handle: ServerHandle) -> dict[str, object]:
     """The running server's own THP picture (hugelab.workloads.servermem), read just
-    before it stops; {} for a server this process cannot see (one in a guest)."""
+    before it stops; {} for a server this process cannot see (one in a guest). A handle
+    with its own `memory()` (a server in a user's domain) reads it through the way in."""
     from hugelab.workloads.servermem import process_memory
+    own = getattr(handle, "memory", None)
+    if callable(own):
+        return dict(own())
     proc = getattr(handle, "proc", None)
     pid = getattr(proc, "pid", None)
     return process_memory(pid) if isinstance(pid, int) else {}

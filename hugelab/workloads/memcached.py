@@ -41,6 +41,7 @@ from hugelab.workloads.command import (
     server_memory,
     tail,
 )
+from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
@@ -194,19 +195,25 @@ class MemcachedBenchmark:
         return self._evidence(result, memory, "", backing)
 
     def _evidence(self, result: WorkloadResult, memory: dict[str, object], output: str,
-                  backing: str) -> WorkloadResult:
+                  backing: str, version_text: str | None = None) -> WorkloadResult:
         s = self.settings()
         result.evidence["server"] = memory
         result.evidence["server_output_tail"] = output
         result.evidence["memcached"] = s  # the app evidence rule: judge()
-        version = proc.run([self.server_binary, "-V"], check=False, timeout=10)
-        result.info["server_version"] = first_version(version.stdout, r"memcached (\S+)")
+        if version_text is None:
+            version_text = proc.run([self.server_binary, "-V"], check=False, timeout=10).stdout
+        result.info["server_version"] = first_version(version_text, r"memcached (\S+)")
         result.info["backing"] = backing
         result.info["memcached_settings"] = s
         return result
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
-        side = default_server(self.server, target, "memcached", self.port)
+        if in_domain(target):  # the guest's own memcached, memcslap beside it in the guest
+            refuse_process_thp("memcached", self.process_thp)
+            side: ServerSide = DomainServers(target, self.port or DOMAIN_PORT,  # type: ignore[arg-type]
+                                             daemon_argv, owner="nobody")
+        else:
+            side = default_server(self.server, target, "memcached", self.port)
         in_guest = self.server is not None  # a server this process cannot see: it reports
         handle = side.start(lambda port: self._server(port, target, in_guest), "memcached")
         memory: dict[str, object] = {}
@@ -217,7 +224,12 @@ class MemcachedBenchmark:
         finally:
             server_out = handle.stop()
         memory = memory or last_picture(server_out)
-        return self._evidence(self.parse(res), memory, server_out, backing)
+        result, version = self.parse(res), None
+        if in_domain(target):  # the daemon's own tree: the guest's sampled one is memcslap's
+            version = target.exec([self.server_binary, "-V"]).stdout
+            if memory:
+                result.evidence["tree"] = server_tree("memcached", memory, f"guest {target.name}")
+        return self._evidence(result, memory, server_out, backing, version)
 
     def _server(self, port: int, target: Target, in_guest: bool) -> list[str]:
         argv = wrap(self.server_argv(port), self.process_thp, target)
@@ -280,6 +292,14 @@ def guest_argv(argv: list[str]) -> list[str]:
     return [*argv, "-A"]
 
 
+DOMAIN_PORT = 11211
+
+
+def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
+    """memcached as its own daemon in a user's domain: -d, its pid in `pidfile` (pure)."""
+    return [*argv, "-d", "-P", pidfile]
+
+
 def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
     """memcached interleaves requests only (memcslap has no timed runs to alternate)."""
     if not table.get("window_ops"):
@@ -291,9 +311,7 @@ def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, st
 KIND = Kind(
     name="memcached", workload=MemcachedBenchmark,
     summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
-    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("memcached", "memcached"), Tool("memcslap", "libmemcached-tools")),
     interleave=requests_only,
-    server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge,
-    refusals={"domain": "memcached runs its server in hugelab's own guests (a NIC with a "
-                        "127.0.0.1 forward); a user's domain keeps its own network"})
+    server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge)

@@ -64,6 +64,7 @@ from hugelab.workloads.command import (
     server_memory,
     tail,
 )
+from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
@@ -304,7 +305,12 @@ class RedisBenchmark:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         check_backing(backing)
-        side = default_server(self.server, target, "redis-server", self.port)
+        if in_domain(target):  # the guest's own redis-server, redis-benchmark beside it
+            refuse_process_thp("redis", self.process_thp)
+            side: ServerSide = DomainServers(target, self.port or DOMAIN_PORT,  # type: ignore[arg-type]
+                                             daemon_argv)
+        else:
+            side = default_server(self.server, target, "redis-server", self.port)
         if self.rdb and getattr(target, "name", "") != "native":
             raise WorkloadError("redis: rdb runs on the host only for now (the RDB copy is "
                                 "this host's)")
@@ -333,6 +339,8 @@ class RedisBenchmark:
         record_rdb(result, self.rdb, keys)
         result.evidence["server_output_tail"] = server_out
         result.evidence["server"] = memory
+        if in_domain(target) and memory:  # the daemon's own: the guest's tree is the client's
+            result.evidence["tree"] = server_tree("redis-server", memory, f"guest {target.name}")
         if self.app:  # the arm set Redis's own switch: the app evidence rule judges it
             result.evidence["redis"] = {"disable_thp": self.disable_thp,
                                         "process_thp": self.process_thp}
@@ -523,6 +531,19 @@ def stop(port: int) -> None:
         exchange(port, _SHUTDOWN)
 
 
+DOMAIN_PORT = 6379
+
+
+def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
+    """redis-server as its own daemon in a user's domain: --daemonize yes, its pid in
+    `pidfile`, its log beside it (pure)."""
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "--daemonize":
+            out[i + 1] = "yes"
+    return [*out, "--pidfile", pidfile, "--logfile", pidfile.removesuffix(".pid") + ".log"]
+
+
 def guest_argv(argv: list[str]) -> list[str]:
     """Redis 7 in protected mode answers only loopback clients, and forwarded connections come
     from slirp's 10.0.2.2: `--protected-mode no` in the guest, whose NIC is reachable from
@@ -537,10 +558,8 @@ def guest_argv(argv: list[str]) -> list[str]:
 KIND = Kind(
     name="redis", workload=RedisBenchmark,
     summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
-    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
     duration=("timeout_s", None), judge=judge, interleave=server_problem,
-    leftovers=rdb_leftovers,
-    refusals={"domain": "redis runs its server in hugelab's own guests (a NIC with a "
-                        "127.0.0.1 forward); a user's domain keeps its own network"})
+    leftovers=rdb_leftovers)

@@ -5,6 +5,8 @@ in VmFlags; memcached -L). The app evidence rules (hugelab.trial.appevidence) ju
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def _read(path: str) -> str | None:
     try:
@@ -50,18 +52,21 @@ def madvised(smaps_text: str) -> dict[str, int]:
     return out
 
 
-def process_memory(pid: int, proc: str = "/proc") -> dict[str, object]:
-    """One live process's THP picture; {} when it is gone."""
-    rollup = _read(f"{proc}/{pid}/smaps_rollup")
+def process_memory(pid: int, proc: str = "/proc",
+                   read: Callable[[str], str | None] = _read) -> dict[str, object]:
+    """One live process's THP picture; {} when it is gone. `read`: how to read a file (a
+    guest's, through hugelab's way into it)."""
+    rollup = read(f"{proc}/{pid}/smaps_rollup")
     if not rollup:
         return {}
-    status = _read(f"{proc}/{pid}/status") or ""
+    status = read(f"{proc}/{pid}/status") or ""
     return {"pid": pid, "thp_enabled": thp_enabled(status), "anon_kb": _kb(rollup, "Anonymous"),
             "anon_huge_kb": _kb(rollup, "AnonHugePages"), "rss_kb": _kb(rollup, "Rss"),
-            **madvised(_read(f"{proc}/{pid}/smaps") or "")}
+            **madvised(read(f"{proc}/{pid}/smaps") or "")}
 
 
-def server_tree(comm: str, memory: dict[str, object]) -> dict[str, object]:
+def server_tree(comm: str, memory: dict[str, object],
+                where: str = "host") -> dict[str, object]:
     """One server's process_memory() in the shape of a trial's tree summary (one process, one
     sample), for evidence rules that judge a tree, where the trial's tree holds other servers
     too (interleaved servers) (pure)."""
@@ -75,7 +80,7 @@ def server_tree(comm: str, memory: dict[str, object]) -> dict[str, object]:
             "thp_enabled_by_comm": {comm: 1} if enabled == 1 else {},
             "thp_disabled_by_comm": {comm: 1} if enabled == 0 else {},
             "unadvised_thp_kb_by_comm": {comm: unadvised} if unadvised else {},
-            "where": f"host ({comm} of this arm alone, read after its last window)"}
+            "where": f"{where} ({comm} of this arm alone, read after its last window)"}
 
 
 # --- a server in a guest: watched from inside, its last picture handed back in its output ---

@@ -96,6 +96,9 @@ for word in $(cat /proc/cmdline); do
     case "$word" in {SSH_KEY_ARG}=*) echo "${{word#*=}}" | tr , ' ' ;; esac
 done
 """
+# The servers' own units: a benchmark starts its server with the arm's settings, and a server
+# started at boot would take the guest's memory (and, under TCG, its boot time).
+_SERVER_UNITS = ("postgresql.service", "redis-server.service", "memcached.service")
 # Timers that would wake up in the middle of a benchmark.
 _QUIET_TIMERS = ("apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer",
                  "e2scrub_all.timer", "fstrim.timer")
@@ -128,6 +131,8 @@ class Recipe:
     packages: tuple[str, ...] = (
         "systemd-sysv", "udev", "qemu-guest-agent", "sysbench", "stress-ng",
         "linux-image-amd64", "initramfs-tools", "procps", "iproute2", "openssh-server",
+        # servers for `domain = NAME` server arms (issue 28), off at boot: hugelab starts them
+        "postgresql", "redis-server", "redis-tools", "memcached", "libmemcached-tools",
     )
     # (absolute path in the guest, content), written in order after debootstrap
     files: tuple[tuple[str, str], ...] = (
@@ -156,6 +161,7 @@ class Recipe:
         ("systemctl", "enable", "systemd-networkd.service", "ssh.service"),
         ("chmod", "0755", SSH_KEYS_COMMAND),
         ("systemctl", "disable", *_QUIET_TIMERS),
+        ("systemctl", "disable", *_SERVER_UNITS),
         ("passwd", "--lock", "root"),  # no password is ever stored; use the guest agent
         ("update-initramfs", "-u", "-k", "all"),
         ("apt-get", "clean"),

@@ -31,6 +31,8 @@ def copied_tools() -> set[str]:
 class RemoteTarget:
     """The Target protocol's shared half for a guest hugelab reaches from outside."""
 
+    place = "domain"  # a guest with files of its own (hugelab.workloads.guestside.in_domain)
+
     def __init__(self, name: str, *, slack_s: float = 60.0) -> None:
         self.name = name
         self.slack_s = slack_s

@@ -37,11 +37,13 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
+from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.postgres import (
     cluster,
     guestio,
+    indomain,
     leftovers,
     pgbench,
     segment,
@@ -79,6 +81,7 @@ class Postgres:
     datadir: str | None = None   # a user's data directory: copied per trial, never opened
     conf: str | None = None      # a user's postgresql.conf: its settings under the arm's
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides the defaults
+    domain_arm: bool = False  # set by for_arm: a user's domain runs its own PostgreSQL
     kind: str = field(default="postgres", init=False)
     conf_items: tuple[tuple[str, str], ...] = field(default=(), init=False, compare=False,
                                                      repr=False)
@@ -117,8 +120,12 @@ class Postgres:
     def for_arm(self, arm: Any) -> Postgres:
         """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
         defaults; the server checks every setting (`postgres -C`) now, before any trial."""
+        domain = arm.vm is not None and arm.vm.domain is not None
         try:
-            own = dataclasses.replace(self, arm_backing=arm.backing)
+            own = dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
+            if domain:  # the guest's server judges the settings, in the trial
+                indomain.check_user_data(own)
+                return own
         except ExperimentError as exc:
             raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
         try:
@@ -166,6 +173,8 @@ class Postgres:
         huge_page_size (0 for huge_pages off)."""
         settings = self.settings()
         if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k"):
+            return 0
+        if self.domain_arm:  # the guest's pool is grown in the trial, from the guest's server
             return 0
         pages = int(self.ask("shared_memory_size_in_huge_pages"))
         size = str(settings.get("huge_page_size", "2MB"))
@@ -279,6 +288,9 @@ class Postgres:
             cluster.remove_dir(srv.cd)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
+        if in_domain(target):
+            self._check_backing(backing)
+            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if getattr(target, "name", "") != "native":
             return self._run_in_guest(target, backing)
         srv = self.start(backing)
@@ -358,8 +370,6 @@ def _validate(w: Postgres) -> None:
 KIND = Kind(
     name="postgres", workload=Postgres,
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
-    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     test_packages=("postgresql",), duration=("duration_s", 10.0), interleave=server_problem,
-    leftovers=leftovers.remove_leftovers,
-    refusals={"domain": "PostgreSQL runs from this host's binaries and template, which a user's "
-                        "libvirt domain does not have; hugelab's own guests see them"})
+    leftovers=leftovers.remove_leftovers)
