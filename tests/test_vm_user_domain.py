@@ -134,21 +134,39 @@ def test_two_arms_in_the_users_domain(domain, kind, access, tmp_path, monkeypatc
     assert fingerprint(name, home) == mark  # the user's definition and disk, byte for byte
 
 
-def test_sigkill_during_a_trial_then_recover_leaves_nothing(domain, tmp_path):
+def guest_has(dom: str, path: str) -> bool:
+    """Whether the guest of transient domain `dom` has `path` (through its agent, beside the
+    run's own use of it: libvirt takes turns)."""
+    r = subprocess.run(["virsh", "qemu-agent-command", dom, json.dumps(
+        {"execute": "guest-file-open", "arguments": {"path": path}})], capture_output=True,
+        text=True)
+    if r.returncode != 0:
+        return False
+    handle = json.loads(r.stdout)["return"]
+    subprocess.run(["virsh", "qemu-agent-command", dom, json.dumps(
+        {"execute": "guest-file-close", "arguments": {"handle": handle}})], capture_output=True)
+    return True
+
+
+def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp_path):
+    """PostgreSQL in the domain: killed while the guest's postmaster runs; `hugelab recover`
+    leaves no transient domain, overlay or record; the resumed run completes the trial once."""
     name, home = domain
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before, mark = host_state(), fingerprint(name, home)
-    exp = write(tmp_path, "long", 'kind = "sysbench"\nblock_size = "1M"\ntotal_size = "100G"\n'
-                'time_s = 120')
+    exp = tmp_path / "pg.toml"
+    exp.write_text(EXPERIMENT.format(kind="pg", domain=DOMAIN, access="", workload=(
+        'kind = "postgres"\nscale = 1\nclients = 1\nthreads = 1\nduration_s = 10\n'
+        'warmup_s = 1')).split("[[arms]]\n", 1)[0] + PG_ARM)
     proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    try:
-        while not transient():
-            assert proc.poll() is None, "the run ended before its guest started"
-            assert time.monotonic() < deadline, "no transient domain appeared"
+    try:  # until the guest's postmaster is up (its pid file, read through the agent)
+        while not (transient() and guest_has(transient()[0],
+                                             "/var/tmp/hugelab/data/postmaster.pid")):
+            assert proc.poll() is None, "the run ended before the guest's server started"
+            assert time.monotonic() < deadline, "the guest's server did not start"
             time.sleep(0.5)
-        time.sleep(3)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -163,7 +181,26 @@ def test_sigkill_during_a_trial_then_recover_leaves_nothing(domain, tmp_path):
     assert transient() == [] and overlays() == []
     assert not list((tmp_path / "state" / "domains").glob("*.json"))
     assert host_state() == before
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--store", "s.db"], capture_output=True,
+                       text=True, cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    trials = json.loads(subprocess.run([*HUGELAB, "show", "1", "--store", "s.db", "--json"],
+                                       capture_output=True, text=True, cwd=tmp_path, env=env,
+                                       check=True).stdout)["trials"]
+    assert [(t["block"], t["arm"], t["status"]) for t in trials] == [(0, "hp-on", "ok")]
+    assert trials[0]["evidence"]["checks"]["workload"]["status"] == "verified"
+    assert "the server stopped" in trials[0]["provenance"]["guest_changes_undone"]
+    assert transient() == [] and overlays() == [] and host_state() == before
     assert fingerprint(name, home) == mark
+
+
+PG_ARM = """[[arms]]
+name = "hp-on"
+backing = "hugetlb-2M"
+app = { shared_buffers = "32MB" }
+[arms.vm]
+backing = "anon"
+"""
 
 
 def test_errors_a_user_can_act_on(domain, tmp_path):

@@ -107,6 +107,7 @@ NAMED_ELSEWHERE = {
     ("cli/main.py", "command"): "argparse's dest for the command name",
     ("vm/domains/image.py", "sysbench"): "Debian packages the demo image installs",
     ("vm/domains/image.py", "stress-ng"): "Debian packages the demo image installs",
+    ("vm/domains/image.py", "memcached"): "Debian packages the demo image installs",
     ("store/importers/common.py", "*"): "outside tools' output formats, named after the tools",
     ("store/importers/__init__.py", "*"): "outside tools' output formats",
     ("store/importers/from_sysbench.py", "sysbench"): "the tool whose output it imports",

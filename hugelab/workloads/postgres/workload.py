@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import resource
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,8 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.postgres import (
     cluster,
-    guestio,
     indomain,
+    inguest,
     leftovers,
     pgbench,
     segment,
@@ -292,7 +291,9 @@ class Postgres:
             self._check_backing(backing)
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if getattr(target, "name", "") != "native":
-            return self._run_in_guest(target, backing)
+            self._check_backing(backing)
+            self.template()  # built here: the guest sees this host's root
+            return inguest.run_in_own_guest(self, target, backing)
         srv = self.start(backing)
         try:
             self.warm(target, srv)
@@ -301,25 +302,6 @@ class Postgres:
             return self.finish(srv, [summary], lat, backing)
         finally:
             self.stop(srv)
-
-
-    def _run_in_guest(self, target: Target, backing: str) -> WorkloadResult:
-        """The trial inside one of hugelab's own guests, which see this host's root: the same
-        hugelab runs it there (inguest.py) on the template built here first."""
-        self._check_backing(backing)
-        self.template()
-        argv = [sys.executable, "-m", "hugelab.workloads.postgres.inguest",
-                guestio.params(self), backing]
-        res = target.exec(argv, timeout=self.exec_timeout(self.duration_s) + 120.0)
-        result = guestio.decode(res.stdout)
-        if result is None:
-            why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-            raise WorkloadError(
-                f"postgres in guest {getattr(target, 'name', '?')}: {why}",
-                hint="postgres runs in hugelab's own guests ([vm] without domain), which see "
-                     "this host's PostgreSQL and hugelab; a domain of your own cannot")
-        result.info["where"] = "guest"
-        return result
 
 
 def installed() -> bool:

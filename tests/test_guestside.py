@@ -1,0 +1,199 @@
+"""Server kinds in a user's domain, the pure and driver parts (hugelab.workloads.guestside and
+the kinds' domain halves) against a scripted way in; the real runs are the domain examples
+(tests/test_examples_run.py) and tests/test_vm_user_domain.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
+from hugelab.workloads import memcached, redis
+from hugelab.workloads.base import ExecResult
+from hugelab.workloads.command import listens
+from hugelab.workloads.guestside import (
+    GUEST_DIR,
+    DomainServers,
+    GuestSide,
+    in_domain,
+    refuse_process_thp,
+)
+from hugelab.workloads.postgres import indomain
+from hugelab.workloads.postgres.workload import Postgres
+
+POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+TCP = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+       "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000   0\n"
+       "   1: 0100007F:2B67 0100007F:9C40 01 00000000:00000000 00:00000000 00000000   0\n")
+
+
+class Way:
+    """A scripted way into a guest: files in a dict, every exec recorded, exit codes by argv[0]
+    (a program in `missing` is not installed)."""
+
+    name = "vm0"
+    place = "domain"
+
+    def __init__(self, files: dict[str, str] | None = None, fail: set[str] | None = None,
+                 missing: set[str] | None = None, stdout: dict[str, str] | None = None,
+                 pool_cap: int | None = None) -> None:
+        self.files = dict(files or {})
+        self.fail, self.missing = fail or set(), missing or set()
+        self.stdout = stdout or {}
+        self.pool_cap = pool_cap
+        self.log: list[list[str]] = []
+
+    def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
+        self.log.append(list(argv))
+        run = argv[4:] if argv[0] == "runuser" else argv  # runuser -u USER -- ARGV
+        prog = run[0].rsplit("/", 1)[-1]
+        if prog in self.missing:
+            raise ToolMissingError(prog, "pkg")
+        code = 1 if prog in self.fail else 0
+        return ExecResult(list(argv), code, self.stdout.get(prog, ""), "boom" if code else "",
+                          0.01)
+
+    def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
+        from hugelab.errors import VMError
+        if path not in self.files:
+            raise VMError(f"cannot read {path}")
+        return self.files[path]
+
+    def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
+        if path == POOL and self.pool_cap is not None:
+            data = str(min(int(data), self.pool_cap))
+        self.files[path] = data
+
+
+def test_listens_reads_listen_sockets_on_loopback_or_any_only():
+    assert listens(TCP, 6379)            # 0x18EB, state 0A (LISTEN)
+    assert not listens(TCP, 11111)       # 0x2B67 is an established connection
+    assert not listens(TCP, 5432)
+    assert listens(TCP.replace("0100007F:18EB", "00000000:18EB"), 6379)
+
+
+def test_only_a_way_into_a_users_domain_is_in_a_domain():
+    assert in_domain(Way())
+    assert not in_domain(object())
+
+
+def test_every_change_is_undone_newest_first_and_named():
+    way = Way({POOL: "3\n", "/sys/kernel/mm/transparent_hugepage/enabled":
+               "always [madvise] never\n"})
+    with GuestSide(way, "postgres") as side:
+        side.workdir(owner="postgres")
+        side.set_sysfs("/sys/kernel/mm/transparent_hugepage/enabled", "always")
+        got = side.grow_pool("hugetlb-2M", 5 * 2048 * 1024 + 1)
+        assert got == {"page_kb": 2048, "before": 3, "set": 9, "server_pages": 6}
+        assert way.files[POOL] == "9"
+    assert way.files[POOL] == "3"  # other users of the pool keep theirs
+    assert way.files["/sys/kernel/mm/transparent_hugepage/enabled"] == "madvise"
+    assert way.log[-1] == ["rm", "-rf", GUEST_DIR]  # the directory goes last
+    assert side.undone[0].startswith(POOL) and side.undone[-1] == "its directory removed"
+    assert ["install", "-d", "-m", "0700", "-o", "postgres", GUEST_DIR] in way.log
+
+
+def test_a_pool_the_guest_cannot_grow_fails_the_trial_and_is_put_back():
+    way = Way({POOL: "0"}, pool_cap=2)
+    side = GuestSide(way, "postgres")
+    with pytest.raises(WorkloadError, match="grew to 2 pages, not the 10"):
+        side.grow_pool("hugetlb-2M", 10 * 2048 * 1024)
+    side.close()
+    assert way.files[POOL] == "0"
+
+
+def test_a_failed_undo_does_not_stop_the_others():
+    way = Way()
+    side = GuestSide(way, "redis")
+
+    def broken() -> None:
+        raise WorkloadError("guest gone")
+    side.later("first", lambda: way.files.update(done="yes"))
+    side.later("second", broken)
+    side.close()
+    assert way.files["done"] == "yes"
+    assert side.undone == ["second: failed (guest gone)", "first"]
+
+
+def test_a_missing_program_names_the_guests_package_and_a_failure_the_guest():
+    side = GuestSide(Way(fail={"test", "initdb"}), "postgres")
+    with pytest.raises(ToolMissingError) as exc:
+        side.need("/usr/lib/postgresql/15/bin/postgres", "postgresql")
+    assert "postgresql (in the guest vm0" in str(exc.value.hint)
+    with pytest.raises(WorkloadError, match="initdb in guest vm0"):
+        side.run(["/usr/lib/postgresql/15/bin/initdb", "-D", "x"], user="postgres")
+    assert side.way.log[-1][:4] == ["runuser", "-u", "postgres", "--"]  # type: ignore[attr-defined]
+
+
+def test_process_thp_is_refused_in_a_domain_with_the_guests_switch_as_hint():
+    refuse_process_thp("redis", None)
+    with pytest.raises(WorkloadError) as exc:
+        refuse_process_thp("redis", "never")
+    assert "[arms.guest] thp" in str(exc.value.hint)
+
+
+def test_daemon_modes_of_redis_and_memcached():
+    argv = redis.RedisBenchmark().server_argv(6379)
+    d = redis.daemon_argv(argv, "/var/tmp/hugelab/redis-server.pid")
+    assert d[d.index("--daemonize") + 1] == "yes"
+    assert d[-4:] == ["--pidfile", "/var/tmp/hugelab/redis-server.pid",
+                      "--logfile", "/var/tmp/hugelab/redis-server.log"]
+    assert memcached.daemon_argv(["memcached", "-p", "1"], "/p.pid") == [
+        "memcached", "-p", "1", "-d", "-P", "/p.pid"]
+
+
+def test_a_daemon_is_started_waited_for_read_and_stopped_through_the_way_in():
+    pidfile = f"{GUEST_DIR}/redis-server.pid"
+    way = Way({pidfile: "42\n", "/proc/net/tcp": TCP,
+               "/proc/42/smaps_rollup": "Anonymous: 100 kB\nAnonHugePages: 0 kB\nRss: 200 kB\n",
+               "/proc/42/status": "THP_enabled:\t1\n", "/proc/42/smaps": ""})
+    handle = DomainServers(way, 6379, redis.daemon_argv).start(
+        lambda port: ["redis-server", "--port", str(port), "--daemonize", "no"], "redis-server")
+    assert handle.client_port == 6379 and handle.pid == 42
+    assert handle.memory()["anon_kb"] == 100
+    out = handle.stop()
+    assert ["kill", "42"] in way.log and way.log[-1] == ["rm", "-rf", GUEST_DIR]
+    assert "redis-server stopped" in out
+
+
+def test_postgres_conf_quotes_every_value_and_keeps_the_private_socket():
+    text = indomain.conf_text({"huge_pages": "on", "search_path": "a'b", "fsync": False},
+                              "/var/tmp/hugelab")
+    assert "listen_addresses = ''" in text and "port = '5432'" in text
+    assert "unix_socket_directories = '/var/tmp/hugelab'" in text
+    assert "search_path = 'a''b'" in text and "fsync = 'off'" in text
+
+
+def test_postgres_latencies_from_pgbench_logs_texts():
+    lat = indomain.latencies_us(["0 1 250 0 1 2\n0 2 750 0 1 2\n", "", "1 1 500 0 1 2\n"])
+    assert sorted(lat.tolist()) == [250.0, 500.0, 750.0]
+
+
+def test_postgres_finds_the_guests_newest_server():
+    side = GuestSide(Way(stdout={"ls": "13\n15\nfoo\n"}), "postgres")
+    assert indomain.find_bindir(side, None) == "/usr/lib/postgresql/15/bin"
+    none = GuestSide(Way(stdout={"ls": ""}, fail={"test"}), "postgres")
+    with pytest.raises(ToolMissingError, match="postgres"):
+        indomain.find_bindir(none, None)
+
+
+def test_postgres_users_data_in_a_domain(tmp_path):
+    plain = tmp_path / "d.sql"
+    plain.write_text("CREATE TABLE t (a int);\n")
+    custom = tmp_path / "d.dump"
+    custom.write_bytes(b"PGDMP\x01\x0e")
+    script = tmp_path / "load.sql"
+    script.write_text("SELECT a FROM t;\n")
+    indomain.check_user_data(Postgres(dump=str(plain), script=str(script)))
+    with pytest.raises(ExperimentError, match="not a plain SQL dump"):
+        indomain.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
+                                       dump=str(custom)))
+    with pytest.raises(ExperimentError, match="guest's own PostgreSQL"):
+        indomain.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
+                                       dump=None, datadir=str(tmp_path)))
+
+
+def _with(w: Postgres, **fields: object) -> Postgres:
+    """`w` with fields set past its own checks (what a domain arm's check sees)."""
+    for k, v in fields.items():
+        object.__setattr__(w, k, v)
+    return w
