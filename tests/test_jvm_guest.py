@@ -98,3 +98,62 @@ def test_4k_and_large_pages_in_a_guest_each_verified(tmp_path):
         assert says in t["evidence"]["reason"] and t["value"] > 0, t["evidence"]
     assert "in 2M hugetlb pages" in trials["large"]["evidence"]["reason"]  # the guest's pool
     assert host_state() == before
+
+
+DOMAIN_EXP = """\
+name = "jvm-domain"
+seed = 4
+blocks = 1
+[vm]
+domain = "{domain}"
+mem = "1G"
+[workload]
+kind = "jvm"
+jar = "{jar}"
+args = ["1000"]
+regex = 'steps/s: ([0-9.E]+)'
+name = "steps_per_s"
+unit = "steps/s"
+heap = "96M"
+gc = "Parallel"
+[[arms]]
+name = "large"
+backing = "hugetlb-2M"
+app = {{ UseLargePages = true }}
+[arms.vm]
+backing = "memfd"
+page_size = "2M"
+"""
+
+
+@pytest.mark.vm
+@pytest.mark.host
+@pytest.mark.server
+@pytest.mark.slow
+def test_large_pages_in_a_users_domain_from_the_guests_own_java(tmp_path):
+    """The guest's own java in a copy of the demo domain, the user's jar copied in: the guest
+    pool sized by the JVM's need, the JVM's own report and the guest's tree verified, QEMU's
+    guest RAM in 2 MiB pages on the host."""
+    from hugelab.vm.domains.demo_domain import define_image_domain
+    from tests.test_vm_libvirt import _libvirt_missing
+    from tests.test_vm_user_domain import DOMAIN, transient
+    assert _libvirt_missing() is None
+    define_image_domain(DOMAIN)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(DOMAIN_EXP.format(domain=DOMAIN, jar=walk_jar(tmp_path)))
+    env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
+    before = host_state()
+    r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
+                        str(tmp_path / "s.db")], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = subprocess.run([sys.executable, "-m", "hugelab.cli", "show", "1", "--store",
+                            str(tmp_path / "s.db"), "--json"], capture_output=True, text=True)
+    (t,) = json.loads(shown.stdout)["trials"]
+    ev = t["evidence"]
+    assert t["status"] == "ok" and ev["check"] == "verified", ev
+    assert ev["checks"]["app"]["status"] == "verified" and "2M" in ev["checks"]["app"]["reason"]
+    assert ev["checks"]["vm"]["status"] == "verified" and ev["qemu"]["kernel_page_size_kb"] == 2048
+    assert ev["qemu"]["domain"]["of"] == DOMAIN and ev["tree"]["where"].startswith("guest")
+    assert t["monitors"]["guest_meminfo"]["HugePages_Total"] > 0  # the pool the JVM needed
+    assert transient() == [] and host_state() == before

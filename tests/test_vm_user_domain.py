@@ -149,14 +149,18 @@ def guest_has(dom: str, path: str) -> bool:
 
 
 def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp_path):
-    """PostgreSQL in the domain: killed while the guest's postmaster runs; `hugelab recover`
-    leaves no transient domain, overlay or record; the resumed run completes the trial once."""
+    """PostgreSQL in the domain, from a user's pg_dump with their postgresql.conf and pgbench
+    script: killed while the guest's postmaster runs; `hugelab recover` leaves no transient
+    domain, overlay or record; the resumed run completes the trial once, the dump untouched."""
     name, home = domain
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before, mark = host_state(), fingerprint(name, home)
+    data = Path(__file__).resolve().parents[1] / "examples" / "data"
+    dump_sum = hashlib.sha256((data / "shop.sql").read_bytes()).hexdigest()
     exp = tmp_path / "pg.toml"
     exp.write_text(EXPERIMENT.format(kind="pg", domain=DOMAIN, access="", workload=(
-        'kind = "postgres"\nscale = 1\nclients = 1\nthreads = 1\nduration_s = 10\n'
+        f'kind = "postgres"\ndump = "{data}/shop.sql"\nconf = "{data}/shop.conf"\n'
+        f'script = "{data}/shop-orders.sql"\nclients = 1\nthreads = 1\nduration_s = 10\n'
         'warmup_s = 1')).split("[[arms]]\n", 1)[0] + PG_ARM)
     proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -189,7 +193,13 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
                                        check=True).stdout)["trials"]
     assert [(t["block"], t["arm"], t["status"]) for t in trials] == [(0, "hp-on", "ok")]
     assert trials[0]["evidence"]["checks"]["workload"]["status"] == "verified"
-    assert "the server stopped" in trials[0]["provenance"]["guest_changes_undone"]
+    info = trials[0]["provenance"]
+    assert "the server stopped" in info["guest_changes_undone"]
+    assert info["dump"] == f"{data}/shop.sql" and info["builtin"] == f"{data}/shop-orders.sql"
+    assert info["settings"]["work_mem"] == "8MB"  # the user's conf, under the arm's app
+    assert info["settings"]["shared_buffers"] == "32MB" and info["settings"]["huge_pages"] == "on"
+    assert any("huge_pages" in w for w in info["warnings"]), info["warnings"]
+    assert hashlib.sha256((data / "shop.sql").read_bytes()).hexdigest() == dump_sum
     assert transient() == [] and overlays() == [] and host_state() == before
     assert fingerprint(name, home) == mark
 

@@ -108,6 +108,16 @@ class GuestSide:
         if owner:
             self.run(["chown", owner, path])
 
+    def put_bytes(self, path: str, data: bytes, owner: str | None = None) -> None:
+        """A binary file of the user's (a jar, a custom-format dump) in the trial's directory,
+        through the way in's `write_bytes`."""
+        write = getattr(self.way, "write_bytes", None)
+        if write is None:
+            raise WorkloadError(f"{self.what}: guest {self.way.name} cannot take a file's bytes")
+        write(path, data)
+        if owner:
+            self.run(["chown", owner, path])
+
     # --- settings that outlive a process -----------------------------------------------------
     def set_sysfs(self, path: str, value: str) -> str:
         """Write a guest sysfs file, its old value written back at the end; returns the old."""

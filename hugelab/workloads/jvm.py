@@ -37,6 +37,7 @@ from hugelab.proc import which
 from hugelab.units import page_label
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, parse_size, tail
+from hugelab.workloads.guestside import GUEST_DIR, GuestSide, in_domain, refuse_process_thp
 from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
@@ -276,11 +277,29 @@ class JvmBenchmark:
         if backing != self.expected_backing():
             raise WorkloadError(f"jvm: backing {backing!r} needs the JVM switches that give it; "
                                 f"this arm's give {self.expected_backing()!r}")
-        res = target_for(target, self.process_thp).exec(self.argv(), timeout=self.timeout_s)
+        if in_domain(target):
+            res = self._run_in_domain(target)
+        else:
+            res = target_for(target, self.process_thp).exec(self.argv(), timeout=self.timeout_s)
         result = self.parse(res)
         result.info["backing"] = backing
         result.info["argv"] = self.argv()
         return result
+
+
+    def _run_in_domain(self, target: Target) -> ExecResult:
+        """The guest's own java (and Sunflow, or the user's jar, copied in for the trial and
+        removed after it) in a user's domain."""
+        refuse_process_thp("jvm", self.process_thp)
+        argv = self.argv()
+        with GuestSide(target, "jvm") as side:  # type: ignore[arg-type]
+            if self.jar is not None:
+                side.workdir()
+                guest_jar = f"{GUEST_DIR}/{os.path.basename(self.jar)}"
+                with open(self.jar, "rb") as f:
+                    side.put_bytes(guest_jar, f.read())
+                argv[argv.index(self.jar)] = guest_jar
+            return target.exec(argv, timeout=self.timeout_s)
 
 
 def check_jvm(settings: dict[str, Any], page_size: int | None, report: dict[str, Any]) -> Check:
@@ -322,8 +341,6 @@ KIND = Kind(
     name="jvm", workload=JvmBenchmark,
     summary="OpenJDK running Sunflow's benchmark or your jar, with UseLargePages / "
             "UseTransparentHugePages per arm",
-    where=frozenset({"host", "guest"}),
+    where=frozenset({"host", "guest", "domain"}),
     tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("sunflow", "sunflow")),
-    judge=judge,
-    refusals={"domain": "the JVM's jar and JDK are this host's files, which a user's libvirt "
-                        "domain does not have"})
+    judge=judge)

@@ -131,8 +131,10 @@ class Recipe:
     packages: tuple[str, ...] = (
         "systemd-sysv", "udev", "qemu-guest-agent", "sysbench", "stress-ng",
         "linux-image-amd64", "initramfs-tools", "procps", "iproute2", "openssh-server",
-        # servers for `domain = NAME` server arms (issue 28), off at boot: hugelab starts them
+        # servers for `domain = NAME` server arms (issue 28), off at boot: hugelab starts them;
+        # a JRE for the JVM kind (a user's jar is copied in)
         "postgresql", "redis-server", "redis-tools", "memcached", "libmemcached-tools",
+        "openjdk-17-jre-headless",
     )
     # (absolute path in the guest, content), written in order after debootstrap
     files: tuple[tuple[str, str], ...] = (

@@ -52,6 +52,14 @@ class RemoteTarget:
     def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
         raise NotImplementedError
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """A user's file (a jar, a dump) copied into the guest as it is."""
+        try:
+            self._install(path, data)
+        except VMError as exc:
+            raise VMError(f"cannot copy a file into guest {self.name} ({path}): "
+                          f"{exc.message}") from exc
+
     # --- shared ----------------------------------------------------------------------------
     def tree(self) -> dict[str, Any]:
         seen = [t for t in self.trees if t.get("samples")]

@@ -58,27 +58,20 @@ def latencies_us(texts: list[str]) -> np.ndarray:
 
 
 def check_user_data(w: Any) -> None:
-    """What of a user's data a domain arm can take: a plain SQL dump and a script, not a data
-    directory of this host (its server version is the host's, not the guest's)."""
+    """What of a user's data a domain arm can take: a dump (plain SQL or custom format) and a
+    script, not a data directory of this host (its server version is the host's, not the
+    guest's)."""
     if w.datadir:
         raise ExperimentError("postgres: datadir is a data directory of this host; a domain "
                               "runs the guest's own PostgreSQL",
-                              hint="give a plain SQL dump (pg_dump -Fp) as dump = ...; it is "
+                              hint="give a dump (pg_dump, plain or -Fc) as dump = ...; it is "
                                    "restored in the guest per trial")
-    if w.dump and not _plain_sql(Path(w.dump)):
-        raise ExperimentError(f"postgres: dump {w.dump!r} is not a plain SQL dump; a domain "
-                              "arm restores it with the guest's psql",
-                              hint="make one with pg_dump -Fp (or pg_restore -f out.sql "
-                                   "your.dump)")
 
 
-def _plain_sql(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            head = f.read(5)
-    except OSError:
-        return False
-    return head != b"PGDMP"
+def custom_format(path: Path) -> bool:
+    """Whether a dump is pg_dump's custom format (restored by pg_restore), not plain SQL."""
+    with path.open("rb") as f:
+        return f.read(5) == b"PGDMP"
 
 
 class DomainTrial:
@@ -142,11 +135,16 @@ class DomainTrial:
 
     def _load_data(self) -> None:
         w, side = self.w, self.side
+        conn = ["-h", self.top, "-p", str(server.PORT), "-U", USER]
+        if w.dump and custom_format(Path(w.dump)):
+            side.put_bytes(f"{self.top}/dump", Path(w.dump).read_bytes(), owner=USER)
+            side.run([f"{self.bin}/pg_restore", "--no-owner", "--exit-on-error", *conn, "-d",
+                      "postgres", f"{self.top}/dump"], user=USER, timeout=1800)
+            return
         if w.dump:
             side.put(f"{self.top}/dump.sql", Path(w.dump).read_text(), owner=USER)
-            side.run([f"{self.bin}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.top,
-                      "-p", str(server.PORT), "-U", USER, "-f", f"{self.top}/dump.sql",
-                      "postgres"], user=USER, timeout=1800)
+            side.run([f"{self.bin}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn, "-f",
+                      f"{self.top}/dump.sql", "postgres"], user=USER, timeout=1800)
             return
         side.run([f"{self.bin}/pgbench", "-i", "-q", "-s", str(w.scale), "-h", self.top, "-p",
                   str(server.PORT), "-U", USER, "postgres"], user=USER, timeout=1800)
