@@ -49,7 +49,7 @@ from hugelab.report.model.series import Series
 from hugelab.report.perseries import series_rows
 from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.report.runload import RunData
-from hugelab.stats import components, drift, grid, multiple, paired, tails
+from hugelab.stats import components, drift, grid, multiple, paired, tails, windows
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
 
@@ -288,7 +288,9 @@ def block_components(data: RunData) -> BlockVariance | None:
 def repetitions(data: RunData) -> list[Repetition] | None:
     """Per series whose boots ran several trials: the variance of log values between boots
     and within them, and the trials per boot that the run's own costs recommend (None when
-    no trial has repetitions)."""
+    no trial has repetitions); for request-level windows, the split of each arm's effect."""
+    if data.windows:
+        return request_windows(data)
     if not data.reps:
         return None
     out = []
@@ -303,6 +305,29 @@ def repetitions(data: RunData) -> list[Repetition] | None:
         except StatsInputError as exc:
             row.update({"boots": len(boots), "k_run": float(median(len(b.values) for b in boots)),
                         "error": exc.message})
+        out.append(Repetition.from_json(clean(row)))
+    return out or None
+
+
+def request_windows(data: RunData) -> list[Repetition] | None:
+    """Per non-baseline arm of a request-level interleaved run: the variance of its trials'
+    window estimates against the baseline, between trials and within them."""
+    out = []
+    for i, trials in sorted(data.windows.items()):
+        row: dict[str, Any] = {"name": data.series[i], "arm": data.series_arm[i],
+                               "target": data.series_target[i], "boots": len(trials),
+                               "k_run": float(median(t[2] for t in trials)),
+                               "effect_of": baseline_arm(data.run) or "the baseline"}
+        try:
+            split = windows.split_trials([t[0] for t in trials], [t[1] for t in trials])
+        except StatsInputError as exc:
+            row["error"] = exc.message
+        else:
+            row.update({"trials": split.trials, "var_between": split.var_between,
+                        "var_within": split.var_within, "share_between": split.share_between,
+                        "share_within": split.share_within, "notes": [
+                            f"SD of its trials' effects {100 * split.var_total ** 0.5:.2g}%, "
+                            f"a trial's own SE {100 * split.var_within ** 0.5:.2g}%"]})
         out.append(Repetition.from_json(clean(row)))
     return out or None
 

@@ -65,6 +65,8 @@ class RunData:
     reps: dict[tuple[str, str], list[RepBoot]] = field(default_factory=dict)
     # latency percentile metrics of ok trials (postgres, redis): metric -> (block, series) -> v
     latency: Latencies = field(default_factory=dict)
+    # request-level windows: series -> each ok trial's (log-ratio, its SE, windows) vs baseline
+    windows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
 
     @property
     def n_trials(self) -> int:
@@ -193,7 +195,28 @@ def load_run(store: SqlStore, run_id: int | None = None) -> RunData:
         _read_accel(store, data, run["id"])
         data.reps = rep_boots(store.rep_rows(run["id"]))
         data.latency = read_latencies(store, data, run["id"])
+        data.windows = read_windows(store, data, run["id"])
     return data
+
+
+WINDOW_KEYS = ("window_log_ratio", "window_se_log", "windows")
+
+
+def read_windows(store: SqlStore, data: RunData, run_id: int
+                 ) -> dict[int, list[tuple[float, float, float]]]:
+    """Each ok trial's request-window estimate against the baseline (design interleaved with
+    window_ops): its log-ratio, standard error and windows; {} for runs without them."""
+    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
+                                                      strict=True))}
+    out: dict[int, list[tuple[float, float, float]]] = {}
+    for arm, target, metrics in store.tuples(
+            "SELECT arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok' AND "
+            "metrics LIKE '%window_se_log%'", (run_id,)):
+        m, i = _json_dict(metrics), where.get((arm, target))
+        values = [m.get(k) for k in WINDOW_KEYS]
+        if i is not None and all(isinstance(v, int | float) for v in values):
+            out.setdefault(i, []).append(tuple(float(v) for v in values))  # type: ignore[arg-type]
+    return out
 
 
 PERCENTILE = re.compile(r"(?:^|_)p(\d+)(?:_(\d+))?_ms$")

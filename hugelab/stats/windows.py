@@ -115,3 +115,32 @@ def arm_rates(arms: ArrayLike, ops: ArrayLike, ns: ArrayLike) -> dict[int, float
     y = _log_rates(ops, ns)
     a = np.asarray(arms)
     return {int(k): float(np.exp(y[a == k].mean()) * 1e9) for k in np.unique(a)}
+
+
+@dataclass(frozen=True)
+class TrialSplit:
+    """Where the variance of an arm's trial effects lies: between trials (fresh servers: where
+    each one's memory landed) or within them (what the trial's windows leave uncertain)."""
+
+    trials: int
+    var_total: float    # of the trials' log-ratios (ddof 1)
+    var_within: float   # the mean squared standard error of a trial's window estimate
+    var_between: float  # what is left, floored at 0
+    share_between: float
+    share_within: float
+
+
+def split_trials(effects: ArrayLike, ses: ArrayLike) -> TrialSplit:
+    """Split the variance of per-trial window estimates (log-ratios, with their standard errors)
+    into between-trial and within-trial parts (pure): the total is the estimates' variance, the
+    within part the mean of their squared standard errors, the between part the rest."""
+    e, s = np.asarray(effects, dtype=np.float64), np.asarray(ses, dtype=np.float64)
+    if e.size < 2 or e.size != s.size:
+        raise StatsInputError(f"a split needs at least 2 trials with a standard error each, "
+                              f"got {e.size} and {s.size}")
+    total = float(e.var(ddof=1))
+    within = float(np.mean(s ** 2))
+    between = max(total - within, 0.0)
+    parts = between + within
+    share = between / parts if parts > 0 else 0.0
+    return TrialSplit(int(e.size), total, within, between, share, 1.0 - share)

@@ -87,7 +87,8 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
         e = window_effects(result, reference)[arm]
         mid, lo, hi = e.percent
         out.update({"window_effect_pct": mid, "window_effect_lo_pct": lo,
-                    "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd})
+                    "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd,
+                    "window_log_ratio": e.log_ratio, "window_se_log": e.se})
     return out
 
 

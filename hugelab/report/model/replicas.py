@@ -4,7 +4,7 @@ variance between boots and within them (`repetitions`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from hugelab.report.model.base import Model
 
@@ -117,6 +117,8 @@ class Repetition(Model):
     k_run: float | None = None
     recommended: KChoice | None = None
     error: str | None = None
+    effect_of: str | None = None  # request windows: the split of this arm's effect vs this arm
+    OMIT: ClassVar[frozenset[str]] = frozenset({"effect_of"})
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()

@@ -60,11 +60,20 @@ def repetitions(result: Result) -> list[Table]:
     return [t]
 
 
+REQUESTS_NOTE = ("each arm's effect against the baseline, trial by trial: between trials is "
+                 "what fresh servers differ in (where each one's memory landed); within is the "
+                 "uncertainty its request windows leave in one trial's estimate (batch means). "
+                 "When most lies between trials, longer trials or more windows buy nothing: add "
+                 "trials (blocks); when most lies within, a longer duration_s sharpens each.")
+
+
 def _windows_table(reps: list[Repetition]) -> Table:
     """design 'interleaved': each arm's windows within trials. No recommended count: an arm's
     within-trial variance holds the drift that cancels in the paired ratio, so it would
-    overstate what more windows buy."""
-    t = Table("repetitions", "Windows within trials (variance of log values)",
+    overstate what more windows buy. Request-level windows split each arm's effect."""
+    requests = any(r.effect_of for r in reps)
+    t = Table("repetitions", "Request windows within trials (variance of each arm's effect)"
+              if requests else "Windows within trials (variance of log values)",
               ["arm", "trials", "windows", "between trials", "within trials"], [],
               right={1, 2, 3, 4})
     for r in reps:
@@ -74,5 +83,6 @@ def _windows_table(reps: list[Repetition]) -> Table:
             continue
         t.rows.append([r.name, f"{r.boots:,}", num(r.k_run, "g"),
                        _share(r.share_between), _share(r.share_within)])
-    t.notes.append(WINDOWS_NOTE)
+        t.notes += [f"{r.name}: {n}" for n in r.notes or []]
+    t.notes.append(REQUESTS_NOTE if requests else WINDOWS_NOTE)
     return t
