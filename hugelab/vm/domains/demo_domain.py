@@ -22,6 +22,7 @@ from hugelab.vm.domains.image import SSH_KEY_ARG
 from hugelab.vm.domains.libvirt_guest import user_xml
 
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
+DOMAIN_VERSION = 2  # bump when image_domain_xml changes: older demo domains are defined again
 
 
 def demo_key() -> Path:
@@ -62,7 +63,8 @@ def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_m
     ET.SubElement(os_el, "kernel").text = str(kernel)
     ET.SubElement(os_el, "initrd").text = str(initrd)
     ET.SubElement(os_el, "cmdline").text = " ".join(
-        ["root=/dev/vda", "rw", "console=ttyS0", "panic=-1", *([key_arg] if key_arg else [])])
+        ["root=/dev/vda", "rw", "console=ttyS0", "panic=-1", "quiet",  # quiet: 2 s less boot
+         *([key_arg] if key_arg else [])])                            # under TCG (measured)
     ET.SubElement(ET.SubElement(dom, "features"), "acpi")
     ET.SubElement(dom, "on_reboot").text = "destroy"
     dev = ET.SubElement(dom, "devices")
@@ -90,7 +92,7 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     from hugelab.vm.domains.image import build_image, recipe_hash
     home = IMAGES_ROOT / safe_name(name)
     key = demo_key()
-    stamp = f"{STAMP_PREFIX} {recipe_hash()}, key {_key_arg(key)[-12:]}"
+    stamp = f"{STAMP_PREFIX} {recipe_hash()} v{DOMAIN_VERSION}, key {_key_arg(key)[-12:]}"
     conn = connect(uri)
     lv = libvirt_module()
     try:

@@ -431,5 +431,5 @@ KIND = Kind(
     duration=("duration_s", 10.0), judge=check, leftovers=leftovers,
     refusals={"guest": "mariadb runs on the host (hugelab's own guests do not have its "
                        "datadir cache yet)",
-              "domain": "mariadb runs on the host; a user's libvirt domain keeps its own "
-                        "server"})
+              "domain": "mariadb runs on the host only for now, not yet from a user's "
+                        "domain's own packages"})
