@@ -195,3 +195,11 @@ def _with(w: Postgres, **fields: object) -> Postgres:
     for k, v in fields.items():
         object.__setattr__(w, k, v)
     return w
+
+
+def test_mariadb_runs_as_a_transient_service_with_the_trials_pid_file():
+    from hugelab.workloads.mariadb import indomain as mdb
+    argv = ["/usr/sbin/mariadbd", "--no-defaults", "--pid-file=/x/pid", "--port=3306"]
+    assert mdb.daemon_argv(argv, f"{GUEST_DIR}/mariadbd.pid") == [
+        "systemd-run", "--unit=hugelab-mariadbd", "--quiet", "--collect", "/usr/sbin/mariadbd",
+        "--no-defaults", "--port=3306", f"--pid-file={GUEST_DIR}/mariadbd.pid"]

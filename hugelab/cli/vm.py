@@ -95,7 +95,8 @@ def _demo_domain(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     m = vsub.add_parser(
         "demo-domain", help="build a small Debian image and define a libvirt domain booting it",
         description="Builds hugelab's Debian bookworm guest image with debootstrap "
-        "(qemu-guest-agent, sysbench, stress-ng, an SSH server, PostgreSQL, Redis, memcached "
+        "(qemu-guest-agent, sysbench, stress-ng, an SSH server, PostgreSQL, MariaDB, Redis, "
+        "memcached "
         "and a JRE for server arms in the guest; a few minutes the first time, "
         "then cached by its recipe in /var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it "
         "where libvirt's QEMU can read it and defines domain NAME booting it directly from its "

@@ -186,16 +186,23 @@ class DomainServers:
     """A ServerSide (hugelab.workloads.command) for a server in a user's domain: `daemon(argv,
     pidfile)` turns the kind's foreground argv into its own daemon mode (redis --daemonize
     yes, memcached -d -P), so the server outlives its exec and the client runs next to it in
-    the guest against the guest's 127.0.0.1:`port` (`client_port` is that guest port)."""
+    the guest against the guest's 127.0.0.1:`port` (`client_port` is that guest port). Ports are
+hugelab's own, not the servers' defaults: a user's guest may run its own server there."""
 
     def __init__(self, way: Way, port: int, daemon: Callable[[list[str], str], list[str]],
-                 owner: str | None = None) -> None:
+                 owner: str | None = None,
+                 prepare: Callable[[GuestSide, str], None] | None = None,
+                 log: str | None = None) -> None:
         self.way, self.port, self.daemon, self.owner = way, port, daemon, owner
+        self.prepare = prepare  # before the daemon starts: e.g. its data directory made
+        self.log = log  # the daemon's log, whose tail says why it did not start
 
     def start(self, argv_for_port: Callable[[int], list[str]], tool: str) -> DomainHandle:
         side = GuestSide(self.way, tool)
         try:
             top = side.workdir(owner=self.owner)  # the daemon writes its pid file there
+            if self.prepare is not None:
+                self.prepare(side, top)
             pidfile = f"{top}/{tool}.pid"
             side.run(self.daemon(argv_for_port(self.port), pidfile), tool=tool)
             pid = self._wait(side, pidfile, tool)
@@ -206,7 +213,8 @@ class DomainServers:
         return DomainHandle(self.port, side, pid, tool)
 
     def _wait(self, side: GuestSide, pidfile: str, tool: str) -> int:
-        """The daemon's pid once it listens on its port; WorkloadError past READY_S."""
+        """The daemon's pid once it listens on its port; WorkloadError past READY_S, or at
+        once when the process its pid file names is gone (with its log's tail)."""
         deadline = time.monotonic() + READY_S
         pid = None
         while time.monotonic() < deadline:
@@ -216,10 +224,15 @@ class DomainServers:
                     return pid
             except (HugelabError, ValueError):
                 pass
+            if pid and side.way_read(f"/proc/{pid}/stat") is None:
+                break
             time.sleep(0.5)
+        said = "\n  ".join((side.way_read(self.log) or "").strip().splitlines()[-5:]) \
+            if self.log else ""
         raise WorkloadError(f"{tool} in guest {self.way.name} did not listen on "
-                            f"127.0.0.1:{self.port} within {READY_S:.0f} s"
-                            + ("" if pid else " (it wrote no pid file)"))
+                            f"127.0.0.1:{self.port}" + (f" (it exited):\n  {said}" if said else
+                                                        f" within {READY_S:.0f} s"),
+                            hint="another server of the guest's may hold that port")
 
 
 class DomainHandle:

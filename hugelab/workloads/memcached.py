@@ -292,7 +292,7 @@ def guest_argv(argv: list[str]) -> list[str]:
     return [*argv, "-A"]
 
 
-DOMAIN_PORT = 11211
+DOMAIN_PORT = 21211  # not 11211, where a user's guest may run its own memcached
 
 
 def daemon_argv(argv: list[str], pidfile: str) -> list[str]:

@@ -64,7 +64,12 @@ from hugelab.workloads.command import (
     server_memory,
     tail,
 )
-from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
+from hugelab.workloads.guestside import (
+    GUEST_DIR,
+    DomainServers,
+    in_domain,
+    refuse_process_thp,
+)
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
@@ -308,7 +313,7 @@ class RedisBenchmark:
         if in_domain(target):  # the guest's own redis-server, redis-benchmark beside it
             refuse_process_thp("redis", self.process_thp)
             side: ServerSide = DomainServers(target, self.port or DOMAIN_PORT,  # type: ignore[arg-type]
-                                             daemon_argv)
+                                             daemon_argv, log=f"{GUEST_DIR}/redis-server.log")
         else:
             side = default_server(self.server, target, "redis-server", self.port)
         if self.rdb and getattr(target, "name", "") != "native":
@@ -531,7 +536,7 @@ def stop(port: int) -> None:
         exchange(port, _SHUTDOWN)
 
 
-DOMAIN_PORT = 6379
+DOMAIN_PORT = 16379  # not 6379, where a user's guest may run its own redis-server
 
 
 def daemon_argv(argv: list[str], pidfile: str) -> list[str]:

@@ -98,7 +98,8 @@ done
 """
 # The servers' own units: a benchmark starts its server with the arm's settings, and a server
 # started at boot would take the guest's memory (and, under TCG, its boot time).
-_SERVER_UNITS = ("postgresql.service", "redis-server.service", "memcached.service")
+_SERVER_UNITS = ("postgresql.service", "redis-server.service", "memcached.service",
+                 "mariadb.service")
 # Units that cost a one-vCPU guest seconds at every boot under TCG and give a benchmark guest
 # nothing (measured with systemd-analyze blame: e2scrub_reap 5.3 s, getty-static 3.2 s).
 _SLOW_BOOT_UNITS = ("e2scrub_reap.service", "getty-static.service")
@@ -137,7 +138,7 @@ class Recipe:
         # servers for `domain = NAME` server arms (issue 28), off at boot: hugelab starts them;
         # a JRE for the JVM kind (a user's jar is copied in)
         "postgresql", "redis-server", "redis-tools", "memcached", "libmemcached-tools",
-        "openjdk-17-jre-headless",
+        "mariadb-server", "mariadb-client", "openjdk-17-jre-headless",
     )
     # (absolute path in the guest, content), written in order after debootstrap
     files: tuple[tuple[str, str], ...] = (

@@ -53,9 +53,10 @@ from hugelab.workloads.command import (
     parse_size,
     server_memory,
 )
+from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool
-from hugelab.workloads.mariadb import datadir, oltp, server, userdata
+from hugelab.workloads.mariadb import datadir, indomain, oltp, server, userdata
 from hugelab.workloads.reqmix import mysql_server
 from hugelab.workloads.servermem import server_tree
 
@@ -85,6 +86,7 @@ class Mariadb:
     database: str = oltp.DATABASE  # the database the load connects to
     app: tuple[tuple[str, Any], ...] = ()
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides large_pages
+    domain_arm: bool = False  # set by for_arm: a user's domain runs its own MariaDB
     kind: str = field(default="mariadb", init=False)
 
     def __post_init__(self) -> None:
@@ -138,8 +140,9 @@ class Mariadb:
 
     def for_arm(self, arm: Any) -> Mariadb:
         """This workload as `arm` runs it: its backing decides large_pages."""
+        domain = arm.vm is not None and arm.vm.domain is not None
         try:
-            return dataclasses.replace(self, arm_backing=arm.backing)
+            return dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
         except ExperimentError as exc:
             raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
 
@@ -159,6 +162,9 @@ class Mariadb:
                      if k not in ("large_pages", "innodb_buffer_pool_size"))
 
     def preflight(self, backing: str) -> None:
+        if self.domain_arm:  # the guest's own programs, checked in the trial
+            self._check_backing(backing)
+            return
         for tool in ("sysbench", "mariadb-install-db", "mariadb"):
             which(tool)
         if not Path(server.SERVER).exists():
@@ -275,8 +281,11 @@ class Mariadb:
             shutil.rmtree(srv.top, ignore_errors=True)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
+        if in_domain(target):
+            self._check_backing(backing)
+            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if getattr(target, "name", "") != "native":
-            raise WorkloadError("mariadb runs on the host only")
+            raise WorkloadError("mariadb runs on the host and in a user's domain")
         srv = self.start(backing)
         try:
             self.warm(target, srv)
@@ -425,11 +434,10 @@ def leftovers() -> list[str]:
 KIND = Kind(
     name="mariadb", workload=Mariadb,
     summary="MariaDB loaded by sysbench's OLTP scripts, with --large-pages per arm",
-    role="server", where=frozenset({"host", "interleaved"}), interleave=server_problem,
+    role="server", where=frozenset({"host", "domain", "interleaved"}),
+    interleave=server_problem,
     tools=(Tool("sysbench", "sysbench"), Tool("mariadb-install-db", "mariadb-server"),
            Tool("mariadbd", "mariadb-server"), Tool("mariadb", "mariadb-client")),
     duration=("duration_s", 10.0), judge=check, leftovers=leftovers,
-    refusals={"guest": "mariadb runs on the host (hugelab's own guests do not have its "
-                       "datadir cache yet)",
-              "domain": "mariadb runs on the host only for now, not yet from a user's "
-                        "domain's own packages"})
+    refusals={"guest": "mariadb runs on the host and in a user's domain (hugelab's own "
+                       "guests do not have its datadir cache yet)"})
