@@ -33,15 +33,7 @@ public class Walk {
 }
 """
 
-EXP = """\
-name = "jvm-guest"
-seed = 4
-blocks = 1
-baseline = "4k"
-[vm]
-mem = "1G"
-vcpus = 1
-accel = "auto"
+WORKLOAD = """\
 [workload]
 kind = "jvm"
 jar = "{jar}"
@@ -51,7 +43,17 @@ name = "steps_per_s"
 unit = "steps/s"
 heap = "96M"
 gc = "Parallel"
-[[arms]]
+"""
+EXP = """\
+name = "jvm-guest"
+seed = 4
+blocks = 1
+baseline = "4k"
+[vm]
+mem = "1G"
+vcpus = 1
+accel = "auto"
+{workload}[[arms]]
 name = "4k"
 backing = "4k"
 [arms.vm]
@@ -82,7 +84,7 @@ def walk_jar(tmp_path) -> str:
 @pytest.mark.slow
 def test_4k_and_large_pages_in_a_guest_each_verified(tmp_path):
     exp = tmp_path / "exp.toml"
-    exp.write_text(EXP.format(jar=walk_jar(tmp_path)))
+    exp.write_text(EXP.format(workload=WORKLOAD.format(jar=walk_jar(tmp_path))))
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before = host_state()
     r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
@@ -107,16 +109,7 @@ blocks = 1
 [vm]
 domain = "{domain}"
 mem = "1G"
-[workload]
-kind = "jvm"
-jar = "{jar}"
-args = ["1000"]
-regex = 'steps/s: ([0-9.E]+)'
-name = "steps_per_s"
-unit = "steps/s"
-heap = "96M"
-gc = "Parallel"
-[[arms]]
+{workload}[[arms]]
 name = "large"
 backing = "hugetlb-2M"
 app = {{ UseLargePages = true }}
@@ -140,7 +133,8 @@ def test_large_pages_in_a_users_domain_from_the_guests_own_java(tmp_path):
     assert _libvirt_missing() is None
     define_image_domain(DOMAIN)
     exp = tmp_path / "exp.toml"
-    exp.write_text(DOMAIN_EXP.format(domain=DOMAIN, jar=walk_jar(tmp_path)))
+    exp.write_text(DOMAIN_EXP.format(domain=DOMAIN,
+                                     workload=WORKLOAD.format(jar=walk_jar(tmp_path))))
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before = host_state()
     r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
