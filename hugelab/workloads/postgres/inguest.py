@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
 
 from hugelab import proc
-from hugelab.errors import HugelabError, WorkloadError
-from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.postgres.guestio import decode, encode, params
+from hugelab.errors import HugelabError
+from hugelab.workloads.base import ExecResult
+from hugelab.workloads.postgres.guestio import encode
 
 
 class Here:
@@ -45,16 +44,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-
-
-def run_in_own_guest(w: Any, target: Target, backing: str) -> WorkloadResult:
-    """The host's half: the trial of Postgres workload `w` inside one of hugelab's own guests,
-    which see this host's root, by this module run there (on the template built here first)."""
-    argv = [sys.executable, "-m", "hugelab.workloads.postgres.inguest", params(w), backing]
-    res = target.exec(argv, timeout=w.exec_timeout(w.duration_s) + 120.0)
-    result = decode(res.stdout)
-    if result is None:
-        why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-        raise WorkloadError(f"postgres in guest {getattr(target, 'name', '?')}: {why}")
-    result.info["where"] = "guest"
-    return result

@@ -41,8 +41,8 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.postgres import (
     cluster,
+    guestio,
     indomain,
-    inguest,
     leftovers,
     pgbench,
     segment,
@@ -293,7 +293,7 @@ class Postgres:
         if getattr(target, "name", "") != "native":
             self._check_backing(backing)
             self.template()  # built here: the guest sees this host's root
-            return inguest.run_in_own_guest(self, target, backing)
+            return guestio.run_in_own_guest(self, target, backing)
         srv = self.start(backing)
         try:
             self.warm(target, srv)
