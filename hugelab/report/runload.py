@@ -211,7 +211,7 @@ def read_windows(store: SqlStore, data: RunData, run_id: int
     out: dict[int, list[tuple[float, float, float]]] = {}
     for arm, target, metrics in store.tuples(
             "SELECT arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok' AND "
-            "metrics LIKE '%window_se_log%'", (run_id,)):
+            "metrics LIKE ?", (run_id, "%window_se_log%")):  # a parameter: psycopg reads % itself
         m, i = _json_dict(metrics), where.get((arm, target))
         values = [m.get(k) for k in WINDOW_KEYS]
         if i is not None and all(isinstance(v, int | float) for v in values):

@@ -140,7 +140,8 @@ class Mariadb:
 
     def for_arm(self, arm: Any) -> Mariadb:
         """This workload as `arm` runs it: its backing decides large_pages."""
-        domain = arm.vm is not None and arm.vm.domain is not None
+        vm = getattr(arm, "vm", None)
+        domain = vm is not None and vm.domain is not None
         try:
             return dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
         except ExperimentError as exc:

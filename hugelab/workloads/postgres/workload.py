@@ -119,7 +119,8 @@ class Postgres:
     def for_arm(self, arm: Any) -> Postgres:
         """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
         defaults; the server checks every setting (`postgres -C`) now, before any trial."""
-        domain = arm.vm is not None and arm.vm.domain is not None
+        vm = getattr(arm, "vm", None)
+        domain = vm is not None and vm.domain is not None
         try:
             own = dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
             if domain:  # the guest's server judges the settings, in the trial
