@@ -225,6 +225,9 @@ class SshFleet:
             "hugelab_root": str(host.root),
             # runs, experiment files and each host's own SQLite store: fresh for every fleet
             "hugelab_workdir": str(self.workdir / host.name / "work"),
+            # the run's async job polled every second (the role's default: 5 s): a run's end,
+            # its failure or a lost host is seen sooner; what is polled and reported is the same
+            "hugelab_poll_s": "1",
         }
         if self.state_dir is not None:
             out["hugelab_state_dir"] = str(self.state_dir)

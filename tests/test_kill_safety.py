@@ -28,7 +28,7 @@ kind = "stress-ng"
 stressor = "vm"
 workers = 2
 bytes_per_worker = "32M"
-timeout_s = 4
+timeout_s = 2
 [[arms]]
 name = "a"
 backing = "4k"
@@ -57,7 +57,7 @@ ONE_GIG = HEAD + """
 kind = "hugelab-mem"
 workload = "chase"
 size = "64M"
-duration = 3.0
+duration = 1.0
 [[arms]]
 name = "a"
 backing = "hugetlb-1G"
@@ -99,7 +99,7 @@ design = "interleaved"
 kind = "postgres"
 scale = 1
 clients = 2
-duration_s = 6
+duration_s = 3
 window_ops = 100
 warmup_s = 0
 [[arms]]
@@ -117,7 +117,7 @@ kind = "mariadb"
 tables = 1
 table_size = 2000
 threads = 1
-duration_s = 6
+duration_s = 2
 warmup_s = 0
 buffer_pool = "64M"
 [[arms]]
@@ -126,25 +126,6 @@ backing = "4k"
 [[arms]]
 name = "b"
 backing = "hugetlb-2M"
-"""
-GUEST = HEAD + """
-[vm]
-mem = "512M"
-accel = "tcg"
-[workload]
-kind = "hugelab-mem"
-workload = "chase"
-size = "32M"
-duration = 0.5
-[[arms]]
-name = "a"
-backing = "4k"
-[[arms]]
-name = "b"
-backing = "4k"
-[arms.vm]
-backing = "file"
-page_size = "2M"
 """
 
 
@@ -171,7 +152,7 @@ def records(state: Path) -> list[dict]:
 
 def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
     """Start `hugelab run`, SIGKILL it once a process whose command line has `needle` runs
-    inside one of its trials (or, for a guest, once its QEMU runs); the scope records then."""
+    inside one of its trials; the scope records then."""
     env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
     p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", str(store)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -181,9 +162,6 @@ def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
             recs = records(state)
             tokens = {r["token"] for r in recs}
             mine = set(carrying(tokens)) if tokens else set()
-            if needle == "qemu":
-                mine = {pid for pid, c in cmdlines().items()
-                        if "qemu-system" in c and list(state.glob("qemu-*.json"))}
             if any(needle in c for pid, c in cmdlines().items() if pid in mine):
                 time.sleep(0.3)
                 return records(state)
@@ -210,11 +188,10 @@ def trials(store: Path) -> list[tuple]:
     ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
     ("hugelab-mem-1G", "recover"), ("jvm", "recover"), ("memcached", "recover"),
     ("pg-requests", "recover"), ("mariadb", "recover"),
-    pytest.param("guest", "recover", marks=pytest.mark.vm),
 ])
 def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
     text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
-                    "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"), "guest": (GUEST, "qemu"),
+                    "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"),
                     "jvm": (JVM, "UseLargePages"), "memcached": (MEMCACHED, "memcslap"),
                     "pg-requests": (PG_REQUESTS, "hugelab-reqmix"),
                     "mariadb": (MARIADB, "sysbench")}[case]
@@ -225,6 +202,9 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
     env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
     before, procs, leftovers = host_state(), workload_processes(), private_dirs()
     recs = kill_during(exp, state, store, needle)
+    # killed inside a trial (its scope's records still there), not after it: the workloads
+    # run for seconds, the kill comes within a few tenths of one of their processes starting
+    assert recs, "the run was killed between trials, not during one"
     tokens = {r["token"] for r in recs}
     scratch = [Path(r["scratch"]) for r in recs if r.get("scratch")]
     if then == "recover":

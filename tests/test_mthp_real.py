@@ -85,7 +85,9 @@ def test_each_mthp_size_set_and_restored(env):
 
 def test_sigkill_mid_mthp_arm_then_recover_restores(env):
     exp = env / "e.toml"
-    exp.write_text(EXP.format(blocks=2, duration=5.0))
+    # trials of 1.5 s: the arms before mthp-64K pass sooner; the kill comes within 20 ms of
+    # its knob being set, while its trial is still to run
+    exp.write_text(EXP.format(blocks=2, duration=1.5))
     knob = REAL.mthp_enabled(64)
     was = mode(knob)
     p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", str(env / "s.db")], cwd=env,

@@ -3,7 +3,8 @@
 The killed run leaves a real mess: a QEMU (its own session, so it outlives its parent) holding
 2 MiB pages of the host pool through a hugetlbfs file, the pool reserved, hugetlbfs mounted and
 THP changed. `hugelab recover` must end that QEMU and put everything back; running the same
-experiment again must finish it without duplicate trials."""
+experiment again must finish it without duplicate trials, every trial ok. (This is the guest
+case of tests/test_kill_safety.py's kill-and-recover matrix.)"""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 
 from hugelab.host.paths import REAL, parse_selected
 from tests.guestruns import alive, qemus_under
-from tests.hostguard import host_state
+from tests.hostguard import host_state, workload_processes
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
@@ -148,6 +149,7 @@ def test_sigkill_with_hugetlbfs_guest_up_then_recover_then_resume(env):
     tmp, before, leftovers = env
     exp, db, state = tmp / "exp.toml", tmp / "s.db", tmp / "state"
     exp.write_text(EXPERIMENT)
+    procs = workload_processes()
     guests = kill_with_guest_up(tmp, exp, db, leftovers)
     tmpdirs = assert_mess(state, guests)
     done = len(trial_keys(db))
@@ -163,11 +165,12 @@ def test_sigkill_with_hugetlbfs_guest_up_then_recover_then_resume(env):
     assert after == before, (after, before)  # pools (2M and 1G), THP, no hugetlbfs mount
     assert str(state / "hugetlbfs-2M") not in hugetlbfs_mounts()
     assert not (state / "journal.json").exists() and not list(state.glob("qemu-*.json"))
+    assert workload_processes() == procs
 
     r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(db), "--json"],
                        capture_output=True, text=True, cwd=tmp)
     assert_resumed(r, db, done)
-    assert host_state() == before
+    assert host_state() == before and workload_processes() == procs
 
 
 def test_sigkill_with_guest_up_then_run_again_cleans_up_first(env):
