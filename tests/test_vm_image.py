@@ -507,7 +507,7 @@ def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(t
     image = img.build_image(progress=lambda m: print(f"  build: {m}", flush=True))
     build_s = time.monotonic() - t0
     assert image.directory == img.image_dir()
-    assert image.size_bytes < 1536 << 20 and image.disk_file_bytes < image.size_bytes
+    assert image.size_bytes < 3 << 30 and image.disk_file_bytes < image.size_bytes  # with servers
     t1 = time.perf_counter()
     assert img.build_image() == image
     hit_ms = (time.perf_counter() - t1) * 1000
