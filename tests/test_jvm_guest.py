@@ -69,6 +69,18 @@ backing = "anon"
 """
 
 
+def run_and_show(exp, tmp_path) -> list[dict]:
+    """`hugelab run EXP` with a state directory of its own, then its trials as `show --json`."""
+    env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
+    r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
+                        str(tmp_path / "s.db")], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = subprocess.run([sys.executable, "-m", "hugelab.cli", "show", "1", "--store",
+                            str(tmp_path / "s.db"), "--json"], capture_output=True, text=True)
+    return list(json.loads(shown.stdout)["trials"])
+
+
 def walk_jar(tmp_path) -> str:
     if shutil.which("javac") is None or shutil.which("jar") is None:
         pytest.fail("javac is not installed: ./bootstrap setup installs openjdk-17-jdk-headless")
@@ -85,15 +97,8 @@ def walk_jar(tmp_path) -> str:
 def test_4k_and_large_pages_in_a_guest_each_verified(tmp_path):
     exp = tmp_path / "exp.toml"
     exp.write_text(EXP.format(workload=WORKLOAD.format(jar=walk_jar(tmp_path))))
-    env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before = host_state()
-    r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
-                        str(tmp_path / "s.db")], capture_output=True, text=True, env=env,
-                       timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    shown = subprocess.run([sys.executable, "-m", "hugelab.cli", "show", "1", "--store",
-                            str(tmp_path / "s.db"), "--json"], capture_output=True, text=True)
-    trials = {t["arm"]: t for t in json.loads(shown.stdout)["trials"]}
+    trials = {t["arm"]: t for t in run_and_show(exp, tmp_path)}
     for arm, says in (("4k", "heap in 4K pages"), ("large", "heap in 2M pages")):
         t = trials[arm]
         assert t["status"] == "ok" and t["evidence"]["check"] == "verified", t["evidence"]
@@ -135,15 +140,8 @@ def test_large_pages_in_a_users_domain_from_the_guests_own_java(tmp_path):
     exp = tmp_path / "exp.toml"
     exp.write_text(DOMAIN_EXP.format(domain=DOMAIN,
                                      workload=WORKLOAD.format(jar=walk_jar(tmp_path))))
-    env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     before = host_state()
-    r = subprocess.run([sys.executable, "-m", "hugelab.cli", "run", str(exp), "--store",
-                        str(tmp_path / "s.db")], capture_output=True, text=True, env=env,
-                       timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    shown = subprocess.run([sys.executable, "-m", "hugelab.cli", "show", "1", "--store",
-                            str(tmp_path / "s.db"), "--json"], capture_output=True, text=True)
-    (t,) = json.loads(shown.stdout)["trials"]
+    (t,) = run_and_show(exp, tmp_path)
     ev = t["evidence"]
     assert t["status"] == "ok" and ev["check"] == "verified", ev
     assert ev["checks"]["app"]["status"] == "verified" and "2M" in ev["checks"]["app"]["reason"]
