@@ -1,7 +1,8 @@
 """A/A noise of request-level interleaving against today's whole-run windows, same session.
 
     PYTHONPATH=. .venv/bin/python bench/reqmix_aa.py --kind redis|memcached|pg [--run-blocks 6]
-        [--run-window-s 1.5] [--req-seconds 20] [--window-ops 20,200] [--seed 1]
+        [--run-window-s 1.5] [--req-seconds 20] [--window-ops 20,200] [--clients 1,4]
+        [--seed 1]
 
 Two identical servers of KIND (redis, memcached, or pg: PostgreSQL 15 at scale 1,
 huge_pages = off, select-only) are started, both pinned to the last CPU,
@@ -145,11 +146,11 @@ def _start(kind: str, stack: ExitStack, cpu: int) -> tuple[tuple[str, ...], list
 def _print(kind: str, rows: list[dict[str, Any]], client_cpu: int, server_cpu: int) -> None:
     print(f"# {kind} A/A, client on CPU {client_cpu}, both servers on CPU {server_cpu}, "
           f"load {os.getloadavg()[0]:.2f}")
-    print(f"{'design':<16}{'blocks':>7}{'block SD %':>11}{'robust %':>9}{'SE 1 min %':>11}"
+    print(f"{'design':<18}{'blocks':>7}{'block SD %':>11}{'robust %':>9}{'SE 1 min %':>11}"
           f"{'A/A % [95%]':>26}{'client CPU':>11}{'window ms':>10}{'ops/s':>8}")
     for r in rows:
         ci = f"{r['aa_pct']:+.2f} [{r['aa_lo_pct']:+.2f}, {r['aa_hi_pct']:+.2f}]"
-        print(f"{r['design']:<16}{r['blocks']:>7}{r['block_sd_pct']:>11.2f}"
+        print(f"{r['design']:<18}{r['blocks']:>7}{r['block_sd_pct']:>11.2f}"
               f"{r['robust_sd_pct']:>9.2f}{r['se_1min_pct']:>11.2f}{ci:>26}"
               f"{100 * r['client_cpu_share']:>10.1f}%{r['mean_window_ms']:>10.2f}"
               f"{r['ops_per_s']:>8}")
@@ -166,6 +167,8 @@ def main() -> int:
     ap.add_argument("--window-ops", default="20,200")
     ap.add_argument("--warm-ops", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--clients", default="1",
+                    help="comma-separated connections per server, each a request-level row")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     client_cpu, server_cpu = cpus[0], cpus[-1]
@@ -185,10 +188,12 @@ def main() -> int:
         rows.append(_design(binary, servers, f"runs={args.run_window_s}s", client_cpu,
                             window_ops=None, window_ms=int(args.run_window_s * 1000),
                             windows=4 * args.run_blocks, duration_s=None, seed=args.seed, **kw))
-        for n in (int(x) for x in args.window_ops.split(",")):
-            rows.append(_design(binary, servers, f"ops={n}", client_cpu, window_ops=n,
-                                warm_ops=args.warm_ops, duration_s=args.req_seconds,
-                                seed=args.seed, **kw))
+        for k in (int(x) for x in args.clients.split(",")):
+            for n in (int(x) for x in args.window_ops.split(",")):
+                label = f"ops={n}" if k == 1 else f"ops={n} c={k}"
+                rows.append(_design(binary, servers, label, client_cpu, window_ops=n,
+                                    warm_ops=args.warm_ops, duration_s=args.req_seconds,
+                                    seed=args.seed, clients=k, **kw))
     os.close(fd)
     _print(args.kind, rows, client_cpu, server_cpu)
     return 0

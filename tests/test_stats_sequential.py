@@ -78,3 +78,32 @@ def test_bad_plans_raise() -> None:
         sequential_decision([0.1, 0.2], 4, plan)
     with pytest.raises(StatsInputError):
         sequential_decision([np.nan], 1, plan)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_false_equivalence_at_the_margin_stays_under_alpha(alpha: float) -> None:
+    # TOST: at a true effect of exactly +margin, "equivalent" is the false claim. Each side is
+    # a one-sided test at alpha, so the rate stays under alpha; at this noise (where the
+    # efficacy stop seldom fires first) it comes near alpha, and above what the efficacy
+    # boundaries (alpha/2 a side) would give
+    n_sim, margin = 8000, 0.01
+    plan = sequential_plan(30, looks=5, alpha=alpha, margin=margin)
+    strict = dataclasses.replace(plan, equivalence_bounds=plan.bounds)
+    rng = np.random.default_rng(int(alpha * 1e4))
+    edge = rng.normal(math.log1p(margin), 0.02, (n_sim, 30))
+    ours = float(np.mean(run_sequential(edge, plan)[0] == "equivalent"))
+    theirs = float(np.mean(run_sequential(edge, strict)[0] == "equivalent"))
+    assert ours <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / n_sim)
+    assert ours > 1.5 * theirs and ours > alpha / 2
+
+
+def test_equivalence_stops_sooner_with_one_sided_bounds() -> None:
+    rng = np.random.default_rng(12)
+    plan = sequential_plan(30, looks=5, alpha=0.01, margin=0.01)
+    strict = dataclasses.replace(plan, equivalence_bounds=plan.bounds)
+    d = rng.normal(0.0, 0.011, (N_SIM, 30))
+    ours, look = run_sequential(d, plan)
+    theirs, look_strict = run_sequential(d, strict)
+    assert np.mean(ours == "equivalent") > np.mean(theirs == "equivalent")
+    assert np.mean(look) < np.mean(look_strict)
+    assert all(e < c for e, c in zip(plan.equivalence_bounds, plan.bounds, strict=True))

@@ -11,7 +11,10 @@ log space, so 99.99% designs work too.
 At each look the statistic is the normal-approximation signed-rank z of the paired
 log-ratios so far (scipy, zeros dropped, tie-corrected). Stops:
 - efficacy: |z| >= c_k  -> "faster"/"slower";
-- equivalence: both one-sided signed-rank z against +/-log(1+margin) pass c_k -> "equivalent";
+- equivalence: both one-sided signed-rank z against +/-log(1+margin) pass e_k -> "equivalent"
+  (TOST: each side a one-sided test at alpha, so e_k are the boundaries that spend alpha on
+  one side, those of a two-sided 2 x alpha design; the efficacy boundaries c_k spend alpha/2
+  a side and would test each side at alpha/2, twice as strict as TOST asks);
 - futility (non-binding, only with ``target_effect``): conditional power to reach the final
   boundary under the target effect below ``futility_cp`` -> "inconclusive";
 - last look without a stop -> "inconclusive".
@@ -48,6 +51,7 @@ class SequentialPlan:
     fractions: tuple[float, ...]
     bounds: tuple[float, ...]
     alpha_spent: tuple[float, ...]
+    equivalence_bounds: tuple[float, ...]
     target_effect: float | None
     futility_cp: float
 
@@ -142,6 +146,7 @@ def sequential_plan(
     sizes = np.round(np.linspace(max_blocks / looks, max_blocks, looks)).astype(int)
     fractions = sizes / max_blocks
     bounds, spent = boundaries(fractions, alpha)
+    equivalence, _ = boundaries(fractions, 2.0 * alpha)
     return SequentialPlan(
         max_blocks=max_blocks,
         looks=looks,
@@ -152,6 +157,7 @@ def sequential_plan(
         fractions=tuple(float(f) for f in fractions),
         bounds=tuple(float(b) for b in bounds),
         alpha_spent=tuple(float(s) for s in spent),
+        equivalence_bounds=tuple(float(e) for e in equivalence),
         target_effect=target_effect,
         futility_cp=futility_cp,
     )
@@ -188,7 +194,7 @@ def sequential_decision(d_so_far: ArrayLike, look: int, plan: SequentialPlan) ->
     d = d[~np.isnan(d)]
     if d.size == 0:
         raise StatsInputError("no paired log-ratios yet")
-    c = plan.bounds[look - 1]
+    c, e = plan.bounds[look - 1], plan.equivalence_bounds[look - 1]
     delta = math.log1p(plan.margin)
     z = float(signedrank.z_statistic(d[None, :])[0])
     z_low = float(signedrank.z_statistic(d[None, :] + delta)[0])
@@ -199,9 +205,9 @@ def sequential_decision(d_so_far: ArrayLike, look: int, plan: SequentialPlan) ->
 
     if abs(z) >= c:
         return out(_direction(z, plan.better), True, f"|z| = {abs(z):.2f} crossed {c:.2f}")
-    if z_low >= c and z_high <= -c:
+    if z_low >= e and z_high <= -e:
         return out(
-            "equivalent", True, f"both one-sided tests within +/-{plan.margin:.1%} crossed {c:.2f}"
+            "equivalent", True, f"both one-sided tests within +/-{plan.margin:.1%} crossed {e:.2f}"
         )
     if look == plan.looks:
         return out("inconclusive", True, "last look reached without crossing a boundary")
@@ -225,11 +231,12 @@ def run_sequential(d: ArrayLike, plan: SequentialPlan) -> tuple[np.ndarray, Floa
     stop = np.full(rows, plan.looks, dtype=float)
     live = np.ones(rows, dtype=bool)
     delta = math.log1p(plan.margin)
-    for k, (size, c) in enumerate(zip(plan.look_sizes, plan.bounds, strict=True), start=1):
+    looks = zip(plan.look_sizes, plan.bounds, plan.equivalence_bounds, strict=True)
+    for k, (size, c, e) in enumerate(looks, start=1):
         part = d[:, :size]
         z = signedrank.z_statistic(part)
-        eq = (signedrank.z_statistic(part + delta) >= c) & (
-            signedrank.z_statistic(part - delta) <= -c
+        eq = (signedrank.z_statistic(part + delta) >= e) & (
+            signedrank.z_statistic(part - delta) <= -e
         )
         good = (z < 0) if plan.better == "lower" else (z > 0)
         hit = live & (np.abs(z) >= c)
