@@ -98,6 +98,11 @@ def test_load_delta_shares_from_fake_proc_stat_and_pressure(tmp_path):
     assert d["psi_memory_some_share"] == 0.0
     assert load.high_load(d) == ["CPU steal 10%", "other processes' CPU 35%", "CPU pressure 15%"]
     assert load.high_load({"steal_share": 0.01, "other_busy_share": 0.1}) == []
+    # pressure with no one else's CPU is the trial's own threads contending (measured: 60% in
+    # a request-interleaved PostgreSQL trial on an idle 2-core machine, others' CPU 0%)
+    own = {"steal_share": 0.0011, "other_busy_share": 0.0, "psi_cpu_some_share": 0.595}
+    assert load.high_load(own) == []
+    assert load.high_load({**own, "other_busy_share": 0.06}) == ["CPU pressure 60%"]
 
 
 def test_load_without_pressure_files_records_only_cpu(tmp_path):
