@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/requests_aa_runs.py [--kinds postgres,redis,memcached]
         [--runs 10] [--blocks 8] [--duration-s 3] [--window-ops 200] [--out results.json]
+        [--until-verdict [--alpha 0.01] [--looks 2]]
 
 For each kind, --runs runs of an experiment with two identical arms ("a" and its twin "b",
 design "interleaved" with window_ops: every trial starts both servers, one hugelab-reqmix
@@ -11,6 +12,10 @@ CLI (`hugelab run`, then `hugelab report --json`). It prints, per kind, how many
 (0.05), the effects and intervals, and the minutes each run took. A design whose A/A runs decide
 `faster` or `slower` more than alpha allows has a false-positive problem. It waits for the host
 test lock, so it never runs beside the suite.
+
+With --until-verdict each run is the command a user runs for a verdict, `hugelab run
+--until-verdict --alpha A --margin 0.01 --max-blocks BLOCKS --looks L`, and the run's own
+sequential decision for the twin is what counts (`sequential`), beside the report's.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ def one_run(kind: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[s
     exp, store = tmp / f"{kind}-{seed}.toml", tmp / f"{kind}-{seed}.db"
     exp.write_text(experiment(kind, seed, args.blocks, args.duration_s, args.window_ops))
     t0 = time.monotonic()
-    run = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store)],
+    seq = (["--until-verdict", "--alpha", str(args.alpha), "--margin", "0.01", "--max-blocks",
+            str(args.blocks), "--looks", str(args.looks)] if args.until_verdict else [])
+    run = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store), *seq],
                          capture_output=True, text=True, timeout=3600)
     minutes = (time.monotonic() - t0) / 60
     if run.returncode != 0:
@@ -58,8 +65,13 @@ def one_run(kind: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[s
     rep = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
                                     capture_output=True, text=True, check=True).stdout)
     (c,) = rep["comparisons"]
-    return {"kind": kind, "seed": seed, "verdict": c["verdict"], "effect_pct": c["effect_pct"],
-            "ci": [c["ci_low_pct"], c["ci_high_pct"]], "minutes": round(minutes, 2)}
+    out = {"kind": kind, "seed": seed, "verdict": c["verdict"], "effect_pct": c["effect_pct"],
+           "ci": [c["ci_low_pct"], c["ci_high_pct"]], "blocks": rep["blocks"],
+           "minutes": round(minutes, 2)}
+    if args.until_verdict:
+        last = rep["run"]["sequential"]["looks"][-1]
+        out.update(sequential=last["decisions"]["b"]["decision"], look=last["look"])
+    return out
 
 
 def main() -> int:
@@ -70,6 +82,10 @@ def main() -> int:
     ap.add_argument("--duration-s", type=float, default=3.0)
     ap.add_argument("--window-ops", type=int, default=200)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--until-verdict", action="store_true",
+                    help="each run stops at its own sequential verdict (see above)")
+    ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument("--looks", type=int, default=2)
     args = ap.parse_args()
     results = []
     with open(LOCK, "a+") as lock, tempfile.TemporaryDirectory() as d:
@@ -81,12 +97,14 @@ def main() -> int:
                 print(json.dumps(r), flush=True)
     for kind in args.kinds.split(","):
         rs = [r for r in results if r["kind"] == kind]
-        verdicts = [r.get("verdict", "error") for r in rs]
+        key = "sequential" if args.until_verdict else "verdict"
+        verdicts = [r.get(key, "error") for r in rs]
         print(f"{kind}: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
               + f"; minutes per run {sorted(r.get('minutes', 0) for r in rs)}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
-    bad = any(r.get("verdict") in ("faster", "slower") or "error" in r for r in results)
+    key = "sequential" if args.until_verdict else "verdict"
+    bad = any(r.get(key) in ("faster", "slower") or "error" in r for r in results)
     return 1 if bad else 0
 
 

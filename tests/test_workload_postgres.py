@@ -165,6 +165,32 @@ def test_a_4k_trial_is_evidenced_from_the_postmasters_segment():
     assert not [s for s in sysvshm.segments() if s.cpid == pm and s not in before]
 
 
+BUFFERED = ("CREATE EXTENSION IF NOT EXISTS pg_buffercache; SELECT (SELECT count(*) FROM "
+            "pg_buffercache WHERE relfilenode = pg_relation_filenode('pgbench_accounts')), "
+            "pg_relation_size('pgbench_accounts') / 8192")
+
+
+@pytest.mark.server
+@needs_pg
+@pytest.mark.parametrize("warm", [True, False])
+def test_prewarm_fills_shared_buffers_as_the_servers_own_buffer_cache_shows(warm):
+    # the reference is the server's own count of its buffers (pg_buffercache), not hugelab's
+    w = Postgres(scale=1, prewarm=warm).for_arm(SimpleNamespace(name="off", backing="4k"))
+    srv = w.start("4k")
+    try:
+        cp = subprocess.run(["psql", "-X", "-A", "-t", "-F", " ", "-h", str(srv.cd.top), "-p",
+                             "5432", "-U", "postgres", "-d", "postgres", "-c", BUFFERED],
+                            capture_output=True, text=True, check=True)
+        cached, blocks = map(int, cp.stdout.split()[-2:])
+    finally:
+        w.stop(srv)
+    assert blocks > 1000  # scale 1: 100,000 rows
+    if warm:
+        assert cached == blocks and srv.prewarmed_blocks > blocks
+    else:
+        assert cached < blocks / 10 and srv.prewarmed_blocks == 0
+
+
 TRY_SMALL_POOL = """name = "pg-try"
 seed = 3
 blocks = 1
@@ -305,3 +331,12 @@ def test_recover_removes_dead_owners_dirs_and_half_built_templates(tmp_path, mon
     assert not dead.exists() and live.exists()
     assert not (cache / "k1.tmp").exists() and (cache / "k2.tmp").exists()
     assert any(str(dead) in d for d in done)
+
+
+def test_prewarm_output_is_read_and_a_silent_psql_is_an_error():
+    from hugelab.workloads.postgres import prewarm
+    assert prewarm.blocks_read("\n1873\n") == 1873
+    with pytest.raises(WorkloadError, match="pg_prewarm did not say"):
+        prewarm.blocks_read("", "ERROR:  could not open extension control file")
+    argv = prewarm.argv("/usr/lib/postgresql/15/bin/psql", "/tmp/x", 5432, "postgres")
+    assert argv[-2:] == ["-c", prewarm.SQL] and "ON_ERROR_STOP=1" in argv

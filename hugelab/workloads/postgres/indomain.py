@@ -18,7 +18,7 @@ import numpy as np
 from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.guestside import PAGE_KB, GuestSide, Way
-from hugelab.workloads.postgres import pgbench, segment, server
+from hugelab.workloads.postgres import pgbench, prewarm, segment, server
 
 ROOT = "/usr/lib/postgresql"
 USER = "postgres"
@@ -106,6 +106,10 @@ class DomainTrial:
                                                      * 1024)
         self._start()
         self._load_data()
+        if w.prewarm:
+            res = self.side.run(prewarm.argv(f"{self.bin}/psql", self.top, server.PORT, USER),
+                                user=USER, timeout=START_TIMEOUT_S)
+            self.info["prewarmed_blocks"] = prewarm.blocks_read(res.stdout, res.stderr)
         if w.warmup_s >= 1:
             self._pgbench(w.warmup_s, log=False)
         res = self._pgbench(None if w.transactions is not None else w.duration_s, log=True)

@@ -60,6 +60,7 @@ def ask(bin_dir: Path, cd: ClusterDir, name: str, settings: dict[str, object]) -
 class Server:
     proc: subprocess.Popen[bytes]
     cd: ClusterDir
+    prewarmed_blocks: int = 0
 
     @property
     def pid(self) -> int:

@@ -7,6 +7,7 @@
     clients = 4
     threads = 2
     duration_s = 10             # pgbench -T (or transactions = N per client: -t)
+    prewarm = true              # shared buffers filled by pg_prewarm before the load (prewarm.py)
 
     [[arms]]
     name = "on"
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hugelab import proc
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
@@ -45,6 +47,7 @@ from hugelab.workloads.postgres import (
     indomain,
     leftovers,
     pgbench,
+    prewarm,
     segment,
     server,
     template,
@@ -73,6 +76,7 @@ class Postgres:
     window_s: float = 2.0  # design "interleaved": each arm's pgbench window
     window_ops: int | None = None  # design "interleaved": windows of this many transactions
     warm_ops: int = 5      # per window and connection, untimed (the other arm's caches)
+    prewarm: bool = True   # pg_prewarm fills shared buffers before the load (prewarm.py)
     bindir: str | None = None
     timeout_s: float | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -203,10 +207,25 @@ class Postgres:
         try:
             userdata.copy(self, tpl, cd)
             settings = self.settings(backing)
-            return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
+            srv = server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
         except BaseException:
             cluster.remove_dir(cd)
             raise
+        try:
+            if self.prewarm:
+                srv.prewarmed_blocks = self._prewarm(bin_dir, cd)
+            return srv
+        except BaseException:
+            self.stop(srv)
+            raise
+
+    def _prewarm(self, bin_dir: Path, cd: cluster.ClusterDir) -> int:
+        cp = proc.run(prewarm.argv(bin_dir / "psql", cd.top, server.PORT, cluster.USER),
+                 check=False, timeout=self.exec_timeout(60.0))
+        if cp.returncode != 0:
+            raise WorkloadError("postgres: pg_prewarm failed:\n  " + cp.stderr.strip(),
+                                hint=prewarm.HINT)
+        return prewarm.blocks_read(cp.stdout, cp.stderr)
 
     def window(self, target: Target, srv: server.Server, seconds: float | None,
                log: bool = True) -> tuple[dict[str, float], np.ndarray]:
@@ -258,7 +277,8 @@ class Postgres:
         return {"tool": tool, "version": cluster.version(self._bin()), "backing": backing,
                 "settings": self.settings(backing), "builtin": self.script or self.builtin,
                 "server_output_tail": srv.output(20),
-                "warnings": self.settings_warnings(backing), **userdata.info(self)}
+                "warnings": self.settings_warnings(backing), **userdata.info(self),
+                **({"prewarmed_blocks": srv.prewarmed_blocks} if self.prewarm else {})}
 
     # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
     def request_server(self, srv: server.Server) -> str:
