@@ -75,6 +75,11 @@ class RunData:
     def index(self, name: str) -> int:
         return self.series.index(name)
 
+    def where(self) -> dict[tuple[str, str], int]:
+        """(arm, target) -> its series index."""
+        return {(a, t): i for i, (a, t) in enumerate(zip(self.series_arm, self.series_target,
+                                                         strict=True))}
+
 
 def from_rows(run: dict[str, Any], rows: list[tuple[int, int, str, str, str, float | None]]
               ) -> RunData:
@@ -115,8 +120,7 @@ def _sample_blocks(data: RunData, per_series: int) -> list[int]:
 
 
 def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     for arm, target, status, flag, error, cause in store.tuples(
             "SELECT arm, target, status, flag, error, cause FROM trials "
             "WHERE run_id = ? AND status != 'ok'", (run_id,)):
@@ -206,8 +210,7 @@ def read_windows(store: SqlStore, data: RunData, run_id: int
                  ) -> dict[int, list[tuple[float, float, float]]]:
     """Each ok trial's request-window estimate against the baseline (design interleaved with
     window_ops): its log-ratio, standard error and windows; {} for runs without them."""
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     out: dict[int, list[tuple[float, float, float]]] = {}
     for arm, target, metrics in store.tuples(
             "SELECT arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok' AND "
@@ -246,8 +249,7 @@ def read_latencies(store: SqlStore, data: RunData, run_id: int) -> Latencies:
                          "LIMIT 1", (run_id,))
     if not first or not any(percentile_of(k) is not None for k in _json_dict(first[0][0])):
         return {}
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     out: Latencies = {}
     for block, arm, target, metrics in store.tuples(
             "SELECT block, arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok'",
