@@ -3,6 +3,8 @@
 - `fabricate`: a run of a real experiment file (its real cell names, scenarios and factors)
   with values drawn here, so the terminal and HTML layouts of examples that need guests
   (001, 002) are checked on every machine in a second.
+- `request_run`: a request-level interleaved run (off vs on) whose trials carry the metrics
+  a test gives them.
 - `real_run`: a real `hugelab run` of an example at small size, cached under .pytest_cache so
   a test session runs it once (the key holds the example's text and the arguments); it takes
   the host lock like every host test.
@@ -15,7 +17,9 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +52,23 @@ def fabricate(path: Path, exp: Experiment, *, blocks: int = 8, seed: int = 1) ->
                                    "ns", "lower"))
         st.set_run_status(run_id, "finished")
     return run_id
+
+
+def request_run(path: Path, blocks: int, metrics: Callable[[int, str], dict[str, Any]],
+                provenance: dict[str, Any] | None = None) -> None:
+    """A request-level interleaved run of arms off (baseline) and on, every trial ok, as
+    hugelab.workloads.requests records it: `metrics(block, arm)` is each trial's metrics (its
+    `ops_per_s` the primary value), called off first in each block."""
+    exp = {"name": "pg", "baseline": "off", "design": "interleaved", "blocks": blocks,
+           "arms": [{"name": "off"}, {"name": "on"}]}
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("pg-req", "pg", exp, {})
+        for b in range(blocks):
+            for pos, arm in enumerate(("off", "on")):
+                m = metrics(b, arm)
+                st.add_trial(Trial(run_id, b, pos, arm, "ok", m["ops_per_s"], "ops_per_s",
+                                   "ops/s", "higher", metrics=m, provenance=provenance,
+                                   target="native"))
 
 
 def real_run(example: str | None, blocks: int) -> Path:

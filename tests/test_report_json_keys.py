@@ -1,7 +1,8 @@
 """The JSON report keeps its key paths: every path listed here (as of the answer-first
-report, issue 22) is still present in the report of a flat run and of a factorial, so a
-reader's script does not break. Add to the list when the report gains a key; never remove
-one. Maps keyed by data (arm names, kernels, vmstat counters) are checked as one key."""
+report, issue 22) is still present in the report of a flat run, of a factorial or of a
+request-level run, so a reader's script does not break. Add to the list when the report gains
+a key; never remove one. Maps keyed by data (arm names, kernels, vmstat counters) are checked
+as one key."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
 from tests.test_report_analysis import make_store
+from tests.test_report_server_cpu import requests_run
 
 OPAQUE = {"cell_levels", "accel_by_target", "hugelab_versions", "kernels", "kernel_page_size_kB",
-          "vmstat_median", "checks", "layers", "workload", "skipped"}
+          "vmstat_median", "checks", "layers", "workload", "skipped", "median_cpu_s"}
 KEYS = [
     # answer (the lead every renderer prints first)
     "answer", "answer.what_matters", "answer.what_matters[].subject", "answer.what_matters[].text",
@@ -146,6 +148,28 @@ KEYS = [
     "series[].monitors.trials", "series[].monitors.vmstat_median", "series[].name",
     "series[].non_positive", "series[].retried", "series[].retry_reasons", "series[].target",
     "series[].unit",
+    # server_cpu (request-level runs)
+    "server_cpu", "server_cpu.better", "server_cpu.entries", "server_cpu.entries[].alpha",
+    "server_cpu.entries[].baseline_us_per_op", "server_cpu.entries[].better",
+    "server_cpu.entries[].candidate_us_per_op", "server_cpu.entries[].ci_high_pct",
+    "server_cpu.entries[].ci_low_pct", "server_cpu.entries[].ci_method",
+    "server_cpu.entries[].client_cpu_share", "server_cpu.entries[].comparison",
+    "server_cpu.entries[].design_effect", "server_cpu.entries[].effect_pct",
+    "server_cpu.entries[].hl_log", "server_cpu.entries[].margin",
+    "server_cpu.entries[].mean_ratio", "server_cpu.entries[].median_ratio",
+    "server_cpu.entries[].n", "server_cpu.entries[].n_dropped", "server_cpu.entries[].n_units",
+    "server_cpu.entries[].notes", "server_cpu.entries[].p_adjusted",
+    "server_cpu.entries[].p_value", "server_cpu.entries[].pairs",
+    "server_cpu.entries[].pooling_warning", "server_cpu.entries[].ratio_of_means",
+    "server_cpu.entries[].round_trip_ci_high_pct", "server_cpu.entries[].round_trip_ci_low_pct",
+    "server_cpu.entries[].round_trip_effect_pct", "server_cpu.entries[].round_trip_metric",
+    "server_cpu.entries[].tost_high_pct", "server_cpu.entries[].tost_low_pct",
+    "server_cpu.entries[].tost_p", "server_cpu.entries[].tost_p_adjusted",
+    "server_cpu.entries[].trimmed_mean_ratio", "server_cpu.entries[].unit",
+    "server_cpu.entries[].verdict", "server_cpu.entries[].within_margin",
+    "server_cpu.holm_family", "server_cpu.method", "server_cpu.thp_daemons",
+    "server_cpu.thp_daemons[].median_cpu_s", "server_cpu.thp_daemons[].series",
+    "server_cpu.thp_daemons[].trials",
     # trials
     "trials",
     # warnings
@@ -176,13 +200,14 @@ def stores(tmp_path_factory):
     make_store(d / "flat.db", arms={"4k": 1.0, "thp": 0.95})
     exp = runstores.experiment("001-mnstory-factorial.toml")
     runstores.fabricate(d / "f.db", exp, blocks=12)
+    requests_run(d / "req.db")
     return d, exp
 
 
 def test_every_key_path_of_the_report_is_still_there(stores):
     d, _ = stores
     found: set[str] = set()
-    for db in ("flat.db", "f.db"):
+    for db in ("flat.db", "f.db", "req.db"):
         with Store(d / db) as st:
             found |= paths(analyse(load_run(st), Options()).json())
     missing = sorted(set(KEYS) - found)

@@ -14,7 +14,8 @@ from hugelab.report.analysis import analyse
 from hugelab.report.runload import load_run
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.windows import split_trials
-from hugelab.store import Store, Trial
+from hugelab.store import Store
+from tests import runstores
 
 
 @pytest.mark.parametrize(("sd_between", "se_within"), [(0.01, 0.002), (0.001, 0.005),
@@ -51,19 +52,14 @@ def requests_run(path, trials: int = 8, sd_between: float = 0.01, se: float = 0.
     """A request-level interleaved run: arms off (baseline) and on, on's trials carrying the
     window estimate against off as hugelab.workloads.requests records it."""
     rng = np.random.default_rng(3)
-    exp = {"name": "pg", "baseline": "off", "design": "interleaved", "blocks": trials,
-           "arms": [{"name": "off"}, {"name": "on"}]}
-    with Store(path) as st:
-        run_id, _ = st.get_or_create_run("pg-req", "pg", exp, {})
-        for b in range(trials):
-            lr = 0.05 + rng.normal(0, sd_between) + rng.normal(0, se)
-            for pos, (arm, value) in enumerate((("off", 1000.0), ("on", 1000 * math.exp(lr)))):
-                metrics = {"ops_per_s": value, "windows": 120.0}
-                if arm == "on":
-                    metrics.update({"window_log_ratio": lr, "window_se_log": se,
-                                    "window_effect_pct": 100 * math.expm1(lr)})
-                st.add_trial(Trial(run_id, b, pos, arm, "ok", value, "ops_per_s", "ops/s",
-                                   "higher", metrics=metrics, target="native"))
+
+    def metrics(_block: int, arm: str) -> dict[str, float]:
+        if arm == "off":
+            return {"ops_per_s": 1000.0, "windows": 120.0}
+        lr = 0.05 + rng.normal(0, sd_between) + rng.normal(0, se)
+        return {"ops_per_s": 1000 * math.exp(lr), "windows": 120.0, "window_log_ratio": lr,
+                "window_se_log": se, "window_effect_pct": 100 * math.expm1(lr)}
+    runstores.request_run(path, trials, metrics)
 
 
 def test_the_report_says_where_each_arms_effect_varies(tmp_path):

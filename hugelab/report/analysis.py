@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.report import answer, factorial, latency, lead
+from hugelab.report import answer, factorial, latency, lead, servercpu
 from hugelab.report import repeats as replicated
 from hugelab.report.model.base import clean
 from hugelab.report.model.comparison import Comparison, Drift, Tails
@@ -443,6 +443,8 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         repetitions=repetitions(data), replication=rep,
         tail_latency=latency.tail_latency(data.latency, ps, data, alpha=opts.alpha,
                                           margin=opts.margin),
+        server_cpu=servercpu.server_cpu(data.server_cpu, ps, comps, data, alpha=opts.alpha,
+                                        margin=opts.margin),
         warnings=_warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
     )
     result.answer = lead.build(answer.Findings.of(result))  # what every renderer says first

@@ -9,10 +9,11 @@ error reasons, and the accelerators seen per target, are read over all trials.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +49,17 @@ class SeriesDetails:
 
 
 @dataclass
+class ServerCpuData:
+    """What request-level trials measure beside the client's windows (ok trials carrying
+    `server_cpu_us_per_op`): per (block, series) the server's own CPU µs per operation and the
+    client's CPU share; per series each trial's CPU seconds of khugepaged and kcompactd."""
+
+    us_per_op: dict[tuple[int, int], float] = field(default_factory=dict)
+    client_share: dict[tuple[int, int], float] = field(default_factory=dict)
+    daemons: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+
+
+@dataclass
 class RunData:
     """One run: trial arrays in trial order (rows sorted by block, position) and details."""
 
@@ -67,6 +79,8 @@ class RunData:
     latency: Latencies = field(default_factory=dict)
     # request-level windows: series -> each ok trial's (log-ratio, its SE, windows) vs baseline
     windows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
+    # request-level trials' server CPU per operation, client share and THP daemons' CPU
+    server_cpu: ServerCpuData | None = None
 
     @property
     def n_trials(self) -> int:
@@ -74,6 +88,11 @@ class RunData:
 
     def index(self, name: str) -> int:
         return self.series.index(name)
+
+    def where(self) -> dict[tuple[str, str], int]:
+        """(arm, target) -> its series index."""
+        return {(a, t): i for i, (a, t) in enumerate(zip(self.series_arm, self.series_target,
+                                                         strict=True))}
 
 
 def from_rows(run: dict[str, Any], rows: list[tuple[int, int, str, str, str, float | None]]
@@ -115,8 +134,7 @@ def _sample_blocks(data: RunData, per_series: int) -> list[int]:
 
 
 def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     for arm, target, status, flag, error, cause in store.tuples(
             "SELECT arm, target, status, flag, error, cause FROM trials "
             "WHERE run_id = ? AND status != 'ok'", (run_id,)):
@@ -196,6 +214,7 @@ def load_run(store: SqlStore, run_id: int | None = None) -> RunData:
         data.reps = rep_boots(store.rep_rows(run["id"]))
         data.latency = read_latencies(store, data, run["id"])
         data.windows = read_windows(store, data, run["id"])
+        data.server_cpu = read_server_cpu(store, data, run["id"])
     return data
 
 
@@ -206,8 +225,7 @@ def read_windows(store: SqlStore, data: RunData, run_id: int
                  ) -> dict[int, list[tuple[float, float, float]]]:
     """Each ok trial's request-window estimate against the baseline (design interleaved with
     window_ops): its log-ratio, standard error and windows; {} for runs without them."""
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     out: dict[int, list[tuple[float, float, float]]] = {}
     for arm, target, metrics in store.tuples(
             "SELECT arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok' AND "
@@ -246,8 +264,7 @@ def read_latencies(store: SqlStore, data: RunData, run_id: int) -> Latencies:
                          "LIMIT 1", (run_id,))
     if not first or not any(percentile_of(k) is not None for k in _json_dict(first[0][0])):
         return {}
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     out: Latencies = {}
     for block, arm, target, metrics in store.tuples(
             "SELECT block, arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok'",
@@ -258,3 +275,31 @@ def read_latencies(store: SqlStore, data: RunData, run_id: int) -> Latencies:
                     isinstance(value, int | float) and value > 0:
                 out.setdefault(key, {})[(int(block), i)] = float(value)
     return out
+
+
+SERVER_CPU = "server_cpu_us_per_op"
+
+
+def _finite(v: Any) -> TypeGuard[float]:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def read_server_cpu(store: SqlStore, data: RunData, run_id: int) -> ServerCpuData | None:
+    """Each ok request-level trial's server CPU per operation, client CPU share and THP
+    daemons' CPU (from its provenance); one query, and None for runs without the metric."""
+    where, out = data.where(), ServerCpuData()
+    daemons = store.json_text("provenance", "thp_daemons_cpu_s")
+    for block, arm, target, metrics, cpu in store.tuples(
+            f"SELECT block, arm, target, metrics, {daemons} "  # noqa: S608 - a JSON path of ours
+            "FROM trials WHERE run_id = ? AND status = 'ok' AND metrics LIKE ?",
+            (run_id, f"%{SERVER_CPU}%")):
+        m, i = _json_dict(metrics), where.get((arm, target))
+        if i is None or not _finite(m.get(SERVER_CPU)) or m[SERVER_CPU] <= 0:
+            continue
+        out.us_per_op[(int(block), i)] = float(m[SERVER_CPU])
+        if _finite(share := m.get("client_cpu_share")):
+            out.client_share[(int(block), i)] = float(share)
+        for name, s in _json_dict(cpu).items():
+            if _finite(s):
+                out.daemons.setdefault(i, {}).setdefault(str(name), []).append(float(s))
+    return out if out.us_per_op else None

@@ -13,7 +13,7 @@ from hugelab.report.sections.repetitions import repetitions
 from hugelab.report.sections.replication import replication_tables
 from hugelab.report.sections.tails import tails
 from hugelab.report.sections.trials import evidence, trials
-from hugelab.report.sections.verdicts import tail_latency, verdicts
+from hugelab.report.sections.verdicts import server_cpu, tail_latency, verdicts
 from hugelab.report.table import Table
 
 
@@ -23,7 +23,7 @@ def all_tables(result: Result, full: bool = True) -> list[Table]:
     shown that has it, and left out under the later ones."""
     drifts = [drift(result)] if result.comparisons else []
     every = [*factor_tables(result), verdicts(result), *replication_tables(result), *drifts,
-             *tail_latency(result), tails(result), classic(result),
+             *tail_latency(result), *server_cpu(result), tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     shown = [t for t in every if full or not t.full]

@@ -106,8 +106,7 @@ def load(store: FleetStore, run: dict[str, Any]) -> RunData:
 
 def details_from_trials(data: RunData, trials: Iterable[dict[str, Any]]) -> None:
     """Fill `data`'s better/metric/unit, reasons, accelerators and a provenance sample."""
-    where = {(a, t): i for i, (a, t) in enumerate(zip(data.series_arm, data.series_target,
-                                                      strict=True))}
+    where = data.where()
     kinds: dict[int, Counter[tuple[Any, Any, Any]]] = {}
     accel: dict[str, set[str]] = {}
     for t in trials:

@@ -113,6 +113,43 @@ class TailLatency(Model):
 
 
 @dataclass
+class _ServerCpuPair(Model):
+    comparison: str
+    pairs: int
+    baseline_us_per_op: float | None  # medians over the pairs' trials
+    candidate_us_per_op: float | None
+    client_cpu_share: float | None
+    round_trip_metric: str | None  # the primary metric, its effect copied from the comparison
+    round_trip_effect_pct: float | None
+    round_trip_ci_low_pct: float | None
+    round_trip_ci_high_pct: float | None
+
+
+@dataclass
+class ServerCpuEntry(Estimate, _ServerCpuPair):
+    """The server's CPU per operation of one comparison, its round-trip effect beside it."""
+
+
+@dataclass
+class DaemonCpu(Model):
+    """khugepaged's and kcompactd's CPU seconds over one series' trials: the median per trial
+    by daemon."""
+
+    series: str
+    trials: int
+    median_cpu_s: dict[str, float]
+
+
+@dataclass
+class ServerCpu(Model):
+    holm_family: int
+    better: str
+    entries: list[ServerCpuEntry]
+    thp_daemons: list[DaemonCpu]
+    method: str
+
+
+@dataclass
 class Result(Model):
     """What `hugelab report` finds, in the JSON report's order; `store` is where the run was
     read from (set by the command, absent from the JSON otherwise)."""
@@ -132,6 +169,7 @@ class Result(Model):
     repetitions: list[Repetition] | None
     replication: list[Replication] | None
     tail_latency: TailLatency | None
+    server_cpu: ServerCpu | None
     warnings: list[str]
     answer: Lead | None = None
     store: str | None = field(default=None)

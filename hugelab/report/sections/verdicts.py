@@ -1,8 +1,9 @@
-"""The paired verdicts of the comparisons, and of each latency percentile."""
+"""The paired verdicts of the comparisons, of each latency percentile, and of the server's CPU
+per operation (request-level trials)."""
 
 from __future__ import annotations
 
-from hugelab.report.model.result import Result
+from hugelab.report.model.result import DaemonCpu, Result, ServerCpuEntry
 from hugelab.report.sections.labels import (
     SAID_AS_WARNING,
     comparison_label,
@@ -11,7 +12,7 @@ from hugelab.report.sections.labels import (
     no_interval_note,
     verdict_text,
 )
-from hugelab.report.table import Table, pval
+from hugelab.report.table import Table, num, pval
 
 
 def verdicts(result: Result) -> Table:
@@ -59,4 +60,60 @@ def tail_latency(result: Result) -> list[Table]:
                    "latencies) paired by block like the primary metric; 'faster' = a lower "
                    "latency")
     t.notes += no_interval_note(tl.entries)
+    return [t]
+
+
+def _daemon_cpu(d: DaemonCpu) -> str:
+    return ", ".join(f"{name} {v:.3g} s" for name, v in d.median_cpu_s.items())
+
+
+def _daemon_note(ds: list[DaemonCpu]) -> list[str]:
+    """khugepaged's and kcompactd's CPU: once when every arm saw the same (the arms of a
+    request-level trial share it), else per arm."""
+    if not ds:
+        return []
+    head = ("khugepaged and kcompactd CPU over the trials (THP's background work, in no "
+            "server's tree), median per trial")
+    if all(d.median_cpu_s == ds[0].median_cpu_s for d in ds):
+        return [f"{head}: {_daemon_cpu(ds[0])} (the same for every arm: the arms of a trial "
+                "run at once)"]
+    return [f"{head} and arm: " + "; ".join(f"{d.series}: {_daemon_cpu(d)}" for d in ds)]
+
+
+def _server_row(result: Result, e: ServerCpuEntry) -> list[str]:
+    trip = next((c for c in result.comparisons if c.name == e.comparison), None)
+    return [e.comparison, effect(e), verdict_text(e), "-" if trip is None else effect(trip),
+            num(e.baseline_us_per_op, ".3g"), num(e.candidate_us_per_op, ".3g"),
+            num(e.client_cpu_share, ".2f"), f"{e.n_units:,}"]
+
+
+def _server_notes(metric: str, conf: float) -> list[str]:
+    return [
+        "server CPU/op: the server's own cost of a request, its process tree's CPU time over "
+        "the trial / the trial's operations, paired by block like the primary metric; "
+        "'faster' = less CPU per operation",
+        f"round trip: the comparison's primary effect on {metric} with its {conf:g}% CI (as "
+        "in the verdicts), which also holds the client and the network stack: a server effect "
+        "larger than the round trip's means the client dilutes it (a rate's +x% is a time per "
+        "operation of 1/(1+x) - 1)",
+        "baseline/candidate µs: server CPU µs per operation, medians over the pairs' trials; "
+        "client CPU: the client's CPU time over its windows' wall time (summed over its "
+        "threads), median over both arms' trials"]
+
+
+def server_cpu(result: Result) -> list[Table]:
+    """Server CPU per operation beside the round-trip effect (report/servercpu.py), for
+    request-level interleaved trials."""
+    sc = result.server_cpu
+    if not sc or not sc.entries:
+        return []
+    conf = 100 * (1 - result.options.alpha)
+    metric = next((e.round_trip_metric for e in sc.entries if e.round_trip_metric), "primary")
+    t = Table("server_cpu", "Server CPU per operation (request-level trials; lower is better; "
+              f"Holm across {sc.holm_family} comparison(s))",
+              ["comparison", f"server CPU/op [{conf:g}% CI]", "verdict", "round trip",
+               "baseline µs", "candidate µs", "client CPU", "n"],
+              [_server_row(result, e) for e in sc.entries], right={1, 3, 4, 5, 6, 7})
+    t.notes += _server_notes(metric, conf) + _daemon_note(sc.thp_daemons)
+    t.notes += no_interval_note(sc.entries)
     return [t]

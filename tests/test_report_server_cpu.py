@@ -1,0 +1,105 @@
+"""Server CPU per operation in the report (report/servercpu.py): for request-level trials each
+comparison is repeated on the server's own CPU per operation and shown beside its round-trip
+(primary) effect, so a client that dilutes the server's effect shows; a run without the metric
+has no such section (the paired method itself is validated in tests/test_stats_paired.py)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from hugelab.report import html, markdown, runtables, text
+from hugelab.report.analysis import analyse
+from hugelab.report.model.result import Result
+from hugelab.report.runload import load_run
+from hugelab.store import Store
+from tests import runstores
+
+DAEMONS = {"khugepaged": 0.12, "kcompactd0": 0.0}
+
+
+def requests_run(path, blocks: int = 10, server_cpu: bool = True) -> None:
+    """A request-level interleaved run of off (baseline) and on: on's server spends 10% less
+    CPU per operation in every block while its round trip is only 3% faster (the client's own
+    work, the same for both, dilutes the server's gain)."""
+    rng = np.random.default_rng(7)
+    level = np.exp(rng.normal(0, 0.05, blocks))  # the machine's drift, both arms alike
+
+    def metrics(b: int, arm: str) -> dict[str, float]:
+        rate, cpu = (1.03, 0.90) if arm == "on" else (1.0, 1.0)
+        out = {"ops_per_s": 20_000.0 * rate * level[b] * math.exp(rng.normal(0, 0.002)),
+               "windows": 120.0, "client_cpu_share": 0.45, "p50_ms": 0.2 / rate / level[b],
+               "p99_ms": 0.9 / rate / level[b]}
+        if server_cpu:
+            out["server_cpu_us_per_op"] = 30.0 * cpu / level[b] * math.exp(rng.normal(0, 0.002))
+        return out
+    runstores.request_run(path, blocks, metrics, {"thp_daemons_cpu_s": DAEMONS})
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> Result:
+    db = tmp_path_factory.mktemp("cpu") / "r.db"
+    requests_run(db)
+    with Store(db) as st:
+        return analyse(load_run(st)).result
+
+
+def test_the_server_effect_sits_beside_the_round_trip(result):
+    sc = result.server_cpu
+    assert sc is not None and sc.holm_family == 1 and sc.better == "lower"
+    (e,) = sc.entries
+    assert e.comparison == "on vs off" and e.pairs == 10 and e.n_units == 10
+    assert e.verdict == "faster" and e.effect_pct == pytest.approx(-10, abs=0.5)
+    assert e.round_trip_metric == "ops_per_s"
+    assert e.round_trip_effect_pct == pytest.approx(3, abs=0.5)
+    assert e.round_trip_effect_pct == result.comparisons[0].effect_pct
+    assert e.client_cpu_share == pytest.approx(0.45)
+    assert e.candidate_us_per_op is not None and e.baseline_us_per_op is not None
+    assert e.candidate_us_per_op / e.baseline_us_per_op == pytest.approx(0.9, abs=0.05)
+    assert [(d.series, d.trials, d.median_cpu_s) for d in sc.thp_daemons] == \
+        [("off", 10, DAEMONS), ("on", 10, DAEMONS)]
+
+
+def test_the_json_carries_the_section(result):
+    j = result.to_json()["server_cpu"]
+    assert {"holm_family", "better", "entries", "thp_daemons", "method"} <= set(j)
+    assert {"comparison", "pairs", "baseline_us_per_op", "candidate_us_per_op",
+            "client_cpu_share", "round_trip_metric", "round_trip_effect_pct",
+            "round_trip_ci_low_pct", "round_trip_ci_high_pct", "verdict", "effect_pct",
+            "ci_low_pct", "ci_high_pct", "p_adjusted"} <= set(j["entries"][0])
+
+
+def test_every_renderer_shows_the_table_after_tail_latency(result):
+    keys = [t.key for t in runtables.all_tables(result, full=False)]
+    assert keys.index("server_cpu") == keys.index("tail_latency") + 1
+    t = next(t for t in runtables.all_tables(result) if t.key == "server_cpu")
+    (row,) = t.rows
+    assert row[0] == "on vs off" and row[2] == "faster" and row[6] == "0.45" and row[7] == "10"
+    assert float(row[1].split("%")[0]) == pytest.approx(-10, abs=0.5)
+    assert float(row[3].split("%")[0]) == pytest.approx(3, abs=0.5)
+    assert any("dilutes" in n for n in t.notes)
+    assert any("kcompactd0 0 s, khugepaged 0.12 s (the same for every arm" in n
+               for n in t.notes)
+    buf = io.StringIO()
+    text.render(result, Console(file=buf, width=200, color_system=None))
+    assert "Server CPU per operation (request-level trials" in buf.getvalue()
+    assert "primary effect on ops_per_s" in buf.getvalue()
+    md = markdown.esc
+    assert f"| on vs off | {md(row[1])} | faster | {md(row[3])} |" in markdown.render(result)
+    page = html.render(result)
+    assert 'id="server_cpu"' in page and "&#x27;faster&#x27; = less CPU" in page
+
+
+def test_a_run_without_the_metric_has_no_section(tmp_path):
+    db = tmp_path / "plain.db"
+    requests_run(db, server_cpu=False)
+    with Store(db) as st:
+        data = load_run(st)
+        result = analyse(data).result
+    assert data.server_cpu is None and result.server_cpu is None
+    assert result.to_json()["server_cpu"] is None
+    assert "server_cpu" not in [t.key for t in runtables.all_tables(result)]
