@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hugelab.errors import WorkloadError
 from hugelab.workloads.reqmix import parse_output
 from hugelab.workloads.requests import arm_metrics, pinning, wants_requests
 from hugelab.workloads.servercpu import TICK, tree, tree_cpu_s
@@ -98,3 +99,28 @@ def test_two_redis_servers_request_by_request_each_judged_alone():
     assert b.metrics["window_effect_lo_pct"] <= b.metrics["window_effect_pct"]
     assert app_check(b.evidence, judge) is not None
     assert Path(f"/proc/{os.getpid()}").exists()
+
+
+def test_every_server_is_stopped_even_when_one_stop_fails_and_its_error_is_raised():
+    import threading
+
+    from hugelab.workloads.requests import stop_all
+
+    stopped: list[str] = []
+    all_running = threading.Barrier(3, timeout=10)  # the stops run at once, or this times out
+
+    class Srv:
+        def __init__(self, name: str, fails: bool = False) -> None:
+            self.name, self.fails = name, fails
+
+        def stop(self, srv: Srv) -> None:
+            all_running.wait()
+            stopped.append(srv.name)
+            if srv.fails:
+                raise WorkloadError(f"{srv.name} would not stop")
+
+    servers = [Srv("a"), Srv("b", fails=True), Srv("c")]
+    with pytest.raises(WorkloadError, match="b would not stop"):
+        stop_all([(s, s) for s in servers])
+    assert sorted(stopped) == ["a", "b", "c"]
+    stop_all([])

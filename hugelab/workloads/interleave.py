@@ -21,7 +21,7 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target, WorkloadResult
-from hugelab.workloads.requests import serve_requests, wants_requests
+from hugelab.workloads.requests import serve_requests, stop_all, wants_requests
 
 
 class ServerWorkload(Protocol):
@@ -99,8 +99,7 @@ def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
             out.append(res)
         return out
     finally:
-        for (wl, _b), srv in zip(arms, servers, strict=False):
-            wl.stop(srv)
+        stop_all([(wl, srv) for (wl, _b), srv in zip(arms, servers, strict=False)])
 
 
 def server_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
