@@ -3,7 +3,7 @@ direction? PostgreSQL huge_pages off vs on (pgbench), Redis THP kept vs switched
 (redis-benchmark).
 
     PYTHONPATH=. .venv/bin/python bench/server_agreement.py [--kind postgres|redis]
-        [--scale 100] [--shared-buffers 2GB] [--keyspace 1000000] [--data-size 256]
+        [--scale 100] [--shared-buffers 2GB] [--keyspace 100000] [--data-size 1024]
         [--blocks 10] [--duration-s 8] [--rounds 1] [--seed 31] [--out results.json]
 
 For each round, two runs of the same comparison through the real CLI (`hugelab run`, then
@@ -18,10 +18,13 @@ For each round, two runs of the same comparison through the real CLI (`hugelab r
 PostgreSQL: both arms run select-only at --scale with --shared-buffers, each server prewarmed
 (pg_prewarm) before its load; "off" is huge_pages off (4 KiB pages), "on" huge_pages on
 (2 MiB hugetlb, the pool sized from the server's own need). Redis (--kind redis): GETs and
-SETs of --data-size bytes over --keyspace keys with 4 clients, host THP `always`;
-"disable-thp" is Redis's own `disable-thp yes`, "thp" keeps THP (`disable-thp no`); the
-paired design runs redis-benchmark (its SETs, then its GETs, about --duration-s seconds in
-all), the interleaved one preloads every key and alternates windows of GETs and SETs. It prints one Markdown row per run: the effect and
+SETs of --data-size bytes over --keyspace keys with 4 clients, host THP `always`; "thp"
+keeps THP (Redis's `disable-thp no`), "4k" runs the server under `hugelab-thp never` (every
+page 4 KiB; Redis's own `disable-thp yes` would leave what it faulted before in THP, which
+at this size is neither arm's backing); the
+paired design runs redis-benchmark (its SETs, then its GETs: at least 3 x --keyspace requests
+each, so its SETs write about 95% of the keys, and about --duration-s seconds in all), the
+interleaved one preloads every key and alternates windows of GETs and SETs. It prints one Markdown row per run: the effect and
 its 95% interval, the server-only effect where there is one, the blocks, the minutes and the
 median tps per arm. Root only; it takes the host test lock, so it never runs beside the suite.
 The template cluster is built once per scale and cached (minutes at scale 100).
@@ -55,12 +58,11 @@ def workload(kind: str, args: argparse.Namespace) -> tuple[str, str, str]:
             for name, backing in (("off", "4k"), ("on", "hugetlb-2M")))
         return (f'kind = "postgres"\nbuiltin = "select-only"\nscale = {args.scale}\n'
                 "clients = 4\nthreads = 2\nwarmup_s = 1\n", arms, "off")
-    arms = "".join(f'\n[[arms]]\nname = "{name}"\nbacking = "thp"\nthp = "always"\n'
-                   f'app = {{ disable-thp = "{flag}" }}\n'
-                   for name, flag in (("disable-thp", "yes"), ("thp", "no")))
-    requests = int(REDIS_RATE * args.duration_s / 2)
+    arms = ('\n[[arms]]\nname = "4k"\nbacking = "4k"\nthp = "always"\nprocess_thp = "never"\n'
+            '\n[[arms]]\nname = "thp"\nbacking = "thp"\nthp = "always"\n')
+    requests = max(int(REDIS_RATE * args.duration_s / 2), 3 * args.keyspace)
     return (f'kind = "redis"\ntests = ["set", "get"]\nclients = 4\nkeyspace = {args.keyspace}\n'
-            f"data_size = {args.data_size}\nrequests = {requests}\n", arms, "disable-thp")
+            f"data_size = {args.data_size}\nrequests = {requests}\n", arms, "4k")
 
 
 def experiment(design: str, args: argparse.Namespace, seed: int) -> str:
@@ -120,8 +122,8 @@ def main() -> int:
     ap.add_argument("--kind", choices=tuple(DESIGNS), default="postgres")
     ap.add_argument("--scale", type=int, default=100)
     ap.add_argument("--shared-buffers", default="2GB")
-    ap.add_argument("--keyspace", type=int, default=1_000_000)
-    ap.add_argument("--data-size", type=int, default=256)
+    ap.add_argument("--keyspace", type=int, default=100_000)
+    ap.add_argument("--data-size", type=int, default=1024)
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--duration-s", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=1)
