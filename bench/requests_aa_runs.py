@@ -23,15 +23,13 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from cli_runs import run_and_report
+
 LOCK = "/run/lock/hugelab-tests-host.lock"
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 WORKLOADS = {
     "postgres": 'kind = "postgres"\nbuiltin = "select-only"\nscale = 5\nclients = 4\n'
                 'warmup_s = 0\n',
@@ -54,16 +52,11 @@ def experiment(kind: str, seed: int, blocks: int, duration_s: float, window_ops:
 def one_run(kind: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     exp, store = tmp / f"{kind}-{seed}.toml", tmp / f"{kind}-{seed}.db"
     exp.write_text(experiment(kind, seed, args.blocks, args.duration_s, args.window_ops))
-    t0 = time.monotonic()
     seq = (["--until-verdict", "--alpha", str(args.alpha), "--margin", "0.01", "--max-blocks",
             str(args.blocks), "--looks", str(args.looks)] if args.until_verdict else [])
-    run = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store), *seq],
-                         capture_output=True, text=True, timeout=3600)
-    minutes = (time.monotonic() - t0) / 60
-    if run.returncode != 0:
-        return {"kind": kind, "seed": seed, "error": (run.stdout + run.stderr)[-600:]}
-    rep = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
-                                    capture_output=True, text=True, check=True).stdout)
+    rep, error, minutes = run_and_report(exp, store, seq, 3600)
+    if rep is None:
+        return {"kind": kind, "seed": seed, "error": error}
     (c,) = rep["comparisons"]
     out = {"kind": kind, "seed": seed, "verdict": c["verdict"], "effect_pct": c["effect_pct"],
            "ci": [c["ci_low_pct"], c["ci_high_pct"]], "blocks": rep["blocks"],

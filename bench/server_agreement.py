@@ -35,15 +35,13 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from cli_runs import run_and_report
+
 LOCK = "/run/lock/hugelab-tests-host.lock"
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 DESIGNS = {"postgres": ("pgbench (paired)", "requests (interleaved)"),
            "redis": ("redis-benchmark (paired)", "requests (interleaved)")}
 REDIS_RATE = 40_000  # requests/s a redis-benchmark test runs at here (for --duration-s)
@@ -78,14 +76,9 @@ def one_run(design: str, args: argparse.Namespace, seed: int, tmp: Path) -> dict
     tag = f"{args.kind}-{'paired' if 'paired' in design else 'requests'}"
     exp, store = tmp / f"{tag}-{seed}.toml", tmp / f"{tag}-{seed}.db"
     exp.write_text(experiment(design, args, seed))
-    t0 = time.monotonic()
-    run = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store)],
-                         capture_output=True, text=True, timeout=7200)
-    minutes = (time.monotonic() - t0) / 60
-    if run.returncode != 0:
-        return {"design": design, "seed": seed, "error": (run.stdout + run.stderr)[-800:]}
-    rep = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
-                                    capture_output=True, text=True, check=True).stdout)
+    rep, error, minutes = run_and_report(exp, store, [], 7200)
+    if rep is None:
+        return {"design": design, "seed": seed, "error": error}
     (c,) = rep["comparisons"]
     out: dict[str, Any] = {
         "design": design, "seed": seed, "verdict": c["verdict"],
