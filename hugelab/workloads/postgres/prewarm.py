@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hugelab import proc
 from hugelab.errors import WorkloadError
 
 SQL = ("CREATE EXTENSION IF NOT EXISTS pg_prewarm; "
@@ -35,3 +36,12 @@ def blocks_read(stdout: str, stderr: str = "") -> int:
         raise WorkloadError("postgres: pg_prewarm did not say how many blocks it read:\n  "
                             + (stderr or stdout or "(no output)").strip(), hint=HINT)
     return int(lines[-1])
+
+
+def fill(psql: Path, socket_dir: Path, port: int, user: str, timeout: float) -> int:
+    """Prewarm the running server on `socket_dir` (as root, over its private socket): the
+    blocks read; WorkloadError with psql's words when it failed."""
+    cp = proc.run(argv(psql, socket_dir, port, user), check=False, timeout=timeout)
+    if cp.returncode != 0:
+        raise WorkloadError("postgres: pg_prewarm failed:\n  " + cp.stderr.strip(), hint=HINT)
+    return blocks_read(cp.stdout, cp.stderr)

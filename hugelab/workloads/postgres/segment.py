@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hugelab.errors import WorkloadError
+
 SEGMENT_NAMES = ("/dev/zero (deleted)", "/anon_hugepage (deleted)")
 FIELDS = {"Size": "Size_kB", "KernelPageSize": "KernelPageSize_kB", "Rss": "Rss_kB",
           "AnonHugePages": "AnonHugePages_kB", "ShmemPmdMapped": "ShmemPmdMapped_kB",
@@ -58,3 +60,12 @@ def read_segment(pid: int) -> dict[str, Any]:
     ev = check_segment(text)
     ev["postmaster_pid"] = pid
     return ev
+
+
+def read_required(pid: int) -> dict[str, Any]:
+    """The postmaster's segment evidence (read_segment); WorkloadError naming why there is
+    none."""
+    evidence = read_segment(pid)
+    if "error" in evidence:
+        raise WorkloadError(f"postgres: {evidence['error']}")
+    return evidence

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from hugelab import proc
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
@@ -213,19 +212,12 @@ class Postgres:
             raise
         try:
             if self.prewarm:
-                srv.prewarmed_blocks = self._prewarm(bin_dir, cd)
+                srv.prewarmed_blocks = prewarm.fill(bin_dir / "psql", cd.top, server.PORT,
+                                                    cluster.USER, self.exec_timeout(60.0))
             return srv
         except BaseException:
             self.stop(srv)
             raise
-
-    def _prewarm(self, bin_dir: Path, cd: cluster.ClusterDir) -> int:
-        cp = proc.run(prewarm.argv(bin_dir / "psql", cd.top, server.PORT, cluster.USER),
-                 check=False, timeout=self.exec_timeout(60.0))
-        if cp.returncode != 0:
-            raise WorkloadError("postgres: pg_prewarm failed:\n  " + cp.stderr.strip(),
-                                hint=prewarm.HINT)
-        return prewarm.blocks_read(cp.stdout, cp.stderr)
 
     def window(self, target: Target, srv: server.Server, seconds: float | None,
                log: bool = True) -> tuple[dict[str, float], np.ndarray]:
@@ -248,7 +240,7 @@ class Postgres:
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The trial's result from its windows (one, in a paired trial) and the segment's
         evidence, read now, with the server still up; WorkloadError without a segment."""
-        evidence = self._segment(srv)
+        evidence = segment.read_required(srv.pid)
         tps = [w["tps"] for w in windows]
         metrics = {"tps": interleave.geomean(tps) if len(tps) > 1 else tps[0],
                    "transactions": sum(w.get("transactions", 0.0) for w in windows),
@@ -266,12 +258,6 @@ class Postgres:
                             "wall_s": [self.window_s] * len(tps)}
         return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                               better="higher", evidence=evidence, info=info)
-
-    def _segment(self, srv: server.Server) -> dict[str, Any]:
-        evidence = segment.read_segment(srv.pid)
-        if "error" in evidence:
-            raise WorkloadError(f"postgres: {evidence['error']}")
-        return evidence
 
     def _info(self, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
         return {"tool": tool, "version": cluster.version(self._bin()), "backing": backing,
@@ -295,7 +281,7 @@ class Postgres:
                        ) -> WorkloadResult:
         """The arm's result: `metrics`, and its own segment's evidence, read now."""
         return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="transactions/s",
-                              better="higher", evidence=self._segment(srv),
+                              better="higher", evidence=segment.read_required(srv.pid),
                               info=self._info(srv, backing, "hugelab-reqmix"))
 
     def server_pid(self, srv: server.Server) -> int:
