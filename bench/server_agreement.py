@@ -4,7 +4,8 @@ direction? PostgreSQL huge_pages off vs on (pgbench), Redis THP kept vs switched
 
     PYTHONPATH=. .venv/bin/python bench/server_agreement.py [--kind postgres|redis]
         [--scale 100] [--shared-buffers 2GB] [--keyspace 100000] [--data-size 1024]
-        [--blocks 10] [--duration-s 8] [--rounds 1] [--seed 31] [--out results.json]
+        [--blocks 10] [--duration-s 8] [--rounds 1] [--seed 31] [--only paired|requests]
+        [--out results.json]
 
 For each round, two runs of the same comparison through the real CLI (`hugelab run`, then
 `hugelab report --json`), each into its own store:
@@ -121,6 +122,8 @@ def main() -> int:
     ap.add_argument("--duration-s", type=float, default=8.0)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--seed", type=int, default=31)
+    ap.add_argument("--only", choices=("paired", "requests"),
+                    help="run one design only (a longer run of the noisier one)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     results = []
@@ -131,6 +134,8 @@ def main() -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for k in range(args.rounds):
             for design in DESIGNS[args.kind]:
+                if args.only and (args.only == "paired") != ("paired" in design):
+                    continue
                 r = one_run(design, args, args.seed + k, Path(d))
                 results.append(r)
                 print(row(r), flush=True)
