@@ -2,10 +2,10 @@
 (`prewarm = true`, the default): the contrib extension pg_prewarm reads every table, index,
 materialized view and TOAST table of the `postgres` database (the catalogs aside) into shared
 buffers, up to their size. A trial then measures the warm server a DBA runs, not its first
-seconds of reads from the page cache: measured, an 8 s request-level trial of three cold
-servers at scale 5 spent about a third of its windows warming them, in a random order per
-server, and the larger the database the longer that lasts (at scale 100, 1.3 GB read by
-single-row lookups: minutes). The trial's info records the blocks read (`prewarmed_blocks`)."""
+seconds of reads from the page cache and first touches of shared memory, whose share of a
+trial depends on its length. Measured on examples/postgres-interleaved.toml: cold 8 s trials
+read +5.6% for huge_pages on, warm ones +2.9% (docs/benchmarks.md). The trial's info records
+the blocks read (`prewarmed_blocks`)."""
 
 from __future__ import annotations
 
