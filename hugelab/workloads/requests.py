@@ -120,9 +120,10 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
 
 
 def stop_all(running: Sequence[tuple[Any, Any]]) -> None:
-    """Stop every (workload, server) at once, each in its own thread, and re-raise the first failure after
-    all have ended: a server's own shutdown may take its time (memcached's SIGTERM: 0.42 s,
-    measured), and one after another that was 1.3 s of every three-server trial."""
+    """Stop every (workload, server) at once, each in its own thread, and re-raise the first
+    failure after all have ended: a server's own shutdown may take its time (memcached's
+    SIGTERM: 0.42 s, measured), and one after another that was 1.3 s of every three-server
+    trial."""
     if not running:
         return
     with ThreadPoolExecutor(max_workers=len(running)) as pool:
