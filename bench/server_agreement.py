@@ -22,12 +22,12 @@ PostgreSQL: both arms run select-only at --scale with --shared-buffers, each ser
 SETs of --data-size bytes over --keyspace keys with 4 clients, host THP `always`; "thp"
 keeps THP (Redis's `disable-thp no`), "4k" runs the server under `hugelab-thp never` (every
 page 4 KiB; Redis's own `disable-thp yes` would leave what it faulted before in THP, which
-at this size is neither arm's backing); the
-paired design runs redis-benchmark (its SETs, then its GETs: at least 3 x --keyspace requests
-each, so its SETs write about 95% of the keys, and about --duration-s seconds in all), the
-interleaved one preloads every key and alternates windows of GETs and SETs. It prints one Markdown row per run: the effect and
-its 95% interval, the server-only effect where there is one, the blocks, the minutes and the
-median tps per arm. Root only; it takes the host test lock, so it never runs beside the suite.
+at this size is neither arm's backing); the paired design runs redis-benchmark (its SETs,
+then its GETs: at least 3 x --keyspace requests each, so its SETs write about 95% of the keys,
+and about --duration-s seconds in all), the interleaved one preloads every key and alternates
+windows of GETs and SETs. It prints one Markdown row per run: the effect and its 95%
+interval, the server-only effect where there is one, the blocks, the minutes and the median
+rate per arm. Root only; it takes the host test lock, so it never runs beside the suite.
 The template cluster is built once per scale and cached (minutes at scale 100).
 """
 
