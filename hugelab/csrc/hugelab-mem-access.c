@@ -53,22 +53,35 @@ static void sattolo(uint32_t *a, size_t n, uint64_t seed)
     }
 }
 
-/* Slot i points at slot perm[i]: a sequential pass over the buffer. */
-static void link_slots(char *base, size_t stride, const uint32_t *perm, size_t n)
+size_t chase_slots(const struct layout *l, size_t stride)
 {
-    for (size_t i = 0; i < n; i++)
-        *(void **)(base + i * stride) = base + (size_t)perm[i] * stride;
+    return l->span / stride * l->count;
 }
 
-void build_chase(char *base, size_t nslots, size_t stride, uint64_t seed)
+/* Slot i's address: span/stride slots at the start of each span (dense: one span). */
+static char *slot_at(char *base, const struct layout *l, size_t stride, size_t i)
 {
-    size_t plen;
+    size_t per_span = l->span / stride;
+    return base + i / per_span * l->step + i % per_span * stride;
+}
+
+/* Slot i points at slot perm[i]: a sequential pass over the buffer. */
+static void link_slots(char *base, const struct layout *l, size_t stride, const uint32_t *perm,
+                       size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        *(void **)slot_at(base, l, stride, i) = slot_at(base, l, stride, perm[i]);
+}
+
+void build_chase(char *base, const struct layout *l, size_t stride, uint64_t seed)
+{
+    size_t plen, nslots = chase_slots(l, stride);
     if (nslots > UINT32_MAX)
         die(2, "chase over %zu slots is too large (max %u)", nslots, UINT32_MAX);
     uint32_t *perm = alloc_perm(nslots, &plen);
     sattolo(perm, nslots, seed);
     check_setup_interrupt();
-    link_slots(base, stride, perm, nslots);
+    link_slots(base, l, stride, perm, nslots);
     munmap(perm, plen);
 }
 
@@ -80,7 +93,8 @@ struct worker {
     unsigned index;
     const struct config *cfg;
     char *base;          /* buffer (or slice for seq) */
-    size_t len;          /* bytes this worker covers */
+    size_t len;          /* bytes this worker covers (seq: in each of its spans) */
+    struct layout lay;   /* the buffer's layout (seq: this worker's spans) */
     size_t nslots;       /* chase/random: number of slots/words in the whole buffer */
     size_t start;        /* chase: starting slot */
     pthread_barrier_t *barrier;
@@ -107,8 +121,7 @@ static double thread_begin(struct worker *w)
 static void *chase_worker(void *arg)
 {
     struct worker *w = arg;
-    size_t stride = w->cfg->stride;
-    void **p = (void **)(w->base + w->start * stride);
+    void **p = (void **)slot_at(w->base, &w->lay, w->cfg->stride, w->start);
     uint64_t n = 0;
     double t0 = thread_begin(w);
     do {
@@ -129,10 +142,17 @@ static void *random_worker(void *arg)
     uint64_t seed_state = w->cfg->seed ^ (0x5851F42D4C957F2DULL * (w->index + 1));
     uint64_t rng = splitmix64(&seed_state) | 1;
     double t0 = thread_begin(w);
-    do {
-        sum += random_chunk(words, nwords, &rng);
-        n += CHUNK_LOADS;
-    } while (!should_stop());
+    if (w->cfg->sparse) {
+        do {
+            sum += sparse_random_chunk(w->base, &w->lay, &rng);
+            n += CHUNK_LOADS;
+        } while (!should_stop());
+    } else {
+        do {
+            sum += random_chunk(words, nwords, &rng);
+            n += CHUNK_LOADS;
+        } while (!should_stop());
+    }
     w->elapsed = now_s() - t0;
     w->ops = n;
     w->checksum = sum;
@@ -171,14 +191,17 @@ static void *seq_worker(void *arg)
     double t0 = thread_begin(w);
     do {
         pass++;
-        for (size_t off = 0; off < len && !should_stop(); off += SEQ_CHUNK) {
-            size_t n = len - off < SEQ_CHUNK ? len - off : SEQ_CHUNK;
-            uint64_t *q = (uint64_t *)(w->base + off);
-            if (write)
-                fill_words(q, n / 8, pass);
-            else
-                sum += sum_words(q, n / 8);
-            bytes += n;
+        for (size_t s = 0; s < w->lay.count && !should_stop(); s++) {
+            char *span = w->base + s * w->lay.step;
+            for (size_t off = 0; off < len && !should_stop(); off += SEQ_CHUNK) {
+                size_t n = len - off < SEQ_CHUNK ? len - off : SEQ_CHUNK;
+                uint64_t *q = (uint64_t *)(span + off);
+                if (write)
+                    fill_words(q, n / 8, pass);
+                else
+                    sum += sum_words(q, n / 8);
+                bytes += n;
+            }
         }
     } while (!should_stop());
     w->elapsed = now_s() - t0;
@@ -255,11 +278,28 @@ static double run_workers(struct worker *ws, unsigned n, void *(*fn)(void *), do
     return wall;
 }
 
+/* Seq: a slice of the buffer each (dense), or an equal run of its spans (sparse). */
+static void plan_seq(const struct config *cfg, struct worker *w, char *base, unsigned i)
+{
+    if (!cfg->sparse) {
+        size_t share = cfg->size / cfg->threads / 64 * 64;
+        w->base = base + share * i;
+        w->len = share;
+        dense_layout(share, &w->lay);
+        return;
+    }
+    size_t spans = w->lay.count / cfg->threads;
+    w->base = base + spans * i * w->lay.step;
+    w->len = w->lay.span;
+    w->lay.count = spans;
+}
+
 /* Splits the buffer among the workers according to the workload. */
 static void plan_workers(const struct config *cfg, struct worker *ws, char *base)
 {
-    size_t nslots = cfg->workload == W_CHASE ? cfg->size / cfg->stride : cfg->size / 8;
-    size_t share = cfg->size / cfg->threads / 64 * 64;
+    struct layout lay;
+    buffer_layout(cfg, &lay);
+    size_t nslots = cfg->workload == W_CHASE ? chase_slots(&lay, cfg->stride) : cfg->size / 8;
     for (unsigned i = 0; i < cfg->threads; i++) {
         struct worker *w = &ws[i];
         memset(w, 0, sizeof *w);
@@ -269,12 +309,11 @@ static void plan_workers(const struct config *cfg, struct worker *ws, char *base
         w->start = nslots / cfg->threads * i;
         w->base = base;
         w->len = cfg->size;
-        if (cfg->workload == W_SEQ_READ || cfg->workload == W_SEQ_WRITE) {
-            w->base = base + share * i;
-            w->len = share;
-        } else if (cfg->workload == W_POPULATE) {
+        w->lay = lay;
+        if (cfg->workload == W_SEQ_READ || cfg->workload == W_SEQ_WRITE)
+            plan_seq(cfg, w, base, i);
+        else if (cfg->workload == W_POPULATE)
             w->len = round_up(cfg->size / cfg->threads, BASE_PAGE);
-        }
     }
 }
 

@@ -19,7 +19,8 @@ static const struct option opts[] = {
     {"duration", required_argument, 0, 'd'}, {"seed", required_argument, 0, 'r'},
     {"stride", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
     {"interleave", required_argument, 0, 'I'}, {"window", required_argument, 0, 'W'},
-    {"warmup", required_argument, 0, 'U'}, {0, 0, 0, 0}};
+    {"warmup", required_argument, 0, 'U'}, {"touch-fraction", required_argument, 0, 'F'},
+    {0, 0, 0, 0}};
 
 /* Which of the required options were given (--interleave counts as the backing). */
 struct seen {
@@ -32,7 +33,7 @@ static void usage(FILE *out)
           "                   --backing 4k|thp|hugetlb-2M|hugetlb-1G|thp-collapse|shmem-thp|\n"
           "                             mthp-<size>\n"
           "                   --size BYTES[K|M|G|T] --threads N --duration SECONDS\n"
-          "                   [--seed N] [--stride BYTES]\n"
+          "                   [--seed N] [--stride BYTES] [--touch-fraction F]\n"
           "       hugelab-mem --workload chase|random --interleave BACKING,BACKING[,...]\n"
           "                   --size BYTES --duration SECONDS [--window MS]\n"
           "                   [--warmup MS] [--seed N]\n"
@@ -44,6 +45,11 @@ static void usage(FILE *out)
           "  seq-write  sequential write bandwidth (mib_per_s)\n"
           "  populate   mmap + first-touch + munmap in a loop (ns_per_page per 4 KiB;\n"
           "             with thp-collapse each round's MADV_COLLAPSE is timed too)\n"
+          "\n"
+          "--touch-fraction F (0 < F <= 1) writes only the first ceil(F*512) 4 KiB pages\n"
+          "of each 2 MiB region (--size: whole regions) and the workload (chase, random,\n"
+          "seq-read, seq-write) visits only those; \"layout\" in the output gives the\n"
+          "touched kB and the resident kB each page size should then hold.\n"
           "\n"
           "mthp-<size> (mthp-16K, mthp-64K, mthp-1M...) maps like thp; the folio size\n"
           "comes from the kernel's per-size knobs (hugepages-<N>kB), which hugelab sets.\n"
@@ -260,6 +266,20 @@ static void parse_time_option(int c, const char *arg, struct config *cfg)
     }
 }
 
+/* --touch-fraction: 0 < F <= 1, and the pages of each 2 MiB region it touches. */
+static void parse_fraction(const char *arg, struct config *cfg)
+{
+    double f;
+    if (parse_double(arg, 1.0, &f) || !(f > 0.0) || f > 1.0)
+        die(2, "bad touch fraction '%s': expected a number in (0, 1]", arg);
+    cfg->sparse = 1;
+    cfg->touch_fraction = f;
+    double pages = f * (double)(PMD_SIZE / BASE_PAGE); /* ceil, without libm */
+    cfg->touch_pages = (size_t)pages;
+    if ((double)cfg->touch_pages < pages)
+        cfg->touch_pages++;
+}
+
 __attribute__((noreturn))
 static void die_missing_value(char **argv)
 {
@@ -286,9 +306,34 @@ static void parse_option(int c, char **argv, struct config *cfg, struct seen *se
     case 'd': case 'W': case 'U':
         parse_time_option(c, optarg, cfg);
         break;
+    case 'F':
+        parse_fraction(optarg, cfg);
+        break;
     default:
         die(2, "unknown option '%s' (see --help)", argv[optind - 1]);
     }
+}
+
+/* --touch-fraction with the rest: whole regions, a workload that visits touched pages
+ * only, room for every thread. */
+static void check_sparse(const struct config *cfg)
+{
+    size_t regions = cfg->size / PMD_SIZE, span = cfg->touch_pages * BASE_PAGE;
+    if (cfg->n_inter)
+        die(2, "--touch-fraction and --interleave exclude each other");
+    if (cfg->workload == W_POPULATE)
+        die(2, "--touch-fraction applies to chase, random, seq-read and seq-write "
+               "(populate's buffers come and go)");
+    if (cfg->size % PMD_SIZE != 0)
+        die(2, "--touch-fraction needs --size in whole 2 MiB regions, not %zu bytes", cfg->size);
+    if (cfg->workload == W_CHASE && cfg->stride > span)
+        die(2, "--stride %zu is larger than the %zu bytes touched per 2 MiB region",
+            cfg->stride, span);
+    if (cfg->workload == W_CHASE && span / cfg->stride * regions < 2 * (size_t)cfg->threads)
+        die(2, "the touched pages hold too few %zu-byte slots for %u thread(s)", cfg->stride,
+            cfg->threads);
+    if ((cfg->workload == W_SEQ_READ || cfg->workload == W_SEQ_WRITE) && regions < cfg->threads)
+        die(2, "%zu regions of 2 MiB are too few for %u thread(s)", regions, cfg->threads);
 }
 
 /* The options together: required ones, combinations, sizes the workload can use. */
@@ -312,6 +357,10 @@ static void check_args(struct config *cfg, const struct seen *seen)
             cfg->window * 1000.0, cfg->warmup * 1000.0);
     if (cfg->size < BASE_PAGE)
         die(2, "size %zu is too small: at least 4096 bytes", cfg->size);
+    if (cfg->sparse) {
+        check_sparse(cfg);
+        return;
+    }
     if (cfg->workload == W_CHASE && cfg->size / cfg->stride < 2 * (size_t)cfg->threads)
         die(2, "size %zu holds too few %zu-byte slots for %u thread(s)", cfg->size,
             cfg->stride, cfg->threads);
@@ -331,6 +380,7 @@ void parse_args(int argc, char **argv, struct config *cfg)
     cfg->seed = 1;
     cfg->stride = 64;
     cfg->window = 0.02;
+    cfg->touch_fraction = 1.0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
         parse_option(c, argv, cfg, &seen);

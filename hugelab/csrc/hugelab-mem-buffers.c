@@ -1,5 +1,5 @@
 /* hugelab-mem: mapping a buffer with a backing (4k, THP, mTHP, hugetlb, MADV_COLLAPSE,
- * shmem THP), touching it, collapsing it. */
+ * shmem THP), its layout (which bytes are touched), touching it, collapsing it. */
 #include "hugelab-mem.h"
 
 #include <errno.h>
@@ -73,9 +73,9 @@ static int map_thp(size_t size, struct mapping *m)
     return 0;
 }
 
-static int map_4k(size_t size, struct mapping *m)
+static int map_4k(size_t size, size_t align, struct mapping *m)
 {
-    if (map_guarded(round_up(size, BASE_PAGE), BASE_PAGE, 0, m) != 0)
+    if (map_guarded(round_up(size, BASE_PAGE), align, 0, m) != 0)
         return -1;
     /* EINVAL means a kernel without THP: the mapping is 4 KiB-backed anyway. */
     madvise(m->base, m->len, MADV_NOHUGEPAGE);
@@ -114,8 +114,10 @@ static int map_shmem(size_t size, struct mapping *m)
     return 0;
 }
 
-/* Maps `size` bytes with the backing or exits with a message (3 for hugetlb pools). */
-void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m)
+/* Maps `size` bytes with the backing or exits with a message (3 for hugetlb pools); 4k
+ * buffers aligned to `align4k`. */
+static void map_aligned(enum backing b, const char *name, size_t size, size_t align4k,
+                        struct mapping *m)
 {
     int rc;
     if (b == B_HUGE2M || b == B_HUGE1G) {
@@ -136,9 +138,19 @@ void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m
     else if (b == B_SHMEM)
         rc = map_shmem(size, m);
     else
-        rc = map_4k(size, m);
+        rc = map_4k(size, align4k, m);
     if (rc != 0)
         die(1, "%s mapping of %zu bytes failed: %s", name, size, strerror(errno));
+}
+
+void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m)
+{
+    map_aligned(b, name, size, BASE_PAGE, m);
+}
+
+void map_regions(enum backing b, const char *name, size_t size, struct mapping *m)
+{
+    map_aligned(b, name, size, PMD_SIZE, m);
 }
 
 void unmap_buffer(struct mapping *m)
@@ -151,6 +163,47 @@ void populate(char *base, size_t len)
 {
     for (size_t off = 0; off < len; off += BASE_PAGE)
         base[off] = (char)1;
+}
+
+/* Writes the first byte of every base page of every span of the layout. */
+void populate_layout(char *base, const struct layout *l)
+{
+    for (size_t i = 0; i < l->count; i++)
+        populate(base + i * l->step, l->span);
+}
+
+void dense_layout(size_t size, struct layout *l)
+{
+    l->span = l->step = size;
+    l->count = 1;
+}
+
+void buffer_layout(const struct config *cfg, struct layout *l)
+{
+    if (!cfg->sparse) {
+        dense_layout(cfg->size, l);
+        return;
+    }
+    l->span = cfg->touch_pages * BASE_PAGE;
+    l->step = PMD_SIZE;
+    l->count = cfg->size / PMD_SIZE;
+}
+
+uint64_t layout_expected_kb(const struct layout *l, size_t page)
+{
+    if (page <= l->step) /* a page never holds two spans: each span's pages, whole */
+        return (uint64_t)l->count * round_up(l->span, page) / 1024;
+    return round_up(l->count * l->step, page) / 1024; /* every page holds a span */
+}
+
+size_t backing_fault_size(const struct config *cfg)
+{
+    switch (cfg->backing) {
+    case B_4K: return BASE_PAGE;
+    case B_MTHP: return (size_t)cfg->mthp_kb * 1024;
+    case B_HUGE1G: return 1UL << 30;
+    default: return PMD_SIZE; /* thp, thp-collapse, shmem-thp, hugetlb-2M */
+    }
 }
 
 /* Collapses the whole buffer into PMD-size THP.  MADV_HUGEPAGE first: MADV_COLLAPSE

@@ -72,8 +72,11 @@ static void setup_ibuf(const struct config *cfg, enum backing bk, struct ibuf *b
         collapse_buffer(&b->m, &b->collapse);
     }
     /* the same seed for every buffer: A/A buffers walk the same permutation */
-    if (cfg->workload == W_CHASE)
-        build_chase(b->m.base, cfg->size / cfg->stride, cfg->stride, cfg->seed);
+    if (cfg->workload == W_CHASE) {
+        struct layout lay;
+        dense_layout(cfg->size, &lay); /* --touch-fraction does not interleave */
+        build_chase(b->m.base, &lay, cfg->stride, cfg->seed);
+    }
     b->p = (void **)b->m.base;
     uint64_t st = cfg->seed;
     b->rng = splitmix64(&st) | 1;

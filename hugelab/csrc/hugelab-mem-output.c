@@ -84,8 +84,30 @@ static void print_evidence(const struct evidence *end, const struct evidence *se
     printf("}");
 }
 
+/* `,"layout":{...}`: the sparse layout and the resident kB it predicts -- with 4 KiB pages
+ * (the touched pages), with THP (every touched 2 MiB region whole), and with this run's
+ * backing (`expected_kb`, in pages of `fault_kb`: hugetlb ones are counted in smaps'
+ * *_Hugetlb fields, not in Rss). */
+static void print_layout(const struct config *cfg)
+{
+    struct layout l;
+    buffer_layout(cfg, &l);
+    size_t fault = backing_fault_size(cfg);
+    printf(",\"layout\":{\"touch_fraction\":%.15g,\"regions\":%zu,"
+           "\"touched_pages_per_region\":%zu,\"touched_kb\":%llu,"
+           "\"expected_rss_4k_kb\":%llu,\"expected_rss_thp_kb\":%llu,"
+           "\"fault_kb\":%zu,\"expected_kb\":%llu}",
+           cfg->touch_fraction, l.count, cfg->touch_pages,
+           (unsigned long long)(l.count * l.span / 1024),
+           (unsigned long long)layout_expected_kb(&l, BASE_PAGE),
+           (unsigned long long)layout_expected_kb(&l, PMD_SIZE), fault / 1024,
+           (unsigned long long)layout_expected_kb(&l, fault));
+}
+
 static void print_metrics(const struct config *cfg, const struct outcome *o)
 {
+    struct layout l;
+    buffer_layout(cfg, &l);
     double bytes_mib = (double)o->ops / (1024.0 * 1024.0);
     switch (cfg->workload) {
     case W_CHASE:
@@ -97,7 +119,7 @@ static void print_metrics(const struct config *cfg, const struct outcome *o)
     case W_SEQ_READ:
     case W_SEQ_WRITE:
         printf("\"mib_per_s\":%.2f,\"bytes\":%llu,\"passes\":%.3f", bytes_mib / o->wall,
-               (unsigned long long)o->ops, (double)o->ops / (double)cfg->size);
+               (unsigned long long)o->ops, (double)o->ops / (double)(l.count * l.span));
         break;
     case W_POPULATE:
         printf("\"ns_per_page\":%.3f,\"gib_per_s\":%.4f,\"pages\":%llu",
@@ -144,6 +166,8 @@ void print_json(const struct config *cfg, const struct outcome *o)
     print_primary(cfg->workload);
     if (cfg->mthp_kb)
         printf(",\"mthp_kb\":%u", cfg->mthp_kb);
+    if (cfg->sparse)
+        print_layout(cfg);
     if (o->collapse.done) {
         print_collapse_head(&o->collapse);
         if (cfg->workload == W_POPULATE)

@@ -12,6 +12,9 @@
  * thp-collapse populates in 4 KiB pages (MADV_NOHUGEPAGE), then MADV_HUGEPAGE and
  * MADV_COLLAPSE over the buffer; the collapse's time and result are reported apart.
  * shmem-thp maps a memfd MAP_SHARED with MADV_HUGEPAGE (shmem_enabled 'advise').
+ * --touch-fraction f writes only the first ceil(f*512) 4 KiB pages of each 2 MiB region
+ * and the workload visits only those; the JSON's "layout" says what each page size
+ * should then hold resident.
  *
  * This file holds main() and the single-buffer run; hugelab-mem.h lists the other parts.
  * Build: cc -O2 -Wall -Wextra -Werror -static -pthread hugelab-mem*.c -o hugelab-mem
@@ -44,14 +47,21 @@ static void setup_populate(const struct config *cfg, struct outcome *o)
 /* The other workloads: the buffer mapped, touched (collapsed), linked for chase. */
 static void setup_buffer(const struct config *cfg, struct mapping *m, struct outcome *o)
 {
-    map_buffer(cfg->backing, cfg->name, cfg->size, m);
-    populate(m->base, m->len);
+    struct layout lay;
+    buffer_layout(cfg, &lay);
+    if (cfg->sparse) { /* whole 2 MiB regions, their first pages written */
+        map_regions(cfg->backing, cfg->name, cfg->size, m);
+        populate_layout(m->base, &lay);
+    } else {
+        map_buffer(cfg->backing, cfg->name, cfg->size, m);
+        populate(m->base, m->len);
+    }
     if (cfg->backing == B_COLLAPSE) {
         read_evidence(m->base, &o->ev_before_collapse);
         collapse_buffer(m, &o->collapse);
     }
     if (cfg->workload == W_CHASE)
-        build_chase(m->base, cfg->size / cfg->stride, cfg->stride, cfg->seed);
+        build_chase(m->base, &lay, cfg->stride, cfg->seed);
     read_evidence(m->base, &o->ev_setup);
     folio_census(m->base, m->len, &o->census);
 }

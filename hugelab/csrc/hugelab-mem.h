@@ -56,7 +56,30 @@ struct config {
     double window;
     double warmup;     /* seconds run, unmeasured, after each switch of buffer */
     int warmup_given;
+    /* --touch-fraction: a sparse layout of whole 2 MiB regions (see struct layout) */
+    int sparse;
+    double touch_fraction;
+    size_t touch_pages; /* ceil(touch_fraction * 512): 4 KiB pages written per region */
 };
+
+/* ---- The buffer's layout: which bytes the workload touches --------------------------- */
+/*
+ * `count` spans of `span` bytes, each starting `step` bytes after the one before.  Dense
+ * (the default): one span, the whole buffer.  Sparse (--touch-fraction f): one span per
+ * 2 MiB region, its first ceil(f*512) 4 KiB pages; the rest of each region is never touched,
+ * so the resident memory is computable per page size (layout_expected_kb).
+ */
+struct layout {
+    size_t span, step, count;
+};
+
+void buffer_layout(const struct config *cfg, struct layout *l);
+void dense_layout(size_t size, struct layout *l);
+/* kB the touched memory takes in pages (folios) of `page` bytes: each page holding a
+ * touched byte is resident whole. */
+uint64_t layout_expected_kb(const struct layout *l, size_t page);
+/* The page size whose whole pages back this backing's touched memory. */
+size_t backing_fault_size(const struct config *cfg);
 
 /* ---- hugelab-mem-util.c: exit, signals, the stop flags ---------------------------- */
 
@@ -132,6 +155,9 @@ struct collapse_rec {
 void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m);
 void unmap_buffer(struct mapping *m);
 void populate(char *base, size_t len);
+void populate_layout(char *base, const struct layout *l);
+/* map_buffer, with 4k buffers 2 MiB-aligned too: a sparse layout's regions are PMDs. */
+void map_regions(enum backing b, const char *name, size_t size, struct mapping *m);
 void collapse_buffer(struct mapping *m, struct collapse_rec *c);
 
 /* ---- hugelab-mem-evidence.c: /proc/self/smaps and the folio census --------------------- */
@@ -168,6 +194,22 @@ static inline void **chase_chunk(void **p)
     return p;
 }
 
+/* Sparse: CHUNK_LOADS random 8-byte loads over the touched words only -- a span by the
+ * high bits of each random number, a word of it by the low 32 bits. */
+static inline uint64_t sparse_random_chunk(const char *base, const struct layout *l,
+                                           uint64_t *rng)
+{
+    uint64_t sum = 0, words = l->span / 8;
+    for (size_t k = 0; k < CHUNK_LOADS; k += 2) {
+        uint64_t r = xorshift64s(rng), q = xorshift64s(rng);
+        sum += *(const uint64_t *)(base + bounded(r, l->count) * l->step +
+                                   (((q & 0xFFFFFFFFULL) * words) >> 32) * 8);
+        sum += *(const uint64_t *)(base + bounded(q, l->count) * l->step +
+                                   (((r & 0xFFFFFFFFULL) * words) >> 32) * 8);
+    }
+    return sum;
+}
+
 /* CHUNK_LOADS independent random 8-byte loads; their sum keeps them from being elided. */
 static inline uint64_t random_chunk(const uint64_t *words, uint64_t nwords, uint64_t *rng)
 {
@@ -196,7 +238,9 @@ struct outcome {
 
 struct worker; /* one measuring thread's share and results */
 
-void build_chase(char *base, size_t nslots, size_t stride, uint64_t seed);
+/* The chase's slots: `stride` bytes each, span/stride to a span of the layout. */
+size_t chase_slots(const struct layout *l, size_t stride);
+void build_chase(char *base, const struct layout *l, size_t stride, uint64_t seed);
 struct worker *alloc_workers(unsigned n);
 void measure(const struct config *cfg, struct worker *ws, char *base, struct outcome *o);
 

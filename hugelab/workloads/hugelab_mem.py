@@ -8,6 +8,7 @@ them to a Target. The C program reports /proc/self/smaps fields for its buffer
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,10 @@ class HugelabMem:
     # design 'interleaved': run, unmeasured, after each switch of buffer (the TLB and caches
     # still hold the other buffer's state); None: the tool's default, a quarter of window_ms
     warmup_ms: float | None = None
+    # in each 2 MiB region only the first ceil(f*512) 4 KiB pages are written and visited, so
+    # the resident memory each page size costs is computable ("layout" in the evidence);
+    # 1: the whole buffer, as without it
+    touch_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -93,6 +98,34 @@ class HugelabMem:
             raise ExperimentError(f"warmup_ms = {self.warmup_ms:g}: a warm-up is 0 to 10000 ms")
         if self.stride_bytes is not None and self.workload != "chase":
             raise ExperimentError("stride_bytes applies to the chase workload only")
+        self._check_touch_fraction()
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the buffer is touched sparsely (touch_fraction below 1)."""
+        return self.touch_fraction != 1
+
+    def _check_touch_fraction(self) -> None:
+        f = self.touch_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+            raise ExperimentError(f"touch_fraction = {f!r}: the share of each 2 MiB region "
+                                  "touched is a number above 0 and at most 1",
+                                  hint="e.g. touch_fraction = 0.25 (1, the default, touches "
+                                       "the whole buffer)")
+        if not self.sparse:
+            return
+        if self.workload == "populate":
+            raise ExperimentError("touch_fraction applies to chase, random, seq-read and "
+                                  "seq-write (populate's buffers come and go)")
+        if self.size_bytes % REGION:
+            raise ExperimentError(f"touch_fraction needs a size in whole 2 MiB regions, not "
+                                  f"{self.size_bytes} bytes",
+                                  hint=f"e.g. size = \"{max(1, self.size_bytes // REGION) * 2}M\"")
+        touched = touched_pages(f) * 4096
+        stride = self.stride_bytes or 64
+        if self.workload == "chase" and stride > touched:
+            raise ExperimentError(f"stride_bytes {stride} is larger than the {touched} bytes "
+                                  f"touch_fraction {f:g} touches per 2 MiB region")
 
     def argv(self, backing: str, binary: Path) -> list[str]:
         """The command line for one trial with `backing` (pure)."""
@@ -104,6 +137,8 @@ class HugelabMem:
                 "--duration", f"{self.duration_s:g}", "--seed", str(self.seed)]
         if self.stride_bytes is not None:
             argv += ["--stride", str(self.stride_bytes)]
+        if self.sparse:
+            argv += ["--touch-fraction", repr(float(self.touch_fraction))]
         return argv
 
     def timeout_s(self) -> float:
@@ -131,6 +166,9 @@ class HugelabMem:
             metrics["collapse_s"] = float(collapse.get("seconds") or 0.0)
         if data.get("mthp_kb"):
             info["mthp_kb"] = int(data["mthp_kb"])
+        if isinstance(data.get("layout"), dict):  # touch_fraction: what it predicts, measured
+            evidence["layout"] = layout_evidence(data["layout"], str(data.get("backing")),
+                                                 evidence)
         warnings = [ln for ln in result.stderr.splitlines() if ln.strip()]
         problem = backing_problem(str(data.get("backing")), evidence)
         if problem:
@@ -213,8 +251,37 @@ class HugelabMem:
         return self.parse(target.exec(argv, timeout=self.timeout_s()))
 
 
+REGION = 2 << 20  # touch_fraction's unit: a PMD-size region
+
+
+def touched_pages(fraction: float) -> int:
+    """4 KiB pages touch_fraction `fraction` writes at the start of each 2 MiB region."""
+    return math.ceil(fraction * (REGION // 4096))
+
+
+def layout_evidence(layout: dict[str, Any], backing: str, evidence: dict[str, Any]
+                    ) -> dict[str, Any]:
+    """hugelab-mem's sparse layout with what its own smaps read measured at the end: the
+    buffer's Rss, or its hugetlb pages for a hugetlb backing (smaps counts those apart from
+    Rss), against `expected_kb`, the layout's prediction for this backing's page size."""
+    out = dict(layout)
+    if backing.startswith("hugetlb-"):
+        parts = [p for k in ("Private_Hugetlb_kB", "Shared_Hugetlb_kB")
+                 if isinstance(p := evidence.get(k), int)]
+        measured = sum(parts) if parts else None
+        out["measured_field"] = "Private_Hugetlb_kB + Shared_Hugetlb_kB"
+    else:
+        measured = evidence.get("Rss_kB")
+        out["measured_field"] = "Rss_kB"
+    expected = out.get("expected_kb")
+    out["measured_kb"] = measured
+    out["measured_over_expected"] = (
+        measured / expected if isinstance(measured, int) and isinstance(expected, int)
+        and expected > 0 else None)
+    return out
+
+
 def reps_geomean(values: list[float]) -> float:
-    import math
     if not values or any(v <= 0 for v in values):
         raise WorkloadError(f"hugelab-mem reported windows without a positive value: {values}")
     return math.exp(sum(math.log(v) for v in values) / len(values))
@@ -301,6 +368,9 @@ def interleave_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[st
     if table.get("workload", "chase") not in ("chase", "random") or table.get("threads", 1) != 1:
         return ("it interleaves hugelab-mem's chase or random workload, one thread",
                 "workload = \"chase\" or \"random\", threads = 1; other workloads: "
+                "design = \"paired\"")
+    if table.get("touch_fraction", 1) != 1:
+        return ("touch_fraction (a sparse buffer) is measured one buffer to a process",
                 "design = \"paired\"")
     if len({a.pools for a in arms}) > 1:
         return ("one process runs under one host setting, so the arms must share thp, "
