@@ -27,7 +27,7 @@ from hugelab.planning.schedule import units as plan_units
 from hugelab.recovery import run_session
 from hugelab.store import SqlStore, Trial
 from hugelab.store.spool import write_id
-from hugelab.trial import monitors
+from hugelab.trial import costs, monitors
 from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
 from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
@@ -442,6 +442,7 @@ class ArmTrials:
                          monitors=mon, provenance=prov, error=error, started=started,
                          ended=ended, target=target, cause=guest.cause)
         evidence = {**result.evidence, **guest.evidence}
+        mon = {**mon, "costs": self._costs(arm, evidence, mon)}
         checks = self._checks(arm, evidence, target, host_backing)
         status, reason = combine(checks)
         evidence.update(check=status, reason=reason,
@@ -451,6 +452,16 @@ class ArmTrials:
                      result.value, result.primary, result.unit, result.better, result.metrics,
                      evidence, mon, {**prov, **result.info}, reason if flagged else None, None,
                      started, ended, target)
+
+    def _costs(self, arm: Arm, evidence: dict[str, Any], mon: dict[str, Any]
+               ) -> dict[str, float]:
+        """The trial's cost record (hugelab.trial.costs): its tree's memory, the pool pages
+        held for the arm, the host's background counters and the application's own figures."""
+        need = arm_pool_need(arm, workload_bytes(self._workload(arm), arm))
+        held_kb = sum(pages * size_kb_from_name(size) for (size, _n), pages in need.items())
+        return costs.record(evidence.get("tree"), mon, pool_held_kb=held_kb,
+                            host_tree=mon.get("host_tree"), qemu=evidence.get("qemu"),
+                            app=evidence.get("app_costs"), guest=arm.vm is not None)
 
     def _checks(self, arm: Arm, evidence: dict[str, Any], target: str,
                 host_backing: str) -> list[Check]:

@@ -22,7 +22,7 @@ from tests.test_report_analysis import make_store
 from tests.test_report_repeats import store_run
 
 ORDER = ["run", "options", "trials", "blocks", "series", "comparisons", "block_variance", "grid",
-         "factorial", "provenance", "repetitions", "replication", "tail_latency", "server_cpu",
+         "factorial", "provenance", "repetitions", "replication", "tail_latency", "server_cpu", "costs",
          "warnings",
          "answer"]
 

@@ -286,7 +286,7 @@ def summary_result(store: SqlStore, exp: Experiment, run_id: int, skipped: dict[
     problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in skipped])
     return {"skipped": skipped, "arms": rows, "comparisons": verdicts.get("comparisons", []),
             "unit": _first(store, run_id, "unit"), "factorial": verdicts.get("factorial"),
-            "replication": verdicts.get("replication"),
+            "replication": verdicts.get("replication"), "costs": verdicts.get("costs"),
             "options": verdicts.get("options"), "warnings": verdicts.get("warnings", []),
             "problems": problems, "retried": retried(trials),
             "pool_warnings": _pool_warnings(pool_holders or [], trials)}

@@ -26,6 +26,7 @@ from rich.text import Text
 from hugelab.experiment import Experiment
 from hugelab.report import answer, lead, text
 from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.costs import Costs
 from hugelab.report.model.effects import Factorial
 from hugelab.report.sections.labels import effect as effect_cell
 from hugelab.report.sections.labels import no_interval_note
@@ -38,11 +39,12 @@ EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate
 
 def _report_like(result: dict[str, Any]) -> answer.Findings:
     """The parts of the report's result that `lead` and the tables read, typed."""
-    fact = result.get("factorial")
+    fact, costs = result.get("factorial"), result.get("costs")
     return answer.Findings([Comparison.from_json(c) for c in result.get("comparisons") or []],
                            None if fact is None else Factorial.from_json(fact),
                            list(result.get("warnings") or []),
-                           [a["arm"] for a in result.get("arms") or []])
+                           [a["arm"] for a in result.get("arms") or []],
+                           None if costs is None else Costs.from_json(costs))
 
 
 def headline(exp: Experiment, result: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.report import answer, factorial, latency, lead, servercpu
 from hugelab.report import repeats as replicated
+from hugelab.report import weighing as cost_section
 from hugelab.report.model.base import clean
 from hugelab.report.model.comparison import Comparison, Drift, Tails
 from hugelab.report.model.replicas import Repetition
@@ -67,6 +68,7 @@ class Options:
     margin: float = 0.01
     confidence: float = 0.9999
     pairs: tuple[tuple[str, str], ...] = ()  # (baseline, candidate) series names
+    memory_margin: float | None = None  # None: the experiment's `costs.memory_margin`, or 2%
 
 
 @dataclass
@@ -418,6 +420,15 @@ def _run_info(data: RunData) -> RunInfo:
             "hardware_counters": (r.get("host") or {}).get("hardware_counters")}))
 
 
+def memory_margin(data: RunData, opts: Options) -> float:
+    """The margin beyond which a memory cost is stated: the report's option, else the
+    experiment file's `[costs] memory_margin`, else 2%."""
+    if opts.memory_margin is not None:
+        return opts.memory_margin
+    asked = ((data.run.get("experiment") or {}).get("costs") or {}).get("memory_margin")
+    return float(asked) if isinstance(asked, int | float) else cost_section.MEMORY_MARGIN
+
+
 def analyse(data: RunData, opts: Options = Options()) -> Report:
     """Everything the report shows (`Result`, whose JSON is the JSON report), plus the arrays
     the plots need."""
@@ -445,6 +456,8 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
                                           margin=opts.margin),
         server_cpu=servercpu.server_cpu(data.server_cpu, ps, comps, data, alpha=opts.alpha,
                                         margin=opts.margin),
+        costs=cost_section.costs(data.costs, ps, data, alpha=opts.alpha,
+                                 margin=memory_margin(data, opts)),
         warnings=_warnings(data, comps, vc, rows) + replicated.warnings(comps, rep),
     )
     result.answer = lead.build(answer.Findings.of(result))  # what every renderer says first

@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hugelab.report import trade
 from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.costs import Costs
 from hugelab.report.model.effects import Effect, Factorial
 from hugelab.report.model.estimate import Estimate
 from hugelab.report.model.headline import Answer
@@ -75,11 +77,12 @@ class Findings:
     factorial: Factorial | None
     warnings: list[str]
     series: list[str]
+    costs: Costs | None = None  # what each arm costs (the trade the answer states)
 
     @classmethod
     def of(cls, result: Result) -> Findings:
         return cls(result.comparisons, result.factorial, result.warnings,
-                   [s.name for s in result.series])
+                   [s.name for s in result.series], result.costs)
 
 
 @dataclass
@@ -129,10 +132,14 @@ class Names:
         return f"{self.short(c.candidate, c.baseline)} vs {base}"
 
 
-def comparison(c: Comparison, names: Names) -> Answer:
-    """'thp vs 4k: -12.3% [-14.1, -10.2], faster.'"""
+def comparison(c: Comparison, names: Names, costs: Costs | None = None) -> Answer:
+    """'thp vs 4k: -12.3% [-14.1, -10.2], faster.', with the memory trade where the
+    candidate's footprint moved beyond the memory margin ('...; memory +310.0 MiB [..]
+    (+12.0%), more.')."""
     subject = names.pair(c)
-    return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}.", str(c.verdict),
+    said = trade.phrase(costs, c.name)
+    return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}"
+                  + (f"; {said}" if said else "") + ".", str(c.verdict),
                   names.scope(c.candidate))
 
 
@@ -209,7 +216,7 @@ def answers(found: Findings) -> list[Answer]:
         inter = interactions(found.factorial)
         return out + ([inter] if inter else [])
     names = Names.of(found.factorial)
-    return [comparison(c, names) for c in found.comparisons]
+    return [comparison(c, names, found.costs) for c in found.comparisons]
 
 
 def _scoped(found: Findings, names: Names) -> dict[str, list[Comparison]]:
@@ -243,25 +250,31 @@ def overlap(a: Estimate, b: Estimate) -> bool:
     return a.ci_low_pct <= b.ci_high_pct and b.ci_low_pct <= a.ci_high_pct
 
 
-def _use(wins: list[Comparison], names: Names, base: str) -> str:
+def _use(wins: list[Comparison], names: Names, base: str, costs: Costs | None = None) -> str:
+    """'use thp: ... vs 4k', the arms as good, the runner-up's share, and what each arm it
+    names costs in memory beyond the margin."""
     best = wins[0]
     text = f"use {names.short(best.candidate, best.baseline)}: {interval(best)} vs {base}"
-    close = [names.short(c.candidate, c.baseline) for c in wins[1:] if overlap(best, c)]
+    close = [c for c in wins[1:] if overlap(best, c)]
     if close:  # the ranking among them is the point estimates', not a verdict
-        text += f" ({', '.join(close)} as good within the intervals)"
+        text += f" ({', '.join(names.short(c.candidate, c.baseline) for c in close)} as " \
+            "good within the intervals)"
     if len(wins) > 1 and best.effect_pct:
         share = (wins[1].effect_pct or 0.0) / best.effect_pct
         text += f"; {names.short(wins[1].candidate, wins[1].baseline)} gets " \
             f"{share:.0%} of that"
+    named = [best, *close] + ([wins[1]] if len(wins) > 1 and wins[1] not in close else [])
+    for c in named:
+        text += trade.cost_note(costs, c.name, names.short(c.candidate, c.baseline)) or ""
     return text
 
 
-def recommend(comps: list[Comparison], names: Names) -> str:
+def recommend(comps: list[Comparison], names: Names, costs: Costs | None = None) -> str:
     """One sentence for a group of comparisons against one baseline."""
     base = names.short(comps[0].baseline)
     wins = sorted((c for c in comps if decided_win(c)), key=lambda c: -size(c))
     if wins:
-        return _use(wins, names, base)
+        return _use(wins, names, base, costs)
     if all(c.verdict == "equivalent" or (c.verdict in ("faster", "slower")
                                            and c.within_margin) for c in comps):
         m = f"±{100 * comps[0].margin:g}%"
@@ -278,6 +291,6 @@ def recommendations(found: Findings) -> list[str]:
     names = Names.of(found.factorial)
     out = []
     for scope, comps in _scoped(found, names).items():
-        text = recommend(comps, names)
+        text = recommend(comps, names, found.costs)
         out.append(f"{scope}: {text}" if scope else text[0].upper() + text[1:])
     return out

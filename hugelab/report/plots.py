@@ -23,6 +23,7 @@ from hugelab.report.model.comparison import Comparison
 from hugelab.report.model.effects import AlongLine
 from hugelab.report.model.series import Series
 from hugelab.report.pagesizes import page_size_points, page_sizes
+from hugelab.report.tradeplot import speed_memory
 from hugelab.stats.drift import part_name, segment_bounds
 from hugelab.stats.paired import MIN_UNITS
 
@@ -361,7 +362,9 @@ def detail_figures(report: Report) -> tuple[list[tuple[str, bytes]], list[str]]:
     """(caption, PNG) of the detail figures, and a note for each kind left out (too few
     values to show a distribution, too few pairs for drift and forest plots)."""
     notes = []
-    out = [("Means with t-based margin of error", means(report))]
+    trade = speed_memory(report)
+    out = [("Speed against memory footprint, per arm (medians)", trade)] if trade else []
+    out.append(("Means with t-based margin of error", means(report)))
     shown = shown_series(report)
     if shown:
         out += [("Distribution per arm, outliers beyond ±3σ marked", histograms(report, shown)),

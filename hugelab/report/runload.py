@@ -81,6 +81,8 @@ class RunData:
     windows: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
     # request-level trials' server CPU per operation, client share and THP daemons' CPU
     server_cpu: ServerCpuData | None = None
+    # each ok trial's cost record (hugelab.trial.costs): figure -> (block, series) -> value
+    costs: Latencies = field(default_factory=dict)
 
     @property
     def n_trials(self) -> int:
@@ -215,6 +217,7 @@ def load_run(store: SqlStore, run_id: int | None = None) -> RunData:
         data.latency = read_latencies(store, data, run["id"])
         data.windows = read_windows(store, data, run["id"])
         data.server_cpu = read_server_cpu(store, data, run["id"])
+        data.costs = read_costs(store, data, run["id"])
     return data
 
 
@@ -303,3 +306,19 @@ def read_server_cpu(store: SqlStore, data: RunData, run_id: int) -> ServerCpuDat
             if _finite(s):
                 out.daemons.setdefault(i, {}).setdefault(str(name), []).append(float(s))
     return out if out.us_per_op else None
+
+
+def read_costs(store: SqlStore, data: RunData, run_id: int) -> Latencies:
+    """Each ok trial's cost record (`monitors.costs`), by figure; one query ({} for runs
+    recorded before cost records existed)."""
+    where = data.where()
+    out: Latencies = {}
+    record = store.json_text("monitors", "costs")
+    for block, arm, target, costs in store.tuples(
+            f"SELECT block, arm, target, {record} "  # noqa: S608 - a JSON path of ours
+            "FROM trials WHERE run_id = ? AND status = 'ok'", (run_id,)):
+        i = where.get((arm, target))
+        for key, value in _json_dict(costs).items():
+            if i is not None and _finite(value):
+                out.setdefault(str(key), {})[(int(block), i)] = float(value)
+    return out

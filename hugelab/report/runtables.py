@@ -5,6 +5,7 @@ its own format."""
 from __future__ import annotations
 
 from hugelab.report.model.result import Result
+from hugelab.report.sections import prices as costs
 from hugelab.report.sections.classic import classic
 from hugelab.report.sections.drift import drift
 from hugelab.report.sections.factors import factor_tables
@@ -23,7 +24,8 @@ def all_tables(result: Result, full: bool = True) -> list[Table]:
     shown that has it, and left out under the later ones."""
     drifts = [drift(result)] if result.comparisons else []
     every = [*factor_tables(result), verdicts(result), *replication_tables(result), *drifts,
-             *tail_latency(result), *server_cpu(result), tails(result), classic(result),
+             *tail_latency(result), *server_cpu(result), *costs.weighed(result),
+             *costs.medians(result), tails(result), classic(result),
              trials(result), *repetitions(result),
              evidence(result), *grid_tables(result)]
     shown = [t for t in every if full or not t.full]

@@ -11,7 +11,9 @@ environment (which survives a `setsid()` or a daemon's double fork).
 
 `TreeSampler` samples the tree a few times per second while the trial runs and keeps, for every
 field, the peak of the tree's total: `/proc/PID/smaps_rollup` (AnonHugePages, Anonymous,
-Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss), the hugetlb pages by page
+Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss, Pss), the page tables
+(VmPTE of /proc/PID/status), and for Rss, Pss and page tables also the mean over the samples
+(`rss_kb_mean`, ...: what the memory costs over the trial, not only at its worst), the hugetlb pages by page
 size (from /proc/PID/smaps, read only for processes that map hugetlb pages), the number of
 processes, each process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command
 name: a per-process `process_thp` shows there), the THP outside madvised mappings (from smaps,
@@ -26,9 +28,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-ROLLUP_FIELDS = {"Rss": "rss_kb", "Anonymous": "anon_kb", "AnonHugePages": "anon_huge_kb",
+ROLLUP_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb",
+                 "AnonHugePages": "anon_huge_kb",
                  "ShmemPmdMapped": "shmem_pmd_kb", "FilePmdMapped": "file_pmd_kb",
                  "Shared_Hugetlb": "shared_hugetlb_kb", "Private_Hugetlb": "private_hugetlb_kb"}
+MEAN_FIELDS = ("rss_kb", "pss_kb", "pte_kb")  # also averaged over the samples: <name>_mean
 TOKEN_VAR = "HUGELAB_TRIAL"
 DEFAULT_INTERVAL_S = 0.25
 
@@ -73,6 +77,16 @@ def unadvised_thp_kb(smaps_text: str) -> int:
                 total += huge
             huge = 0
     return total
+
+
+def page_table_kb(status_text: str) -> int:
+    """VmPTE of a /proc/PID/status text: the KiB of page tables the process's memory needs
+    (0 when absent)."""
+    for line in status_text.splitlines():
+        if line.startswith("VmPTE:"):
+            value = line.split()[1:]
+            return int(value[0]) if value and value[0].isdigit() else 0
+    return 0
 
 
 def thp_enabled(status_text: str) -> int | None:
@@ -166,6 +180,7 @@ def measure(pids: Iterable[int], proc: str = "/proc",
     thp_detail = read is None if thp_detail is None else thp_detail
     read = read or _read
     tot: dict[str, int] = {v: 0 for v in ROLLUP_FIELDS.values()}
+    tot["pte_kb"] = 0
     by_size: dict[int, int] = {}
     thp_on: dict[str, int] = {}   # command name -> processes with THP_enabled 1
     thp_off: dict[str, int] = {}  # ... with THP_enabled 0
@@ -180,8 +195,9 @@ def measure(pids: Iterable[int], proc: str = "/proc",
         for src, dst in ROLLUP_FIELDS.items():
             tot[dst] += fields.get(src, 0)
         comm = _comm(pid, proc, read) if thp_detail else "?"
-        status = read(f"{proc}/{pid}/status") if thp_detail else None
-        enabled = thp_enabled(status) if isinstance(status, str) else None
+        status = read(f"{proc}/{pid}/status")
+        tot["pte_kb"] += page_table_kb(status) if isinstance(status, str) else 0
+        enabled = thp_enabled(status) if isinstance(status, str) and thp_detail else None
         if enabled is not None:
             counts = thp_on if enabled else thp_off
             counts[comm] = counts.get(comm, 0) + 1
@@ -250,6 +266,7 @@ class TreeSampler:
                                         daemon=True)
         self._t0 = 0.0
         self._pools: dict[str, tuple[int, int]] = {}
+        self._sums: dict[str, float] = dict.fromkeys(MEAN_FIELDS, 0.0)
 
     def start(self) -> TreeSampler:
         self._t0 = time.monotonic()
@@ -266,6 +283,9 @@ class TreeSampler:
             self.samples += 1
             s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
             self.peak = merge_peak(self.peak, s)
+            for key in MEAN_FIELDS:
+                value = s.get(key, 0)
+                self._sums[key] += value if isinstance(value, int | float) else 0
 
     def _loop(self) -> None:
         delay = min(0.05, self.interval_s)  # a first look early: short commands count too
@@ -277,14 +297,16 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         out: dict[str, object] = {v: 0 for v in ROLLUP_FIELDS.values()}
-        out.update({"processes": 0, "hugetlb_by_page_kb": {}, "pool_pages_taken": {},
-                    "thp_enabled_by_comm": {}, "thp_disabled_by_comm": {},
+        out.update({"pte_kb": 0, "processes": 0, "hugetlb_by_page_kb": {},
+                    "pool_pages_taken": {}, "thp_enabled_by_comm": {}, "thp_disabled_by_comm": {},
                     "unadvised_thp_kb_by_comm": {}})
         out.update(self.peak)
         by_size = out.get("hugetlb_by_page_kb")
         out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}
                                      if isinstance(by_size, dict) else {})
         out["samples"] = self.samples
+        out.update({f"{k}_mean": round(v / self.samples) if self.samples else 0
+                    for k, v in self._sums.items()})
         out["seconds"] = round(time.monotonic() - self._t0, 3)
         out["interval_s"] = self.interval_s
         return out

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from hugelab.report.model.base import Model
 from hugelab.report.model.comparison import Comparison
+from hugelab.report.model.costs import Costs
 from hugelab.report.model.effects import Factorial
 from hugelab.report.model.estimate import Estimate
 from hugelab.report.model.headline import Lead
@@ -170,6 +171,7 @@ class Result(Model):
     replication: list[Replication] | None
     tail_latency: TailLatency | None
     server_cpu: ServerCpu | None
+    costs: Costs | None
     warnings: list[str]
     answer: Lead | None = None
     store: str | None = field(default=None)
