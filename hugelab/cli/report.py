@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="family-wise false-positive rate across the report (default 0.05)")
     p.add_argument("--margin", type=fraction, default=0.01,
                    help="equivalence margin, e.g. 1%% (default)")
+    p.add_argument("--memory-margin", type=fraction, default=None, metavar="SHARE",
+                   help="memory cost beyond which the answer and the recommendation state an "
+                   "arm's memory trade, e.g. 2%% (default: the experiment's [costs] "
+                   "memory_margin, else 2%%)")
     p.add_argument("--confidence", type=fraction, default=0.9999,
                    help="confidence of the classic table's t margin (default 99.99%%)")
     p.add_argument("--pair", type=pair, action="append", default=[],
@@ -70,6 +74,9 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--alpha must lie between 0 and 0.5, got {args.alpha:g}")
     if not 0 < args.margin < 1:
         raise UsageError(f"--margin must lie between 0 and 100%, got {100 * args.margin:g}%")
+    if args.memory_margin is not None and not 0 <= args.memory_margin < 10:
+        raise UsageError(f"--memory-margin must lie between 0 and 1000%, got "
+                         f"{100 * args.memory_margin:g}%")
     if not 0 < args.confidence < 1:
         raise UsageError(f"--confidence must lie between 0 and 100%, got "
                          f"{100 * args.confidence:g}%")
@@ -93,7 +100,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     with open_store(args.store, must_exist=True) as store:
         data = load_run(store, args.run)
     report = analyse(data, Options(alpha=args.alpha, margin=args.margin,
-                                   confidence=args.confidence, pairs=tuple(args.pair)))
+                                   confidence=args.confidence, pairs=tuple(args.pair),
+                                   memory_margin=args.memory_margin))
     result = report.result
     result.store = shown(args.store)
     if args.md:
