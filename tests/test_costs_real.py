@@ -1,0 +1,129 @@
+"""The cost record agrees with independent counts (issue 36): a real `hugelab run` of
+hugelab-mem under 4 KiB pages, THP and a 2 MiB pool, each trial's cost figures checked against
+the buffer's own smaps (read by hugelab-mem itself), the pool's size, and the kernel's counters
+read by this test around the run; and the tree sampler's PSS and page tables against the
+test's own read of a process's smaps_rollup and status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hugelab.host.paths import parse_vmstat
+from hugelab.trial import procscan
+from hugelab.workloads.servercpu import daemons_cpu_s
+from tests.hostguard import host_state
+
+HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+MIB = 1024
+EXPERIMENT = """\
+name = "costs-real"
+seed = 8
+blocks = 2
+baseline = "4k"
+
+[workload]
+kind = "hugelab-mem"
+workload = "chase"
+size = "64M"
+duration = 0.3
+
+[[arms]]
+name = "4k"
+backing = "4k"
+
+[[arms]]
+name = "thp"
+backing = "thp"
+
+[[arms]]
+name = "2M"
+backing = "hugetlb-2M"
+"""
+
+
+def _vmstat() -> dict[str, int]:
+    return parse_vmstat(Path("/proc/vmstat").read_text())
+
+
+@pytest.mark.host
+@pytest.mark.slow
+def test_each_trials_costs_agree_with_the_buffers_own_smaps_and_the_kernels_counters(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    before_host = host_state()
+    (tmp_path / "e.toml").write_text(EXPERIMENT)
+    vm0, cpu0 = _vmstat(), daemons_cpu_s()
+    out = subprocess.run([*HUGELAB, "run", "e.toml", "--store", "s.db"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    vm1, cpu1 = _vmstat(), daemons_cpu_s()
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert host_state() == before_host
+    db = sqlite3.connect(tmp_path / "s.db")
+    rows = db.execute("SELECT arm, status, evidence, monitors FROM trials").fetchall()
+    assert len(rows) == 6 and all(r[1] == "ok" for r in rows)
+    totals: dict[str, float] = {}
+    for arm, _s, ev_text, mon_text in rows:
+        ev, c = json.loads(ev_text), json.loads(mon_text)["costs"]
+        for k in ("thp_fault_alloc", "compact_stall", "khugepaged_cpu_s", "kcompactd_cpu_s"):
+            totals[k] = totals.get(k, 0.0) + c[k]
+        assert c["pss_peak_kb"] <= c["rss_peak_kb"] + 4
+        if arm == "2M":  # hugetlb memory is in no RSS: the pool's pages are counted apart
+            assert c["hugetlb_faulted_kb"] == ev["Private_Hugetlb_kB"] == 64 * MIB
+            assert c["pool_held_kb"] == 64 * MIB and c["pool_unused_kb"] == 0
+            assert c["rss_peak_kb"] < 8 * MIB
+            assert c["footprint_kb"] == pytest.approx(c["rss_peak_kb"] + 64 * MIB)
+            continue
+        # the buffer's own smaps (hugelab-mem read it itself) lies inside the tree's peak
+        assert ev["Rss_kB"] <= c["rss_peak_kb"] <= ev["Rss_kB"] + 16 * MIB
+        assert c["anon_huge_peak_kb"] >= ev["AnonHugePages_kB"]
+        assert c["footprint_kb"] == c["rss_peak_kb"] and c["pool_held_kb"] == 0
+        if arm == "thp":
+            assert ev["AnonHugePages_kB"] >= 60 * MIB
+            assert c["thp_fault_alloc"] >= 30  # 64 MiB in 2 MiB faults, host-wide counter
+        else:
+            assert c["anon_huge_peak_kb"] <= 4 * MIB
+            assert c["pte_peak_kb"] >= 64 * MIB // 4 * 8 // 1024  # a PTE per 4 KiB page
+    # the trials' host-wide deltas fit inside the test's own deltas around the whole run
+    assert totals["thp_fault_alloc"] <= vm1["thp_fault_alloc"] - vm0["thp_fault_alloc"]
+    assert totals["compact_stall"] <= vm1["compact_stall"] - vm0["compact_stall"]
+    for name in ("khugepaged", "kcompactd"):
+        assert totals[f"{name}_cpu_s"] <= cpu1[name] - cpu0[name] + 0.02
+    report = subprocess.run([*HUGELAB, "report", "--store", "s.db", "--json"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    costs = json.loads(report.stdout)["costs"]
+    assert {s["series"] for s in costs["series"]} == {"4k", "thp", "2M"}
+    assert any(e["cost"] == "footprint_kb" for e in costs["entries"])
+
+
+def test_the_tree_samplers_pss_and_page_tables_are_the_processs_own():
+    """A child holding 48 MiB: the sampler's Rss, Pss and VmPTE against this test's own
+    read of the child's smaps_rollup and status."""
+    code = ("import signal, sys; b = bytearray(48 << 20)\n"
+            "for i in range(0, len(b), 4096): b[i] = 1\n"
+            "print('ready', flush=True); signal.pause()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        sampler = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
+        time.sleep(0.3)
+        tree = sampler.stop()
+        rollup = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/smaps_rollup").read_text())
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        assert tree["samples"] >= 2
+        assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256)
+        assert tree["pss_kb"] == pytest.approx(rollup["Pss"], abs=256)
+        assert tree["pte_kb"] == procscan.page_table_kb(status) > 0
+        assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
+        assert rollup["Rss"] >= 48 * MIB
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
