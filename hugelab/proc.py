@@ -4,7 +4,9 @@
 output). `start` starts a long-lived helper that hugelab watches and ends itself (QEMU, an ssh
 client). `spawn` starts a workload process: in a new session, with the parent-death signal
 (util-linux `setpriv --pdeathsig KILL`), and, inside a trial, with the trial's token
-(`HUGELAB_TRIAL`) and private `TMPDIR` in its environment; the trial scope
+(`HUGELAB_TRIAL`) and private `TMPDIR` in its environment, and, while `join_cgroup` names a
+cgroup (an arm's memory limit, hugelab.host.memcg), moved into that cgroup before it execs; the
+trial scope
 (hugelab.trial.contain.TrialScope) binds itself to the thread with `bind`, and `carry` hands it
 to a worker thread of the same trial. `become` replaces this process with another, and
 `wait_for` waits, with a timer, for one to get ready or to end.
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
-from hugelab.errors import CommandError, ToolMissingError
+from hugelab.errors import CommandError, HostError, ToolMissingError
 
 log = logging.getLogger("hugelab.proc")
 
@@ -184,6 +186,35 @@ def carry(fn: Callable[..., T]) -> Callable[..., T]:
     return run_bound
 
 
+_cgroup: dict[str, Path | None] = {"procs": None}
+
+
+def join_cgroup(procs: Path | None) -> None:
+    """From now on every workload process `spawn` starts inside a trial writes its own pid to
+    `procs` (a cgroup's cgroup.procs file) before it execs, so all it allocates is charged to
+    that cgroup; None: they stay in hugelab's own cgroup."""
+    _cgroup["procs"] = procs
+
+
+def cgroup() -> Path | None:
+    """The cgroup.procs file trial processes join now (join_cgroup), or None."""
+    return _cgroup["procs"]
+
+
+def _joiner(procs: Path) -> Callable[[], None]:
+    """The preexec step of a child that joins a cgroup: plain system calls only (it runs in
+    the forked child of a threaded parent, before exec)."""
+    target = os.fsencode(procs)
+
+    def join() -> None:
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
+    return join
+
+
 def _check_tool(tool: str) -> None:
     found = os.access(tool, os.X_OK) if "/" in tool else shutil.which(tool) is not None
     if not found:
@@ -206,8 +237,15 @@ def spawn(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
     setpriv = shutil.which("setpriv")
     full = [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
     log.debug("spawn: %s", shlex.join(args))
-    p = subprocess.Popen(full, env=child_env, start_new_session=True,  # noqa: S603 - argv list
-                         **popen)
+    procs = _cgroup["procs"] if scope is not None else None
+    if procs is not None:
+        popen["preexec_fn"] = _joiner(procs)
+    try:
+        p = subprocess.Popen(full, env=child_env, start_new_session=True,  # noqa: S603 - argv
+                             **popen)
+    except subprocess.SubprocessError as exc:  # only the preexec step raises this here
+        raise HostError(f"could not move {Path(args[0]).name} into its memory cgroup "
+                        f"{procs.parent if procs else ''}: {exc}") from exc
     if scope is not None:
         scope.add_session(p.pid)
     return p

@@ -485,8 +485,13 @@ class ArmTrials:
 
 def apply_arm(control: HostControl, arm: Arm, host: dict[str, Any],
               thp_initial: tuple[str | None, str | None]) -> None:
-    """Set the THP modes and per-size knobs an arm's trials run under (`host`: inspect_host()
-    at the run's start; `thp_initial`: its enabled and defrag modes)."""
+    """Set the THP modes, per-size knobs and tunables (max_ptes_none, shrink_underused) an
+    arm's trials run under, and make the trial's memory cgroup: a fresh one with the arm's
+    memory_limit, which the trial's workload processes join (the previous trial's is removed;
+    none without a limit). `host`: inspect_host() at the run's start; `thp_initial`: its
+    enabled and defrag modes. Knobs an arm does not set go back to what `host` found."""
+    from hugelab.planning.arms import arm_tunables
+
     native_mthp = arm.mthp_kb and arm.vm is None  # its `thp` is the size's mode
     enabled = (None if native_mthp else arm.thp) or thp_initial[0]
     defrag = arm.thp_defrag or thp_initial[1]
@@ -497,6 +502,12 @@ def apply_arm(control: HostControl, arm: Arm, host: dict[str, Any],
         control.set_mthp(size_kb, mode)
     for shmem_kb, mode in shmem.items():
         control.set_shmem_thp(mode, shmem_kb)
+    tunables = arm_tunables(arm, host)
+    if "max_ptes_none" in tunables:
+        control.set_max_ptes_none(tunables["max_ptes_none"])
+    if "shrink_underused" in tunables:
+        control.set_shrink_underused(tunables["shrink_underused"])
+    control.set_memory_limit(arm.memory_limit)
 
 
 def holders_now(paths: HostPaths) -> str:

@@ -21,10 +21,25 @@ def host_state() -> dict[str, str]:
                 state[f"{name}{size}"] = parse_selected(path.read_text())
     if REAL.shmem_enabled.exists():
         state["shmem_enabled"] = parse_selected(REAL.shmem_enabled.read_text())
+    for name, path in (("max_ptes_none", REAL.max_ptes_none),
+                       ("shrink_underused", REAL.shrink_underused)):
+        if path.exists():
+            state[name] = path.read_text().strip()
+    state["memcgs"] = ",".join(hugelab_memcgs())
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
               if " hugetlbfs " in line]
     state["hugetlbfs"] = ",".join(sorted(mounts))
     return state
+
+
+def hugelab_memcgs() -> list[str]:
+    """The memory cgroups hugelab runs made (hugelab.host.memcg) that are still there."""
+    from hugelab.host import memcg
+
+    h = memcg.find(REAL)
+    if h is None:
+        return []
+    return sorted(str(d) for d in h.root.glob(f"{memcg.SESSION_PREFIX}*") if d.is_dir())
 
 
 def put_back(state: dict[str, str]) -> None:
@@ -32,7 +47,8 @@ def put_back(state: dict[str, str]) -> None:
     made since are unmounted (surplus pages go when their users do)."""
     import subprocess
 
-    files = {"thp": REAL.thp_enabled, "defrag": REAL.thp_defrag, "shmem_enabled": REAL.shmem_enabled}
+    files = {"thp": REAL.thp_enabled, "defrag": REAL.thp_defrag, "shmem_enabled": REAL.shmem_enabled,
+             "max_ptes_none": REAL.max_ptes_none, "shrink_underused": REAL.shrink_underused}
     for size in REAL.mthp_sizes_kb():
         files[f"mthp{size}"] = REAL.mthp_enabled(size)
         files[f"mthp_shmem{size}"] = REAL.mthp_shmem_enabled(size)
@@ -45,6 +61,14 @@ def put_back(state: dict[str, str]) -> None:
                 path.write_text(state[key])
             except OSError:
                 pass  # reported by the caller's comparison all the same
+    made = set(now.get("memcgs", "").split(",")) - set(state.get("memcgs", "").split(","))
+    for cg in sorted(c for c in made if c):
+        from hugelab.host import memcg
+
+        try:
+            memcg.remove_session(Path(cg), Path(cg).parent)
+        except Exception:  # noqa: BLE001 - reported by the caller's comparison all the same
+            pass
     kept = set(state.get("hugetlbfs", "").split(","))
     for mnt in now.get("hugetlbfs", "").split(","):
         if mnt and mnt not in kept:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from hugelab.errors import UsageError
 from hugelab.planning.cost import human
+from hugelab.units import amount
 
 
 def _rows(cells: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
@@ -72,6 +73,30 @@ def mthp_lines(cells: list[dict[str, Any]]) -> list[str]:
             "at the end):", *lines]
 
 
+def tunables_lines(p: dict[str, Any]) -> list[str]:
+    """The THP tunables (max_ptes_none, shrink_underused) each arm sets, where it changes one,
+    and the memory cgroups of arms with a memory_limit. [] when no arm sets either."""
+    lines = []
+    for c in p["cells"]:
+        changed = [k for k in c.get("thp_tunables") or [] if not k["unchanged"]]
+        if changed:
+            lines.append(f"  {c['name']}: " + ", ".join(
+                f"{k['knob']} {_value(k['value'])} (now {_value(k['host'])})" for k in changed))
+    out = ["THP tunables (journaled, restored at the end; other arms run under the host's "
+           "values):", *lines] if lines else []
+    cg = p["host_changes"].get("memory_cgroups")
+    if cg:
+        where = f"cgroup v{cg['version']}, {cg['limit_file']} under {cg['root']}" \
+            if cg["version"] else "no memory cgroup controller on this host"
+        out.append(f"memory cgroups ({where}; one per trial, removed after it): " + ", ".join(
+            f"{arm} {amount(limit / 1024)}" for arm, limit in cg["limits"].items()))
+    return out
+
+
+def _value(v: Any) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else str(v)
+
+
 def print_plan(p: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(p, indent=2))
@@ -102,7 +127,7 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     con.print(f"host changes (journaled, restored at the end): THP enabled/defrag {modes}; "
               f"pools {pools}; hugetlbfs mounts {', '.join(h['hugetlbfs_mounts']) or 'none'}",
               highlight=False)
-    for text in mthp_lines(p["cells"]):
+    for text in mthp_lines(p["cells"]) + tunables_lines(p):
         con.print(text, highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \

@@ -89,7 +89,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         fixed = f" (cmdline: transparent_hugepage={thp['cmdline']})" if thp.get("cmdline") else ""
         con.print(f"[bold]THP[/] enabled={thp['enabled']} defrag={thp['defrag']}{fixed}; "
                   f"khugepaged defrag={thp['khugepaged'].get('defrag')} "
-                  f"pages_collapsed={thp['khugepaged'].get('pages_collapsed')}")
+                  f"pages_collapsed={thp['khugepaged'].get('pages_collapsed')} "
+                  f"max_ptes_none={thp['khugepaged'].get('max_ptes_none', 'n/a')}; "
+                  f"shrink_underused={_on_off(thp.get('shrink_underused'))}")
     else:
         con.print("[bold]THP[/] not supported")
     con.print(mthp_line(info))
@@ -110,12 +112,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
               f"{mem.get('MemAvailable', 0) / gib:.1f} GiB, AnonHugePages "
               f"{mem.get('AnonHugePages', 0) / 1024:.0f} MiB, Hugetlb {mem.get('Hugetlb', 0) / 1024:.0f} MiB; "
               f"{info['fragmentation']['free_in_2M_blocks_pct']}% of free memory in 2 MiB+ blocks")
+    cg = info["memcg"]
+    con.print("[bold]memory cgroups[/] " + (f"v{cg['version']} at {cg['root']} (an arm's "
+              f"memory_limit writes {cg['limit_file']})" if cg["supported"] else cg["reason"]),
+              highlight=False)
     hw = info["hardware_counters"]
     con.print("[bold]hardware counters[/] " + (f"available ({hw['pmu']} PMU, perf stat)"
                                                 if hw["available"] else hw["reason"]))
     for w in info["warnings"]:
         con.print(f"[yellow]warning:[/] {w}")
     return 0
+
+
+def _on_off(value: bool | None) -> str:
+    return "n/a (Linux 6.12+)" if value is None else "on" if value else "off"
 
 
 def holder_lines(info: dict[str, Any]) -> list[str]:

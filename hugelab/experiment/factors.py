@@ -2,8 +2,9 @@
 
     [factors]                       # arm factors: compared with each other
     thp = ["never", "always"]       # a list sweeps one arm setting (thp, thp_defrag, backing,
-    vm.prealloc = [false, true]     # pools, process_thp, vm.<key>, guest.thp, guest.pools,
-    app.huge_pages = ["off", "on"]  # app.<setting>: an application switch)
+    vm.prealloc = [false, true]     # pools, process_thp, thp_max_ptes_none,
+    app.huge_pages = ["off", "on"]  # thp_shrink_underused, memory_limit, vm.<key>, guest.thp,
+                                    # guest.pools, app.<setting>: an application switch)
     [factors.qemu]                  # a table of named levels sets several keys at once
     anon = { vm = { backing = "anon" } }
     hugetlbfs = { vm = { backing = "file", page_size = "2M" } }
@@ -31,7 +32,8 @@ from typing import Any
 from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Factor
 
-SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools", "process_thp"}
+SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools", "process_thp", "thp_max_ptes_none",
+                "thp_shrink_underused", "memory_limit"}
 TABLES = ("vm", "guest", "app")  # arm keys that are tables: swept by their dotted keys
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
                   "cpu_pin", "kernel", "accel", "mthp"}

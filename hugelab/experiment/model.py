@@ -63,6 +63,8 @@ class VmLayer:
 # that does not set them keeps its identity (key)
 VM_LATER_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu",
                      "trials_per_boot": 1, "mthp": None}
+# arm keys added after runs were stored: left out of to_dict while None
+ARM_LATER_KEYS = ("process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit")
 MANAGERS = ("qemu", "libvirt")
 # the one place outside a kind's own module that names a kind: the built-in default experiment's
 # (and a file without [workload]'s) kind, hugelab's own micro-benchmark
@@ -103,6 +105,13 @@ class Arm:
     # (inherited over fork and exec): "never" (PR_SET_THP_DISABLE) or "madvise"
     # (PR_THP_DISABLE_EXCEPT_ADVISED, Linux 6.18+); None: the processes follow the host
     process_thp: str | None = None
+    # host THP tunables for the arm's trials (None: as found at the run's start): khugepaged's
+    # max_ptes_none (0..511 on x86-64) and the underused-THP shrinker on/off (Linux 6.12+)
+    thp_max_ptes_none: int | None = None
+    thp_shrink_underused: bool | None = None
+    # a memory limit in bytes for a cgroup of the trial's own processes (native arms only;
+    # hugelab.host.memcg); None: no limit
+    memory_limit: int | None = None
 
     @property
     def layer(self) -> str:
@@ -191,8 +200,9 @@ class Experiment:
             for k in ("levels", "workload", "app"):
                 if not arm[k]:
                     del arm[k]
-            if arm["process_thp"] is None:  # keys added later: identities stay as they were
-                del arm["process_thp"]
+            for k in ARM_LATER_KEYS:  # keys added later: identities stay as they were
+                if arm[k] is None:
+                    del arm[k]
             if arm.get("guest") and not arm["guest"]["mthp"]:
                 del arm["guest"]["mthp"]  # a key added later: identities stay as they were
             vm = arm.get("vm")

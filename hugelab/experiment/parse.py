@@ -35,7 +35,9 @@ DESIGNS = ("paired", "duet", "interleaved")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
-            "app", "process_thp"}
+            "app", "process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit"}
+MEMORY_LIMIT_MIN = 16 * 1024 * 1024  # below this, no program's own code and libraries fit
+LIMIT_UNITS = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 PROCESS_THP = ("never", "madvise")
 APP_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
 VM_BACKINGS = ("anon", "file", "memfd")
@@ -173,8 +175,48 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
     app = parse_app(d["app"], loc, idx, what) if "app" in d else ()
     process_thp = (_choice(d["process_thp"], PROCESS_THP, "process_thp", loc, idx, what)
                    if "process_thp" in d else None)
+    max_ptes_none, shrink, limit = _tunables(d, loc, idx, what, vm is not None)
     return Arm(str(name), backing, thp, defrag, pools, str(d.get("description", "")), vm, guest,
-               app=app, process_thp=process_thp)
+               app=app, process_thp=process_thp, thp_max_ptes_none=max_ptes_none,
+               thp_shrink_underused=shrink, memory_limit=limit)
+
+
+def _tunables(d: dict[str, Any], loc: _Locator | None, idx: int, what: str,
+              guest: bool) -> tuple[int | None, bool | None, int | None]:
+    """thp_max_ptes_none (an integer >= 0; the kernel's top, 511 on x86-64, is the run's
+    check), thp_shrink_underused (true/false) and memory_limit (a size like "1G"; "none": no
+    limit; native arms only)."""
+    ptes = d.get("thp_max_ptes_none")
+    if ptes is not None and (not isinstance(ptes, int) or isinstance(ptes, bool) or ptes < 0):
+        raise _err(loc, f"{what}thp_max_ptes_none = {ptes!r} must be an integer from 0 to 511 "
+                   "(the empty or zero-filled 4 KiB pages a 2 MiB THP may have)",
+                   "thp_max_ptes_none", arm=idx, hint="e.g. 409 (80%), Meta's shrinker setting")
+    shrink = d.get("thp_shrink_underused")
+    if shrink is not None and not isinstance(shrink, bool):
+        raise _err(loc, f"{what}thp_shrink_underused = {shrink!r} must be true or false",
+                   "thp_shrink_underused", arm=idx)
+    limit = _memory_limit(d["memory_limit"], loc, idx, what) if "memory_limit" in d else None
+    if limit is not None and guest:
+        raise _err(loc, f"{what}memory_limit goes with native arms: a guest's memory is QEMU's "
+                   "and the guest kernel's to manage", "memory_limit", arm=idx,
+                   hint="size the guest with vm mem, or run the arm natively")
+    return ptes, shrink, limit
+
+
+def _memory_limit(value: Any, loc: _Locator | None, idx: int, what: str) -> int | None:
+    """memory_limit = "1G" (K, M, G or T; KiB..TiB) -> bytes; "none" -> None."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    m = re.fullmatch(r"(\d+)\s*([KMGT])(?:i?B)?", value.strip(), re.IGNORECASE) \
+        if isinstance(value, str) else None
+    if m is None:
+        raise _err(loc, f"{what}memory_limit = {value!r}: write a size like \"512M\" or "
+                   "\"2G\" (or \"none\")", "memory_limit", arm=idx)
+    limit = int(m.group(1)) * LIMIT_UNITS[m.group(2).upper()]
+    if limit < MEMORY_LIMIT_MIN:
+        raise _err(loc, f"{what}memory_limit = {value!r} is below 16M: the workload's own "
+                   "program would not fit", "memory_limit", arm=idx)
+    return limit
 
 
 def parse_app(d: Any, loc: _Locator | None, idx: int, what: str) -> tuple[tuple[str, Any], ...]:
@@ -338,6 +380,13 @@ def _int(d: dict[str, Any], key: str, default: int, lo: int, loc: _Locator | Non
     return v
 
 
+def host_settings(arm: Arm) -> tuple[object, ...]:
+    """The host-wide settings an arm's trials run under, which arms that run at the same time
+    (duet, interleaved) must share."""
+    return (arm.thp, arm.thp_defrag, arm.thp_max_ptes_none, arm.thp_shrink_underused,
+            arm.memory_limit)
+
+
 def _knobs(arm: Arm) -> tuple[object, ...]:
     """The per-size THP and shmem knobs an arm's trials set (see runner.arm_thp_knobs)."""
     native = arm.vm is None
@@ -355,9 +404,10 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, loc: _Locator | N
     elif any(a.vm is not None for a in arms):
         why = "its arms run side by side on the host: no guest arms"
         hint = "use design = \"paired\" (or trials_per_boot) for guests"
-    elif len({(a.thp, a.thp_defrag) for a in arms}) > 1:
-        why = ("every arm runs under one host setting, so the arms must share thp and "
-               "thp_defrag; arms that differ in host THP mode cannot be interleaved")
+    elif len({host_settings(a) for a in arms}) > 1:
+        why = ("every arm runs under one host setting, so the arms must share thp, "
+               "thp_defrag, thp_max_ptes_none, thp_shrink_underused and memory_limit; arms "
+               "that differ in them cannot be interleaved")
         hint = "use design = \"paired\" to compare host THP modes"
     if why:
         raise _err(loc, f"design 'interleaved': {why}", "design",
@@ -389,9 +439,10 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         raise _err(loc, "design 'duet' runs every arm of a block at once: it does not mix with "
                    "[factors] or [scenarios] (a block of cells would be many guests at once)",
                    "design", hint="use design = \"paired\" for a factorial")
-    if design == "duet" and len({(a.thp, a.thp_defrag) for a in arms}) > 1:
+    if design == "duet" and len({host_settings(a) for a in arms}) > 1:
         raise _err(loc, "design 'duet' runs all arms at the same time, so they must share the "
-                   "host THP modes (thp, thp_defrag)", "design",
+                   "host THP modes and tunables (thp, thp_defrag, thp_max_ptes_none, "
+                   "thp_shrink_underused) and memory_limit (one cgroup holds both)", "design",
                    hint="use design = \"paired\" to compare host THP modes")
     if design == "duet" and len({_knobs(a) for a in arms}) > 1:
         raise _err(loc, "design 'duet' runs all arms at the same time under one set of host "

@@ -1,6 +1,9 @@
-"""Changing the host: THP modes, hugetlb pools, hugetlbfs mounts — journaled, restorable.
+"""Changing the host: THP modes and tunables, hugetlb pools, hugetlbfs mounts, memory cgroups —
+journaled, restorable.
 
-This is the only module that writes under /sys and /proc. Each change is a small operation:
+This is the only module that writes under /sys and /proc (with hugelab.host.memcg, which makes
+and removes the memory cgroups of arms with a memory limit through this module's writer and
+journal). Each change is a small operation:
 read the old value, record it in the journal, then apply. `restore()` replays the journal in
 reverse. Ordering rule: mounts are recorded after the pools they use, so the reverse replay
 unmounts (freeing the pages) before it shrinks the pools.
@@ -18,6 +21,7 @@ from typing import Any
 
 from hugelab import proc
 from hugelab.errors import HostError, HugelabError, NotRootError, PoolError
+from hugelab.host import memcg
 from hugelab.host.journal import Journal
 from hugelab.host.paths import (
     REAL,
@@ -43,6 +47,7 @@ SHMEM_ENABLED = ("always", "within_size", "advise", "never", "deny", "force")
 MTHP_SHMEM_ENABLED = ("always", "inherit", "within_size", "advise", "never")
 MTHP_SINCE = "6.8"
 SIZE_NAMES = {"2M": 2048, "1G": 1048576}
+SHRINKER_SINCE = "6.12"  # shrink_underused, and max_ptes_none's say over the THP shrinker
 
 
 def size_kb_from_name(name: str) -> int:
@@ -72,6 +77,14 @@ class HostControl:
     # How a value reaches the kernel. The real one writes the file; a test may pass a model of
     # a kernel that cannot grow a pool (fragmented memory) without patching anything.
     writer: Callable[[Path, str], None] = field(default=lambda p, v: _write_sysfs(p, v))
+    # how a memory cgroup is removed: the real one on cgroupfs; a fake host's tree its own
+    rmdir: memcg.Rmdir = field(default=memcg.rmdir_cgroup)
+    # the memory cgroups of arms with a memory limit (hugelab.host.memcg), one per trial
+    memcg: memcg.TrialCgroups = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.memcg = memcg.TrialCgroups(self.paths, self.journal, self.writer, self.dry_run,
+                                        self.commands, self.rmdir)
 
     # --- primitive -----------------------------------------------------------
     def _read(self, path: Path) -> str:
@@ -110,6 +123,38 @@ class HostControl:
         current = parse_selected(text)
         if current != value:
             self.write(path, value, old=current)
+
+    def set_max_ptes_none(self, value: int) -> None:
+        """khugepaged/max_ptes_none: the empty 4 KiB slots khugepaged fills to collapse a
+        2 MiB region, and (6.12+) the zero-filled subpages above which the shrinker splits an
+        underused THP (0 .. the PMD's pages - 1; 511 on x86-64)."""
+        path = self.paths.max_ptes_none
+        if not path.exists():
+            raise HostError("this kernel has no khugepaged max_ptes_none",
+                            hint=f"{path} is missing (CONFIG_TRANSPARENT_HUGEPAGE off)")
+        top = max_ptes_none_limit(self.paths)
+        if not 0 <= value <= top:
+            raise HostError(f"max_ptes_none = {value} is out of range for this kernel "
+                            f"(0 .. {top})")
+        if self._read(path) != str(value):
+            self.write(path, str(value))
+
+    def set_shrink_underused(self, on: bool) -> None:
+        """The THP shrinker for underused huge pages (shrink_underused, Linux 6.12+): splits
+        a THP on the deferred-split queue under memory pressure when more than max_ptes_none
+        of its subpages are zero-filled."""
+        path = self.paths.shrink_underused
+        if not path.exists():
+            raise HostError(shrinker_unsupported_message(self.paths),
+                            hint=f"run on Linux {SHRINKER_SINCE} or later, or leave out "
+                                 "thp_shrink_underused")
+        want = "1" if on else "0"
+        if self._read(path) != want:
+            self.write(path, want)
+
+    def set_memory_limit(self, limit_bytes: int | None) -> Path | None:
+        """The next trial's memory cgroup (hugelab.host.memcg.TrialCgroups.arm)."""
+        return self.memcg.arm(limit_bytes)
 
     # --- multi-size THP (Linux 6.8+) ---------------------------------------------------
     def require_mthp(self) -> None:
@@ -269,13 +314,27 @@ class HostControl:
     # --- restore -------------------------------------------------------------
     def restore(self) -> list[str]:
         """Put back everything in the journal, newest first; return what was done."""
-        return restore_journal(self.journal, self.paths, self.writer)
+        return restore_journal(self.journal, self.paths, self.writer, self.rmdir)
 
 
 def mthp_unsupported_message(paths: HostPaths) -> str:
     release = (read_text(paths.osrelease, "") or "").strip() or "unknown"
     return (f"multi-size THP is not supported by this kernel (added in Linux {MTHP_SINCE}; "
             f"this is {release})")
+
+
+def shrinker_unsupported_message(paths: HostPaths) -> str:
+    release = (read_text(paths.osrelease, "") or "").strip() or "unknown"
+    return (f"this kernel has no THP shrinker for underused huge pages (shrink_underused came "
+            f"in Linux {SHRINKER_SINCE}; this is {release})")
+
+
+def max_ptes_none_limit(paths: HostPaths) -> int:
+    """The largest max_ptes_none the kernel takes: the PMD's base pages - 1 (511 with 4 KiB
+    pages and 2 MiB PMDs)."""
+    text = (read_text(paths.hpage_pmd_size, "") or "").strip()
+    pmd = int(text) if text.isdigit() else 2 * 1024 * 1024
+    return pmd // os.sysconf("SC_PAGE_SIZE") - 1
 
 
 def _write_sysfs(path: Path, value: str) -> None:
@@ -292,13 +351,14 @@ def is_mounted(paths: HostPaths, target: Path) -> bool:
 
 
 def restore_journal(journal: Journal, paths: HostPaths = REAL,
-                    writer: Callable[[Path, str], None] | None = None) -> list[str]:
+                    writer: Callable[[Path, str], None] | None = None,
+                    rmdir: memcg.Rmdir = memcg.rmdir_cgroup) -> list[str]:
     """Replay `journal` in reverse; collect errors and raise them only after trying everything."""
     done: list[str] = []
     errors: list[str] = []
     for entry in reversed(journal.entries):
         try:
-            msg = _undo(entry, paths, writer or _write_sysfs)
+            msg = _undo(entry, paths, writer or _write_sysfs, rmdir)
         except Exception as exc:  # noqa: BLE001 - keep restoring the rest
             errors.append(f"{entry}: {exc}")
             continue
@@ -329,8 +389,8 @@ def _undo_pool(entry: dict[str, Any], writer: Callable[[Path, str], None]) -> st
     return f"{path} = {want}"
 
 
-def _undo(entry: dict[str, Any], paths: HostPaths,
-          writer: Callable[[Path, str], None]) -> str | None:
+def _undo(entry: dict[str, Any], paths: HostPaths, writer: Callable[[Path, str], None],
+          rmdir: memcg.Rmdir) -> str | None:
     if entry["kind"] == "write":
         path = Path(entry["path"])
         current = path.read_text().strip()
@@ -342,6 +402,8 @@ def _undo(entry: dict[str, Any], paths: HostPaths,
         return f"{path} = {entry['old']}"
     if entry["kind"] == "pool":
         return _undo_pool(entry, writer)
+    if entry["kind"] == "memcg":
+        return memcg.remove_session(Path(entry["path"]), Path(entry["root"]), rmdir)
     if entry["kind"] == "mount":
         target = Path(entry["target"])
         msg = None

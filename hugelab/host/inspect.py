@@ -8,7 +8,8 @@ import shutil
 from typing import Any
 
 from hugelab.host import holders as pool_holders
-from hugelab.host.control import mthp_unsupported_message
+from hugelab.host import memcg
+from hugelab.host.control import max_ptes_none_limit, mthp_unsupported_message
 from hugelab.host.paths import (
     REAL,
     HostPaths,
@@ -68,6 +69,11 @@ def thp_state(paths: HostPaths, cmdline: dict[str, list[str]]) -> dict[str, Any]
         if value is not None:
             kh[key] = int(value.strip()) if value.strip().isdigit() else value.strip()
     state["khugepaged"] = kh
+    if "max_ptes_none" in kh:
+        state["max_ptes_none_limit"] = max_ptes_none_limit(paths)
+    shrink = read_text(paths.shrink_underused)
+    if shrink is not None:  # Linux 6.12+: the THP shrinker for underused huge pages
+        state["shrink_underused"] = shrink.strip() == "1"
     shmem = read_text(paths.shmem_enabled)
     if shmem is not None:
         state["shmem_enabled"] = parse_selected(shmem)
@@ -156,6 +162,7 @@ def inspect_host(paths: HostPaths = REAL) -> dict[str, Any]:
         "meminfo_kb": {k: meminfo[k] for k in MEMINFO_KEYS if k in meminfo},
         "fragmentation": fragmentation(paths),
         "hardware_counters": hardware_counters(paths),
+        "memcg": memcg.state(paths),
     }
     found = pool_holders.scan(paths)
     info["holders"] = found
@@ -189,6 +196,9 @@ def warnings(info: dict[str, Any]) -> list[str]:
     if frag["free_in_2M_blocks_pct"] is not None and frag["free_in_2M_blocks_pct"] < 50:
         out.append(f"memory is fragmented: only {frag['free_in_2M_blocks_pct']}% of free memory is "
                    "in 2 MiB blocks; THP may fall back and pools may need compaction")
+    for cg in (info.get("memcg") or {}).get("hugelab_cgroups") or []:
+        out.append(f"memory cgroup {cg} was left by a hugelab run: `hugelab recover` removes "
+                   "it when its run is gone")
     if len(info["numa_nodes"]) > 1:
         out.append(f"{len(info['numa_nodes'])} NUMA nodes: reserve pools per node "
                    "(`--pool 1G=4@0`) and pin workloads, or results mix local and remote memory")

@@ -51,7 +51,9 @@ def write_private(path: Path, text: str) -> None:
 
 @dataclass
 class Journal:
-    """Entries: {"kind": "write", "path", "old", "new"} or {"kind": "mount", "target", "created"}."""
+    """Entries: {"kind": "write", "path", "old", "new"}, {"kind": "pool", "path", ...},
+    {"kind": "mount", "target", "created"} or {"kind": "memcg", "path", "root", "version"} (a
+    session's memory cgroup, recorded before it is made; hugelab.host.memcg)."""
 
     path: Path
     owner: int = field(default_factory=os.getpid)

@@ -39,6 +39,21 @@ class HostPaths:
         return self.p(f"{THP_DIR}/khugepaged/{name}")
 
     @property
+    def max_ptes_none(self) -> Path:
+        """How many empty 4 KiB slots of a 2 MiB region khugepaged fills to collapse it, and
+        (6.12+) the most zero-filled subpages a THP may have before the shrinker splits it."""
+        return self.khugepaged("max_ptes_none")
+
+    @property
+    def shrink_underused(self) -> Path:
+        """The THP shrinker for underused huge pages on/off (Linux 6.12+)."""
+        return self.p(f"{THP_DIR}/shrink_underused")
+
+    @property
+    def hpage_pmd_size(self) -> Path:
+        return self.p(f"{THP_DIR}/hpage_pmd_size")
+
+    @property
     def shmem_enabled(self) -> Path:
         return self.p(f"{THP_DIR}/shmem_enabled")
 
@@ -112,6 +127,12 @@ class HostPaths:
     @property
     def osrelease(self) -> Path:
         return self.p("proc/sys/kernel/osrelease")
+
+    # --- cgroups ---------------------------------------------------------------
+    def host_path(self, absolute: str) -> Path:
+        """An absolute path as the kernel names it (a mount point in /proc/mounts) under this
+        root: itself on the real host, inside the tree on a fake one."""
+        return self.p(absolute.lstrip("/"))
 
 
 REAL = HostPaths()

@@ -87,7 +87,7 @@ def host_session(paths: HostPaths = REAL, journal_path: Path | None = None,
                 yield control
             finally:
                 with signals_held():  # a second Ctrl-C must not cut a restore in half
-                    restore_journal(control.journal, paths, control.writer)
+                    restore_journal(control.journal, paths, control.writer, control.rmdir)
     finally:
         for s, h in old_handlers.items():
             signal.signal(s, h)

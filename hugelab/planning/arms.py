@@ -1,5 +1,5 @@
-"""What a host can run of an experiment's arms, and the THP knobs each arm's trials run under.
-Pure: `host` is inspect_host() at the run's start."""
+"""What a host can run of an experiment's arms, and the THP knobs and tunables each arm's trials
+run under. Pure: `host` is inspect_host() at the run's start."""
 
 from __future__ import annotations
 
@@ -22,8 +22,43 @@ def unsupported_arms(exp: Experiment, host: dict[str, Any]) -> dict[str, str]:
             out[arm.name] = "this kernel has no transparent huge pages"
         elif arm.backing == "thp" and arm.vm is None and (arm.thp or host["thp"].get("enabled")) == "never":
             out[arm.name] = "THP is 'never' on this host and the arm does not set thp"
-        elif why := _new_backing_problem(arm, host):
+        elif why := _new_backing_problem(arm, host) or tunables_problem(arm, host):
             out[arm.name] = why
+    return out
+
+
+def tunables_problem(arm: Arm, host: dict[str, Any]) -> str | None:
+    """Why this host cannot give an arm its THP tunables (thp_max_ptes_none,
+    thp_shrink_underused) or its memory_limit (a memory cgroup), or None."""
+    thp = host["thp"]
+    if arm.thp_max_ptes_none is not None:
+        top = thp.get("max_ptes_none_limit")
+        if "max_ptes_none" not in (thp.get("khugepaged") or {}) or top is None:
+            return "this kernel has no khugepaged max_ptes_none (no transparent huge pages)"
+        if arm.thp_max_ptes_none > top:
+            return (f"thp_max_ptes_none = {arm.thp_max_ptes_none} is above this kernel's "
+                    f"largest, {top} (a 2 MiB region's 4 KiB pages - 1)")
+    if arm.thp_shrink_underused is not None and "shrink_underused" not in thp:
+        return (f"this kernel ({host.get('kernel') or 'unknown'}) has no THP shrinker for "
+                "underused huge pages (shrink_underused came in Linux 6.12)")
+    memcg = host.get("memcg") or {}
+    if arm.memory_limit is not None and not memcg.get("supported"):
+        return f"memory_limit: {memcg.get('reason') or 'no memory cgroup controller'}"
+    return None
+
+
+def arm_tunables(arm: Arm, host: dict[str, Any]) -> dict[str, Any]:
+    """The THP tunables an arm's trials run under: the arm's own, or as found at the run's
+    start (`host`: inspect_host() then), so an earlier arm leaves no trace. Only the knobs
+    this kernel has: {"max_ptes_none": int, "shrink_underused": bool}."""
+    thp = host["thp"]
+    out: dict[str, Any] = {}
+    found = (thp.get("khugepaged") or {}).get("max_ptes_none")
+    if isinstance(found, int):
+        out["max_ptes_none"] = found if arm.thp_max_ptes_none is None else arm.thp_max_ptes_none
+    if "shrink_underused" in thp:
+        out["shrink_underused"] = (thp["shrink_underused"] if arm.thp_shrink_underused is None
+                                   else arm.thp_shrink_underused)
     return out
 
 

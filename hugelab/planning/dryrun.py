@@ -12,7 +12,7 @@ from typing import Any
 from hugelab.experiment import Arm, Experiment
 from hugelab.host.inspect import inspect_host
 from hugelab.host.journal import state_dir
-from hugelab.planning.arms import arm_thp_knobs, unsupported_arms
+from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
 from hugelab.planning.cost import Measured, estimate
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
@@ -93,6 +93,27 @@ def mthp_knobs(arm: Arm, host: dict[str, Any]) -> list[dict[str, Any]]:
              "unchanged": now.get((knob, size)) == mode} for knob, size, mode in pairs]
 
 
+def tunables(arm: Arm, host: dict[str, Any]) -> list[dict[str, Any]]:
+    """The THP tunables an arm's trials run under (planning.arms.arm_tunables), each with the
+    host's value now and whether the arm leaves it unchanged; [] on a kernel without them."""
+    thp = host["thp"]
+    now = {"max_ptes_none": (thp.get("khugepaged") or {}).get("max_ptes_none"),
+           "shrink_underused": thp.get("shrink_underused")}
+    return [{"knob": k, "value": v, "host": now[k], "unchanged": now[k] == v}
+            for k, v in arm_tunables(arm, host).items()]
+
+
+def memory_cgroups(arms: list[Arm], host: dict[str, Any]) -> dict[str, Any] | None:
+    """Where the memory cgroups of arms with a memory_limit go, and each arm's limit; None
+    when no arm has one."""
+    limits = {a.name: a.memory_limit for a in arms if a.memory_limit is not None}
+    if not limits:
+        return None
+    cg = host.get("memcg") or {}
+    return {"version": cg.get("version"), "root": cg.get("root"),
+            "limit_file": cg.get("limit_file"), "limits": limits}
+
+
 def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
          store_path: Path, budget_s: float | None) -> dict[str, Any]:
     """Everything the dry run reports, as one JSON-able dict; validates every guest cell."""
@@ -119,7 +140,9 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
                    "host_thp": _thp(a) or "(unchanged)", "guests": _guests(a),
                    "trial_s": est.per_arm.get(a.name), "basis": est.basis.get(a.name, "skipped"),
                    "skipped": skipped.get(a.name),
-                   "mthp_knobs": [] if a.name in skipped else mthp_knobs(a, host)}
+                   "mthp_knobs": [] if a.name in skipped else mthp_knobs(a, host),
+                   "thp_tunables": [] if a.name in skipped else tunables(a, host),
+                   "memory_limit": a.memory_limit}
                   for a in exp.arms],
         "factors": [{"name": f.name, "levels": list(f.levels), "scenario": f.scenario}
                     for f in exp.factors],
@@ -127,7 +150,8 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         "host_changes": {"thp_modes": [{"enabled": e, "defrag": d} for e, d in modes],
                          "pools": [{"size": s, "node": n, "pages": p}
                                    for (s, n), p in sorted(pools.items(), key=str)],
-                         "hugetlbfs_mounts": mounts},
+                         "hugetlbfs_mounts": mounts,
+                         "memory_cgroups": memory_cgroups(runnable, host)},
         "host_mthp": host_mthp(host),
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
         "boot_s": est.boot_s, "boot_basis": est.boot_basis,
