@@ -16,6 +16,9 @@ The arm's `app` table holds the JVM's switches:
 
 The command line: `java -Xms<heap> -Xmx<heap> -XX:+Use<gc>GC [-XX:+AlwaysPreTouch]
 <switches> -Xlog:pagesize,gc+init:stderr <options> -cp <sunflow jars> SunflowGUI -nogui -rtbench`.
+With `threads = N` the JVM runs hugelab's own many-threads program instead
+(hugelab.workloads.jvm_threads: N threads with `-Xss<thread_stack>`, parked; metric `rss_mib`,
+the JVM's Native Memory Tracking summary in evidence["app_costs"]).
 Evidence: the JVM's own report (`-Xlog:pagesize`: the heap's `page_size`, and the warning it
 prints when it falls back, `UseLargePages disabled, no large pages configured and available on
 the system`; `-Xlog:gc+init`: `Large Page Support: ...`), judged as the app layer by
@@ -35,6 +38,7 @@ from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
 from hugelab.units import page_label
+from hugelab.workloads import jvm_threads
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, parse_size, tail
 from hugelab.workloads.guestside import GUEST_DIR, GuestSide, in_domain, refuse_process_thp
@@ -111,6 +115,10 @@ class JvmBenchmark:
     timeout_s: float = 600.0
     app: tuple[tuple[str, Any], ...] = ()
     process_thp: str | None = None
+    threads: int = 0            # >0: hugelab's many-threads program (jvm_threads), not Sunflow
+    thread_stack: str | None = None  # its threads' -Xss (None: the JVM's default)
+    stack_touch: str = "64K"    # about how much of its stack each thread touches
+    hold_s: float = 3.0         # how long the threads stay parked once measured
     kind: str = field(default="jvm", init=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +150,11 @@ class JvmBenchmark:
 
     def _check_own_benchmark(self) -> None:
         """The user's jar: a regex with one group for its metric, and a jar that is one."""
+        if self.threads:
+            if self.jar is not None or self.regex is not None:
+                raise ExperimentError("jvm: threads runs hugelab's own many-threads program; "
+                                      "jar and regex run yours: set one or the other")
+            jvm_threads.check(self.threads, self.thread_stack, self.stack_touch, self.hold_s)
         if self.jar is not None and not self.regex:
             raise ExperimentError("jvm: a jar needs regex, with one group matching its metric")
         if self.regex is not None:
@@ -207,7 +220,9 @@ class JvmBenchmark:
     def preflight(self, backing: str) -> None:
         """Java and the benchmark installed; the arm's backing is what its switches give."""
         which(self.java)  # ToolMissingError naming openjdk-17-jdk-headless
-        if self.jar is None:
+        if self.threads:
+            jvm_threads.ensure_classes()  # javac, once per source version
+        elif self.jar is None:
             for jar in SUNFLOW_JARS:
                 if not os.path.isfile(jar):
                     raise ToolMissingError(os.path.basename(jar), "sunflow")
@@ -236,6 +251,10 @@ class JvmBenchmark:
                 argv.append(f"-XX:LargePageSizeInBytes={format_size(self.page_size)}")
         if s["UseTransparentHugePages"]:
             argv.append("-XX:+UseTransparentHugePages")
+        if self.threads:
+            argv += [_LOG, *jvm_threads.jvm_flags(self.thread_stack), *s["options"]]
+            return argv + jvm_threads.main_args(self.threads, self.stack_touch, self.hold_s,
+                                                jvm_threads.class_dir())
         argv += [_LOG, *s["options"]]
         if self.jar is not None:
             return argv + ["-jar", self.jar, *self.args]
@@ -243,11 +262,15 @@ class JvmBenchmark:
 
     @property
     def primary(self) -> str:
+        if self.threads:
+            return "rss_mib"
         return self.name if self.jar is not None else "fps"
 
-    def parse(self, res: ExecResult) -> WorkloadResult:
-        """Metrics, the JVM's report and its app-layer check of one finished run (pure)."""
-        check_exit(res, "java")
+    def _metrics(self, res: ExecResult) -> tuple[dict[str, float], dict[str, Any]]:
+        """(metrics, evidence beyond the JVM's report) of a finished run (pure)."""
+        if self.threads:
+            metrics, costs = jvm_threads.parse_output(res.stdout)
+            return {**metrics, "wall_s": res.wall_s}, {"app_costs": costs}
         text = res.stdout + "\n" + res.stderr
         m = re.search(self.regex or SUNFLOW_REGEX, text)
         if m is None:
@@ -257,26 +280,37 @@ class JvmBenchmark:
             value = float(m.group(1))
         except ValueError as exc:
             raise WorkloadError(f"java: the metric matched {m.group(1)!r}, not a number") from exc
-        report = parse_jvm_report(res.stderr)
         metrics = {self.primary: value, "wall_s": res.wall_s}
         if t := re.search(r"Total time:\s*(\d+):(\d+):([0-9.]+)", text):
             metrics["bench_s"] = int(t[1]) * 3600 + int(t[2]) * 60 + float(t[3])
+        return metrics, {}
+
+    def parse(self, res: ExecResult) -> WorkloadResult:
+        """Metrics, the JVM's report and its app-layer check of one finished run (pure)."""
+        check_exit(res, "java")
+        metrics, evidence = self._metrics(res)
+        report = parse_jvm_report(res.stderr)
         version = re.search(r"Version: (\S+)", res.stderr)
         settings = {k: list(v) if isinstance(v, tuple) else v for k, v in self.settings().items()}
         report["settings"] = settings  # the app evidence rule: hugelab.trial.appevidence
         report["page_size"] = self.page_size if isinstance(self.page_size, int) else None
+        bench = ("hugelab threads" if self.threads else
+                 "user jar" if self.jar else "sunflow -rtbench")
         info: dict[str, Any] = {"tool": "java", "version": version.group(1) if version else None,
-                                "benchmark": "user jar" if self.jar else "sunflow -rtbench",
-                                "jvm_settings": settings, "warnings": report["warnings"]}
-        return WorkloadResult(metrics=metrics, primary=self.primary,
-                              unit=self.unit if self.jar else "FPS",
-                              better=self.better if self.jar else "higher",
-                              evidence={"jvm": report}, info=info)
+                                "benchmark": bench, "jvm_settings": settings,
+                                "warnings": report["warnings"]}
+        unit, better = self.unit, self.better
+        if not self.jar:
+            unit, better = ("MiB", "lower") if self.threads else ("FPS", "higher")
+        return WorkloadResult(metrics=metrics, primary=self.primary, unit=unit, better=better,
+                              evidence={"jvm": report, **evidence}, info=info)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if backing != self.expected_backing():
             raise WorkloadError(f"jvm: backing {backing!r} needs the JVM switches that give it; "
                                 f"this arm's give {self.expected_backing()!r}")
+        if self.threads and not in_domain(target):
+            jvm_threads.ensure_classes()
         if in_domain(target):
             res = self._run_in_domain(target)
         else:
@@ -291,6 +325,9 @@ class JvmBenchmark:
         """The guest's own java (and Sunflow, or the user's jar, copied in for the trial and
         removed after it) in a user's domain."""
         refuse_process_thp("jvm", self.process_thp)
+        if self.threads:
+            raise WorkloadError("jvm: threads runs on the host and in hugelab's own guests, "
+                                "not in a user's domain")
         argv = self.argv()
         with GuestSide(target, "jvm") as side:  # type: ignore[arg-type]
             if self.jar is not None:
@@ -339,8 +376,9 @@ def judge(evidence: Mapping[str, Any]) -> Check | None:
 
 KIND = Kind(
     name="jvm", workload=JvmBenchmark,
-    summary="OpenJDK running Sunflow's benchmark or your jar, with UseLargePages / "
-            "UseTransparentHugePages per arm",
+    summary="OpenJDK running Sunflow's benchmark, your jar or many parked threads (NMT as "
+            "reference), with UseLargePages / UseTransparentHugePages per arm",
     where=frozenset({"host", "guest", "domain"}),
-    tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("sunflow", "sunflow")),
+    tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("javac", "openjdk-17-jdk-headless"),
+           Tool("sunflow", "sunflow")),
     judge=judge)
