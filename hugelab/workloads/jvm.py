@@ -326,8 +326,8 @@ class JvmBenchmark:
         removed after it) in a user's domain."""
         refuse_process_thp("jvm", self.process_thp)
         if self.threads:
-            raise WorkloadError("jvm: threads runs on the host and in hugelab's own guests, "
-                                "not in a user's domain")
+            raise WorkloadError("jvm: threads runs hugelab's own program on the host; it is "
+                                "not copied into a user's domain")
         argv = self.argv()
         with GuestSide(target, "jvm") as side:  # type: ignore[arg-type]
             if self.jar is not None:
