@@ -172,3 +172,22 @@ def test_a_run_without_cost_records_has_no_costs_section(tmp_path):
     result = analyse(load_run(st)).result
     assert result.costs is None and "costs" in json.loads(json.dumps(result.to_json()))
     st.close()
+
+
+def test_the_experiments_memory_margin_is_parsed_checked_and_read_by_the_report(tmp_path):
+    import tomllib
+
+    from hugelab.errors import ExperimentError
+    from hugelab.experiment.parse import parse_experiment
+
+    def parse_experiment_text(text: str):
+        return parse_experiment(tomllib.loads(text), text)
+    base = 'name = "m"\n[workload]\nkind = "hugelab-mem"\n[[arms]]\nname = "4k"\n' \
+        'backing = "4k"\n[[arms]]\nname = "thp"\nbacking = "thp"\n'
+    exp = parse_experiment_text(base + "[costs]\nmemory_margin = 0.05\n")
+    assert exp.memory_margin == 0.05 and exp.to_dict()["memory_margin"] == 0.05
+    assert "memory_margin" not in parse_experiment_text(base).to_dict()  # identity kept
+    with pytest.raises(ExperimentError, match=r"line 11: \[costs\] memory_margin = -1"):
+        parse_experiment_text(base + "[costs]\nmemory_margin = -1\n")
+    with pytest.raises(ExperimentError, match="unknown key 'margin' in \\[costs\\]"):
+        parse_experiment_text(base + "[costs]\nmargin = 0.1\n")

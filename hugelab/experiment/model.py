@@ -144,6 +144,27 @@ class Factor:
     positions: tuple[float, ...] = ()  # the numeric value of each level, when ordered
 
 
+TOP_LATER_DEFAULTS: dict[str, Any] = {"repeats": 1, "memory_margin": None}
+
+
+def _trim_arm(arm: dict[str, Any]) -> None:
+    """An arm's dict without the keys it never sets (identities stay as they were)."""
+    for k in ("levels", "workload", "app"):
+        if not arm[k]:
+            del arm[k]
+    for k in ARM_LATER_KEYS:  # keys added later: identities stay as they were
+        if arm[k] is None:
+            del arm[k]
+    if arm.get("guest") and not arm["guest"]["mthp"]:
+        del arm["guest"]["mthp"]  # a key added later: identities stay as they were
+    vm = arm.get("vm")
+    if vm and vm["domain"] is None:  # hugelab's own guest
+        del vm["domain"], vm["uri"]
+    for k, default in VM_LATER_DEFAULTS.items():
+        if vm and vm.get(k, default) == default:
+            vm.pop(k, None)
+
+
 @dataclass(frozen=True)
 class Experiment:
     name: str
@@ -160,6 +181,9 @@ class Experiment:
     # numbered on: repeat r holds blocks r*blocks .. (r+1)*blocks - 1); the report treats the
     # repeat as a random effect (hugelab.stats.repeats)
     repeats: int = 1
+    # `[costs] memory_margin`: the memory cost beyond which the report states an arm's trade
+    # (None: the report's default, 2%)
+    memory_margin: float | None = None
 
     @property
     def baseline_arm(self) -> str:
@@ -194,23 +218,11 @@ class Experiment:
         d = asdict(self)
         if not self.factors:
             del d["factors"]
-        if self.repeats == 1:  # a key added later: identities stay as they were
-            del d["repeats"]
+        for k, default in TOP_LATER_DEFAULTS.items():  # keys added later, at their defaults:
+            if d[k] == default:  # identities stay as they were
+                del d[k]
         for arm in d["arms"]:
-            for k in ("levels", "workload", "app"):
-                if not arm[k]:
-                    del arm[k]
-            for k in ARM_LATER_KEYS:  # keys added later: identities stay as they were
-                if arm[k] is None:
-                    del arm[k]
-            if arm.get("guest") and not arm["guest"]["mthp"]:
-                del arm["guest"]["mthp"]  # a key added later: identities stay as they were
-            vm = arm.get("vm")
-            if vm and vm["domain"] is None:  # hugelab's own guest
-                del vm["domain"], vm["uri"]
-            for k, default in VM_LATER_DEFAULTS.items():
-                if vm and vm.get(k, default) == default:
-                    vm.pop(k, None)
+            _trim_arm(arm)
         return d
 
     @classmethod

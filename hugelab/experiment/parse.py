@@ -33,7 +33,7 @@ THP_MODES = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 DESIGNS = ("paired", "duet", "interleaved")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
-            "description", "vm", "factors", "scenarios", "base", "cells", "repeats"}
+            "description", "vm", "factors", "scenarios", "base", "cells", "repeats", "costs"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
             "app", "process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit"}
 MEMORY_LIMIT_MIN = 16 * 1024 * 1024  # below this, no program's own code and libraries fit
@@ -50,6 +50,7 @@ MTHP_MODES = ("always", "inherit", "madvise", "never")
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
                    "ssh_key", "manager", "trials_per_boot"}
 EVIDENCE_KEYS = {"thp_min_fraction"}
+COSTS_KEYS = {"memory_margin"}
 
 
 # --- parsing and validation ---------------------------------------------------------------
@@ -469,7 +470,23 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
         baseline=baseline,
         thp_min_fraction=float(evidence.get("thp_min_fraction", 0.5)),
         factors=factors,
+        memory_margin=_memory_margin(d.get("costs", {}), loc),
     )
+
+
+def _memory_margin(costs: Any, loc: _Locator | None) -> float | None:
+    """`[costs] memory_margin = 0.02` (a share of the baseline's memory footprint)."""
+    if not isinstance(costs, dict):
+        raise _err(loc, "[costs] must be a table", "costs", hint="[costs]\nmemory_margin = 0.05")
+    _check_keys(costs, COSTS_KEYS, loc, "[costs]", table="costs")
+    if "memory_margin" not in costs:
+        return None
+    value = costs["memory_margin"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 10:
+        raise _err(loc, f"[costs] memory_margin = {value!r} is not a share between 0 and 10",
+                   "memory_margin", table="costs", hint="e.g. memory_margin = 0.05 for 5% of the baseline's "
+                   "memory footprint")
+    return float(value)
 
 
 def _flat_arms(d: dict[str, Any], loc: _Locator | None,

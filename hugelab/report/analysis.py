@@ -425,7 +425,7 @@ def memory_margin(data: RunData, opts: Options) -> float:
     experiment file's `[costs] memory_margin`, else 2%."""
     if opts.memory_margin is not None:
         return opts.memory_margin
-    asked = ((data.run.get("experiment") or {}).get("costs") or {}).get("memory_margin")
+    asked = (data.run.get("experiment") or {}).get("memory_margin")
     return float(asked) if isinstance(asked, int | float) else cost_section.MEMORY_MARGIN
 
 
