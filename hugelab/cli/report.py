@@ -41,16 +41,14 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="also write a self-contained HTML report with figures")
     p.add_argument("--md", type=Path, metavar="FILE", help="also write the report as Markdown")
     p.add_argument("--full", action="store_true",
-                   help="in the terminal, every table: tails, the classic table (mean, σ, margin "
-                   "of error, ±3σ/±6σ counts, normality) and drift too; --json, --md and --html "
-                   "always have everything")
+                   help="in the terminal, every table (tails, the classic table, drift, the "
+                   "cost record); --json, --md and --html always have everything")
     p.add_argument("--alpha", type=fraction, default=0.05,
                    help="family-wise false-positive rate across the report (default 0.05)")
     p.add_argument("--margin", type=fraction, default=0.01,
                    help="equivalence margin, e.g. 1%% (default)")
-    p.add_argument("--memory-margin", type=fraction, default=None, metavar="SHARE",
-                   help="memory cost beyond which the answer and the recommendation state an "
-                   "arm's memory trade, e.g. 2%% (default: the experiment's [costs] "
+    p.add_argument("--memory-margin", type=fraction, default=None, metavar="M",
+                   help="state an arm's memory trade beyond this share (default: [costs] "
                    "memory_margin, else 2%%)")
     p.add_argument("--confidence", type=fraction, default=0.9999,
                    help="confidence of the classic table's t margin (default 99.99%%)")
