@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
         "report", help="paired verdicts with intervals, classic table, tails, evidence",
         description="Analyses one run (default: the latest): each arm against the baseline arm, "
         "paired by block (ok trials only), Hodges-Lehmann effect with its signed-rank interval, "
-        "Wilcoxon and TOST p-values Holm-adjusted across the report; the classic mean/stddev "
-        "table; p95/p99 and outlier rates; flagged and failed trials; THP evidence.")
+        "Wilcoxon and TOST p-values Holm-adjusted across the report; what each arm costs "
+        "(memory, compaction, khugepaged); tails; flagged and failed trials; evidence.")
     p.add_argument("run", nargs="?", type=int, help="run id (default: the latest run)")
     add_store(p)
     add_json(p)
