@@ -59,11 +59,9 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    "when the run has several targets)")
     p.add_argument("--experiment", metavar="NAME",
                    help="one report across hosts: every host's run of experiment NAME in the "
-                   "store (one per --label; hugelab fleet run makes them): per-host verdicts, "
-                   "the effect pooled across hosts with host as a random effect (HKSJ interval, "
-                   "between-host spread tau, I2, prediction interval for a new host), a forest "
-                   "plot, the host facts that may explain differences, a verdict per group of "
-                   "alike hosts")
+                   "store (hugelab fleet run makes them): per-host verdicts, the effect pooled "
+                   "with host as a random effect (HKSJ interval, tau, I2, prediction interval), "
+                   "a forest plot, the host facts that may explain differences")
     p.set_defaults(func=cmd_report)
 
 
