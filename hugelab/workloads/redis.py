@@ -35,7 +35,6 @@ import re
 import shutil
 import socket
 import statistics
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import amount
 from hugelab.workloads import interleave
+from hugelab.workloads import redis_persist as persist
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
@@ -70,7 +70,6 @@ from hugelab.workloads.guestside import (
     in_domain,
     refuse_process_thp,
 )
-from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.reqmix import redis_server
@@ -117,8 +116,8 @@ def parse_csv(text: str) -> dict[str, dict[str, float]]:
 
 # -- a user's RDB file: copied into a private directory, loaded at start, persistence off --------
 RDB_NAME = "dump.rdb"
-RDB_PREFIX = "hugelab-redis-"
-RDB_WORK = Path("/var/tmp")
+RDB_PREFIX = persist.PRIVATE_PREFIX
+RDB_WORK = persist.PRIVATE_WORK
 LOAD_TIMEOUT_S = 600.0
 
 
@@ -136,9 +135,17 @@ def keyspace_keys(info: str) -> int:
 
 def rdb_copy(rdb: str) -> Path:
     """A private directory (0700, named by this process) holding a copy of the RDB file."""
-    d = Path(tempfile.mkdtemp(prefix=f"{RDB_PREFIX}{os.getpid()}-", dir=RDB_WORK))
+    d = persist.private_dir()
     shutil.copyfile(rdb, d / RDB_NAME)
     return d
+
+
+def work_dir(rdb: str | None, persistence: str) -> Path | None:
+    """The server's private directory: a copy of the user's RDB, and where persistence writes
+    its files; None where neither needs one."""
+    if rdb:
+        return rdb_copy(rdb)
+    return persist.private_dir() if persistence != "off" else None
 
 
 def reply_complete(data: bytes) -> bool:
@@ -223,36 +230,18 @@ class RedisBenchmark:
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     rdb: str | None = None  # a user's RDB file: loaded at each server's start from a copy
+    persistence: str = "off"  # "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load
+    fork_every_s: float = 1.0  # persistence: seconds of load before each save
+    preload: bool = False  # every key of keyspace SET (data_size bytes) before the load
     kind: str = field(default="redis", init=False)
 
     def __post_init__(self) -> None:
-        tests = tuple(self.tests) if isinstance(self.tests, list | tuple) else (self.tests,)
-        object.__setattr__(self, "tests", tests)
-        bad = [t for t in tests if t not in TESTS]
-        if bad or not tests:
-            raise ExperimentError(f"redis: unknown test(s) {', '.join(bad) or '(none given)'}; "
-                                  f"known: {', '.join(TESTS)}")
-        for name in ("requests", "clients", "data_size", "pipeline"):
-            if getattr(self, name) < 1:
-                raise ExperimentError(f"redis: {name} must be at least 1")
-        if self.duration_s < 1 or self.window_s < 1:
-            raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
-        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
-            raise ExperimentError("redis: window_ops is at least 1 and warm_ops at least 0")
-        check_mode("redis", self.process_thp)
-        if self.rdb is not None:
-            object.__setattr__(self, "rdb", os.path.abspath(self.rdb))
-            try:
-                with open(self.rdb, "rb") as f:
-                    rdb_version(f.read(9))
-            except (OSError, ValueError) as exc:
-                raise ExperimentError(f"redis: rdb {self.rdb}: {exc}") from None
-        for key, value in self.app:
-            if key != "disable-thp":
-                raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
-            if value not in ("yes", "no", True, False):
-                raise ExperimentError(f"redis: app disable-thp must be \"yes\" or \"no\" "
-                                      f"(or true/false), got {value!r}")
+        validate(self)
+
+    def for_arm(self, arm: Any) -> RedisBenchmark:
+        """Persistence natively only: an arm in a guest is refused before any trial."""
+        persist.refuse_guest(self.persistence, arm)
+        return self
 
     @property
     def disable_thp(self) -> bool:
@@ -265,11 +254,11 @@ class RedisBenchmark:
         return "get_rps" if "get" in self.tests else f"{self.tests[0]}_rps"
 
     def server_argv(self, port: int, rdb_dir: Path | None = None) -> list[str]:
-        """redis-server on loopback, no persistence, THP left to the system mode; with a
-        user's RDB, loaded from its copy in `rdb_dir` at start (and never saved) (pure)."""
-        rdb = ["--dir", str(rdb_dir), "--dbfilename", RDB_NAME] if rdb_dir else []
+        """redis-server on loopback, no save points, THP left to the system mode; in
+        `rdb_dir` a user's RDB copy, loaded at start, and the files of persistence (pure)."""
+        rdb = ["--dbfilename", RDB_NAME] if rdb_dir else []
         return [self.server_binary, "--port", str(port), "--bind", LOOPBACK, *rdb,
-                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                *persist.server_args(self.persistence, rdb_dir), "--daemonize", "no",
                 "--disable-thp", "yes" if self.disable_thp else "no",
                 "--protected-mode", "yes"]
 
@@ -316,15 +305,14 @@ class RedisBenchmark:
                                              daemon_argv, log=f"{GUEST_DIR}/redis-server.log")
         else:
             side = default_server(self.server, target, "redis-server", self.port)
-        if self.rdb and getattr(target, "name", "") != "native":
-            raise WorkloadError("redis: rdb runs on the host only for now (the RDB copy is "
-                                "this host's)")
-        rdb_dir = rdb_copy(self.rdb) if self.rdb else None
+        if (self.rdb or self.persistence != "off") and getattr(target, "name", "") != "native":
+            raise WorkloadError("redis: rdb and persistence run on the host only for now (the "
+                                "files and the fork driver are this host's)")
+        rdb_dir = work_dir(self.rdb, self.persistence)
         try:
             return self._run(target, side, backing, rdb_dir)
         finally:
-            if rdb_dir is not None:
-                shutil.rmtree(rdb_dir, ignore_errors=True)
+            persist.remove(rdb_dir)
 
     def _run(self, target: Target, side: ServerSide, backing: str,
              rdb_dir: Path | None) -> WorkloadResult:
@@ -334,14 +322,19 @@ class RedisBenchmark:
         server_out = ""
         memory: dict[str, object] = {}
         try:
-            keys = rdb_keys(handle.client_port, self.rdb, rdb_dir)
-            res = target.exec(self.benchmark_argv(handle.client_port),
-                              timeout=self.exec_timeout())
+            keys = self.fill(handle.client_port, rdb_dir)
+            with persist.driver(handle.client_port, self.persistence,
+                                self.fork_every_s) as saving:
+                res = target.exec(self.benchmark_argv(handle.client_port),
+                                  timeout=self.exec_timeout())
+            saves = saving.outcome() if saving else None
             memory = server_memory(handle)
         finally:
             server_out = handle.stop()
         result = self.parse(res, server_out)
         record_rdb(result, self.rdb, keys)
+        if saves is not None:
+            saves.record(result, self.persistence, self.fork_every_s)
         result.evidence["server_output_tail"] = server_out
         result.evidence["server"] = memory
         if in_domain(target) and memory:  # the daemon's own: the guest's tree is the client's
@@ -356,6 +349,13 @@ class RedisBenchmark:
         self._describe(result, backing)
         return result
 
+    def fill(self, port: int, rdb_dir: Path | None) -> int | None:
+        """The keys loaded from a user's RDB (None without one); then the preload, if any."""
+        keys = rdb_keys(port, self.rdb, rdb_dir if self.rdb else None)
+        if self.preload:
+            persist.preload(port, self.keyspace or 0, self.data_size)
+        return keys
+
     def _describe(self, result: WorkloadResult, backing: str) -> None:
         result.info["backing"] = backing
         result.info["backing_note"] = (THP_ONLY_NOTE + (
@@ -367,18 +367,17 @@ class RedisBenchmark:
     def start(self, backing: str) -> RedisServer:
         """This arm's redis-server, up on a free loopback port (several run at once)."""
         check_backing(backing)
-        rdb_dir = rdb_copy(self.rdb) if self.rdb else None
+        rdb_dir = work_dir(self.rdb, self.persistence)
         try:
             handle = LocalServer().start(
                 lambda port: wrap(self.server_argv(port, rdb_dir), self.process_thp),
                 "redis-server")
         except BaseException:
-            if rdb_dir is not None:
-                shutil.rmtree(rdb_dir, ignore_errors=True)
+            persist.remove(rdb_dir)
             raise
         srv = RedisServer(handle, rdb_dir=rdb_dir)
         try:
-            srv.keys = rdb_keys(handle.client_port, self.rdb, rdb_dir)
+            srv.keys = self.fill(srv.handle.client_port, rdb_dir)
         except BaseException:
             self.stop(srv)
             raise
@@ -448,8 +447,40 @@ class RedisBenchmark:
         try:
             srv.handle.stop()
         finally:
-            if srv.rdb_dir is not None:
-                shutil.rmtree(srv.rdb_dir, ignore_errors=True)
+            persist.remove(srv.rdb_dir)
+
+
+def validate(w: RedisBenchmark) -> None:
+    """A redis workload's keys; ExperimentError naming the key."""
+    tests = tuple(w.tests) if isinstance(w.tests, list | tuple) else (w.tests,)
+    object.__setattr__(w, "tests", tests)
+    bad = [t for t in tests if t not in TESTS]
+    if bad or not tests:
+        raise ExperimentError(f"redis: unknown test(s) {', '.join(bad) or '(none given)'}; "
+                              f"known: {', '.join(TESTS)}")
+    for name in ("requests", "clients", "data_size", "pipeline"):
+        if getattr(w, name) < 1:
+            raise ExperimentError(f"redis: {name} must be at least 1")
+    if w.duration_s < 1 or w.window_s < 1:
+        raise ExperimentError("redis: duration_s and window_s are seconds, at least 1")
+    if w.window_ops is not None and (w.window_ops < 1 or w.warm_ops < 0):
+        raise ExperimentError("redis: window_ops is at least 1 and warm_ops at least 0")
+    check_mode("redis", w.process_thp)
+    if w.rdb is not None:
+        object.__setattr__(w, "rdb", os.path.abspath(w.rdb))
+        try:
+            with open(w.rdb, "rb") as f:
+                rdb_version(f.read(9))
+        except (OSError, ValueError) as exc:
+            raise ExperimentError(f"redis: rdb {w.rdb}: {exc}") from None
+    persist.check(w.persistence, w.fork_every_s, w.preload, w.keyspace)
+    for key, value in w.app:
+        if key != "disable-thp":
+            raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
+        if value not in ("yes", "no", True, False):
+            raise ExperimentError(f"redis: app disable-thp must be \"yes\" or \"no\" "
+                                  f"(or true/false), got {value!r}")
+
 
 
 @dataclass
@@ -566,5 +597,5 @@ KIND = Kind(
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
-    duration=("timeout_s", None), judge=judge, interleave=server_problem,
+    duration=("timeout_s", None), judge=judge, interleave=persist.interleave_problem,
     leftovers=rdb_leftovers)
