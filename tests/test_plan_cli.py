@@ -42,7 +42,10 @@ def test_plan_matches_the_stats_library_on_a_synthetic_pilot(tmp_path, capsys):
     data = json.loads(out)
     assert data["run"] == run_id and len(data["arms"]) == 1
     p = data["arms"][0]
-    expect = plan(d["thp"], effect=0.01, confidence=0.9999, power=0.9)
+    # the verdicts' alpha (the report's default 0.05), not 99.99%
+    assert data["confidence"] == pytest.approx(0.95)
+    assert data["confidence_from"] == "alpha 0.05, the report's default for its verdicts"
+    expect = plan(d["thp"], effect=0.01, confidence=0.95, power=0.9)
     assert p["blocks_needed"] == expect.blocks_needed == data["blocks_needed"]
     assert p["n_pilot"] == 20 and p["baseline"] == "4k" and p["arm"] == "thp"
     assert p["unit_sd"] == pytest.approx(expect.unit_sd)
@@ -72,9 +75,11 @@ def test_plan_percent_forms_agree_and_budget_gives_detectable_effect(tmp_path, c
 def test_plan_text_output(tmp_path, capsys):
     db = tmp_path / "p.db"
     pilot(db, 12)
-    rc, out, err = cli(["plan", "--store", str(db), "--budget", "8"], capsys)
+    rc, out, err = cli(["plan", "--store", str(db), "--budget", "8", "--confidence", "99.99%"],
+                       capsys)
     assert rc == 0, err
     assert "thp vs 4k: 12 pilot blocks" in out and "1g vs 4k" in out
+    assert "at 99.99% confidence (--confidence) with 90% power" in " ".join(out.split())
     assert "can never reach 99.99% confidence" in out  # 8 blocks are too few at 99.99%
     assert "every arm:" in out
 
@@ -143,3 +148,34 @@ def test_plan_recommends_repeats_when_between_repeat_variation_dominates(tmp_pat
     rc, out, _ = cli(["plan", "--store", str(tmp_path / "one.db"), "--json"], capsys)
     rep = json.loads(out)["arms"][0]["repeats"]
     assert rep["regimes"]["split"] and "--repeats 3" in rep["reading"]
+
+
+def test_plan_uses_the_verdicts_alpha_and_says_which(tmp_path, capsys):
+    """Without --confidence the plan takes the verdicts' alpha: the report's default (0.05),
+    or the run's --until-verdict alpha; --alpha A is --confidence 1-A; it says which."""
+    db = tmp_path / "p.db"
+    run_id, d = pilot(db, 12)
+    rc, out, err = cli(["plan", "--store", str(db), "--arm", "thp"], capsys)
+    assert rc == 0, err
+    flat = " ".join(out.split())
+    assert "at 95% confidence (alpha 0.05, the report's default for its verdicts)" in flat
+    need = plan(d["thp"], effect=0.01, confidence=0.95, power=0.9).blocks_needed
+    assert f"-> {need} blocks" in flat
+    rc, out, err = cli(["plan", "--store", str(db), "--arm", "thp", "--alpha", "0.0001",
+                        "--json"], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["confidence"] == pytest.approx(0.9999) and data["confidence_from"] == \
+        "--alpha 0.0001"
+    assert data["blocks_needed"] == plan(d["thp"], effect=0.01, confidence=0.9999,
+                                         power=0.9).blocks_needed
+    with Store(db) as st:
+        st.set_run_sequential(run_id, {"family_alpha": 0.01})
+    rc, out, err = cli(["plan", "--store", str(db), "--arm", "thp", "--json"], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["confidence"] == pytest.approx(0.99)
+    assert data["confidence_from"] == "alpha 0.01, the run's --until-verdict alpha"
+    with pytest.raises(SystemExit):
+        cli(["plan", "--store", str(db), "--alpha", "0.01", "--confidence", "99%"], capsys)
+    assert "not allowed with" in capsys.readouterr().err

@@ -31,28 +31,52 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
         "recommend, and the boots needed at that k. When the pilot ran several repeats "
         "(run --repeats), also the spread of the effect between repeats and, when it "
         "dominates, the repeats a verdict needs; a one-repeat pilot whose blocks fall into two "
-        "regimes is told to plan from repeats. Percentages may be written 1% or 0.01.")
+        "regimes is told to plan from repeats. The confidence is the verdicts' own unless "
+        "given: 1 - the run's --until-verdict alpha, else 1 - the report's default alpha "
+        "(0.05): 95%; the plan says which it used. Percentages may be written 1% or 0.01.")
     q.add_argument("run", nargs="?", type=int, help="pilot run id (default: the latest run)")
     add_store(q)
     add_json(q)
     q.add_argument("--arm", help="arm to plan for (default: every non-baseline arm)")
     q.add_argument("--effect", default="1%", help="effect to detect (default 1%%)")
-    q.add_argument("--confidence", default="99.99%", help="confidence (default 99.99%%)")
+    level = q.add_mutually_exclusive_group()
+    level.add_argument("--confidence", help="confidence, e.g. 99%% (default: the verdicts' "
+                       "own, 1 - alpha: 95%%, or the run's --until-verdict alpha)")
+    level.add_argument("--alpha", help="false-positive rate, the report's --alpha: the same "
+                       "as --confidence 1 - ALPHA")
     q.add_argument("--power", default="90%", help="power (default 90%%)")
     q.add_argument("--budget", type=int, metavar="N",
                    help="blocks you can afford: also print the smallest effect N blocks detect")
     q.set_defaults(func=cmd_plan)
 
 
+def confidence(args: argparse.Namespace, run: dict[str, Any]) -> tuple[float, str]:
+    """The plan's confidence and where it came from: --confidence, --alpha, the run's
+    --until-verdict alpha, else the report's default alpha (the verdicts' own)."""
+    if args.confidence is not None:
+        return parse_fraction(args.confidence, "--confidence"), "--confidence"
+    if args.alpha is not None:
+        alpha = parse_fraction(args.alpha, "--alpha")
+        if not 0 < alpha < 0.5:
+            raise UsageError(f"--alpha must lie between 0 and 0.5, got {alpha:g}")
+        return 1 - alpha, f"--alpha {alpha:g}"
+    seq = (run.get("sequential") or {}).get("family_alpha")
+    if seq:
+        return 1 - float(seq), f"alpha {float(seq):g}, the run's --until-verdict alpha"
+    from hugelab.report.analysis import Options
+    alpha = Options().alpha
+    return 1 - alpha, f"alpha {alpha:g}, the report's default for its verdicts"
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     opts = {"effect": parse_fraction(args.effect, "--effect"),
-            "confidence": parse_fraction(args.confidence, "--confidence"),
             "power": parse_fraction(args.power, "--power"), "budget": args.budget}
     if args.budget is not None and args.budget < 1:
         raise UsageError("--budget must be at least 1 block")
     from hugelab.report.runload import rep_boots
     store, run = open_run(args.store, args.run)
     with store:
+        opts["confidence"], opts["confidence_from"] = confidence(args, run)
         rows = store.values(run["id"])
         # an interleaved run's windows are not boots: its within-trial variance holds drift
         # that cancels in the paired ratio, so no trials_per_boot is recommended from them
@@ -60,7 +84,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         boots = {} if interleaved else rep_boots(store.rep_rows(run["id"]))
     arms, baseline = arms_of(run, rows)
     planned = plan_pilot(run, rows, arms, baseline, opts, boots, args.arm)
-    data = {"run": run["id"], "store": shown(args.store), "name": run["name"], **planned}
+    data = {"run": run["id"], "store": shown(args.store), "name": run["name"],
+            "confidence": opts["confidence"], "confidence_from": opts["confidence_from"],
+            **planned}
     if args.json:
         print_json(data)
     else:
@@ -71,8 +97,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _print_plan(data: dict[str, Any], opts: dict[str, Any]) -> None:
     con = Console()
     con.print(f"plan from pilot run {data['run']} '{data['name']}' in {data['store']}: detect "
-              f"{100 * opts['effect']:g}% at {100 * opts['confidence']:g}% confidence with "
-              f"{100 * opts['power']:g}% power", markup=False)
+              f"{100 * opts['effect']:g}% at {100 * opts['confidence']:.10g}% confidence "
+              f"({opts['confidence_from']}) with {100 * opts['power']:g}% power", markup=False)
     for p in data["arms"]:
         con.print(f"  {p['arm']} vs {p['baseline']}: {p['n_pilot']} pilot blocks, robust SD of "
                   f"paired log-ratios {100 * p['robust_sd']:.3g}%, per-block SD of the shift "
