@@ -18,14 +18,14 @@ from tests.test_report_factorial import build
 
 
 def comp(cand: str, eff: float | None, lo: float | None, hi: float | None, verdict: str,
-         n: int = 30, within: bool = False, base: str = "4k") -> Comparison:
+         n: int = 30, within: bool = False, base: str = "4k", alpha: float = 0.05) -> Comparison:
     nothing = dict.fromkeys(("hl_log", "p_value", "p_adjusted", "tost_p", "tost_p_adjusted",
                              "tost_low_pct", "tost_high_pct", "mean_ratio", "median_ratio",
                              "trimmed_mean_ratio", "ratio_of_means", "design_effect", "tails",
                              "drift", "regimes", "load_effect"))
     return Comparison(name=f"{cand} vs {base}", candidate=cand, baseline=base, blocks_dropped=0,
                       effect_pct=eff, ci_low_pct=lo, ci_high_pct=hi, verdict=verdict,
-                      better="lower", alpha=0.05, n=n, n_dropped=0, n_units=n, unit="pair",
+                      better="lower", alpha=alpha, n=n, n_dropped=0, n_units=n, unit="pair",
                       margin=0.01, within_margin=within, ci_method="hl", pooling_warning=False,
                       notes=[], **nothing)
 
@@ -38,10 +38,24 @@ def test_interval_says_why_there_is_none_and_never_ends_in_a_dash():
     assert answer.interval(comp("thp", -12.34, -14.1, -10.2, "faster")) == \
         "-12.3% [-14.1, -10.2]"
     no = answer.interval(comp("thp", -12.3, -100.0, None, "inconclusive", n=2))
-    assert no == "-12.3% (no interval: 2 pairs, 6 needed)"
+    assert no == "-12.3% (no interval: 2 pairs, 6 needed for a 95% interval)"
     assert "-]" not in no and ", -" not in no
     assert answer.interval(comp("thp", None, None, None, "inconclusive", n=0)).startswith(
         "no estimate")
+
+
+def test_the_pairs_an_interval_needs_follow_alpha():
+    """At 99.99% a signed-rank interval needs 15 pairs, not the 6 of 95%: 10 pairs say so."""
+    ten = comp("thp", -12.3, None, None, "inconclusive", n=10, alpha=0.0001)
+    assert answer.interval(ten) == "-12.3% (no interval: 10 pairs, 15 needed for a 99.99% " \
+        "interval)"
+    assert answer.verdict(ten) == "no verdict yet"
+    (rec,) = answer.recommendations(result(ten))
+    assert "at least 5 more block(s)" in rec, rec
+    assert [answer.needed(comp("x", 1, 0, 2, "faster", alpha=a)) for a in
+            (0.2, 0.05, 0.01, 0.001, 0.0001)] == [6, 6, 8, 11, 15]
+    # an interval the estimate has, with too few pairs for its level, is not shown
+    assert not answer.has_interval(comp("thp", -5, -9, -1, "faster", n=10, alpha=0.0001))
 
 
 @pytest.mark.parametrize(("c", "words"), [
@@ -75,7 +89,7 @@ def test_no_recommendation_without_a_verdict_that_supports_one():
                                            comp("x", 0.4, 0.2, 0.6, "slower", within=True)))
     assert rec.startswith("Nothing to gain") and "keep 4k" in rec
     (rec,) = answer.recommendations(result(comp("thp", 5, 4, 6, "slower")))
-    assert rec == "Keep 4k: no arm beats it and thp is slower"
+    assert rec == "Keep 4k, since thp costs 5.0% [4.0, 6.0]"
 
 
 def test_warnings_shared_by_comparisons_fold_into_one_line():

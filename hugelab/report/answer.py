@@ -8,10 +8,12 @@ findings (`Findings`: its comparisons, factorial and warnings); `lead` arranges 
   interactions.
 - Recommendations: one per scenario (the whole run when it has none): the best arm that
   differs beyond the margin, the runner-up's share of its gain; "nothing to gain" when every
-  arm is equivalent; otherwise "no recommendation yet" with what would settle it.
+  arm is equivalent; "keep" the baseline, with what the slower arms cost, when some arm is
+  slower beyond the margin and none beats it; otherwise "no recommendation yet" with what
+  would settle it.
 
-An effect without an interval says so and why ("no interval: 2 pairs, 6 needed"); an interval
-end is never a dash. Cell names are shortened to the levels that differ from the baseline
+An effect without an interval says so and why ("no interval: 10 pairs, 15 needed for a 99.99%
+interval": the fewest pairs follow the estimate's alpha); an interval end is never a dash. Cell names are shortened to the levels that differ from the baseline
 cell (`Names`), the scenario said once per group.
 """
 
@@ -28,6 +30,7 @@ from hugelab.report.model.estimate import Estimate
 from hugelab.report.model.headline import Answer
 from hugelab.report.model.result import Result
 from hugelab.stats.paired import MIN_UNITS
+from hugelab.stats.signedrank import min_pairs
 
 WINS = "faster"  # the verdict of an arm better than its baseline (lower or higher is better)
 
@@ -36,19 +39,31 @@ def pct(v: float) -> str:
     return f"{v:+.1f}%"
 
 
+def level(alpha: float) -> str:
+    """The interval's confidence level in words: '95%', '99.99%'."""
+    return f"{100 * (1 - alpha):.10g}%"
+
+
+def needed(e: Estimate) -> int:
+    """The fewest pairs an interval (and a verdict) at the estimate's alpha needs: 6 at 0.05,
+    15 at 0.0001 (`signedrank.min_pairs`), never fewer than any verdict needs."""
+    return max(MIN_UNITS, min_pairs(e.alpha)) if 0 < e.alpha < 1 else MIN_UNITS
+
+
 def has_interval(e: Estimate) -> bool:
-    return e.ci_low_pct is not None and e.ci_high_pct is not None and e.n_units >= MIN_UNITS
+    return e.ci_low_pct is not None and e.ci_high_pct is not None and e.n_units >= needed(e)
 
 
 def interval(e: Estimate) -> str:
-    """'-12.3% [-14.1, -10.2]', or the estimate and why it has no interval."""
+    """'-12.3% [-14.1, -10.2]', or the estimate and why it has no interval ('(no interval: 10
+    pairs, 15 needed for a 99.99% interval)')."""
     if e.effect_pct is None:
         return "no estimate (no block has both arms)"
     if e.ci_low_pct is not None and e.ci_high_pct is not None and has_interval(e):
         return f"{pct(e.effect_pct)} [{e.ci_low_pct:+.1f}, {e.ci_high_pct:+.1f}]"
     n, unit = e.n_units, e.unit or "pair"
     return f"{pct(e.effect_pct)} (no interval: {n} {unit}{'s' if n != 1 else ''}, " \
-        f"{MIN_UNITS} needed)"
+        f"{needed(e)} needed for a {level(e.alpha)} interval)"
 
 
 def verdict(e: Estimate) -> str:
@@ -59,7 +74,7 @@ def verdict(e: Estimate) -> str:
         return f"{v}, but within the {m} margin" if e.within_margin else v
     if v == "equivalent":
         return f"equivalent (within {m})"
-    if e.n_units < MIN_UNITS:
+    if e.n_units < needed(e):
         return "no verdict yet"
     return "inconclusive"
 
@@ -226,19 +241,75 @@ def _scoped(found: Findings, names: Names) -> dict[str, list[Comparison]]:
     return out
 
 
-def _not_yet(comps: list[Comparison]) -> str:
-    few = [c for c in comps if c.n_units < MIN_UNITS]
+def _blocks_short(comps: list[Comparison]) -> tuple[list[Comparison], int, int]:
+    """The comparisons with too few pairs for a verdict, the fewest pairs among them and the
+    most any of them needs."""
+    few = [c for c in comps if c.n_units < needed(c)]
+    if not few:
+        return [], 0, 0
+    return few, min(c.n_units for c in few), max(needed(c) for c in few)
+
+
+def _not_yet(comps: list[Comparison], names: Names) -> str:
+    few, have, need = _blocks_short(comps)
     if few and len(few) == len(comps):
-        have = min(c.n_units for c in few)
-        return (f"no recommendation yet: run at least {MIN_UNITS - have} more block(s), then "
+        return (f"no recommendation yet: run at least {need - have} more block(s), then "
                 "`hugelab plan` says how many a verdict needs")
     if few:
-        have = min(c.n_units for c in few)
         return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "
-                f"pairs ({have} of {MIN_UNITS} needed): at least {MIN_UNITS - have} more "
+                f"pairs ({have} of {need} needed): at least {need - have} more "
                 "block(s), and `hugelab plan` for how many a verdict needs")
-    return ("no recommendation yet: no arm differs from its baseline beyond doubt, nor is "
-            "shown equivalent: `hugelab plan` says how many blocks would settle it")
+    if all(c.verdict == "inconclusive" for c in comps):
+        return ("no recommendation yet: no arm differs from its baseline beyond doubt, nor is "
+                "shown equivalent: `hugelab plan` says how many blocks would settle it")
+    return "no recommendation yet: no arm beats " + names.short(comps[0].baseline) + \
+        f" beyond the ±{100 * comps[0].margin:g}% margin, and {_open(comps, names)}"
+
+
+def _list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _open(comps: list[Comparison], names: Names) -> str:
+    """'4k is undecided (inconclusive): `hugelab plan` says how many blocks would settle
+    it', for the comparisons without a verdict."""
+    open_ = [c for c in comps if c.verdict not in ("faster", "slower", "equivalent")]
+    few, have, need = _blocks_short(open_)
+    said = _list([names.short(c.candidate, c.baseline) for c in open_])
+    text = f"{said} {'is' if len(open_) == 1 else 'are'} undecided (" + \
+        ", ".join(sorted({verdict(c) for c in open_})) + ")"
+    if few:
+        return text + f": at least {need - have} more block(s), then `hugelab plan` says " \
+            "how many a verdict needs"
+    return text + ": `hugelab plan` says how many blocks would settle it"
+
+
+def _cost(c: Comparison) -> str:
+    """What a slower arm costs, as a positive share: '2.7% [1.4, 3.9]' (of time where lower
+    is better, of throughput where higher is)."""
+    e, lo, hi = abs(c.effect_pct or 0.0), c.ci_low_pct, c.ci_high_pct
+    if not has_interval(c) or lo is None or hi is None:
+        return f"{e:.1f}%"
+    lo, hi = sorted((abs(lo), abs(hi)))
+    return f"{e:.1f}% [{lo:.1f}, {hi:.1f}]"
+
+
+def _keep(comps: list[Comparison], names: Names) -> str:
+    """The baseline is best: no arm beats it and some are slower beyond doubt and the margin.
+    'keep thp, since disable-thp costs 2.7% [1.4, 3.9]; 4k is within ±1% of it; ...'."""
+    base = names.short(comps[0].baseline)
+    slower = sorted((c for c in comps if c.verdict == "slower" and not c.within_margin),
+                    key=lambda c: -size(c))
+    same = [c for c in comps if c.verdict == "equivalent" or
+            (c.verdict in ("faster", "slower") and c.within_margin)]
+    text = f"keep {base}, since " + _list(
+        [f"{names.short(c.candidate, c.baseline)} costs {_cost(c)}" for c in slower])
+    if same:
+        text += f"; {_list([names.short(c.candidate, c.baseline) for c in same])} " \
+            f"{'is' if len(same) == 1 else 'are'} within ±{100 * comps[0].margin:g}% of it"
+    if len(slower) + len(same) < len(comps):
+        text += "; " + _open(comps, names)
+    return text
 
 
 def overlap(a: Estimate, b: Estimate) -> bool:
@@ -270,7 +341,9 @@ def _use(wins: list[Comparison], names: Names, base: str, costs: Costs | None = 
 
 
 def recommend(comps: list[Comparison], names: Names, costs: Costs | None = None) -> str:
-    """One sentence for a group of comparisons against one baseline."""
+    """One sentence for a group of comparisons against one baseline: use the best arm that
+    beats it, keep the baseline when some arm is slower and none beats it, nothing to gain
+    when every arm is within the margin, or what would settle it."""
     base = names.short(comps[0].baseline)
     wins = sorted((c for c in comps if decided_win(c)), key=lambda c: -size(c))
     if wins:
@@ -279,11 +352,9 @@ def recommend(comps: list[Comparison], names: Names, costs: Costs | None = None)
                                            and c.within_margin) for c in comps):
         m = f"±{100 * comps[0].margin:g}%"
         return f"nothing to gain: every arm is within {m} of {base}; keep {base}"
-    if all(c.verdict in ("slower", "equivalent") for c in comps):
-        return f"keep {base}: no arm beats it and " + \
-            ", ".join(names.short(c.candidate, c.baseline) for c in comps
-                      if c.verdict == "slower") + " is slower"
-    return _not_yet(comps)
+    if any(c.verdict == "slower" and not c.within_margin for c in comps):
+        return _keep(comps, names)
+    return _not_yet(comps, names)
 
 
 def recommendations(found: Findings) -> list[str]:

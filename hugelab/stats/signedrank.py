@@ -67,6 +67,17 @@ def interval_rank(n: int, alpha: float) -> tuple[int, str]:
     return max(0, min(k, (m + 1) // 2)), "normal"
 
 
+def min_pairs(alpha: float) -> int:
+    """The fewest pairs whose signed-rank distribution allows a 1-alpha interval: the smallest
+    n with :func:`interval_rank` >= 1 (exact: 2 / 2^n <= alpha; 6 at 0.05, 15 at 0.0001)."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    n = 1
+    while interval_rank(n, alpha)[0] < 1:
+        n += 1
+    return n
+
+
 def _walsh_partition(d: FloatArray, ranks: np.ndarray) -> FloatArray:
     n = d.shape[1]
     iu, ju = np.triu_indices(n)

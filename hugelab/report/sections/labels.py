@@ -58,11 +58,14 @@ def effect(e: Estimate) -> str:
 
 
 def no_interval_note(entries: Sequence[Estimate]) -> list[str]:
-    """Why some rows have no interval, said once for the table."""
-    few = sorted({e.n_units for e in entries
-                  if e.effect_pct is not None and not answer.has_interval(e)})
-    if not few:
-        return []
-    have = ", ".join(str(n) for n in few)
-    return [f"(no CI): no interval yet: one needs at least {answer.MIN_UNITS} pairs (blocks); "
-            f"those rows have {have}"]
+    """Why some rows have no interval, said once for the table: the pairs an interval at the
+    rows' alpha needs (`answer.needed`) and those the rows have."""
+    few = [e for e in entries if e.effect_pct is not None and not answer.has_interval(e)]
+    out = []
+    for need, lvl in sorted({(answer.needed(e), answer.level(e.alpha)) for e in few}):
+        have = ", ".join(str(n) for n in sorted({e.n_units for e in few
+                                                 if answer.needed(e) == need
+                                                 and answer.level(e.alpha) == lvl}))
+        out.append(f"(no CI): no interval yet: a {lvl} interval needs at least {need} pairs "
+                   f"(blocks); those rows have {have}")
+    return out
