@@ -1,6 +1,7 @@
 """SIGKILL of `hugelab run` mid-trial, then `hugelab recover` (or a plain re-run): no process of
-the killed run survives, no temporary directory is left, pools (nr_hugepages and surplus) and
-THP are as before, and the resumed run completes every block with every trial ok."""
+the killed run survives, no temporary directory is left, pools (nr_hugepages and surplus),
+THP modes and tunables (max_ptes_none, shrink_underused) and memory cgroups are as before, and
+the resumed run completes every block with every trial ok."""
 
 from __future__ import annotations
 
@@ -37,6 +38,28 @@ thp = "never"
 name = "b"
 backing = "thp"
 thp = "always"
+"""
+SHRINKER = HEAD + """
+[workload]
+kind = "stress-ng"
+stressor = "vm"
+workers = 2
+bytes_per_worker = "32M"
+timeout_s = 2
+[[arms]]
+name = "a"
+backing = "4k"
+thp = "never"
+thp_max_ptes_none = 409
+thp_shrink_underused = false
+memory_limit = "256M"
+[[arms]]
+name = "b"
+backing = "thp"
+thp = "always"
+thp_max_ptes_none = 300
+thp_shrink_underused = false
+memory_limit = "512M"
 """
 BUILD = HEAD + """
 [workload]
@@ -187,14 +210,14 @@ def trials(store: Path) -> list[tuple]:
 @pytest.mark.parametrize("case,then", [
     ("stress-ng", "recover"), ("stress-ng", "rerun"), ("build", "recover"),
     ("hugelab-mem-1G", "recover"), ("jvm", "recover"), ("memcached", "recover"),
-    ("pg-requests", "recover"), ("mariadb", "recover"),
+    ("pg-requests", "recover"), ("mariadb", "recover"), ("shrinker", "recover"),
 ])
 def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_path):
     text, needle = {"stress-ng": (STRESS, "stress-ng"), "build": (BUILD, "cc1"),
                     "hugelab-mem-1G": (ONE_GIG, "hugetlb-1G"),
                     "jvm": (JVM, "UseLargePages"), "memcached": (MEMCACHED, "memcslap"),
                     "pg-requests": (PG_REQUESTS, "hugelab-reqmix"),
-                    "mariadb": (MARIADB, "sysbench")}[case]
+                    "mariadb": (MARIADB, "sysbench"), "shrinker": (SHRINKER, "stress-ng")}[case]
     src = make_tree(tmp_path / "src", units=60) if case == "build" else ""
     exp = tmp_path / "exp.toml"
     exp.write_text(text.format(src=src))
@@ -205,6 +228,7 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
     # killed inside a trial (its scope's records still there), not after it: the workloads
     # run for seconds, the kill comes within a few tenths of one of their processes starting
     assert recs, "the run was killed between trials, not during one"
+    killed = host_state()  # checked after recover (a failed check must not leave the host so)
     tokens = {r["token"] for r in recs}
     scratch = [Path(r["scratch"]) for r in recs if r.get("scratch")]
     if then == "recover":
@@ -215,6 +239,9 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
         assert host_state() == before and workload_processes() == procs
         assert not list(state.glob("qemu-*.json")) and not list(state.glob("workload-*.json"))
         assert private_dirs() == leftovers, "a server's private data copy is left"
+    if case == "shrinker":  # it was killed with max_ptes_none, shrink_underused, a memcg set
+        assert killed["memcgs"] and killed["max_ptes_none"] in ("409", "300"), killed
+        assert killed["shrink_underused"] == "0", killed
     r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(store), "--json"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
