@@ -26,8 +26,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from qemu.qmp.legacy import QEMUMonitorProtocol
-
 from hugelab import identity
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.host.journal import write_private
@@ -48,6 +46,7 @@ from hugelab.vm.own.initramfs import (
     modules_dir_for,
 )
 from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
+from hugelab.vm.own.qmp import QMP
 from hugelab.workloads.base import ExecResult
 
 DEFAULT_STATE_DIR = "/var/lib/hugelab"
@@ -383,7 +382,7 @@ class Guest:
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmpdir: Path | None = None
         self._record: Path | None = None
-        self._qmp: QEMUMonitorProtocol | None = None
+        self._qmp: QMP | None = None
         self._channel: AgentChannel | None = None
         self._target: GuestTarget | None = None
         self._closed = False
@@ -403,7 +402,7 @@ class Guest:
         return self._target
 
     @property
-    def qmp(self) -> QEMUMonitorProtocol:
+    def qmp(self) -> QMP:
         if self._qmp is None:
             raise VMError("the guest is not running")
         return self._qmp
@@ -498,7 +497,7 @@ class Guest:
         timeout = self.boot_timeout or BOOT_TIMEOUT_S[accel]
         deadline = t0 + timeout
         self._wait_for_socket(paths.qmp_socket, deadline)
-        self._qmp = QEMUMonitorProtocol(str(paths.qmp_socket))
+        self._qmp = QMP(str(paths.qmp_socket))  # an event may precede the greeting
         self._qmp.connect()
         self._qmp.settimeout(30.0)
         self._connect_agent(paths.agent_socket, t0, timeout, accel)

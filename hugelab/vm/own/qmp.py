@@ -1,0 +1,58 @@
+"""QMP for hugelab's own guests: qemu.qmp's synchronous client, tolerant of events that arrive
+before the greeting.
+
+QEMU can emit an event on the monitor (VSERPORT_CHANGE when the guest opens its agent port,
+for one) before the `{"QMP": ...}` greeting reaches a client that connects while the guest
+boots; qemu.qmp then fails the whole boot with "Did not understand Greeting". Here the greeting
+is awaited past such events (kept in `early_events`), up to `MAX_EARLY_EVENTS`; anything else
+before the greeting is still an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qemu.qmp.error import ProtocolError
+from qemu.qmp.legacy import QEMUMonitorProtocol
+from qemu.qmp.message import Message
+from qemu.qmp.models import Greeting
+from qemu.qmp.qmp_client import GreetingError, QMPClient
+
+MAX_EARLY_EVENTS = 64  # events skipped before the greeting before giving up
+
+
+class EarlyEventClient(QMPClient):
+    """A QMPClient whose greeting may follow events."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self.early_events: list[dict[str, Any]] = []
+
+    async def _get_greeting(self) -> Greeting:
+        msg: Message | None = None
+        for _ in range(MAX_EARLY_EVENTS + 1):
+            msg = await self._recv()
+            if "event" not in msg or "QMP" in msg:
+                break
+            self.early_events.append(dict(msg))
+            self.logger.debug("event before the greeting: %s", msg.get("event"))
+        else:
+            raise GreetingError(f"no greeting after {MAX_EARLY_EVENTS} events",
+                                ProtocolError("only events"))
+        try:
+            return Greeting(msg)
+        except (ProtocolError, KeyError, TypeError) as err:
+            raise GreetingError("Did not understand Greeting", err) from err
+
+
+class QMP(QEMUMonitorProtocol):
+    """The legacy synchronous client (connect, cmd, settimeout, close) over
+    `EarlyEventClient`."""
+
+    def __init__(self, address: str, nickname: str | None = None) -> None:
+        super().__init__(address, nickname=nickname)
+        self._qmp: EarlyEventClient = EarlyEventClient(nickname)
+
+    @property
+    def early_events(self) -> list[dict[str, Any]]:
+        """The events QEMU sent before its greeting on the last connect."""
+        return self._qmp.early_events
