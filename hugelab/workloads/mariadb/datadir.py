@@ -11,35 +11,28 @@ import json
 import os
 import pwd
 import shutil
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from hugelab import identity
+from hugelab import owned
 from hugelab.errors import ToolMissingError, WorkloadError
 from hugelab.proc import run
 
 USER = "mysql"           # the account Debian's mariadb-server creates; the server runs as it
 PACKAGE = "mariadb-server"
 TEMPLATE_FORMAT = 1      # bump when the template's recipe changes
-OWNER_FILE = "owner.json"
+OWNER_FILE = owned.OWNER_FILE
 DEFAULT_WORK = "/var/tmp/hugelab-mariadb"
-DEFAULT_CACHE = "/var/cache/hugelab"
 DATABASE = "sbtest"
 
 
-def work_dir() -> Path:
-    d = Path(os.environ.get("HUGELAB_MARIADB_WORK") or DEFAULT_WORK)
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o711)
-    return d
+def work_path() -> Path:
+    return Path(os.environ.get("HUGELAB_MARIADB_WORK") or DEFAULT_WORK)
 
 
-def cache_dir() -> Path:
-    d = Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE) / "mariadb"
-    d.mkdir(parents=True, exist_ok=True, mode=0o711)
-    return d
+def templates() -> owned.TemplateCache:
+    """The cached datadirs, by key (`template_key`, `userdata.dump_key`)."""
+    return owned.TemplateCache(owned.cache_path("mariadb"))
 
 
 def user_ids() -> tuple[int, int]:
@@ -50,34 +43,16 @@ def user_ids() -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
-def owner_alive(top: Path) -> bool:
-    """Whether the run that made `top` still lives (hugelab.identity: pid, start time, boot)."""
-    try:
-        rec = json.loads((top / OWNER_FILE).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(rec, dict) and identity.recorded_alive(rec)
-
-
 def new_dir(kind: str) -> Path:
-    """A fresh 0700 directory owned by mysql under work_dir(), with its owner record."""
-    top = work_dir() / f"{kind}-{uuid.uuid4().hex[:16]}"
-    top.mkdir(mode=0o700)
-    rec = {**identity.record(), "created": time.time()}
-    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(rec, f)
-    os.chown(top, *user_ids())
-    return top
+    """A fresh 0700 directory owned by mysql under the work directory, with its owner record
+    (hugelab.owned)."""
+    return owned.new_owned_dir(work_path(), kind, user_ids())
 
 
 @contextlib.contextmanager
 def private_dir(kind: str) -> Iterator[Path]:
-    top = new_dir(kind)
-    try:
+    with owned.owned_dir(work_path(), kind, user_ids()) as top:
         yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def template_key(version: str, tables: int, table_size: int) -> str:
@@ -104,14 +79,14 @@ def copy_template(template: Path, top: Path) -> Path:
 
 
 def remove_leftovers() -> list[str]:
-    """Trial and template-build directories whose run is gone (after a kill): removed."""
-    work = Path(os.environ.get("HUGELAB_MARIADB_WORK") or DEFAULT_WORK)
+    """Trial and template-build directories whose run is gone (after a kill), and templates a
+    killed build left half made: removed."""
     gone = []
-    for top in sorted(work.glob("*-*")) if work.is_dir() else []:
-        if top.is_dir() and not owner_alive(top):
+    for top in owned.dead_owned(work_path()):
+        if "-" in top.name:
             shutil.rmtree(top, ignore_errors=True)
             gone.append(str(top))
-    return gone
+    return gone + templates().sweep()
 
 
 def check_template(template: Path) -> None:

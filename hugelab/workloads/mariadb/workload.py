@@ -355,18 +355,17 @@ def ensure_dump_template(dump: str, database: str) -> Path:
 
 
 def _cached(key: str, build: Callable[[Path], None]) -> Path:
-    if key in _TEMPLATES:
-        return _TEMPLATES[key]
-    dest = datadir.cache_dir() / key
-    if not dest.is_dir():
-        with datadir.private_dir("template") as top:
-            build(top)
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            run(["cp", "-a", "--", str(top / "data"), str(tmp)])
-            tmp.rename(dest)
-    _TEMPLATES[key] = dest
-    return dest
+    """The template `key` from the cache, built once by `build` in a private directory of
+    its own (hugelab.owned.TemplateCache: under a lock, so two runs build it once)."""
+    if key not in _TEMPLATES:
+        _TEMPLATES[key] = datadir.templates().ensure(key, lambda tmp: _built(tmp, build))
+    return _TEMPLATES[key]
+
+
+def _built(tmp: Path, build: Callable[[Path], None]) -> None:
+    with datadir.private_dir("template") as top:
+        build(top)
+        run(["cp", "-a", "--", str(top / "data"), str(tmp)])
 
 
 def _load_dump(top: Path, dump: Path, database: str) -> None:

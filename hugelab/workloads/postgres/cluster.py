@@ -1,7 +1,7 @@
 """PostgreSQL's binaries, the template cluster cache and each trial's private copy.
 
 A template (initdb, then `pgbench -i` at the workload's scale) is built once per PostgreSQL
-version and scale and kept in $HUGELAB_CACHE_DIR/postgres/<hash> (default /var/cache/hugelab);
+version and scale and kept in the cache (hugelab.owned: $HUGELAB_CACHE_DIR/postgres/<hash>);
 each trial copies it into a directory of its own under WORK (/var/tmp/hugelab-postgres, or
 $HUGELAB_PG_WORK), owned by the `postgres` user (PostgreSQL refuses to run as root), with an
 owner record (hugelab's pid, start time and boot) that `hugelab recover` reads. The server
@@ -17,21 +17,18 @@ import json
 import os
 import shutil
 import subprocess
-import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from hugelab import identity
+from hugelab import owned
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import run
 
 PACKAGE = "postgresql"  # the Debian package with the server, initdb and pgbench
 USER = "postgres"       # the account the Debian package creates; the server runs as it
 TEMPLATE_FORMAT = 1     # bump when the template's recipe changes
-OWNER_FILE = "owner.json"
-DEFAULT_CACHE = "/var/cache/hugelab"
+OWNER_FILE = owned.OWNER_FILE
 DEFAULT_WORK = "/var/tmp/hugelab-postgres"
 AS_POSTGRES = ["setpriv", "--reuid", USER, "--regid", USER, "--init-groups",
                "--pdeathsig", "KILL", "--"]
@@ -41,22 +38,9 @@ def work_path() -> Path:
     return Path(os.environ.get("HUGELAB_PG_WORK") or DEFAULT_WORK)
 
 
-def work_dir() -> Path:
-    """Where trial clusters live: 0711 root, so `postgres` can reach its own directories."""
-    d = work_path()
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o711)
-    return d
-
-
-def cache_path() -> Path:
-    return Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE) / "postgres"
-
-
-def cache_dir() -> Path:
-    d = cache_path()
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return d
+def templates() -> owned.TemplateCache:
+    """The cached template clusters, by key (`template_key`, `userdata.dump_key`)."""
+    return owned.TemplateCache(owned.cache_path("postgres"))
 
 
 def bindir(given: str | None = None) -> Path:
@@ -101,12 +85,6 @@ def as_postgres(argv: list[str | Path], timeout: float = 600.0) -> subprocess.Co
     return cp
 
 
-def owner_alive(rec: dict[str, object]) -> bool:
-    """The hugelab that made a cluster directory still lives (see hugelab.identity); a record
-    without a boot id is no record of this hugelab's, and so of no live owner."""
-    return identity.BOOT_KEY in rec and identity.recorded_alive(rec)
-
-
 @dataclass(frozen=True)
 class ClusterDir:
     """One private cluster: `top` (0700 postgres) holds `data/`, the socket and logs."""
@@ -123,16 +101,9 @@ class ClusterDir:
 
 
 def new_dir(kind: str) -> ClusterDir:
-    """A fresh 0700 directory owned by postgres under work_dir(), with its owner record."""
-    top = work_dir() / f"{kind}-{uuid.uuid4().hex[:16]}"
-    top.mkdir(mode=0o700)
-    rec = {**identity.record(), "created": time.time()}
-    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(rec, f)
-    uid, gid = user_ids()
-    os.chown(top, uid, gid)
-    return ClusterDir(top)
+    """A fresh 0700 directory owned by postgres under the work directory, with its owner
+    record (hugelab.owned)."""
+    return ClusterDir(owned.new_owned_dir(work_path(), kind, user_ids()))
 
 
 def remove_dir(cd: ClusterDir) -> None:
@@ -141,11 +112,8 @@ def remove_dir(cd: ClusterDir) -> None:
 
 @contextlib.contextmanager
 def private_dir(kind: str) -> Iterator[ClusterDir]:
-    cd = new_dir(kind)
-    try:
-        yield cd
-    finally:
-        remove_dir(cd)
+    with owned.owned_dir(work_path(), kind, user_ids()) as top:
+        yield ClusterDir(top)
 
 
 def template_key(pg_version: str, scale: int) -> str:

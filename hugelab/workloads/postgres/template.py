@@ -1,13 +1,10 @@
-"""Template clusters, built once and kept in the cache (cluster.cache_dir()/<key>), then copied
+"""Template clusters, built once and kept in the cache (cluster.templates(), by key), then copied
 for each trial: initdb and `pgbench -i -s <scale>` per PostgreSQL version and scale, or initdb
 and a user's pg_dump restored (userdata.py) per dump content and version. Built under a lock,
 so two runs that need one at once build it once."""
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,16 +50,8 @@ def ensure_dump(bin_dir: Path, dump: str) -> Path:
 
 
 def _ensure(bin_dir: Path, key: str, load: Load) -> Path:
-    cache = cluster.cache_dir()
-    path = cache / key
-    fd = os.open(cache / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if not (path / "PG_VERSION").is_file():
-            _build(bin_dir, load, path)
-    finally:
-        os.close(fd)
-    return path
+    return cluster.templates().ensure(key, lambda tmp: _build(bin_dir, load, tmp),
+                                      ready=lambda p: (p / "PG_VERSION").is_file())
 
 
 def _pgbench_init(bin_dir: Path, cd: cluster.ClusterDir, scale: int) -> None:
@@ -81,7 +70,7 @@ def _restore(bin_dir: Path, cd: cluster.ClusterDir, fmt: str, dump: Path) -> Non
             raise userdata.restore_failed(argv, cp.returncode, cp.stderr or cp.stdout)
 
 
-def _build(bin_dir: Path, load: Load, dest: Path) -> None:
+def _build(bin_dir: Path, load: Load, tmp: Path) -> None:
     with cluster.private_dir("template") as cd:
         cluster.as_postgres([bin_dir / "initdb", "-D", cd.data, "-E", "UTF8", "--locale=C",
                              "--auth=trust", "--no-sync", "-U", cluster.USER])
@@ -91,7 +80,4 @@ def _build(bin_dir: Path, load: Load, dest: Path) -> None:
         finally:
             srv.stop()
         (cd.data / "postmaster.pid").unlink(missing_ok=True)
-        tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
         run(["cp", "-a", "--", str(cd.data), str(tmp)])
-        os.rename(tmp, dest)

@@ -1,0 +1,181 @@
+"""What hugelab keeps on disk, and whose it is: one home for the state and cache directories,
+the private directories a run owns, and the caches of what is built once.
+
+- The state directory (`HUGELAB_STATE_DIR`, default /var/lib/hugelab): journals, records of
+  live guests and processes, spools; what `hugelab recover` reads after a killed run.
+- The cache directory (`HUGELAB_CACHE_DIR`, default /var/cache/hugelab): what is built once and
+  reused (database templates, the demo image); not the state directory, so it outlives tests.
+- An owned private directory: a fresh `<kind>-<random>` directory (0700) under a work directory
+  (0711), holding an owner record (`owner.json`: the pid, start time and boot of the hugelab
+  that made it, hugelab.identity) written before anything else, so that `sweep_owned` removes
+  a killed run's directories and never a live run's.
+- A template cache (`TemplateCache`): each template is built once, under a lock
+  (`<key>.lock`), into `<key>.tmp`, then renamed to `<key>`; `sweep` removes the `.tmp` a
+  killed build left, unless a live build holds its lock.
+
+Standard library only, over identity.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from hugelab import identity
+
+DEFAULT_STATE_DIR = Path("/var/lib/hugelab")
+DEFAULT_CACHE_DIR = Path("/var/cache/hugelab")
+OWNER_FILE = "owner.json"
+TMP_SUFFIX = ".tmp"
+LOCK_SUFFIX = ".lock"
+
+
+def state_dir() -> Path:
+    """`HUGELAB_STATE_DIR` or /var/lib/hugelab (not created)."""
+    return Path(os.environ.get("HUGELAB_STATE_DIR") or DEFAULT_STATE_DIR)
+
+
+def cache_path(sub: str = "") -> Path:
+    """`HUGELAB_CACHE_DIR` or /var/cache/hugelab, and `sub` below it (not created)."""
+    root = Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE_DIR)
+    return root / sub if sub else root
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """`path` made (with its parents) and set to 0700."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def cache_dir(sub: str = "", mode: int = 0o700) -> Path:
+    """`cache_path(sub)`, created with `mode` when missing (an existing one keeps its mode)."""
+    path = cache_path(sub)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=mode)
+        os.chmod(path, mode)
+    return path
+
+
+def work_dir(path: Path) -> Path:
+    """A work directory of owned directories, 0711: an account a directory is handed to
+    (postgres, mysql) can reach its own, and list none."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o711)
+    return path
+
+
+# --- owned private directories ---------------------------------------------------------------
+
+def owner_record(top: Path) -> dict[str, object]:
+    """The owner record in `top` ({} when it has none, or no readable one)."""
+    try:
+        rec = json.loads((top / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def owner_alive(top: Path) -> bool:
+    """The hugelab that made `top` still lives. A record without a boot id is none of this
+    hugelab's (every one it writes has one), and so names no live owner."""
+    rec = owner_record(top)
+    return identity.BOOT_KEY in rec and identity.recorded_alive(rec)
+
+
+def new_owned_dir(work: Path, kind: str, owner: tuple[int, int] | None = None) -> Path:
+    """A fresh 0700 directory `<kind>-<random>` under `work` (made 0711), with its owner
+    record; handed to the account (uid, gid) `owner` when given."""
+    top = work_dir(work) / f"{kind}-{uuid.uuid4().hex[:16]}"
+    top.mkdir(mode=0o700)
+    rec = {**identity.record(), "created": time.time()}
+    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(rec, f)
+    if owner is not None:
+        os.chown(top, *owner)
+    return top
+
+
+@contextlib.contextmanager
+def owned_dir(work: Path, kind: str, owner: tuple[int, int] | None = None) -> Iterator[Path]:
+    """`new_owned_dir`, removed when the block ends."""
+    top = new_owned_dir(work, kind, owner)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def dead_owned(work: Path) -> list[Path]:
+    """The directories under `work` whose owner is gone (after a kill), oldest name first."""
+    if not work.is_dir():
+        return []
+    return [top for top in sorted(work.iterdir())
+            if top.is_dir() and not top.is_symlink() and not owner_alive(top)]
+
+
+# --- template caches -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _flock(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """An exclusive lock on the file `path` (made 0600); yields whether it was taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class TemplateCache:
+    """Templates under `root` by key, each built once (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def ensure(self, key: str, build: Callable[[Path], None],
+               ready: Callable[[Path], bool] = Path.is_dir) -> Path:
+        """The template `key`, built by `build(tmp)` first when not `ready`: `build` makes the
+        directory `tmp`, which becomes the template only once whole. Two processes that need
+        one at once build it once: the second waits for the first's lock."""
+        root = self.root
+        if not root.is_dir():
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        dest = root / key
+        with _flock(root / f"{key}{LOCK_SUFFIX}"):
+            if not ready(dest):
+                tmp = root / f"{key}{TMP_SUFFIX}"
+                shutil.rmtree(tmp, ignore_errors=True)  # a killed build's
+                try:
+                    build(tmp)
+                    os.rename(tmp, dest)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
+        return dest
+
+    def sweep(self) -> list[str]:
+        """Half-built templates (a run killed while building one) removed, unless a live
+        build holds their lock; what was removed."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for tmp in sorted(self.root.glob(f"*{TMP_SUFFIX}")):
+            key = tmp.name.removesuffix(TMP_SUFFIX)
+            with _flock(self.root / f"{key}{LOCK_SUFFIX}", blocking=False) as taken:
+                if taken:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    out.append(f"removed {tmp}")
+        return out
