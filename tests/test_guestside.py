@@ -184,7 +184,8 @@ def test_postgres_users_data_in_a_domain(tmp_path):
     script = tmp_path / "load.sql"
     script.write_text("SELECT a FROM t;\n")
     indomain.check_user_data(Postgres(dump=str(plain), script=str(script)))
-    assert indomain.custom_format(custom) and not indomain.custom_format(plain)
+    from hugelab.workloads.postgres import userdata
+    assert userdata.check_dump(str(custom)) == "custom" and userdata.check_dump(str(plain)) == "plain"
     with pytest.raises(ExperimentError, match="guest's own PostgreSQL"):
         indomain.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
                                        dump=None, datadir=str(tmp_path)))
@@ -203,3 +204,30 @@ def test_mariadb_runs_as_a_transient_service_with_the_trials_pid_file():
     assert mdb.daemon_argv(argv, f"{GUEST_DIR}/mariadbd.pid") == [
         "systemd-run", "--unit=hugelab-mariadbd", "--quiet", "--collect", "/usr/sbin/mariadbd",
         "--no-defaults", "--port=3306", f"--pid-file={GUEST_DIR}/mariadbd.pid"]
+
+
+@pytest.mark.parametrize("fmt", ["custom", "plain"])
+def test_postgres_restores_a_dump_in_a_domain_as_on_the_host(tmp_path, fmt):
+    """A user's dump in a domain is restored by the host's steps (userdata.restore_argv, then
+    analyze_argv): no owners, grants or tablespaces, then ANALYZE."""
+    from pathlib import Path
+
+    from hugelab.workloads.postgres import userdata
+    dump = tmp_path / "d.dump"
+    if fmt == "custom":
+        dump.write_bytes(b"PGDMP\x01\x0e pgbench_accounts")
+    else:
+        dump.write_text("CREATE TABLE pgbench_accounts (aid int);\n")
+    way = Way()
+    way.write_bytes = lambda path, data, **_: way.files.__setitem__(path, data)  # type: ignore[attr-defined]
+    trial = object.__new__(indomain.DomainTrial)
+    trial.w = Postgres(dump=str(dump))
+    trial.side, trial.way = GuestSide(way, "postgres"), way
+    trial.top, trial.bin = "/var/tmp/hugelab", "/usr/lib/postgresql/15/bin"
+    trial._load_data()
+    ran = [a[4:] for a in way.log if a[0] == "runuser"]  # runuser -u postgres -- ARGV
+    guest_dump = Path(ran[0][-1])
+    assert guest_dump.parent == Path(trial.top) and str(guest_dump) in way.files
+    bin_dir, top = Path(trial.bin), Path(trial.top)
+    assert ran == [userdata.restore_argv(bin_dir, fmt, guest_dump, top, indomain.server.PORT),
+                   userdata.analyze_argv(bin_dir, top, indomain.server.PORT)]

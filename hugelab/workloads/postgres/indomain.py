@@ -18,7 +18,7 @@ import numpy as np
 from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.guestside import PAGE_KB, GuestSide, Way
-from hugelab.workloads.postgres import pgbench, prewarm, segment, server
+from hugelab.workloads.postgres import pgbench, prewarm, segment, server, userdata
 
 ROOT = "/usr/lib/postgresql"
 USER = "postgres"
@@ -66,12 +66,6 @@ def check_user_data(w: Any) -> None:
                               "runs the guest's own PostgreSQL",
                               hint="give a dump (pg_dump, plain or -Fc) as dump = ...; it is "
                                    "restored in the guest per trial")
-
-
-def custom_format(path: Path) -> bool:
-    """Whether a dump is pg_dump's custom format (restored by pg_restore), not plain SQL."""
-    with path.open("rb") as f:
-        return f.read(5) == b"PGDMP"
 
 
 class DomainTrial:
@@ -139,16 +133,13 @@ class DomainTrial:
 
     def _load_data(self) -> None:
         w, side = self.w, self.side
-        conn = ["-h", self.top, "-p", str(server.PORT), "-U", USER]
-        if w.dump and custom_format(Path(w.dump)):
-            side.put_bytes(f"{self.top}/dump", Path(w.dump).read_bytes(), owner=USER)
-            side.run([f"{self.bin}/pg_restore", "--no-owner", "--exit-on-error", *conn, "-d",
-                      "postgres", f"{self.top}/dump"], user=USER, timeout=1800)
-            return
-        if w.dump:
-            side.put(f"{self.top}/dump.sql", Path(w.dump).read_text(), owner=USER)
-            side.run([f"{self.bin}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn, "-f",
-                      f"{self.top}/dump.sql", "postgres"], user=USER, timeout=1800)
+        if w.dump:  # restored as on the host (userdata.restore_steps)
+            fmt = userdata.check_dump(w.dump)
+            dump = f"{self.top}/dump"
+            side.put_bytes(dump, Path(w.dump).read_bytes(), owner=USER)
+            for argv in userdata.restore_steps(Path(self.bin), fmt, Path(dump), Path(self.top),
+                                               server.PORT):
+                side.run(argv, user=USER, timeout=1800)
             return
         side.run([f"{self.bin}/pgbench", "-i", "-q", "-s", str(w.scale), "-h", self.top, "-p",
                   str(server.PORT), "-U", USER, "postgres"], user=USER, timeout=1800)

@@ -63,8 +63,7 @@ def _pgbench_init(bin_dir: Path, cd: cluster.ClusterDir, scale: int) -> None:
 
 
 def _restore(bin_dir: Path, cd: cluster.ClusterDir, fmt: str, dump: Path) -> None:
-    for argv in (userdata.restore_argv(bin_dir, fmt, dump, cd.top, server.PORT),
-                 userdata.analyze_argv(bin_dir, cd.top, server.PORT)):
+    for argv in userdata.restore_steps(bin_dir, fmt, dump, cd.top, server.PORT):
         cp = run(argv, check=False, timeout=3600)
         if cp.returncode != 0:
             raise userdata.restore_failed(argv, cp.returncode, cp.stderr or cp.stdout)

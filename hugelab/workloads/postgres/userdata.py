@@ -180,6 +180,14 @@ def analyze_argv(bin_dir: Path, socket_dir: Path, port: int) -> list[str]:
             "-p", str(port), "-U", cluster.USER, "-d", "postgres", "-c", "ANALYZE"]
 
 
+def restore_steps(bin_dir: Path, fmt: str, dump: Path, socket_dir: Path, port: int
+                  ) -> list[list[str]]:
+    """Every command that restores a dump into a fresh cluster, in order, on the host and in a
+    user's domain alike: the restore (`restore_argv`), then ANALYZE (pure)."""
+    return [restore_argv(bin_dir, fmt, dump, socket_dir, port),
+            analyze_argv(bin_dir, socket_dir, port)]
+
+
 def restore_failed(argv: list[str], code: int, output: str) -> WorkloadError:
     return WorkloadError(f"restoring the dump failed ({code}): {Path(argv[0]).name}\n  "
                          + output.strip().replace("\n", "\n  ")[-2000:],
