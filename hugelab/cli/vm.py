@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hugelab.errors import UsageError
 from hugelab.experiment import default_experiment, load_experiment
-from hugelab.host.journal import state_dir
+from hugelab.owned import state_dir
 from hugelab.vm.common.spec import VmSpec, safe_name
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,

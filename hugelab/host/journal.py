@@ -19,18 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import HostError
-
-DEFAULT_STATE_DIR = Path("/var/lib/hugelab")
-
-
-def state_dir() -> Path:
-    return Path(os.environ.get("HUGELAB_STATE_DIR", str(DEFAULT_STATE_DIR)))
-
-
-def ensure_private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
+from hugelab.owned import ensure_private_dir, state_dir
 
 
 def write_private(path: Path, text: str) -> None:

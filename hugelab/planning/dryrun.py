@@ -11,7 +11,7 @@ from typing import Any
 
 from hugelab.experiment import Arm, Experiment
 from hugelab.host.inspect import inspect_host
-from hugelab.host.journal import state_dir
+from hugelab.owned import state_dir
 from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
 from hugelab.planning.cost import Measured, estimate

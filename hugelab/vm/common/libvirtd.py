@@ -17,7 +17,7 @@ from typing import Any
 
 from hugelab import identity
 from hugelab.errors import VMError
-from hugelab.host.journal import ensure_private_dir, state_dir
+from hugelab.owned import ensure_private_dir, state_dir
 from hugelab.vm.common.spec import safe_name
 
 OVERLAY_ROOT = Path("/var/lib/libvirt/images/hugelab")

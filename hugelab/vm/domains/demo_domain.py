@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hugelab.host.journal import ensure_private_dir, state_dir
+from hugelab.owned import ensure_private_dir, state_dir
 from hugelab.proc import run
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.common.spec import safe_name

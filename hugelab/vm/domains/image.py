@@ -61,11 +61,10 @@ from typing import Any
 
 from hugelab import proc
 from hugelab.errors import NotRootError, ToolMissingError, VMError
-from hugelab.host.journal import ensure_private_dir
+from hugelab.owned import cache_dir, cache_path, ensure_private_dir
 
 IMAGE_VERSION = 2  # bump when the build steps change in a way the recipe does not show
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEFAULT_CACHE_DIR = Path("/var/cache/hugelab")
 SOURCES_FILES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"))
 ROOT_DEVICE = "/dev/vda"
 FS_LABEL = "hugelab-root"
@@ -257,23 +256,10 @@ def recipe_hash(recipe: Recipe = RECIPE) -> str:
 
 # --- the cache --------------------------------------------------------------------------------
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE_DIR)
-
-
-def cache_dir() -> Path:
-    """`HUGELAB_CACHE_DIR` or /var/cache/hugelab, created mode 0700 when missing (an existing
-    directory keeps its mode)."""
-    path = _cache_root()
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path, 0o700)
-    return path
-
-
 def image_dir(recipe: Recipe = RECIPE) -> Path:
-    """Where the image of `recipe` lives once built (it may not exist)."""
-    return _cache_root() / "images" / recipe_hash(recipe)
+    """Where the image of `recipe` lives once built (it may not exist): under the cache
+    directory (hugelab.owned)."""
+    return cache_path("images") / recipe_hash(recipe)
 
 
 def load_image(directory: Path, expected_hash: str | None = None) -> GuestImage | None:
