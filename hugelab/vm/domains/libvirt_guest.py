@@ -264,7 +264,7 @@ class AgentTarget(RemoteTarget):
         code = -int(status["signal"]) if status.get("signal") else int(status.get("exitcode", 0))
         if status.get("out-truncated") or status.get("err-truncated"):
             err += "\n[hugelab: the guest agent truncated this output]"
-        return ExecResult(argv, code, out, err, time.monotonic() - t0, {})
+        return self.explain(ExecResult(argv, code, out, err, time.monotonic() - t0, {}))
 
     def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
         try:

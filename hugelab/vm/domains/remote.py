@@ -9,6 +9,8 @@ those of hugelab's own guests.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -122,6 +124,26 @@ class RemoteTarget:
             time.sleep(POLL_S)
         if samples:
             self.trees.append({**peak, "samples": samples})
+
+    def explain(self, res: ExecResult) -> ExecResult:
+        """A failed program's result with the guest's own account of its end added to its
+        stderr: the signal that ended it, and whether the guest's OOM killer has run since the
+        guest booted (a transient copy boots for its trial; a killed program says nothing of
+        it itself, and the trial's reason would be only 'exited with -9: (no output)')."""
+        if res.returncode == 0:
+            return res
+        notes = []
+        if res.returncode < 0:
+            notes.append(f"ended by signal {-res.returncode} in guest {self.name}")
+        m = re.search(r"^oom_kill (\d+)$", self.read("/proc/vmstat") or "", re.M)
+        if m and int(m[1]) > 0:
+            notes.append(f"the guest's OOM killer has ended {m[1]} process(es) since it booted "
+                         "(oom_kill in its /proc/vmstat): the guest ran out of memory")
+        if not notes:
+            return res
+        said = "\n".join(f"[hugelab: {n}]" for n in notes)
+        return dataclasses.replace(res, stderr=f"{res.stderr.rstrip()}\n{said}"
+                                   if res.stderr.strip() else said)
 
     def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
         text = self.read(path)

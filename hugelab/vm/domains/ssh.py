@@ -242,7 +242,7 @@ class SshTarget(RemoteTarget):
                 errors="replace")
         if p.returncode == 255 and "pid" not in known and not stdout:
             raise CommandError(argv, 255, f"ssh to guest {self.name} failed: {stderr.strip()}")
-        return ExecResult(argv, int(p.returncode), stdout, stderr, wall, {})
+        return self.explain(ExecResult(argv, int(p.returncode), stdout, stderr, wall, {}))
 
     def info(self) -> dict[str, Any]:
         return {"channel": "ssh", "user": self.ssh.user, "port_forward":
