@@ -50,12 +50,3 @@ def hugetlbfs_mounts(mounts_text: str) -> list[HugetlbfsMount]:
             out.append(HugetlbfsMount(parts[1], opts.get("pagesize") or None))
     return out
 
-
-def mounted_at(mounts_text: str, target: str) -> str | None:
-    """The file system type last mounted at `target` (None when nothing is)."""
-    found = None
-    for line in mounts_text.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] == target:
-            found = parts[2]
-    return found

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from hugelab import kernel
 from hugelab.errors import ExperimentError
 from hugelab.experiment.backings import PMD_LABEL, backing_error, label_kb, mthp_size_problem
 from hugelab.experiment.factors import (
@@ -29,8 +30,8 @@ from hugelab.experiment.model import (
     VmLayer,
 )
 
-THP_MODES = ("always", "madvise", "never")
-THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
+THP_MODES = kernel.THP_ENABLED
+THP_DEFRAG = kernel.THP_DEFRAG
 DESIGNS = ("paired", "duet", "interleaved")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats", "costs"}
@@ -46,7 +47,7 @@ VM_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "vms", "
            "manager", "trials_per_boot", "mthp"}
 DOMAIN_ONLY_KEYS = ("access", "ssh_user", "ssh_key")
 GUEST_KEYS = {"thp", "pools", "mthp"}
-MTHP_MODES = ("always", "inherit", "madvise", "never")
+MTHP_MODES = kernel.MTHP_ENABLED
 VM_DEFAULT_KEYS = {"kernel", "accel", "mem", "vcpus", "domain", "uri", "access", "ssh_user",
                    "ssh_key", "manager", "trials_per_boot"}
 EVIDENCE_KEYS = {"thp_min_fraction"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hugelab import proc
+from hugelab import kernel, proc
 from hugelab.errors import HostError, HugelabError, NotRootError, PoolError
 from hugelab.host import memcg
 from hugelab.host.journal import Journal
@@ -40,11 +40,9 @@ from hugelab.host.pools import (
 )
 from hugelab.units import exact, page_label
 
-THP_ENABLED = ("always", "madvise", "never")
-THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
-MTHP_ENABLED = ("always", "inherit", "madvise", "never")
-SHMEM_ENABLED = ("always", "within_size", "advise", "never", "deny", "force")
-MTHP_SHMEM_ENABLED = ("always", "inherit", "within_size", "advise", "never")
+THP_ENABLED, THP_DEFRAG = kernel.THP_ENABLED, kernel.THP_DEFRAG
+MTHP_ENABLED, SHMEM_ENABLED = kernel.MTHP_ENABLED, kernel.SHMEM_ENABLED
+MTHP_SHMEM_ENABLED = kernel.MTHP_SHMEM_ENABLED
 MTHP_SINCE = "6.8"
 SIZE_NAMES = {"2M": 2048, "1G": 1048576}
 SHRINKER_SINCE = "6.12"  # shrink_underused, and max_ptes_none's say over the THP shrinker

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hugelab import kernel
 from hugelab.host.paths import REAL, HostPaths, read_text
 
 MAX_HUGETLBFS_FILES = 2000  # files looked at per mount: a tree that large is someone's store
@@ -56,12 +57,7 @@ def parse_smaps(text: str) -> list[dict[str, Any]]:
 
 
 def _hugetlbfs_targets(paths: HostPaths) -> list[str]:
-    out = []
-    for line in (read_text(paths.mounts, "") or "").splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] == "hugetlbfs":
-            out.append(parts[1])
-    return out
+    return [m.target for m in kernel.hugetlbfs_mounts(read_text(paths.mounts, "") or "")]
 
 
 def _may_hold(proc: Path, mounts: list[str]) -> bool:

@@ -7,6 +7,7 @@ import platform
 import shutil
 from typing import Any
 
+from hugelab import kernel
 from hugelab.host import holders as pool_holders
 from hugelab.host import memcg
 from hugelab.host.control import max_ptes_none_limit, mthp_unsupported_message
@@ -118,13 +119,8 @@ def pools(paths: HostPaths) -> list[dict[str, Any]]:
 
 
 def hugetlbfs_mounts(paths: HostPaths) -> list[dict[str, str]]:
-    mounts = []
-    for line in (read_text(paths.mounts, "") or "").splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[2] == "hugetlbfs":
-            opts = dict(o.partition("=")[::2] for o in parts[3].split(","))
-            mounts.append({"target": parts[1], "pagesize": opts.get("pagesize", "default")})
-    return mounts
+    return [{"target": m.target, "pagesize": m.pagesize or "default"}
+            for m in kernel.hugetlbfs_mounts(read_text(paths.mounts, "") or "")]
 
 
 def fragmentation(paths: HostPaths) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hugelab import kernel
+
 THP_DIR = "sys/kernel/mm/transparent_hugepage"
 HUGEPAGES_DIR = "sys/kernel/mm/hugepages"
 NODE_DIR = "sys/devices/system/node"
@@ -155,14 +157,8 @@ def read_text(path: Path, default: str | None = None) -> str | None:
         return default
 
 
-def parse_selected(text: str) -> str:
-    """'always [madvise] never' -> 'madvise'."""
-    m = re.search(r"\[([^\]]+)\]", text)
-    return m.group(1) if m else text.strip()
-
-
-def parse_choices(text: str) -> list[str]:
-    return [w.strip("[]") for w in text.split()]
+parse_selected = kernel.selected  # 'always [madvise] never' -> 'madvise'
+parse_choices = kernel.choices
 
 
 def parse_kv_kb(text: str) -> dict[str, int]:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from hugelab import kernel
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import check_exit, listens
@@ -122,7 +123,7 @@ class GuestSide:
     def set_sysfs(self, path: str, value: str) -> str:
         """Write a guest sysfs file, its old value written back at the end; returns the old."""
         old = self.way.read_file(path).strip()
-        old_value = _selected(old)
+        old_value = kernel.selected(old)
         self.way.write_file(path, value)
         self.later(f"{path} back to {old_value}", lambda: self.way.write_file(path, old_value))
         return old_value
@@ -168,14 +169,6 @@ class GuestSide:
             return self.way.read_file(path)
         except HugelabError:
             return None
-
-
-def _selected(sysfs: str) -> str:
-    """The chosen value of a sysfs file: `always [madvise] never` -> `madvise` (pure)."""
-    for word in sysfs.split():
-        if word.startswith("[") and word.endswith("]"):
-            return word[1:-1]
-    return sysfs
 
 
 # --- a kind's daemon in the guest, its client in the guest too ---------------------------------

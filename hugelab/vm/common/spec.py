@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 
 from hugelab.errors import VMError
+from hugelab.kernel import THP_ENABLED as THP_MODES
 from hugelab.units import exact, page_kb, page_label
 
 BACKINGS = ("anon", "file", "memfd")
 ACCELS = ("auto", "kvm", "tcg")
-THP_MODES = ("always", "madvise", "never")
 HUGETLB_SIZES_KB = (2048, 1048576)
 GUEST_HEADROOM_MIB = 160  # what the guest kernel + agent need besides its hugetlb pools
 
