@@ -6,6 +6,8 @@ Two forms, one each:
 - a page size's label, as the kernel names sizes on its command line and hugelab's experiment
   files and evidence keys name them: `page_label` ('4K', '64K', '2M', '1G') and its inverse
   `page_kb`;
+- an amount as people write it in experiment files, to bytes: `parse_size` ('64M', '2GiB',
+  4096);
 - an amount in words, for people: binary units always, spelled KiB, MiB, GiB, TiB (`amount`:
   '340 KiB', '6.0 MiB'; `exact`: '4 KiB', '2 MiB', '1 GiB' for a page size in a sentence).
 
@@ -56,3 +58,24 @@ def exact(kb: int) -> str:
         if kb >= scale and kb % scale == 0:
             return f"{kb // scale} {unit}"
     return f"{kb} KiB"
+
+
+_SHIFTS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+_SIZE = re.compile(r"\s*(\d+)\s*(?:([KMGT])(?:iB|B)?)?\s*", re.IGNORECASE)
+
+
+def parse_size(value: int | str) -> int:
+    """4096, '4096', '1K', '2M', '64MiB', '1G' -> bytes (binary units). ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid size {value!r}")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = _SIZE.fullmatch(value)
+        if m is None:
+            raise ValueError(f"invalid size {value!r}: expected bytes with an optional "
+                             "K/M/G/T or KiB/MiB/GiB/TiB suffix, e.g. 4096, 64M, 2GiB")
+        n = int(m.group(1)) << _SHIFTS[(m.group(2) or "").upper()]
+    if n <= 0:
+        raise ValueError(f"invalid size {value!r}: must be greater than zero")
+    return n

@@ -8,13 +8,13 @@ import pytest
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.trial.native import NativeTarget
+from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import (
     CommandWorkload,
     error_summary,
     format_size,
     json_lookup,
-    parse_size,
 )
 
 PY = sys.executable

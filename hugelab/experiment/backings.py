@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from hugelab.units import page_label
+from hugelab.units import page_kb, page_label
 
 CLASSIC = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 MTHP_PREFIX = "mthp-"
@@ -40,10 +40,9 @@ def label_kb(label: str) -> int | None:
     """'64K' -> 64, '1M' -> 1024: a multi-size THP folio size, a power of two of at least 8 KiB,
     written as the kernel's hugepages-<N>kB directories name it ('1M', never '1024K'); None
     for anything else."""
-    m = re.fullmatch(r"([1-9][0-9]{0,7})([KM])", label) if isinstance(label, str) else None
-    if m is None:
+    if not isinstance(label, str) or not re.fullmatch(r"[1-9][0-9]{0,7}[KM]", label):
         return None
-    kb = int(m.group(1)) * (1024 if m.group(2) == "M" else 1)
+    kb = page_kb(label)
     if kb < 8 or kb & (kb - 1) or mthp_size_label(kb) != label:
         return None
     return kb

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hugelab.units import page_label
+from hugelab.units import page_kb, page_label
 
 PAGE = 4096
 PM_PRESENT = 1 << 63
@@ -253,16 +253,11 @@ def summarize(mappings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             sizes[k] = sizes.get(k, 0) + v
     keys = ("hugetlb_kb", "partial_kb", "other_kb", "present_kb", "absent_kb", "sampled_kb")
     out: dict[str, Any] = {k: sum(int(m[k]) for m in mappings) for k in keys}
-    order = sorted(sizes, key=lambda s: _label_kb(s))
+    order = sorted(sizes, key=page_kb)
     out["folios_kb"] = {k: sizes[k] for k in order}
     present = out["present_kb"]
     out["share"] = {k: round(sizes[k] / present, 4) for k in order} if present else {}
     return out
-
-
-def _label_kb(label: str) -> int:
-    unit = {"K": 1, "M": 1024, "G": 1048576}[label[-1]]
-    return int(label[:-1]) * unit
 
 
 class FolioSampler:

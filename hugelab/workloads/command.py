@@ -4,7 +4,7 @@
 (default), from a JSON key path in its stdout, or from a regex with one group over its output.
 
 Shared helpers used by the other workload modules live here too: `check_exit` (non-zero exit
--> WorkloadError with the output tail), `parse_size`, the backing vocabulary, and the pluggable
+-> WorkloadError with the output tail), `format_size`, the backing vocabulary, and the pluggable
 server side of client/server workloads (`ServerSide`, `LocalServer`) used by iperf3 and redis.
 """
 
@@ -91,27 +91,6 @@ def check_backing(backing: str) -> None:
                             "that way (hugelab-mem); this program cannot be told to",
                             hint="use hugelab-mem, or thp / mthp-<size> with the arm's "
                                  "thp = \"always\"")
-
-
-_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-_SIZE_RE = re.compile(r"\s*(\d+)\s*(?:([KMGT])(?:iB|B)?)?\s*", re.IGNORECASE)
-
-
-def parse_size(value: int | str) -> int:
-    """4096, '4096', '1K', '2M', '64MiB', '1G' -> bytes (binary units). ValueError otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(f"invalid size {value!r}")
-    if isinstance(value, int):
-        n = value
-    else:
-        m = _SIZE_RE.fullmatch(value)
-        if m is None:
-            raise ValueError(f"invalid size {value!r}: expected bytes with an optional "
-                             "K/M/G/T or KiB/MiB/GiB/TiB suffix, e.g. 4096, 64M, 2GiB")
-        n = int(m.group(1)) << _UNITS[(m.group(2) or "").upper()]
-    if n <= 0:
-        raise ValueError(f"invalid size {value!r}: must be greater than zero")
-    return n
 
 
 def format_size(n: int) -> str:

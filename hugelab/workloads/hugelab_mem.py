@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import backing_error, mthp_size_kb
+from hugelab.units import parse_size
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.kind import Kind, Tool
@@ -24,22 +24,6 @@ from hugelab.workloads.kind import Kind, Tool
 WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
 EXIT_BAD_ARGS = 2
 EXIT_HUGETLB = 3
-
-_UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
-_SIZE_RE = re.compile(r"\s*(\d+)\s*(?:([KMGT])(?:iB|B)?)?\s*", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """'2G', '64MiB', '4096' -> bytes (binary units). ValueError on anything else."""
-    m = _SIZE_RE.fullmatch(text)
-    if m is None:
-        raise ValueError(f"invalid size {text!r}: expected bytes with an optional "
-                         "K/M/G/T or KiB/MiB/GiB/TiB suffix, e.g. 4096, 64M, 2GiB")
-    value = int(m.group(1)) << _UNITS[(m.group(2) or "").upper()]
-    if value <= 0:
-        raise ValueError(f"invalid size {text!r}: must be greater than zero")
-    return value
-
 
 def _tail(text: str, lines: int = 5) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])

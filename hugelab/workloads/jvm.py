@@ -37,10 +37,10 @@ from typing import Any
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
-from hugelab.units import page_label
+from hugelab.units import page_kb, page_label, parse_size
 from hugelab.workloads import jvm_threads
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import check_exit, format_size, parse_size, tail
+from hugelab.workloads.command import check_exit, format_size, tail
 from hugelab.workloads.guestside import GUEST_DIR, GuestSide, in_domain, refuse_process_thp
 from hugelab.workloads.kind import Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
@@ -66,10 +66,9 @@ def parse_jvm_report(text: str) -> dict[str, Any]:
     Support`, the usable sizes, and its page-size warnings (fallbacks, failed reservations)."""
     out: dict[str, Any] = {"heap_page_kb": None, "large_page_support": None,
                            "usable_page_sizes": None, "warnings": []}
-    units = {"K": 1, "M": 1024, "G": 1024 * 1024}
     for line in text.splitlines():
         if m := re.search(r"\]\s*Heap:.*\bpage_size=(\d+)([KMG])", line):
-            out["heap_page_kb"] = int(m.group(1)) * units[m.group(2)]
+            out["heap_page_kb"] = page_kb(m.group(1) + m.group(2))
         elif m := re.search(r"Large Page Support:\s*(.+?)\s*$", line):
             out["large_page_support"] = m.group(1)
         elif m := re.search(r"Usable page sizes: ([^.]+)\.", line):

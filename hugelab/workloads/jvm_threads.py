@@ -25,8 +25,9 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
+from hugelab.units import parse_size
 from hugelab.workloads.build import PACKAGE_DIR, candidate_dirs, first_writable, stamp_text
-from hugelab.workloads.command import format_size, parse_size, tail
+from hugelab.workloads.command import format_size, tail
 
 SOURCE = PACKAGE_DIR / "jsrc" / "HugelabThreads.java"
 MAIN = "HugelabThreads"

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     THP_ONLY_NOTE,
     check_backing,
     check_exit,
     format_size,
-    parse_size,
     tail,
 )
 from hugelab.workloads.kind import Kind, Tool

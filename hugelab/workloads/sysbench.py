@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import (
     check_backing,
     check_exit,
     first_version,
     format_size,
-    parse_size,
     tail,
 )
 from hugelab.workloads.kind import Kind, Tool

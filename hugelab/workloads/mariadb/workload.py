@@ -41,7 +41,7 @@ import numpy as np
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
-from hugelab.units import amount
+from hugelab.units import amount, parse_size
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
@@ -50,7 +50,6 @@ from hugelab.workloads.command import (
     ServerHandle,
     check_exit,
     first_version,
-    parse_size,
     server_memory,
 )
 from hugelab.workloads.guestside import in_domain
