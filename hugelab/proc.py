@@ -265,3 +265,17 @@ def wait_for(done: Callable[[], bool], timeout_s: float, *, interval_s: float = 
         if time.monotonic() > deadline:
             return bool(done())
         time.sleep(interval_s)
+
+
+def end(p: subprocess.Popen[Any], grace_s: float = 5.0) -> int:
+    """End a child: SIGTERM, then SIGKILL once `grace_s` has passed without its exit; its exit
+    status (the one "TERM, then KILL" for the processes hugelab started)."""
+    if p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            p.terminate()
+        try:
+            return p.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+    return p.wait()

@@ -121,3 +121,18 @@ def test_wait_for_a_condition_a_give_up_or_the_time():
     t0 = time.monotonic()
     assert not proc.wait_for(lambda: False, 30, unless=lambda: True)
     assert time.monotonic() - t0 < 1
+
+
+def test_end_terms_then_kills_a_child_that_ignores_term():
+    import subprocess
+    import sys
+
+    from hugelab.proc import end
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+           "print('ready', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    assert end(p, grace_s=0.3) == -9  # SIGTERM ignored: SIGKILL after the grace
+    p.stdout.close()
+    q = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert end(q) == -15  # SIGTERM ends it

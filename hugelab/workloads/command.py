@@ -25,7 +25,7 @@ from typing import IO, Any, Literal, Protocol
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
-from hugelab.proc import package_of, spawn, wait_for
+from hugelab.proc import end, package_of, spawn, wait_for
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import Kind
 from hugelab.workloads.process_thp import check_mode, target_for
@@ -177,13 +177,7 @@ class _LocalHandle:
 
     def stop(self) -> str:
         try:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=5)
+            end(self.proc)
         finally:
             self.log.seek(0)
             text = self.log.read()
