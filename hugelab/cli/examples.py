@@ -28,7 +28,7 @@ EXAMPLES: dict[str, tuple[str, str]] = {
                                "the same guest as a libvirt <domain>"),
     "hugelab vm diff": ("hugelab vm diff memfd-2M examples/005-own-vm-duet.toml",
                         "your domain's XML with the arm's guest memory, as a diff"),
-    "hugelab vm demo-domain": ("hugelab vm demo-domain hugelab-demo --accel tcg",
+    "hugelab vm demo-domain": ("hugelab vm demo-domain hugelab-demo-debian --accel tcg",
                                "a libvirt domain to try `domain = NAME` with"),
     "hugelab import": ("hugelab import --format sysbench thp=thp.txt 4k=4k.txt",
                        "two sysbench outputs as one run, arm=file"),
