@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hugelab.host import session
 from hugelab.host.control import HostControl
+from hugelab.host.fragment import kill_leftover_fragmenters
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
@@ -22,12 +23,14 @@ from hugelab.workloads.registry import kinds
 
 
 def kill_leftovers() -> list[str]:
-    """Workload process trees, QEMUs and transient libvirt domains whose hugelab is gone, with
-    their temporary files and disk overlays, and its SSH connections' directories."""
+    """Workload process trees, QEMUs, fragment holders and transient libvirt domains whose
+    hugelab is gone, with their temporary files and disk overlays, and its SSH connections'
+    directories."""
     done = kill_leftover_workloads(state_dir())
     for declared in kinds().values():  # after its processes: a segment goes once nobody attaches
         done += declared.leftovers() if declared.leftovers else []
     done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
+    done += kill_leftover_fragmenters(state_dir())  # an aged host's holder: its memory freed
     done += [f"destroyed leftover transient domain {name}" for name in recover_domains()]
     return done + [f"removed leftover SSH directory {d}" for d in remove_dead_dirs()]
 
