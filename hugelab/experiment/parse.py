@@ -451,12 +451,18 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
                    "knobs, and mthp-<size> / shmem-thp backings and vm mthp set knobs of their "
                    "own (per-size THP, shmem_enabled): the arms must agree on them", "design",
                    hint="use design = \"paired\" to compare page sizes that set host knobs")
+    if vm_defaults and not any(a.vm is not None for a in arms):
+        raise _err(loc, "[vm] sets guest defaults, but no arm runs in a guest: every arm would "
+                   "run natively on this host", next(iter(vm_defaults)), table="vm",
+                   hint="give each arm that runs in the guest "
+                   "an [arms.vm] table (vm = {} takes the [vm] defaults as they are), or remove "
+                   "[vm]")
     workload = d.get("workload", {"kind": DEFAULT_KIND})
     if design == "interleaved":
         _check_interleaved(arms, bool(factors), loc)
     if not isinstance(workload, dict) or "kind" not in workload:
         raise _err(loc, "[workload] needs a kind", "workload",
-                   hint="hugelab run --help lists the kinds")
+                   hint="docs/experiments.md lists the kinds under 'Workload kinds'")
     evidence = d.get("evidence", {})
     _check_keys(evidence, EVIDENCE_KEYS, loc, "[evidence]", table="evidence")
     return Experiment(
