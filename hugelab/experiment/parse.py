@@ -416,6 +416,15 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, loc: _Locator | N
                    hint=hint or "use design = \"paired\"")
 
 
+def _check_vm_used(vm_defaults: dict[str, Any], arms: tuple[Arm, ...], loc: _Locator | None) -> None:
+    """[vm] defaults that no arm uses would run every arm natively, without a word."""
+    if vm_defaults and not any(a.vm is not None for a in arms):
+        raise _err(loc, "[vm] sets guest defaults, but no arm runs in a guest: every arm would "
+                   "run natively on this host", next(iter(vm_defaults)), table="vm",
+                   hint="give each arm that runs in the guest an [arms.vm] table (vm = {} "
+                   "takes the [vm] defaults as they are), or remove [vm]")
+
+
 def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "experiment") -> Experiment:
     loc = _Locator(text) if text is not None else None
     _check_keys(d, TOP_KEYS, loc, "the experiment")
@@ -451,12 +460,7 @@ def parse_experiment(d: dict[str, Any], text: str | None = None, name: str = "ex
                    "knobs, and mthp-<size> / shmem-thp backings and vm mthp set knobs of their "
                    "own (per-size THP, shmem_enabled): the arms must agree on them", "design",
                    hint="use design = \"paired\" to compare page sizes that set host knobs")
-    if vm_defaults and not any(a.vm is not None for a in arms):
-        raise _err(loc, "[vm] sets guest defaults, but no arm runs in a guest: every arm would "
-                   "run natively on this host", next(iter(vm_defaults)), table="vm",
-                   hint="give each arm that runs in the guest "
-                   "an [arms.vm] table (vm = {} takes the [vm] defaults as they are), or remove "
-                   "[vm]")
+    _check_vm_used(vm_defaults, arms, loc)
     workload = d.get("workload", {"kind": DEFAULT_KIND})
     if design == "interleaved":
         _check_interleaved(arms, bool(factors), loc)
