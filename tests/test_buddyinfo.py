@@ -82,3 +82,9 @@ def test_missed():
     assert "below the target" in (missed({"after": {"unusable": 0.7}, "stopped": "reserve"}, t)
                                   or "")
     assert missed({}, t) == "no fragmentation measured"
+
+
+def test_choose_kept_skips_pages_not_present():
+    pfns = np.array([-1, 512, 513, -1, 1024], dtype=np.int64)  # -1: being migrated
+    kept = choose_kept(pfns, 9, seed=0)
+    assert sorted((pfns[kept] >> 9).tolist()) == [1, 2] and -1 not in pfns[kept]
