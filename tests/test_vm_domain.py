@@ -275,11 +275,12 @@ def test_demo_copies_that_are_not_the_images_are_caught(tmp_path, monkeypatch):
     defining the same name) is defined again rather than trusted by its description."""
     from hugelab.vm.domains import image as img
     from hugelab.vm.domains.demo_domain import copies_intact
+    from hugelab.vm.domains.imagerecipe import recipe_hash
     from tests.test_vm_image import _fake_image
     monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
     home = tmp_path / "home"
     assert copies_intact(home)  # no cached image: nothing to compare with
-    _fake_image(img.image_dir(), img.recipe_hash())
+    _fake_image(img.image_dir(), recipe_hash())
     assert not copies_intact(home)  # no copies
     home.mkdir()
     for name in (img.DISK, img.KERNEL, img.INITRD):

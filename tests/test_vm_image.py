@@ -1,4 +1,4 @@
-"""The Debian guest disk image (hugelab.vm.domains.image): its recipe hash, the cache, build safety
+"""The Debian guest disk image (hugelab.vm.domains.image*): its recipe hash, the cache, build safety
 (atomic publish, stale temporary directories, clear errors), the QEMU command line, and one
 real build + TCG boot that reaches qemu-guest-agent and runs sysbench and stress-ng in the guest.
 
@@ -25,7 +25,9 @@ import pytest
 
 from hugelab import proc
 from hugelab.errors import HugelabError, NotRootError, ToolMissingError
+from hugelab.owned import cache_dir
 from hugelab.vm.domains import image as img
+from hugelab.vm.domains import imageboot, imagebuild, imagedirs, imagerecipe
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -58,16 +60,16 @@ def no_real_build(monkeypatch):
     """Build steps that need root and the network are replaced; returns the calls seen."""
     calls: list[Path] = []
 
-    def fake_build(out: Path, recipe: img.Recipe, digest: str, say: Any) -> None:
+    def fake_build(out: Path, recipe: imagerecipe.Recipe, digest: str, say: Any) -> None:
         calls.append(out)
         assert out.name.startswith(img.TMP_PREFIX) and out.is_dir()
         assert not [p for p in out.parent.iterdir() if p.name.startswith(img.TMP_PREFIX)
                     and p != out], "stale temporary directories must be gone before a build"
         _fake_image(out, digest)
 
-    monkeypatch.setattr(img, "_preflight", lambda: None)
-    monkeypatch.setattr(img, "_check_mirror", lambda mirror, suite: None)
-    monkeypatch.setattr(img, "_build_into", fake_build)
+    monkeypatch.setattr(imagebuild, "_preflight", lambda: None)
+    monkeypatch.setattr(imagebuild, "_check_mirror", lambda mirror, suite: None)
+    monkeypatch.setattr(imagebuild, "_build_into", fake_build)
     return calls
 
 
@@ -83,16 +85,16 @@ def _sha256(path: Path) -> str:
 
 
 def test_recipe_hash_is_stable_short_and_ignores_the_mirror():
-    h = img.recipe_hash()
+    h = imagerecipe.recipe_hash()
     assert re.fullmatch(r"[0-9a-f]{16}", h)
-    assert img.recipe_hash() == h
-    assert img.recipe_hash(img.Recipe()) == h  # default mirror vs this host's: same content
-    assert img.recipe_hash(dataclasses.replace(img.RECIPE, mirror="http://ftp.de.debian.org/x")) == h
+    assert imagerecipe.recipe_hash() == h
+    assert imagerecipe.recipe_hash(imagerecipe.Recipe()) == h  # default mirror vs this host's: same content
+    assert imagerecipe.recipe_hash(dataclasses.replace(imagerecipe.RECIPE, mirror="http://ftp.de.debian.org/x")) == h
     assert img.image_dir().name == h
 
 
 def test_recipe_hash_changes_with_everything_that_shapes_the_image(monkeypatch):
-    r = img.RECIPE
+    r = imagerecipe.RECIPE
     variants = [
         dataclasses.replace(r, suite="trixie"),
         dataclasses.replace(r, variant="buildd"),
@@ -104,24 +106,24 @@ def test_recipe_hash_changes_with_everything_that_shapes_the_image(monkeypatch):
         dataclasses.replace(r, initramfs_modules=(*r.initramfs_modules, "virtio_net")),
         dataclasses.replace(r, free_mib=r.free_mib + 64),
     ]
-    hashes = {img.recipe_hash(v) for v in variants} | {img.recipe_hash(r)}
+    hashes = {imagerecipe.recipe_hash(v) for v in variants} | {imagerecipe.recipe_hash(r)}
     assert len(hashes) == len(variants) + 1
-    base = img.recipe_hash(r)
-    monkeypatch.setattr(img, "IMAGE_VERSION", img.IMAGE_VERSION + 1)
-    assert img.recipe_hash(r) != base
+    base = imagerecipe.recipe_hash(r)
+    monkeypatch.setattr(imagerecipe, "IMAGE_VERSION", imagerecipe.IMAGE_VERSION + 1)
+    assert imagerecipe.recipe_hash(r) != base
 
 
 def test_recipe_never_stores_a_password_and_configures_the_guest():
-    files = dict(img.RECIPE.files)
+    files = dict(imagerecipe.RECIPE.files)
     assert "/dev/vda\t/\text4" in files["/etc/fstab"]
-    assert files["/etc/hostname"].strip() == img.HOSTNAME
-    cmds = [" ".join(c) for c in img.RECIPE.commands]
+    assert files["/etc/hostname"].strip() == imagerecipe.HOSTNAME
+    cmds = [" ".join(c) for c in imagerecipe.RECIPE.commands]
     assert "systemctl enable serial-getty@ttyS0.service" in cmds
     assert "passwd --lock root" in cmds
     assert not any("chpasswd" in c or "passwd root" in c for c in cmds)
-    assert {"virtio_blk", "virtio_pci", "virtio_console", "ext4"} <= set(img.RECIPE.initramfs_modules)
+    assert {"virtio_blk", "virtio_pci", "virtio_console", "ext4"} <= set(imagerecipe.RECIPE.initramfs_modules)
     assert {"qemu-guest-agent", "sysbench", "stress-ng", "linux-image-amd64"} <= set(
-        img.RECIPE.packages)
+        imagerecipe.RECIPE.packages)
 
 
 def test_mirror_is_read_from_deb822_and_one_line_sources():
@@ -142,38 +144,38 @@ URIs: http://deb.example.org/debian http://second.example/debian
 Suites: bookworm bookworm-updates
 Components: main
 """
-    assert img.mirror_from_sources(deb822, "bookworm") == "http://deb.example.org/debian"
-    assert img.mirror_from_sources(deb822, "trixie") is None
+    assert imagerecipe.mirror_from_sources(deb822, "bookworm") == "http://deb.example.org/debian"
+    assert imagerecipe.mirror_from_sources(deb822, "trixie") is None
     one_line = ("# deb http://old.example/debian bookworm main\n"
                 "deb http://security.debian.org/debian-security bookworm main\n"
                 "deb [arch=amd64] http://ftp.example/debian/ bookworm main contrib\n")
-    assert img.mirror_from_sources(one_line, "bookworm") == "http://ftp.example/debian"
-    assert img.RECIPE.mirror.startswith(("http://", "https://"))
+    assert imagerecipe.mirror_from_sources(one_line, "bookworm") == "http://ftp.example/debian"
+    assert imagerecipe.RECIPE.mirror.startswith(("http://", "https://"))
 
 
 def test_fs_size_leaves_room_and_rounds_to_64_mib():
     for content in (1, 300 << 20, 650 << 20):
-        size = img.fs_size_mib(content, 384)
+        size = imagebuild.fs_size_mib(content, 384)
         assert size % 64 == 0
-        assert size >= content * 1.12 / img.MiB + 64 + 384
-    assert img.fs_size_mib(650 << 20, 384) < 1536  # the real image stays under 1.5 GiB raw
+        assert size >= content * 1.12 / imagebuild.MiB + 64 + 384
+    assert imagebuild.fs_size_mib(650 << 20, 384) < 1536  # the real image stays under 1.5 GiB raw
 
 
 # --- the cache -----------------------------------------------------------------------------------
 
 
 def test_cache_hit_returns_at_once_without_building(cache, monkeypatch):
-    digest = img.recipe_hash()
+    digest = imagerecipe.recipe_hash()
     _fake_image(cache / "images" / digest, digest)
 
     def no_build(*_a: Any, **_k: Any) -> None:
         raise AssertionError("a cache hit must not build")
 
-    monkeypatch.setattr(img, "_build_into", no_build)
-    monkeypatch.setattr(img, "_preflight", no_build)
+    monkeypatch.setattr(imagebuild, "_build_into", no_build)
+    monkeypatch.setattr(imagebuild, "_preflight", no_build)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # a hit needs no root
     t0 = time.perf_counter()
-    got = img.build_image()
+    got = imagebuild.build_image()
     took = time.perf_counter() - t0
     assert took < 0.05, f"cache hit took {took * 1000:.1f} ms"
     d = cache / "images" / digest
@@ -185,8 +187,8 @@ def test_cache_hit_returns_at_once_without_building(cache, monkeypatch):
 
 
 def test_cache_dir_comes_from_the_environment_and_is_created_private(cache, monkeypatch):
-    assert img.cache_dir() == cache and (cache.stat().st_mode & 0o777) == 0o700
-    assert img.image_dir() == cache / "images" / img.recipe_hash()
+    assert cache_dir() == cache and (cache.stat().st_mode & 0o777) == 0o700
+    assert img.image_dir() == cache / "images" / imagerecipe.recipe_hash()
     monkeypatch.delenv("HUGELAB_CACHE_DIR")
     assert img.image_dir().parent == Path("/var/cache/hugelab/images")
 
@@ -231,11 +233,11 @@ def test_each_build_makes_its_own_sshd_host_key_and_drops_the_packages_ones(tmp_
         for baked in ("ssh_host_rsa_key", "ssh_host_rsa_key.pub", "ssh_host_ecdsa_key",
                       "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
             (root / "etc" / "ssh" / baked).write_text("baked\n")
-        line = img._host_key(root, out, f"digest{n}")
+        line = imagebuild._host_key(root, out, f"digest{n}")
         assert img.host_key_problem(line) is None and line.endswith(f"image digest{n}")
         assert sorted(p.name for p in (root / "etc" / "ssh").iterdir()) == \
             ["ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"]
-        private = root / img.GUEST_HOST_KEY.lstrip("/")
+        private = root / imagerecipe.GUEST_HOST_KEY.lstrip("/")
         assert private.stat().st_mode & 0o777 == 0o600
         assert "OPENSSH PRIVATE KEY" in private.read_text()
         assert (out / img.HOST_KEY).read_text() == line + "\n"
@@ -243,8 +245,8 @@ def test_each_build_makes_its_own_sshd_host_key_and_drops_the_packages_ones(tmp_
         assert not list(out.glob("*key")), "the private half stays in the guest root"
         keys.append(line.split()[1])
     assert keys[0] != keys[1]
-    sshd = dict(img.RECIPE.files)["/etc/ssh/sshd_config.d/hugelab.conf"]
-    assert f"HostKey {img.GUEST_HOST_KEY}\n" in sshd
+    sshd = dict(imagerecipe.RECIPE.files)["/etc/ssh/sshd_config.d/hugelab.conf"]
+    assert f"HostKey {imagerecipe.GUEST_HOST_KEY}\n" in sshd
 
 
 def test_build_removes_stale_temp_dirs_and_publishes_atomically(cache, no_real_build):
@@ -255,26 +257,26 @@ def test_build_removes_stale_temp_dirs_and_publishes_atomically(cache, no_real_b
         (s / "root" / "etc" / "hostname").write_text("half\n")
     keep = images / "0000000000000000"  # another recipe's finished image is not touched
     _fake_image(keep, keep.name)
-    got = img.build_image()
+    got = imagebuild.build_image()
     assert len(no_real_build) == 1
     assert not any(s.exists() for s in stale)
     assert not [p for p in images.iterdir() if p.name.startswith(img.TMP_PREFIX)]
-    assert got.directory == images / img.recipe_hash()
+    assert got.directory == images / imagerecipe.recipe_hash()
     assert img.load_image(got.directory) == got
     assert img.load_image(keep) is not None
     assert (images.stat().st_mode & 0o777) == 0o700
-    assert img.build_image() == got and len(no_real_build) == 1  # now a hit
-    assert img.build_image(force=True) == got and len(no_real_build) == 2
+    assert imagebuild.build_image() == got and len(no_real_build) == 1  # now a hit
+    assert imagebuild.build_image(force=True) == got and len(no_real_build) == 2
 
 
 def test_a_failed_build_leaves_no_image_and_no_temp_dir(cache, no_real_build, monkeypatch):
-    def failing(out: Path, recipe: img.Recipe, digest: str, say: Any) -> None:
+    def failing(out: Path, recipe: imagerecipe.Recipe, digest: str, say: Any) -> None:
         _fake_image(out, digest)  # everything but...
         raise RuntimeError("killed halfway")
 
-    monkeypatch.setattr(img, "_build_into", failing)
+    monkeypatch.setattr(imagebuild, "_build_into", failing)
     with pytest.raises(RuntimeError):
-        img.build_image()
+        imagebuild.build_image()
     images = cache / "images"
     assert [p.name for p in images.iterdir()] == [".build.lock"]
     assert img.load_image(img.image_dir()) is None
@@ -283,16 +285,16 @@ def test_a_failed_build_leaves_no_image_and_no_temp_dir(cache, no_real_build, mo
 def test_stale_removal_never_deletes_through_a_mount(tmp_path, monkeypatch):
     d = tmp_path / ".tmp-x-1"
     (d / "root" / "proc").mkdir(parents=True)
-    monkeypatch.setattr(img, "mounts_under", lambda path, mountinfo=None: [d / "root" / "proc"])
+    monkeypatch.setattr(imagedirs, "mounts_under", lambda path, mountinfo=None: [d / "root" / "proc"])
     calls = []
 
     def fake_run(argv, **_kw):
         calls.append([str(a) for a in argv])
         return subprocess.CompletedProcess(argv, 32, "", "umount: target is busy")
 
-    monkeypatch.setattr(img.proc, "run", fake_run)
+    monkeypatch.setattr(proc, "run", fake_run)
     with pytest.raises(img.ImageError, match="still mounted"):
-        img.remove_stale(tmp_path)
+        imagedirs.remove_stale(tmp_path)
     assert d.exists()
     assert calls[0][0] == "umount" and calls[-1][:2] == ["umount", "--lazy"]
 
@@ -305,7 +307,7 @@ def test_mounts_under_reads_mountinfo():
         "92 22 0:7 / /c/images/.tmp-a-1/root/my\\040dir rw - tmpfs t rw\n"
         "93 22 0:8 / /c/images/.tmp-a-10/root/sys rw - sysfs s rw\n"
     )
-    got = img.mounts_under(Path("/c/images/.tmp-a-1"), info)
+    got = imagedirs.mounts_under(Path("/c/images/.tmp-a-1"), info)
     assert got[0] == Path("/c/images/.tmp-a-1/root/proc/sys/fs/binfmt_misc")
     assert set(got) == {Path("/c/images/.tmp-a-1/root/proc"),
                         Path("/c/images/.tmp-a-1/root/proc/sys/fs/binfmt_misc"),
@@ -321,7 +323,7 @@ def test_missing_debootstrap_is_a_clear_error(cache, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda tool, *a, **k: None if tool == "debootstrap"
                         else real_which(tool, *a, **k))
     with pytest.raises(img.DebootstrapMissingError) as e:
-        img.build_image()
+        imagebuild.build_image()
     assert isinstance(e.value, HugelabError) and isinstance(e.value, ToolMissingError)
     assert "debootstrap" in e.value.message
     assert e.value.hint and "apt-get install debootstrap" in e.value.hint
@@ -332,16 +334,16 @@ def test_missing_debootstrap_is_a_clear_error(cache, monkeypatch):
 def test_building_needs_root(cache, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(NotRootError) as e:
-        img.build_image()
+        imagebuild.build_image()
     assert e.value.hint and "root" in e.value.message
     assert not cache.exists()
 
 
 def test_unreachable_mirror_is_a_clear_error(cache, monkeypatch):
-    monkeypatch.setattr(img, "_preflight", lambda: None)
-    recipe = dataclasses.replace(img.RECIPE, mirror="http://127.0.0.1:9/debian")
+    monkeypatch.setattr(imagebuild, "_preflight", lambda: None)
+    recipe = dataclasses.replace(imagerecipe.RECIPE, mirror="http://127.0.0.1:9/debian")
     with pytest.raises(img.MirrorUnreachableError) as e:
-        img.build_image(recipe=recipe)
+        imagebuild.build_image(recipe=recipe)
     assert "127.0.0.1:9" in e.value.message and e.value.hint and "proxy" in e.value.hint
     assert [p.name for p in (cache / "images").iterdir()] == [".build.lock"]
 
@@ -357,7 +359,7 @@ def _image_at(d: Path) -> img.GuestImage:
 def test_boot_argv_boots_the_kernel_on_an_overlay_with_the_agent_and_no_network(tmp_path):
     image = _image_at(tmp_path / "img")
     ov, sock, log = tmp_path / "a,b" / "ov.qcow2", tmp_path / "qga.sock", tmp_path / "serial.log"
-    argv = img.boot_argv(image, mem_mib=512, agent_socket=sock, serial_log=log, accel="tcg",
+    argv = imageboot.boot_argv(image, mem_mib=512, agent_socket=sock, serial_log=log, accel="tcg",
                          overlay=ov)
     assert argv[0] == "qemu-system-x86_64"
     opt = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("-")
@@ -373,7 +375,7 @@ def test_boot_argv_boots_the_kernel_on_an_overlay_with_the_agent_and_no_network(
     assert "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0" in argv
     assert "virtio-serial" in argv and f"file,id=con0,path={log}" in argv
     assert not {"-netdev", "-nic", "-net"} & set(argv)
-    kvm = img.boot_argv(image, mem_mib=1024, agent_socket=sock, serial_log=log, accel="kvm",
+    kvm = imageboot.boot_argv(image, mem_mib=1024, agent_socket=sock, serial_log=log, accel="kvm",
                         overlay=ov, vcpus=2)
     assert kvm[kvm.index("-cpu") + 1] == "host" and kvm[kvm.index("-smp") + 1] == "2"
 
@@ -382,11 +384,11 @@ def test_boot_argv_refuses_the_base_image_and_unresolved_accel(tmp_path):
     image = _image_at(tmp_path)
     kw: dict[str, Any] = dict(mem_mib=512, agent_socket=tmp_path / "s", serial_log=tmp_path / "l")
     with pytest.raises(img.ImageError, match="overlay"):
-        img.boot_argv(image, accel="tcg", overlay=image.disk, **kw)
+        imageboot.boot_argv(image, accel="tcg", overlay=image.disk, **kw)
     with pytest.raises(img.ImageError, match="kvm or tcg"):
-        img.boot_argv(image, accel="auto", overlay=tmp_path / "o", **kw)
+        imageboot.boot_argv(image, accel="auto", overlay=tmp_path / "o", **kw)
     with pytest.raises(img.ImageError, match="overlay"):
-        img.make_overlay(image, image.disk)
+        imageboot.make_overlay(image, image.disk)
 
 
 @pytest.mark.tools
@@ -396,7 +398,7 @@ def test_make_overlay_is_backed_by_the_untouched_base(tmp_path):
     image = _image_at(tmp_path)
     proc.run(["qemu-img", "create", "-q", "-f", "qcow2", image.disk, "16M"])
     before = _sha256(image.disk)
-    ov = img.make_overlay(image, tmp_path / "ov.qcow2")
+    ov = imageboot.make_overlay(image, tmp_path / "ov.qcow2")
     info = json.loads(proc.run(["qemu-img", "info", "--output=json", ov]).stdout)
     assert info["format"] == "qcow2" and info["virtual-size"] == 16 << 20
     assert info["backing-filename"] == str(image.disk)
@@ -504,18 +506,18 @@ def _wait_for_agent(sock: Path, qemu: subprocess.Popen[Any], serial: Path,
 @pytest.mark.slow
 def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(tmp_path):
     t0 = time.monotonic()
-    image = img.build_image(progress=lambda m: print(f"  build: {m}", flush=True))
+    image = imagebuild.build_image(progress=lambda m: print(f"  build: {m}", flush=True))
     build_s = time.monotonic() - t0
     assert image.directory == img.image_dir()
     assert image.size_bytes < 3 << 30 and image.disk_file_bytes < image.size_bytes  # with servers
     t1 = time.perf_counter()
-    assert img.build_image() == image
+    assert imagebuild.build_image() == image
     hit_ms = (time.perf_counter() - t1) * 1000
     base_sha = _sha256(image.disk)
 
-    overlay = img.make_overlay(image, tmp_path / "overlay.qcow2")
+    overlay = imageboot.make_overlay(image, tmp_path / "overlay.qcow2")
     sock, serial = tmp_path / "qga.sock", tmp_path / "serial.log"
-    argv = img.boot_argv(image, mem_mib=512, agent_socket=sock, serial_log=serial,
+    argv = imageboot.boot_argv(image, mem_mib=512, agent_socket=sock, serial_log=serial,
                          accel="tcg", overlay=overlay)
     with (tmp_path / "qemu.err").open("w") as err:
         t_boot = time.monotonic()
@@ -536,10 +538,10 @@ def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(t
         assert out.strip() == "active"
         rc, out, _ = agent.exec("/usr/bin/cat", "/proc/mounts", "/etc/hostname")
         assert re.search(r"^/dev/vda / ext4 rw", out, re.MULTILINE), out
-        assert img.HOSTNAME in out
+        assert imagerecipe.HOSTNAME in out
         # sshd has this build's own host key, and only it
         rc, out, _ = agent.exec("/usr/bin/sh", "-c", "ls /etc/ssh/ | grep ssh_host_; cat "
-                                f"{img.GUEST_HOST_KEY}.pub; stat -c %a {img.GUEST_HOST_KEY}")
+                                f"{imagerecipe.GUEST_HOST_KEY}.pub; stat -c %a {imagerecipe.GUEST_HOST_KEY}")
         assert out.split("\n")[:2] == ["ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"], out
         assert out.split("\n")[2].strip() == image.host_key and out.split("\n")[3] == "600"
         rc, out, _ = agent.exec("/usr/bin/systemctl", "is-system-running", "--wait", timeout=180)

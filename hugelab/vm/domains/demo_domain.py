@@ -18,7 +18,7 @@ from hugelab.proc import run
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.common.spec import safe_name
 from hugelab.vm.domains import domain as dx
-from hugelab.vm.domains.image import SSH_KEY_ARG
+from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 from hugelab.vm.domains.libvirt_guest import user_xml
 
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
@@ -27,7 +27,7 @@ DOMAIN_VERSION = 3  # bump when image_domain_xml changes: older demo domains are
 
 def demo_key() -> Path:
     """hugelab's own SSH key for the domains `define_image_domain` makes (their kernel command
-    line names its public half: see hugelab.vm.domains.image.SSH_KEY_ARG). Made once, 0600."""
+    line names its public half: see hugelab.vm.domains.imagerecipe.SSH_KEY_ARG). Made once, 0600."""
     home = ensure_private_dir(state_dir() / "ssh")
     key = home / "id_ed25519"
     if not key.exists():
@@ -89,7 +89,8 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     and key is left as it is; one of an older image is redefined (when it is not running);
     any other domain of that name is refused. Copies that are no longer the image's (another
     hugelab wrote its own over them) are made again, as for an older image."""
-    from hugelab.vm.domains.image import build_image, recipe_hash
+    from hugelab.vm.domains.imagebuild import build_image
+    from hugelab.vm.domains.imagerecipe import recipe_hash
     home = IMAGES_ROOT / safe_name(name)
     key = demo_key()
     stamp = f"{STAMP_PREFIX} {recipe_hash()} v{DOMAIN_VERSION}, key {_key_arg(key)[-12:]}"
