@@ -110,3 +110,7 @@ class StoreUnreachable(StoreError):
 
 class VMError(HugelabError):
     """A guest failed to boot or to run its trial."""
+
+
+class FleetError(HugelabError):
+    """The fleet could not be driven (no source to ship, Ansible missing, a bad inventory)."""

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.errors import UsageError
-from hugelab.fleet import dispatch, launch, preflight
-from hugelab.fleet.dispatch import (
+from hugelab.errors import FleetError, UsageError
+from hugelab.fleet import dispatch, events, launch, playbook, preflight, tarball
+from hugelab.fleet.events import (
     CANCELLED,
     FAILED,
     LOST,
@@ -31,7 +31,6 @@ from hugelab.fleet.dispatch import (
     SELECTED_OUT,
     UNREACHABLE,
     EventTranslator,
-    FleetError,
     HostEvent,
 )
 from tests.fleet_hosts import SshFleet
@@ -90,8 +89,8 @@ def tiny(tmp_path: Path, blocks: int = 2, duration: float = 0.2) -> Path:
 
 
 def test_the_source_tarball_is_deterministic(tmp_path: Path) -> None:
-    a = dispatch.build_source_tarball(tmp_path / "a.tar.gz")
-    b = dispatch.build_source_tarball(tmp_path / "b.tar.gz")
+    a = tarball.build_source_tarball(tmp_path / "a.tar.gz")
+    b = tarball.build_source_tarball(tmp_path / "b.tar.gz")
     assert a.sha256 == b.sha256
     assert a.path.read_bytes() == b.path.read_bytes()
     with tarfile.open(a.path) as tar:
@@ -104,23 +103,23 @@ def test_the_source_tarball_is_deterministic(tmp_path: Path) -> None:
                 or ".venv" in n]
     assert members["bootstrap"].mode == 0o755
     assert members["pyproject.toml"].mode == 0o644
-    assert {m.mtime for m in members.values()} == {dispatch.SOURCE_EPOCH}
+    assert {m.mtime for m in members.values()} == {tarball.SOURCE_EPOCH}
     assert {(m.uid, m.gid) for m in members.values()} == {(0, 0)}
 
 
 def test_the_tarball_follows_the_files_not_their_times(tmp_path: Path) -> None:
     root = tmp_path / "src"
     (root / "hugelab" / "__pycache__").mkdir(parents=True)
-    for name in dispatch.SOURCE_FILES:
+    for name in tarball.SOURCE_FILES:
         (root / name).write_text(name)
     (root / "hugelab" / "__init__.py").write_text("x = 1\n")
     (root / "hugelab" / "__pycache__" / "junk.pyc").write_text("junk")
-    first = dispatch.build_source_tarball(tmp_path / "1.tgz", root)
+    first = tarball.build_source_tarball(tmp_path / "1.tgz", root)
     os.utime(root / "hugelab" / "__init__.py", (1, 1))
-    assert dispatch.build_source_tarball(tmp_path / "2.tgz", root).sha256 == first.sha256
+    assert tarball.build_source_tarball(tmp_path / "2.tgz", root).sha256 == first.sha256
     (root / "hugelab" / "__init__.py").write_text("x = 2\n")
-    assert dispatch.build_source_tarball(tmp_path / "3.tgz", root).sha256 != first.sha256
-    assert first.files == len(dispatch.SOURCE_FILES) + 1
+    assert tarball.build_source_tarball(tmp_path / "3.tgz", root).sha256 != first.sha256
+    assert first.files == len(tarball.SOURCE_FILES) + 1
 
 
 def test_no_bootstrap_no_tarball(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,10 +130,10 @@ def test_no_bootstrap_no_tarball(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     fake.write_text("")
     monkeypatch.setattr(hugelab, "__file__", str(fake))
     with pytest.raises(FleetError, match="no ./bootstrap") as err:
-        dispatch.build_source_tarball(tmp_path / "x.tgz")
+        tarball.build_source_tarball(tmp_path / "x.tgz")
     assert err.value.hint and "clone" in err.value.hint
     with pytest.raises(FleetError, match="lacks"):
-        dispatch.build_source_tarball(tmp_path / "x.tgz", root=tmp_path)
+        tarball.build_source_tarball(tmp_path / "x.tgz", root=tmp_path)
 
 
 # ---------------------------------------------------------------- the preflight decision
@@ -316,7 +315,7 @@ def test_a_host_unreachable_during_its_run_is_lost_and_the_others_go_on() -> Non
     assert "hugelab fleet run" in b.message
     kinds = [(e.host, e.status) for e in seen]
     assert kinds.count(("b", "running")) == 2 and ("b", LOST) in kinds
-    assert not dispatch.FleetOutcome(tr.hosts, "failed", 4).ok
+    assert not events.FleetOutcome(tr.hosts, "failed", 4).ok
 
 
 def test_a_host_unreachable_before_its_run_is_unreachable() -> None:
@@ -339,15 +338,15 @@ def test_the_playbook_polls_the_run_itself_with_a_bounded_poll(monkeypatch) -> N
     assert poll["ansible.builtin.async_status"]["jid"] == "{{ hugelab_job.ansible_job_id }}"
     assert "finished" in poll["until"] and poll["timeout"] and poll["delay"]
     monkeypatch.delenv("ANSIBLE_SSH_ARGS", raising=False)
-    env = dispatch._envvars()
+    env = playbook._envvars()
     assert "ServerAliveInterval" in env["ANSIBLE_SSH_ARGS"]
 
 
 def test_failure_messages_prefer_what_hugelab_said() -> None:
     res = {"rc": 2, "msg": "non-zero return code",
            "stderr": "x\nhugelab: error: --label must be printable\n"}
-    assert dispatch.failure_message(res) == "exit 2: hugelab: error: --label must be printable"
-    assert dispatch.failure_message({"msg": "Destination does not exist"}) == \
+    assert events.failure_message(res) == "exit 2: hugelab: error: --label must be printable"
+    assert events.failure_message({"msg": "Destination does not exist"}) == \
         "Destination does not exist"
 
 
@@ -392,9 +391,9 @@ def test_a_store_url_with_a_password_is_refused(tmp_path: Path) -> None:
 
 
 def test_extravars_are_private(tmp_path: Path) -> None:
-    with dispatch.private_data_dir() as pdd:
+    with playbook.private_data_dir() as pdd:
         assert pdd.stat().st_mode & 0o777 == 0o700
-        path = dispatch.write_extravars(pdd, {"hugelab_store_password": "s3cret"})
+        path = playbook.write_extravars(pdd, {"hugelab_store_password": "s3cret"})
         assert path.stat().st_mode & 0o777 == 0o600
         assert path.parent.stat().st_mode & 0o777 == 0o700
         assert json.loads(path.read_text()) == {"hugelab_store_password": "s3cret"}
@@ -403,7 +402,7 @@ def test_extravars_are_private(tmp_path: Path) -> None:
 
 def test_the_controllers_password_is_blanked_for_ansible(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGPASSWORD", "s3cret")
-    env = dispatch._envvars()
+    env = playbook._envvars()
     assert env["PGPASSWORD"] == ""
     assert env["PATH"].startswith(str(Path(sys.executable).parent))
 
@@ -591,7 +590,7 @@ def test_the_store_outage_window_reaches_every_hosts_run() -> None:
     assert host_run_args(args("--store-outage", "90s", "--blocks", "2"), 2,
                          "postgresql://u@127.0.0.1/db") == ["--blocks", "2", "--store-outage", "90"]
     assert host_run_args(args("--store-outage", "10m"), 4, None) == []
-    extra = dispatch.fleet_extravars(Path("x.toml"), dispatch.SourceTarball(Path("s.tgz"), "0", 1),
+    extra = dispatch.fleet_extravars(Path("x.toml"), tarball.SourceTarball(Path("s.tgz"), "0", 1),
                                      store_url=None,
                                      password=None, preflight_only=False,
                                      run_args=["--store-outage", "90"], extra=None)
