@@ -18,7 +18,7 @@ from hugelab.host.paths import REAL, HostPaths
 from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
 from hugelab.vm.common.libvirtd import recover_domains
 from hugelab.vm.domains.ssh import remove_dead_dirs
-from hugelab.vm.own.guest import kill_leftover_qemus
+from hugelab.vm.own.qemurecords import kill_leftover_qemus
 from hugelab.workloads.registry import kinds
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hugelab.errors import WorkloadError
-from hugelab.vm.domains.libvirt_guest import AgentTarget
+from hugelab.vm.domains.libvirt_guest import QgaTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import check_exit
 
@@ -44,7 +44,7 @@ def b64(text: str) -> str:
 
 
 def run(status: dict[str, Any], oom: int) -> ExecResult:
-    return AgentTarget(Agent(status, oom), "vm0").exec(["java", "-jar", "/tmp/w.jar"])  # type: ignore[arg-type]
+    return QgaTarget(Agent(status, oom), "vm0").exec(["java", "-jar", "/tmp/w.jar"])  # type: ignore[arg-type]
 
 
 def test_a_program_the_guests_oom_killer_ended_says_so():

@@ -18,8 +18,9 @@ import pytest
 from hugelab.errors import CommandError, ToolMissingError, VMError
 from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.accel import probe_reason
-from hugelab.vm.own.guest import Guest, kill_leftover_qemus, probe_accel
+from hugelab.vm.own.guest import Guest, probe_accel
 from hugelab.vm.own.initramfs import default_kernel
+from hugelab.vm.own.qemurecords import kill_leftover_qemus
 from tests.hostguard import qemu_children
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]

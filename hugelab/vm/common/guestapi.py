@@ -4,10 +4,10 @@ guest implements, so `hugelab.vm.trial` handles them alike and mypy checks each 
 The kinds, and where each lives:
 
 - hugelab's own image-less guest under QEMU (`hugelab.vm.own.guest.Guest`), whose target talks
-  to hugelab's in-guest agent over virtio-serial (`GuestTarget`);
+  to hugelab's in-guest agent over virtio-serial (`hugelab.vm.own.agenttarget.AgentTarget`);
 - the same guest started and owned by libvirtd (`hugelab.vm.own.libvirt_own.LibvirtGuest`);
 - a transient copy of a user's libvirt domain (`hugelab.vm.domains.libvirt_guest.DomainGuest`),
-  whose target is its qemu-guest-agent (`AgentTarget`) or, for a guest without one, SSH
+  whose target is its qemu-guest-agent (`QgaTarget`) or, for a guest without one, SSH
   (`hugelab.vm.domains.ssh.SshTarget`).
 
 A guest is a context manager: entering it boots the guest and makes its guest layer (THP

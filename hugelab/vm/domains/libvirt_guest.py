@@ -10,7 +10,7 @@ qemu-guest-agent with libvirt's agent API (libvirt-python), evidenced on both si
   user's images in OVERLAY_ROOT (where libvirt's QEMU user can read them); the user's images and
   persistent definition are never written. A running domain is refused unless every disk is
   read-only: two QEMUs writing one image corrupt it.
-- `AgentTarget`: the Target protocol over `guest-exec` / `guest-exec-status` / `guest-file-*`.
+- `QgaTarget`: the Target protocol over `guest-exec` / `guest-exec-status` / `guest-file-*`.
   While a workload runs it samples the workload's process tree in the guest (smaps_rollup of the
   exec'd pid and its descendants, read with guest-file-read), so the evidence rules are the same
   as for hugelab's own guests. A program missing in the guest is an error naming its package.
@@ -213,7 +213,7 @@ class Agent:
                 pass
 
 
-class AgentTarget(RemoteTarget):
+class QgaTarget(RemoteTarget):
     """The Target protocol in a user's guest, through qemu-guest-agent."""
 
     def __init__(self, agent: Agent, name: str, *, slack_s: float = 60.0) -> None:
@@ -400,7 +400,7 @@ class DomainGuest:
                 try:
                     agent.call("guest-ping", timeout_s=2)
                     self.boot_s = time.monotonic() - t0
-                    return AgentTarget(agent, self.name)
+                    return QgaTarget(agent, self.name)
                 except DomainError as exc:
                     last["agent"] = exc.message
             if self.ssh is not None:

@@ -5,39 +5,34 @@
         g.qmp.cmd("query-memdev")                             # QMP (qemu.qmp legacy sync client)
         g.evidence()                                          # QEMU smaps of guest RAM
 
-Every QEMU started here is recorded in the state directory (`HUGELAB_STATE_DIR`, default
-/var/lib/hugelab) until it is gone, so `kill_leftover_qemus()` can end the ones a SIGKILLed
-hugelab left behind. Results travel over the agent's virtio-serial channel, never the console.
+Every QEMU started here is recorded (qemurecords.py) until it is gone; the agent is reached
+through agentchannel.py, and `target` is an agenttarget.AgentTarget. A file backing is checked
+first (backingcheck.py); a failed boot says why (bootfailure.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from hugelab import identity
-from hugelab.errors import CommandError, ToolMissingError, VMError
-from hugelab.host.journal import write_private
-from hugelab.identity import alive, starttime
-from hugelab.proc import package_of, wait_for, which
+from hugelab.errors import VMError
 from hugelab.proc import start as start_process
-from hugelab.trial.procscan import merge_peak
+from hugelab.proc import wait_for, which
 from hugelab.units import exact
 from hugelab.vm.common.evidence import qemu_memory_evidence
 from hugelab.vm.common.guestapi import write_guest_mthp
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own import accel
+from hugelab.vm.own.agentchannel import AgentChannel
+from hugelab.vm.own.agenttarget import AgentTarget
+from hugelab.vm.own.backingcheck import check_file_backing
+from hugelab.vm.own.bootfailure import failure_hint, log_tail
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
     cached_initramfs,
@@ -46,317 +41,13 @@ from hugelab.vm.own.initramfs import (
     modules_dir_for,
 )
 from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
+from hugelab.vm.own.qemurecords import register_pending, register_qemu, state_dir
 from hugelab.vm.own.qmp import QMP
-from hugelab.workloads.base import ExecResult
 
-DEFAULT_STATE_DIR = "/var/lib/hugelab"
 BOOT_TIMEOUT_S = {"kvm": 60.0, "tcg": 180.0}
 EXEC_SLACK_S = {"kvm": 30.0, "tcg": 120.0}  # agent round trip on top of a command's own timeout
-SERIAL_TAIL_LINES = 25
+
 GUEST_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
-
-# --- state directory: which QEMUs are ours ------------------------------------------------------
-
-
-def state_dir() -> Path:
-    """The state directory (created 0700)."""
-    d = Path(os.environ.get("HUGELAB_STATE_DIR", DEFAULT_STATE_DIR))
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(d, 0o700)
-    return d
-
-
-def _is_qemu(pid: int) -> bool:
-    try:
-        return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("qemu-system")
-    except OSError:
-        return False
-
-
-def _record_path(d: Path, pid: int) -> Path:
-    return d / f"qemu-{pid}.json"
-
-
-def register_qemu(d: Path, pid: int, tmpdir: Path) -> Path:
-    """Record a QEMU we started (file 0600, written atomically) so a later `recover` can end it."""
-    rec = {**identity.record(pid, prefix=""), **identity.record(), "tmpdir": str(tmpdir),
-           "started": time.time()}
-    path = _record_path(d, pid)
-    write_private(path, json.dumps(rec))
-    return path
-
-
-def register_pending(d: Path, tmpdir: Path) -> Path:
-    """Record a QEMU about to start, before its pid exists: a SIGKILL between Popen and
-    register_qemu then still leaves a trace, and recover finds the QEMU by its tmpdir."""
-    path = d / f"pending-qemu-{tmpdir.name}.json"
-    write_private(path, json.dumps({"pid": None, **identity.record(), "tmpdir": str(tmpdir)}))
-    return path
-
-
-def _qemus_using(tmpdir: str) -> list[int]:
-    """QEMU processes whose command line names `tmpdir` (their sockets and logs live there)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not _is_qemu(int(entry.name)):
-            continue
-        try:
-            if tmpdir.encode() in (entry / "cmdline").read_bytes():
-                out.append(int(entry.name))
-        except OSError:
-            continue
-    return out
-
-
-def _terminate(pid: int, grace_s: float = 3.0) -> None:
-    """SIGTERM, then SIGKILL after `grace_s`; for processes that are not our children."""
-    start = starttime(pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    if wait_for(lambda: not alive(pid, start), grace_s):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not alive(pid, start), grace_s)
-
-
-def _remove_tmpdir(path: str | None) -> None:
-    if path and Path(path).name.startswith("hugelab-vm-"):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def kill_leftover_qemus(state: Path | str | None = None, *, include_live_owners: bool = False) -> list[int]:
-    """End QEMUs recorded in the state directory whose hugelab process is gone.
-
-    Returns the pids that were killed. Records of QEMUs that already exited are removed.
-    A QEMU whose owning hugelab still runs is left alone unless `include_live_owners`.
-    """
-    d = Path(state) if state is not None else state_dir()
-    killed: list[int] = []
-    for path in sorted([*d.glob("qemu-*.json"), *d.glob("pending-qemu-*.json")]):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)
-            continue
-        if identity.recorded_alive(rec) and not include_live_owners:
-            continue
-        if rec.get("pid") is None:  # killed between Popen and register_qemu: find it by tmpdir
-            pids = _qemus_using(str(rec.get("tmpdir"))) if rec.get("tmpdir") else []
-        else:
-            pid = int(rec["pid"])
-            pids = [pid] if identity.recorded_alive(rec, prefix="") and _is_qemu(pid) else []
-        for pid in pids:
-            _terminate(pid)
-            killed.append(pid)
-        _remove_tmpdir(rec.get("tmpdir"))
-        path.unlink(missing_ok=True)
-    return killed
-
-
-# --- the agent channel ---------------------------------------------------------------------------
-
-
-class AgentChannel:
-    """JSON-lines requests to the in-guest agent over QEMU's chardev unix socket."""
-
-    def __init__(self, path: Path, alive: Callable[[], bool]) -> None:
-        self.path = path
-        self._alive = alive
-        self._sock: socket.socket | None = None
-        self._buf = b""
-        self._next_id = 1
-        self._lock = threading.Lock()
-
-    def connect(self, deadline: float) -> None:
-        while True:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(str(self.path))
-                self._sock = s
-                return
-            except OSError:
-                s.close()
-                if time.monotonic() > deadline or not self._alive():
-                    raise VMError(f"cannot connect to the agent socket {self.path}") from None
-                time.sleep(0.05)
-
-    def close(self) -> None:
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._sock = None
-
-    def _read_line(self, deadline: float | None) -> bytes:
-        assert self._sock is not None
-        while b"\n" not in self._buf:
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError
-            self._sock.settimeout(0.25)
-            try:
-                chunk = self._sock.recv(1 << 20)
-            except TimeoutError:
-                if not self._alive():
-                    raise VMError("QEMU exited while waiting for the guest agent") from None
-                continue
-            if not chunk:
-                raise VMError("the guest agent channel closed (guest powered off or crashed?)")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line
-
-    def request(self, op: str, wait_s: float | None, **fields: Any) -> dict[str, Any]:
-        """Send one request, return its reply; VMError when the agent does not answer in time."""
-        if self._sock is None:
-            raise VMError("the guest agent is not connected")
-        with self._lock:
-            rid = self._next_id
-            self._next_id += 1
-            msg = json.dumps({"id": rid, "op": op, **fields}).encode() + b"\n"
-            try:
-                self._sock.sendall(msg)
-            except OSError as exc:
-                raise VMError(f"cannot send to the guest agent: {exc}") from exc
-            deadline = None if wait_s is None else time.monotonic() + wait_s
-            while True:
-                try:
-                    line = self._read_line(deadline)
-                except TimeoutError:
-                    raise VMError(f"the guest agent did not answer '{op}' within {wait_s:.0f}s",
-                                  hint="the guest may be hung; see its serial log") from None
-                reply = json.loads(line)
-                if reply.get("id") == rid:
-                    return reply
-
-
-class GuestTarget:
-    """The Target protocol inside a guest: argv runs via the agent, rusage from the guest."""
-
-    def __init__(self, channel: AgentChannel, name: str = "vm0", *, slack_s: float = 60.0,
-                 env: dict[str, str] | None = None, sample_s: float | None = 0.25) -> None:
-        self.name = name
-        self.channel = channel
-        self.slack_s = slack_s
-        self.env = env
-        self.sample_s = sample_s
-        self.trees: list[dict[str, Any]] = []  # in-guest process-tree evidence, one per exec
-
-    def tree(self) -> dict[str, Any]:
-        """The peak of every sampled exec's tree so far (see hugelab.trial.procscan)."""
-        seen = [t for t in self.trees if t.get("samples")]
-        out: dict[str, Any] = {}
-        for t in seen:
-            out = merge_peak(out, t)
-        if seen:
-            out["samples"] = sum(int(t["samples"]) for t in seen)
-        return out
-
-    def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
-        argv = [str(a) for a in argv]
-        wait = None if timeout is None else timeout + self.slack_s
-        reply = self.channel.request("exec", wait, argv=argv, timeout=timeout, env=self.env,
-                                     sample=self.sample_s)
-        if isinstance(reply.get("tree"), dict):
-            self.trees.append(reply["tree"])
-        if not reply.get("ok"):
-            if reply.get("kind") == "enoent":
-                tool = Path(argv[0]).name
-                raise ToolMissingError(tool, package_of(tool))
-            raise VMError(f"guest could not run {argv[0]}: {reply.get('error')}")
-        if reply.get("timed_out"):
-            raise CommandError(argv, -1, f"timed out after {timeout}s (in guest {self.name})\n"
-                               f"{reply.get('stderr', '')}")
-        return ExecResult(argv, int(reply["returncode"]), reply["stdout"], reply["stderr"],
-                          float(reply["wall_s"]), {k: float(v) for k, v in reply["rusage"].items()})
-
-    def read_file(self, path: str, *, wait_s: float = 60.0) -> str:
-        reply = self.channel.request("read", wait_s, path=path)
-        if not reply.get("ok"):
-            raise VMError(f"guest cannot read {path}: {reply.get('error')}")
-        return str(reply["data"])
-
-    def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None:
-        """Write a guest file (sysfs: THP mode, pools) with one write()."""
-        reply = self.channel.request("write", wait_s, path=path, data=data)
-        if not reply.get("ok"):
-            raise VMError(f"guest cannot write {data!r} to {path}: {reply.get('error')}")
-
-    def ping(self, wait_s: float | None = 30.0) -> dict[str, Any]:
-        return self.channel.request("ping", wait_s)
-
-
-# --- host-side checks ----------------------------------------------------------------------------
-
-
-def hugetlbfs_page_kb(path: str, mounts_text: str, default_kb: int = 2048) -> int | None:
-    """Page size (KiB) of the hugetlbfs mounted at `path`, None if `path` is no hugetlbfs."""
-    want = os.path.realpath(path)
-    found = None
-    for line in mounts_text.splitlines():
-        parts = line.split()
-        if len(parts) < 4 or parts[1] != want:
-            continue
-        found = None  # the last mount on a path wins
-        if parts[2] != "hugetlbfs":
-            continue
-        found = default_kb
-        for opt in parts[3].split(","):
-            if opt.startswith("pagesize="):
-                found = _size_kb(opt.split("=", 1)[1])
-    return found
-
-
-def _size_kb(text: str) -> int:
-    units = {"K": 1, "M": 1024, "G": 1024 * 1024}
-    text = text.strip().upper().removesuffix("B")
-    if text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text) // 1024
-
-
-def _check_file_backing(spec: VmSpec) -> None:
-    assert spec.hugetlbfs_path is not None
-    mounts = Path("/proc/mounts").read_text()
-    page_kb = hugetlbfs_page_kb(spec.hugetlbfs_path, mounts)
-    if page_kb is None:
-        raise VMError(f"{spec.hugetlbfs_path} is not a hugetlbfs mount",
-                      hint="mount one: mount -t hugetlbfs -o pagesize=2M none DIR")
-    if spec.hugetlb_size_kb is not None and spec.hugetlb_size_kb != page_kb:
-        raise VMError(f"{spec.hugetlbfs_path} has {exact(page_kb)} pages, not the "
-                      f"{exact(spec.hugetlb_size_kb)} the arm asks for",
-                      hint="mount hugetlbfs with the matching pagesize= option")
-
-
-_HINTS = (
-    ("could not set up host forwarding", "a forwarded 127.0.0.1 port was taken between choosing "
-     "it and starting QEMU: run the trial again"),
-    ("unable to map backing store", "the host hugetlb pool is too small for the guest's RAM: "
-     "reserve more pages (nr_hugepages) of that size, or use a smaller guest"),
-    ("cannot allocate memory", "the host could not allocate guest RAM: reserve more huge pages "
-     "or free host memory"),
-    ("failed to set msr", "KVM is present but cannot run this guest: use accel='tcg'"),
-    ("could not access kvm", "KVM is not usable here: use accel='tcg'"),
-    ("kvm", "KVM failed: use accel='tcg' (or accel='auto' to probe)"),
-    ("kernel panic", "the guest kernel panicked: see the serial log lines above"),
-    ("hugelab-init: fatal", "the guest init failed: see the serial log lines above"),
-)
-
-
-def failure_hint(text: str) -> str:
-    low = text.lower()
-    for needle, hint in _HINTS:
-        if needle in low:
-            return hint
-    return "see the QEMU and serial log lines above; try a larger boot timeout under TCG"
-
-
-def _tail(path: Path, n: int = SERIAL_TAIL_LINES) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(lines[-n:])
-
 
 # --- the guest -----------------------------------------------------------------------------------
 
@@ -384,7 +75,7 @@ class Guest:
         self._record: Path | None = None
         self._qmp: QMP | None = None
         self._channel: AgentChannel | None = None
-        self._target: GuestTarget | None = None
+        self._target: AgentTarget | None = None
         self._closed = False
 
     # -- public ---------------------------------------------------------------------------------
@@ -396,7 +87,7 @@ class Guest:
         self.close()
 
     @property
-    def target(self) -> GuestTarget:
+    def target(self) -> AgentTarget:
         if self._target is None:
             raise VMError("the guest is not running")
         return self._target
@@ -444,7 +135,7 @@ class Guest:
         if accel == "auto":
             accel = probe_accel(kernel, qemu=self.qemu)
         if self.spec.backing == "file":
-            _check_file_backing(self.spec)
+            check_file_backing(self.spec)
         which(self.qemu)
         state = self._state or state_dir()
         initrd = cached_initramfs(InitramfsSpec(release, modules_dir_for(release),
@@ -507,7 +198,7 @@ class Guest:
         deadline = t0 + timeout
         self._channel = AgentChannel(socket, self.alive)
         self._channel.connect(deadline)
-        self._target = GuestTarget(self._channel, self.name, slack_s=EXEC_SLACK_S[accel])
+        self._target = AgentTarget(self._channel, self.name, slack_s=EXEC_SLACK_S[accel])
         remaining = max(1.0, deadline - time.monotonic())
         try:
             self._target.ping(remaining)
@@ -555,10 +246,10 @@ class Guest:
         if self._tmpdir is None:
             return ""
         parts = []
-        qlog = _tail(self._tmpdir / "qemu.log", 10)
+        qlog = log_tail(self._tmpdir / "qemu.log", 10)
         if qlog:
             parts.append("QEMU says:\n" + qlog)
-        serial = _tail(self._tmpdir / "serial.log")
+        serial = log_tail(self._tmpdir / "serial.log")
         if serial:
             parts.append("serial console (last lines):\n" + serial)
         return "\n".join(parts)
