@@ -14,8 +14,10 @@ from typing import Any
 from hugelab import __version__
 from hugelab.errors import HugelabError, PoolBusyError, PoolError
 from hugelab.experiment import Arm, Experiment, TrialSpec
-from hugelab.host import holders
+from hugelab.host import holders, memcg
 from hugelab.host.control import HostControl, size_kb_from_name
+from hugelab.host.fragment import FragmentTarget, check_reachable, default_reserve_kb
+from hugelab.host.hoststate import HostStates
 from hugelab.host.inspect import inspect_host
 from hugelab.host.inspect import pools as host_pools
 from hugelab.host.journal import state_dir
@@ -30,7 +32,14 @@ from hugelab.store.spool import write_id
 from hugelab.trial import costs, monitors
 from hugelab.trial.appevidence import app_check, check_process
 from hugelab.trial.contain import TrialScope
-from hugelab.trial.evidence import CONTRADICTED, Check, check_vm, check_workload, combine
+from hugelab.trial.evidence import (
+    CONTRADICTED,
+    VERIFIED,
+    Check,
+    check_vm,
+    check_workload,
+    combine,
+)
 from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains.libvirt_guest import resolve_experiment
 from hugelab.vm.trial import GuestOutcome, run_guest_trial, vm_spec
@@ -110,7 +119,7 @@ class Runner:
         todo = self._remaining(run_id, skipped)
         executed = 0
         if todo:
-            with self.session() as control:
+            with self.session() as control, HostStates(self.exp.seed) as states:
                 skipped.update(self._reserve_pools(control, skipped))
                 self._mount_hugetlbfs(control, skipped)
                 todo = [t for t in todo if t.arm not in skipped]
@@ -122,7 +131,8 @@ class Runner:
                 for u, unit in enumerate(units):
                     if u and self._new_repeat(units[u - 1][0], unit[0]):
                         self._pause(unit[0])
-                    for spec, status, value in self._run_unit(run_id, unit, control, thp_initial):
+                    for spec, status, value in self._run_unit(run_id, unit, control, thp_initial,
+                                                              states):
                         executed += 1
                         self.progress(RunEvent("trial", executed, len(todo), spec, status, value))
                     nxt = units[u + 1][0] if u + 1 < len(units) else None
@@ -144,6 +154,8 @@ class Runner:
             workload = self._workload(arm)
             if arm.name in skipped:
                 continue
+            if arm.fragment is not None:  # an aged host this one can make (memory, range)
+                check_reachable(FragmentTarget(arm.fragment), default_reserve_kb())
             process_thp.preflight(workload.kind, arm.process_thp)
             check = getattr(workload, "preflight", None)
             if (id(workload), arm.backing) in seen or not callable(check):
@@ -244,19 +256,25 @@ class Runner:
         return [(spec, "failed", None) for spec in unit]
 
     def _run_unit(self, run_id: int, unit: list[TrialSpec], control: HostControl,
-                  thp_initial: tuple[str | None, str | None]
+                  thp_initial: tuple[str | None, str | None], states: HostStates
                   ) -> list[tuple[TrialSpec, str, float | None]]:
         """Run one trial (paired) or every arm of a block at the same time (duet), then commit
-        the unit's trials together."""
+        the unit's trials together, each with the host state it ran in."""
+        first = self._arm(unit[0].arm)  # duet, interleaved: the arms share the host's settings
+        states.ensure(first.host_state, first.fragment)  # an aged host: before the pools
         why, held = self._unit_pools(unit, control)
         if why is not None:
             return self._pool_failed(run_id, unit, why)
-        apply_arm(control, self._arm(unit[0].arm), self.host, thp_initial)  # duet: arms share THP
+        apply_arm(control, first, self.host, thp_initial)
+        state = states.record()
         before = monitors.snapshot(self.paths)
         started = time.time()
         results = self.trials.outcomes([self._arm(t.arm) for t in unit])
         ended = time.time()
         mon = monitors.delta(before, monitors.snapshot(self.paths))
+        mon["host_state"] = state
+        if cgroup := memcg.trial_counters():  # the arm's memory_limit: its cgroup's own figures
+            mon["memcg"] = cgroup
         if held:
             mon["pools_shared"] = held  # pages other users held when the unit started
         trials = [self.trials.record(run_id, spec, self._arm(spec.arm), o.result, o.error,
@@ -443,7 +461,7 @@ class ArmTrials:
                          ended=ended, target=target, cause=guest.cause)
         evidence = {**result.evidence, **guest.evidence}
         mon = {**mon, "costs": self._costs(arm, evidence, mon)}
-        checks = self._checks(arm, evidence, target, host_backing)
+        checks = self._checks(arm, evidence, target, host_backing) + host_state_check(mon)
         status, reason = combine(checks)
         evidence.update(check=status, reason=reason,
                         checks={c.layer: c.to_dict() for c in checks})
@@ -508,6 +526,18 @@ def apply_arm(control: HostControl, arm: Arm, host: dict[str, Any],
     if "shrink_underused" in tunables:
         control.set_shrink_underused(tunables["shrink_underused"])
     control.set_memory_limit(arm.memory_limit)
+
+
+def host_state_check(mon: dict[str, Any]) -> list[Check]:
+    """A fragmented trial whose measured fragmentation missed its target is contradicted: it
+    did not run on the host it asked for (the `host` layer of its evidence)."""
+    state = mon.get("host_state") or {}
+    if state.get("state") != "fragmented":
+        return []
+    if state.get("missed"):
+        return [Check(CONTRADICTED, f"host: {state['missed']}", layer="host")]
+    return [Check(VERIFIED, f"host: fragmented to {state.get('unusable', 0):.2f} of free memory "
+                  f"unusable for 2 MiB pages (target {state.get('target')})", layer="host")]
 
 
 def holders_now(paths: HostPaths) -> str:

@@ -58,6 +58,8 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
         for layer in ("app", "process"):  # an application's own switch, a process THP mode
             if layer in ev["checks"]:
                 assert ev["checks"][layer]["status"] == "verified", f"{where}: {ev['checks']}"
+        cost = (t["monitors"] or {}).get("costs") or {}  # what it cost: memory, the host's work
+        assert cost.get("footprint_kb", 0) > 0 and "compact_stall" in cost, f"{where}: {cost}"
         if t["target"] != "native":  # guest arms: both sides' evidence
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")
@@ -65,6 +67,13 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
                                        capture_output=True, text=True, env=env,
                                        check=True).stdout)
     exp = report["run"]
+    assert {s["series"] for s in report["costs"]["series"]} == {s["name"] for s in
+                                                                 report["series"]}, exp
+    subprocess.run([*HUGELAB, "report", "--store", str(store), "--md", str(tmp_path / "r.md")],
+                   capture_output=True, text=True, env=env, check=True)
+    md = (tmp_path / "r.md").read_text()
+    assert "Cost record per arm" in md and ("What it costs" in md) == bool(
+        report["costs"]["entries"]), exp
     factors = [f for f in (json.loads(shown.stdout)["run"]["experiment"].get("factors") or [])
                if not f["scenario"]]
     if factors:  # a factorial example: every arm factor has a main effect, pairs interact

@@ -92,7 +92,7 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
     with pytest.raises(ExperimentError, match="shorter than two windows"):
         check_places(parse_experiment(_exp(workload={"kind": "postgres", "duration_s": 3,
                                                      "window_s": 2})))
-    with pytest.raises(ExperimentError, match="host THP mode"):
+    with pytest.raises(ExperimentError, match="one host setting, so the arms must share thp"):
         parse_experiment(_exp(arms=[{"name": "a", "backing": "4k", "thp": "never"},
                                     {"name": "b", "backing": "4k", "thp": "always"}]))
     with pytest.raises(ExperimentError, match="does not run with design") as e:

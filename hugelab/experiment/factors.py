@@ -33,7 +33,7 @@ from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Factor
 
 SETTING_KEYS = {"backing", "thp", "thp_defrag", "pools", "process_thp", "thp_max_ptes_none",
-                "thp_shrink_underused", "memory_limit"}
+                "thp_shrink_underused", "memory_limit", "host_state", "fragment"}
 TABLES = ("vm", "guest", "app")  # arm keys that are tables: swept by their dotted keys
 VM_FACTOR_KEYS = {"backing", "page_size", "prealloc", "share", "mem", "vcpus", "numa_node",
                   "cpu_pin", "kernel", "accel", "mthp"}

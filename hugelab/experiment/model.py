@@ -64,7 +64,8 @@ class VmLayer:
 VM_LATER_DEFAULTS = {"access": "auto", "ssh_user": "root", "ssh_key": None, "manager": "qemu",
                      "trials_per_boot": 1, "mthp": None}
 # arm keys added after runs were stored: left out of to_dict while None
-ARM_LATER_KEYS = ("process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit")
+ARM_LATER_KEYS = ("process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit",
+                  "host_state", "fragment")
 MANAGERS = ("qemu", "libvirt")
 # the one place outside a kind's own module that names a kind: the built-in default experiment's
 # (and a file without [workload]'s) kind, hugelab's own micro-benchmark
@@ -112,6 +113,11 @@ class Arm:
     # a memory limit in bytes for a cgroup of the trial's own processes (native arms only;
     # hugelab.host.memcg); None: no limit
     memory_limit: int | None = None
+    # the host's state for the arm's trials (hugelab.host.hoststate): "fresh" (no holder) or
+    # "fragmented" (free memory made unusable for 2 MiB pages to the share `fragment`, held by
+    # hugelab.host.fragment); None: as the host is
+    host_state: str | None = None
+    fragment: float | None = None
 
     @property
     def layer(self) -> str:
@@ -270,11 +276,32 @@ def schedule(exp: Experiment) -> list[TrialSpec]:
     rng = random.Random(exp.seed)
     out: list[TrialSpec] = []
     names = [a.name for a in exp.arms]
+    groups = _host_state_groups(exp)
     for block in range(exp.blocks * exp.repeats):
-        order = names[:]
-        rng.shuffle(order)
+        if groups:  # a split plot: each host state's arms together, in random orders
+            rng.shuffle(groups)
+            order = []
+            for group in groups:
+                rng.shuffle(group)
+                order += group
+        else:
+            order = names[:]
+            rng.shuffle(order)
         out.extend(TrialSpec(block, pos, arm) for pos, arm in enumerate(order))
     return out
+
+
+def _host_state_groups(exp: Experiment) -> list[list[str]]:
+    """The arms by the host state they run in, when some arm sets one (else []): making an
+    aged host takes tens of seconds, so a block runs each state's arms one after another (the
+    states' order and the arms' order within each drawn per block) and changes state at most
+    once per state and block. Backing x host state stays paired within each block."""
+    if all(a.host_state is None for a in exp.arms):
+        return []
+    by: dict[tuple[str | None, float | None], list[str]] = {}
+    for a in exp.arms:
+        by.setdefault((a.host_state, a.fragment), []).append(a.name)
+    return list(by.values())
 
 
 # --- the built-in default experiment -------------------------------------------------------

@@ -36,7 +36,10 @@ DESIGNS = ("paired", "duet", "interleaved")
 TOP_KEYS = {"name", "seed", "blocks", "design", "baseline", "workload", "arms", "evidence",
             "description", "vm", "factors", "scenarios", "base", "cells", "repeats", "costs"}
 ARM_KEYS = {"name", "backing", "thp", "thp_defrag", "pools", "description", "vm", "guest",
-            "app", "process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit"}
+            "app", "process_thp", "thp_max_ptes_none", "thp_shrink_underused", "memory_limit",
+            "host_state", "fragment"}
+HOST_STATES = ("fresh", "fragmented")
+FRAGMENT_DEFAULT = 0.9  # the share of free memory made unusable for 2 MiB pages
 MEMORY_LIMIT_MIN = 16 * 1024 * 1024  # below this, no program's own code and libraries fit
 LIMIT_UNITS = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
 PROCESS_THP = ("never", "madvise")
@@ -178,9 +181,31 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
     process_thp = (_choice(d["process_thp"], PROCESS_THP, "process_thp", loc, idx, what)
                    if "process_thp" in d else None)
     max_ptes_none, shrink, limit = _tunables(d, loc, idx, what, vm is not None)
+    state, fragment = _host_state(d, loc, idx, what)
     return Arm(str(name), backing, thp, defrag, pools, str(d.get("description", "")), vm, guest,
                app=app, process_thp=process_thp, thp_max_ptes_none=max_ptes_none,
-               thp_shrink_underused=shrink, memory_limit=limit)
+               thp_shrink_underused=shrink, memory_limit=limit, host_state=state,
+               fragment=fragment)
+
+
+def _host_state(d: dict[str, Any], loc: _Locator | None, idx: int, what: str
+                ) -> tuple[str | None, float | None]:
+    """host_state = "fresh" | "fragmented", and for a fragmented host `fragment` (the share of
+    free memory made unusable for 2 MiB pages, 0.9 unless given)."""
+    state = (_choice(d["host_state"], HOST_STATES, "host_state", loc, idx, what)
+             if "host_state" in d else None)
+    frag = d.get("fragment")
+    if frag is not None and state != "fragmented":
+        raise _err(loc, f"{what}fragment = {frag!r} goes with host_state = \"fragmented\"",
+                   "fragment", arm=idx, hint="add host_state = \"fragmented\" to the arm")
+    if frag is not None and (isinstance(frag, bool) or not isinstance(frag, int | float)
+                             or not 0.0 < frag < 1.0):
+        raise _err(loc, f"{what}fragment = {frag!r} must be a share between 0 and 1 (the free "
+                   "memory made unusable for 2 MiB pages)", "fragment", arm=idx,
+                   hint="e.g. fragment = 0.9")
+    if state == "fragmented":
+        return state, float(FRAGMENT_DEFAULT if frag is None else frag)
+    return state, None
 
 
 def _tunables(d: dict[str, Any], loc: _Locator | None, idx: int, what: str,
@@ -386,7 +411,7 @@ def host_settings(arm: Arm) -> tuple[object, ...]:
     """The host-wide settings an arm's trials run under, which arms that run at the same time
     (duet, interleaved) must share."""
     return (arm.thp, arm.thp_defrag, arm.thp_max_ptes_none, arm.thp_shrink_underused,
-            arm.memory_limit)
+            arm.memory_limit, arm.host_state, arm.fragment)
 
 
 def _knobs(arm: Arm) -> tuple[object, ...]:
@@ -408,7 +433,8 @@ def _check_interleaved(arms: tuple[Arm, ...], factorial: bool, loc: _Locator | N
         hint = "use design = \"paired\" (or trials_per_boot) for guests"
     elif len({host_settings(a) for a in arms}) > 1:
         why = ("every arm runs under one host setting, so the arms must share thp, "
-               "thp_defrag, thp_max_ptes_none, thp_shrink_underused and memory_limit; arms "
+               "thp_defrag, thp_max_ptes_none, thp_shrink_underused, memory_limit and "
+               "host_state; arms "
                "that differ in them cannot be interleaved")
         hint = "use design = \"paired\" to compare host THP modes"
     if why:

@@ -85,6 +85,11 @@ CATALOGUE: tuple[Cost, ...] = (
     Cost("kcompactd_cpu_s", "kcompactd CPU", "s", HOST, "difference", weighed=True),
     Cost("psi_memory_some_share", "memory pressure (PSI)", "share",
          HOST, "difference"),
+    Cost("memcg_peak_kb", "memory cgroup's peak (memory_limit)", "KiB", WORKLOAD, "ratio"),
+    Cost("memcg_limit_hits", "memory limit hits", "count", WORKLOAD, "difference"),
+    Cost("memcg_oom_kill", "OOM kills under the limit", "count", WORKLOAD, "difference"),
+    Cost("host_unusable", "fragmentation (free memory unusable for 2M)", "share", HOST,
+         "difference"),
 )
 BY_KEY = {c.key: c for c in CATALOGUE}
 VMSTAT = ("compact_stall", "compact_fail", "thp_fault_alloc", "thp_fault_fallback",
@@ -131,7 +136,7 @@ def _tree_costs(tree: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
-def _host_costs(mon: Mapping[str, Any]) -> dict[str, float]:
+def _vmstat_costs(mon: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     vmstat = mon.get("vmstat")
     if isinstance(vmstat, Mapping):
@@ -146,6 +151,23 @@ def _host_costs(mon: Mapping[str, Any]) -> dict[str, float]:
                 if isinstance(stats, Mapping) and stat in stats:
                     out[f"{PREFIX_MTHP}{size.removeprefix('hugepages-')}_{stat}"] = \
                         float(stats[stat])
+    return out
+
+
+def _memcg_costs(cgroup: Any) -> dict[str, float]:
+    """The trial's own memory cgroup's figures, under the arm's memory_limit."""
+    out: dict[str, float] = {}
+    if isinstance(cgroup, Mapping):
+        if (v := _num(cgroup, "memcg_peak_bytes")) is not None:
+            out["memcg_peak_kb"] = v / 1024
+        for key in ("memcg_limit_hits", "memcg_oom_kill"):
+            if (v := _num(cgroup, key)) is not None:
+                out[key] = v
+    return out
+
+
+def _host_costs(mon: Mapping[str, Any]) -> dict[str, float]:
+    out = _vmstat_costs(mon)
     daemons = mon.get("thp_daemons_cpu_s")
     if isinstance(daemons, Mapping):
         for name in ("khugepaged", "kcompactd"):
@@ -153,6 +175,9 @@ def _host_costs(mon: Mapping[str, Any]) -> dict[str, float]:
                 out[f"{name}_cpu_s"] = v
     if (v := _num(mon.get("load"), "psi_memory_some_share")) is not None:
         out["psi_memory_some_share"] = v
+    out.update(_memcg_costs(mon.get("memcg")))
+    if (v := _num(mon.get("host_state"), "unusable")) is not None:
+        out["host_unusable"] = v  # the host state the trial ran in (hugelab.host.hoststate)
     return out
 
 
