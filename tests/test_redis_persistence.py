@@ -65,7 +65,7 @@ def test_persistence_keys_are_checked():
     with pytest.raises(ExperimentError, match="fork_every_s is seconds"):
         RedisBenchmark(persistence="rdb", fork_every_s=0)
     with pytest.raises(ExperimentError, match="preload writes every key of keyspace"):
-        RedisBenchmark(preload=True)
+        RedisBenchmark(preload=True, keyspace=None)
 
 
 def test_the_server_never_saves_on_its_own():

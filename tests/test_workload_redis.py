@@ -27,7 +27,7 @@ def test_argv():
     assert server[server.index("--disable-thp") + 1] == "no"
     assert w.benchmark_argv(7000) == [
         "redis-benchmark", "-h", "127.0.0.1", "-p", "7000", "-q", "-n", "2000", "-c", "10",
-        "-d", "3", "-P", "1", "-t", "set,get", "--csv", "-r", "1000"]
+        "-d", "100", "-P", "1", "-t", "set,get", "--csv", "-r", "1000"]
 
 
 def test_primary_follows_tests():

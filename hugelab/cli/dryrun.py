@@ -97,6 +97,22 @@ def _value(v: Any) -> str:
     return ("on" if v else "off") if isinstance(v, bool) else str(v)
 
 
+def build_lines(builds: list[dict[str, Any]]) -> list[str]:
+    """What the run builds before its first trial (the dry run built none of it)."""
+    out = []
+    for b in builds:
+        if b["cached"]:
+            out.append(f"cached, reused by the run: {b['what']}")
+            continue
+        size = f"about {b['bytes'] / 1e6:,.0f} MB" if b["bytes"] is not None else "size unknown"
+        secs = f"about {human(b['seconds'])}" if b["seconds"] is not None else "time unknown"
+        first = "the run builds first" if b["cached"] is False else "the run builds first " \
+            "unless cached"
+        out.append(f"{first} (not built by this dry run): {b['what']}: {size}, {secs}"
+                   + (f"; {b['note']}" if b["note"] else ""))
+    return out
+
+
 def print_plan(p: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(p, indent=2))
@@ -129,9 +145,11 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
               highlight=False)
     for text in mthp_lines(p["cells"]) + tunables_lines(p):
         con.print(text, highlight=False, markup=False)
+    for text in build_lines(p.get("builds") or []):
+        con.print(text, highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \
-        " (configured workload time + 0.5 s per trial + boot)"
+        " (configured or estimated workload time + 0.5 s per trial + boot + builds)"
     if p["budget_s"] is not None:
         line += f"; budget {human(p['budget_s'])}"
     con.print(line, highlight=False)

@@ -171,8 +171,14 @@ def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> Sequ
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
-def _build(exp: Experiment) -> tuple[Any, dict[str, Any]]:
+def _build(exp: Experiment, dry: bool = False) -> tuple[Any, dict[str, Any]]:
+    """The experiment's workloads; for a dry run, built without building anything they need
+    (a template cluster, a restored dump): hugelab.workloads.preview."""
+    from hugelab.workloads.preview import previewing
     from hugelab.workloads.registry import build_for
+    if dry:
+        with previewing():
+            return build_for(exp)
     return build_for(exp)
 
 
@@ -182,11 +188,12 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
     for a plain run (root checked)."""
     if args.dry_run or args.budget is not None:
         from hugelab.cli import dryrun
+        from hugelab.planning.domains import resolve_or_note
         from hugelab.planning.dryrun import plan
-        from hugelab.vm.domains.libvirt_guest import resolve_experiment
         dryrun.check_budget_args(args)
-        exp = resolve_experiment(exp)  # users' domains: their memory (the runner does the same)
-        dryrun.print_plan(plan(exp, workload, per_arm, args.store, args.budget), args.json)
+        exp, notes = resolve_or_note(exp)  # users' domains: their memory, as the runner does
+        dryrun.print_plan(plan(exp, workload, per_arm, args.store, args.budget, notes),
+                          args.json)
         return 0
     if args.calibrate:
         from hugelab.cli import calibrate
@@ -211,7 +218,7 @@ def _open_riding(args: argparse.Namespace, con: Console) -> SqlStore:
 
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
-    workload, per_arm = _build(exp)
+    workload, per_arm = _build(exp, args.dry_run or args.budget is not None)
     other = _dry_run_or_calibrate(args, exp, workload, per_arm)
     if other is not None:
         return other

@@ -65,6 +65,8 @@ def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | N
         key, default = "duration_s", 10.0  # windows of load, or of requests, per trial
     if key and key in table:
         return _duration(table[key])
+    if declared is not None and declared.seconds is not None and default is None:
+        return declared.seconds(table)
     return default
 
 
@@ -132,3 +134,24 @@ def human(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min" + (f" {s % 60:02d} s" if s % 60 else "")
     return f"{s // 3600} h" + (f" {s % 3600 // 60:02d} min" if s % 3600 // 60 else "")
+
+
+# What a run builds before its first trial (hugelab.workloads.preview.Build), per recipe:
+# bytes per unit of its amount, and seconds = fixed + bytes / rate. pgbench: about 16 MB a
+# scale step (100,000 accounts and their index; PostgreSQL's docs: scale 1 is about 15 MB).
+# A restore writes its data and builds its indexes: a plain or tar dump grows about 1.5x, a
+# custom one (compressed) about 4x; PostgreSQL loads about 30 MB/s with fsync off, then ANALYZE.
+BUILD_BYTES_PER_UNIT = {"pgbench_init": 16e6, "restore_plain": 1.5, "restore_tar": 1.5,
+                        "restore_custom": 4.0}
+BUILD_FIXED_S = 3.0          # initdb, a server started and stopped, the copy into the cache
+BUILD_BYTES_PER_S = 30e6
+
+
+def build_cost(recipe: str, amount: float) -> tuple[int | None, float | None]:
+    """(bytes, seconds) a build of `recipe` over `amount` takes; (None, None) for a recipe
+    the model does not know."""
+    per = BUILD_BYTES_PER_UNIT.get(recipe)
+    if per is None:
+        return None, None
+    size = amount * per
+    return int(size), BUILD_FIXED_S + size / BUILD_BYTES_PER_S

@@ -14,11 +14,12 @@ from hugelab.host.inspect import inspect_host
 from hugelab.owned import state_dir
 from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
-from hugelab.planning.cost import Measured, estimate
+from hugelab.planning.cost import Measured, build_cost, estimate
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.locate import exists, open_store, resolve
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
+from hugelab.workloads.preview import previewing
 
 RECENT_RUNS = 20  # boot times are taken from this many latest runs of the store
 
@@ -114,9 +115,30 @@ def memory_cgroups(arms: list[Arm], host: dict[str, Any]) -> dict[str, Any] | No
             "limit_file": cg.get("limit_file"), "limits": limits}
 
 
+def builds(workload: Workload, per_arm: dict[str, Workload]) -> list[dict[str, Any]]:
+    """What the run builds before its first trial (each workload's `builds()`, once each), with
+    the cost model's bytes and seconds; the dry run built none of it."""
+    out: dict[str, dict[str, Any]] = {}
+    for w in [workload, *per_arm.values()]:
+        for b in getattr(w, "builds", lambda: [])():
+            size, secs = build_cost(b.recipe, b.amount)
+            out.setdefault(b.what, {"what": b.what, "bytes": size, "seconds": secs,
+                                    "cached": b.cached, "note": b.note})
+    return list(out.values())
+
+
 def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
-         store_path: Path, budget_s: float | None) -> dict[str, Any]:
-    """Everything the dry run reports, as one JSON-able dict; validates every guest cell."""
+         store_path: Path, budget_s: float | None, notes: list[str] | None = None
+         ) -> dict[str, Any]:
+    """Everything the dry run reports, as one JSON-able dict; validates every guest cell.
+    `notes`: what it could not check (libvirtd not reachable), said first among warnings.
+    Builds nothing a workload needs (hugelab.workloads.preview)."""
+    with previewing():
+        return _plan(exp, workload, per_arm, store_path, budget_s, notes)
+
+
+def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
+          store_path: Path, budget_s: float | None, notes: list[str] | None) -> dict[str, Any]:
     host = inspect_host()
     skipped = unsupported_arms(exp, host)
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
@@ -155,8 +177,10 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         "host_mthp": host_mthp(host),
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
         "boot_s": est.boot_s, "boot_basis": est.boot_basis,
-        "estimated_s": est.seconds, "budget_s": budget_s, "warnings": [],
+        "estimated_s": est.seconds, "budget_s": budget_s, "warnings": list(notes or []),
+        "builds": builds(workload, per_arm),
     }
+    out["estimated_s"] += sum(b["seconds"] or 0.0 for b in out["builds"] if not b["cached"])
     if "unknown" in est.basis.values():
         out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
                                "trials count as 0 s; run one block first (--blocks 1) to measure")

@@ -373,6 +373,17 @@ def judge(evidence: Mapping[str, Any]) -> Check | None:
     return check_jvm(jvm.get("settings") or {}, jvm.get("page_size"), jvm)
 
 
+ASSUMED_SUNFLOW_S = 30.0  # Sunflow's benchmark (or a user's jar), with the JVM's start
+
+
+def load_seconds(table: dict[str, Any]) -> float:
+    """About how long a trial takes: the threads program's hold plus the JVM's start, or
+    ASSUMED_SUNFLOW_S."""
+    if int(table.get("threads", 0) or 0) > 0:
+        return float(table.get("hold_s", 3.0)) + 5.0
+    return ASSUMED_SUNFLOW_S
+
+
 KIND = Kind(
     name="jvm", workload=JvmBenchmark,
     summary="OpenJDK running Sunflow's benchmark, your jar or many parked threads (NMT as "
@@ -380,4 +391,4 @@ KIND = Kind(
     where=frozenset({"host", "guest", "domain"}),
     tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("javac", "openjdk-17-jdk-headless"),
            Tool("sunflow", "sunflow")),
-    judge=judge)
+    seconds=load_seconds, judge=judge)

@@ -21,7 +21,9 @@ The fields, and who reads them:
   is an error naming that package, and bootstrap installs them (`test_packages`: only the test
   suite needs these, e.g. a server a measurement host does not get).
 - `duration`: the experiment-file key holding the load's seconds and its default, for cost
-  estimates; None where the load has no fixed length (a build).
+  estimates; None where the load has no fixed length (a build). `seconds`: for a load of
+  counted requests or a fixed job, its seconds from the table (the file's keys) at the kind's
+  own assumed rate, used where the table does not set the `duration` key.
 - `server`: how its server runs in hugelab's own guests (port, readiness probe, stopper,
   argv changes for the guest NIC); None for kinds without a server.
 - `judge`: the rule that turns what the kind recorded about its application's own switch
@@ -93,6 +95,7 @@ class Kind:
     tools: tuple[Tool, ...] = ()
     test_packages: tuple[str, ...] = ()
     duration: tuple[str, float | None] | None = None
+    seconds: Callable[[dict[str, Any]], float] | None = None
     server: ServerInGuest | None = None
     judge: Callable[[Mapping[str, Any]], Check | None] | None = None
     file_keys: Callable[[dict[str, Any]], dict[str, Any]] | None = None

@@ -214,9 +214,9 @@ class RedisBenchmark:
     requests: int = 100_000
     clients: int = 50
     tests: tuple[str, ...] = ("set", "get")
-    data_size: int = 3
+    data_size: int = 100          # -d: bytes per value
     pipeline: int = 1
-    keyspace: int | None = None  # -r: random keys from this many; None = one key
+    keyspace: int | None = 1_000_000  # -r: random keys from this many; None = one key
     threads: int | None = None   # redis-benchmark --threads
     port: int | None = None
     app: tuple[tuple[str, Any], ...] = ()
@@ -232,7 +232,9 @@ class RedisBenchmark:
     rdb: str | None = None  # a user's RDB file: loaded at each server's start from a copy
     persistence: str = "off"  # "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load
     fork_every_s: float = 1.0  # persistence: seconds of load before each save
-    preload: bool = False  # every key of keyspace SET (data_size bytes) before the load
+    # every key of keyspace SET (data_size bytes) before the load; None: yes, unless an rdb
+    # brings the data (the defaults: 1,000,000 keys of 100 bytes, a 100 MB data set)
+    preload: bool | None = None
     kind: str = field(default="redis", init=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +244,12 @@ class RedisBenchmark:
         """Persistence natively only: an arm in a guest is refused before any trial."""
         persist.refuse_guest(self.persistence, arm)
         return self
+
+    @property
+    def preloads(self) -> bool:
+        """Whether every key is written before the load (see `preload`)."""
+        return bool(self.keyspace) and (self.preload if self.preload is not None
+                                        else not self.rdb)
 
     @property
     def disable_thp(self) -> bool:
@@ -352,7 +360,7 @@ class RedisBenchmark:
     def fill(self, port: int, rdb_dir: Path | None) -> int | None:
         """The keys loaded from a user's RDB (None without one); then the preload, if any."""
         keys = rdb_keys(port, self.rdb, rdb_dir if self.rdb else None)
-        if self.preload:
+        if self.preloads:
             persist.preload(port, self.keyspace or 0, self.data_size)
         return keys
 
@@ -473,7 +481,7 @@ def validate(w: RedisBenchmark) -> None:
                 rdb_version(f.read(9))
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"redis: rdb {w.rdb}: {exc}") from None
-    persist.check(w.persistence, w.fork_every_s, w.preload, w.keyspace)
+    persist.check(w.persistence, w.fork_every_s, bool(w.preload), w.keyspace)
     for key, value in w.app:
         if key != "disable-thp":
             raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
@@ -591,11 +599,28 @@ def guest_argv(argv: list[str]) -> list[str]:
     return out
 
 
+ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback
+ASSUMED_PRELOAD_PER_S = 300_000  # pipelined SETs a second
+
+
+def load_seconds(table: dict[str, Any]) -> float:
+    """About how long a trial's load takes, for the cost estimate: the preload, then every
+    test's requests at ASSUMED_RPS (times the pipeline depth)."""
+    d = RedisBenchmark.__dataclass_fields__
+    get = lambda k: table.get(k, d[k].default)  # noqa: E731
+    keys = get("keyspace") or 0
+    preload = get("preload")
+    fill = keys if (preload if preload is not None else not get("rdb")) else 0
+    tests = len(get("tests") or ()) or 1
+    return fill / ASSUMED_PRELOAD_PER_S + \
+        int(get("requests")) * tests / (ASSUMED_RPS * max(1, int(get("pipeline"))))
+
+
 KIND = Kind(
     name="redis", workload=RedisBenchmark,
     summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
-    duration=("timeout_s", None), judge=judge, interleave=persist.interleave_problem,
+    duration=("timeout_s", None), seconds=load_seconds, judge=judge, interleave=persist.interleave_problem,
     leftovers=rdb_leftovers)

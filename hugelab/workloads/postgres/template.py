@@ -11,7 +11,9 @@ from typing import Any
 
 from hugelab.errors import WorkloadError
 from hugelab.proc import run
+from hugelab.workloads import preview
 from hugelab.workloads.postgres import cluster, server, userdata
+from hugelab.workloads.preview import Build
 
 BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
 # loads a fresh cluster through its socket directory; WorkloadError when it fails
@@ -22,12 +24,66 @@ _DUMPS: dict[tuple[str, str, int, int], Path] = {}  # (dump, version, size, mtim
 def source(w: Any, bin_dir: Path) -> Path:
     """Where each trial's cluster of a Postgres workload `w` is copied from: the user's data
     directory, the template restored from their dump, or pgbench's at its scale (cached)."""
+    if preview.active():  # a dry run builds nothing
+        found = cached(w, bin_dir)
+        if found is None:
+            raise WorkloadError("postgres: a dry run builds no template")
+        return found
     if w.datadir:
         userdata.check_major(w.datadir, cluster.version(bin_dir))
         return Path(w.datadir)
     if w.dump:
         return ensure_dump(bin_dir, w.dump)
     return ensure(bin_dir, w.scale)
+
+
+HASH_IN_PREVIEW = 1 << 30  # a dry run hashes a dump up to this size to see if it is cached
+
+
+def cached(w: Any, bin_dir: Path) -> Path | None:
+    """Where trials are copied from when that needs nothing built (the user's data directory,
+    a template already cached), else None; builds nothing (for the dry run)."""
+    if w.datadir:
+        userdata.check_major(w.datadir, cluster.version(bin_dir))
+        return Path(w.datadir)
+    key = _dump_key(bin_dir, w.dump) if w.dump else \
+        cluster.template_key(cluster.version(bin_dir), w.scale)
+    dest = cluster.templates().root / key if key else None
+    return dest if dest is not None and (dest / "PG_VERSION").is_file() else None
+
+
+def unbuilt(w: Any, bin_dir: Path) -> bool:
+    """A dry run, with no template of `w` to ask PostgreSQL with (it builds none)."""
+    return preview.active() and cached(w, bin_dir) is None
+
+
+def planned(w: Any, bin_dir: Path) -> list[Build]:
+    """What a run of `w` builds before its first trial, read without building it: pgbench's
+    template at its scale, or the user's dump restored (its size and format read, its content
+    hashed when small enough to say whether it is cached); [] for a user's data directory."""
+    if w.datadir:
+        return []
+    version = cluster.version(bin_dir).split("-")[0]  # "15.18", not its Debian suffix
+    if not w.dump:
+        return [Build(f"PostgreSQL {version} template: initdb, pgbench -i -s {w.scale}",
+                      "pgbench_init", w.scale, cached(w, bin_dir) is not None)]
+    fmt, size = userdata.check_dump(w.dump), Path(w.dump).stat().st_size
+    key = _dump_key(bin_dir, w.dump)
+    note = "" if key else (f"not hashed ({size / 2**30:.1f} GiB): the run hashes it and reuses "
+                           "a template of the same content if one is cached")
+    done = None if key is None else (cluster.templates().root / key / "PG_VERSION").is_file()
+    return [Build(f"PostgreSQL {version} template: initdb, {w.dump} ({fmt} dump, "
+                  f"{size / 1e6:.1f} MB) restored, then ANALYZE", f"restore_{fmt}", size, done,
+                  note)]
+
+
+def _dump_key(bin_dir: Path, dump: str) -> str | None:
+    """The cache key of a dump's template; None for a dump too large to hash in a preview."""
+    path = Path(dump)
+    if path.stat().st_size > HASH_IN_PREVIEW:
+        return None
+    return userdata.dump_key(cluster.version(bin_dir), userdata.sha256(path),
+                             userdata.check_dump(dump))
 
 
 def ensure(bin_dir: Path, scale: int) -> Path:

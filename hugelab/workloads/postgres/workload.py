@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import parse_size
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
@@ -53,6 +54,7 @@ from hugelab.workloads.postgres import (
     userconf,
     userdata,
 )
+from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
@@ -131,6 +133,8 @@ class Postgres:
                 return own
         except ExperimentError as exc:
             raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
+        if template.unbuilt(own, own._bin()):
+            return own  # a dry run builds no template: the run checks the settings
         try:
             own.ask("huge_pages")
         except WorkloadError as exc:
@@ -161,6 +165,9 @@ class Postgres:
     def template(self) -> Path:
         return template.source(self, self._bin())
 
+    def builds(self) -> list[Build]:  # what a run builds first (the dry run builds none)
+        return [] if self.domain_arm else template.planned(self, self._bin())
+
     def ask(self, name: str) -> str:
         """`postgres -C name` with this arm's settings, on a copy of the template."""
         tpl = self.template()
@@ -172,18 +179,15 @@ class Postgres:
         return _ASKED[key]
 
     def hugetlb_bytes(self) -> int:
-        """Bytes of huge pages the server maps: PostgreSQL's own count of pages of its
-        huge_page_size (0 for huge_pages off)."""
+        """Bytes of huge pages the server maps: PostgreSQL's own count (0: huge_pages off)."""
         settings = self.settings()
-        if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k"):
+        if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k") \
+                or self.domain_arm:  # a domain's pool is grown in the trial, from its server
             return 0
-        if self.domain_arm:  # the guest's pool is grown in the trial, from the guest's server
-            return 0
-        pages = int(self.ask("shared_memory_size_in_huge_pages"))
-        size = str(settings.get("huge_page_size", "2MB"))
-        unit = {"kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
-        num = size.rstrip("kMGB")
-        return max(pages, 0) * int(num or 1) * unit.get(size[len(num):], 1 << 20)
+        page = parse_size(str(settings.get("huge_page_size", "2MB")))  # "2MB", "1GB"
+        if template.unbuilt(self, self._bin()):  # a dry run: no server to ask yet
+            return -(-shared_estimate(settings) // page) * page
+        return max(int(self.ask("shared_memory_size_in_huge_pages")), 0) * page
 
     # -- one trial --------------------------------------------------------------------------
     def pgbench_argv(self, cd: cluster.ClusterDir, seconds: float | None,
@@ -309,6 +313,15 @@ class Postgres:
             return self.finish(srv, [summary], lat, backing)
         finally:
             self.stop(srv)
+
+
+def shared_estimate(settings: dict[str, object]) -> int:
+    """PostgreSQL's shared memory from its settings, for a dry run that has no server to ask:
+    shared_buffers (8 kB pages when a bare number; default 128MB), plus about 6% and 8 MiB
+    for its other segments (15: 128MB gives a shared_memory_size of 143MB)."""
+    given = str(settings.get("shared_buffers", "128MB"))
+    buffers = int(given) * 8192 if given.isdigit() else parse_size(given)
+    return int(buffers * 1.06) + (8 << 20)
 
 
 def installed() -> bool:

@@ -1,0 +1,44 @@
+"""The dry run's promise to the kinds: while `previewing()`, building an experiment's workloads
+changes nothing (`hugelab run --dry-run` builds them to validate the file and size the run).
+
+A kind that builds something once and caches it (PostgreSQL's template cluster: initdb and
+`pgbench -i`, or a user's whole dump restored) builds nothing while `active()`: it reads what
+it can (a dump's size and format, a data directory's version), checks what it can against a
+template already cached, and says what the run will build, how large and how long, through its
+workload's `builds()` hook (a list of `Build`), which `run --dry-run` shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+_ACTIVE: ContextVar[bool] = ContextVar("hugelab_preview", default=False)
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a run will build before its first trial (the dry run built none of it): its
+    recipe and amount, which the cost model (hugelab.planning.cost.build_cost) turns into
+    bytes and seconds."""
+
+    what: str              # "PostgreSQL 15.14 template: initdb + pgbench -i -s 10"
+    recipe: str            # "pgbench_init" (amount: scale), "restore_plain" / "restore_custom"
+    amount: float          # / "restore_tar" (amount: the dump's bytes)
+    cached: bool | None    # already in the cache (the run reuses it); None: not known
+    note: str = ""         # what the dry run could not check
+
+
+def active() -> bool:
+    """True while a dry run builds the experiment's workloads."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def previewing() -> Iterator[None]:
+    token = _ACTIVE.set(True)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

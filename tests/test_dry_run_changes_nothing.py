@@ -1,0 +1,59 @@
+"""`hugelab run --dry-run` changes nothing (issue 40 item 1): on every example, the host's THP
+modes and pools, the cache (an empty HUGELAB_CACHE_DIR: PostgreSQL's template must not be
+built, nor a dump restored), the state directory and the store are byte-for-byte as they were;
+and the dry run still says what the run will build, how large and how long."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.hostguard import host_state
+
+pytestmark = [pytest.mark.tools, pytest.mark.vm]
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+
+
+def tree(top: Path) -> dict[str, str]:
+    """Every path under `top` with its mode and, for a file, its content's sha256."""
+    out = {}
+    for p in sorted(top.rglob("*")) if top.exists() else []:
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+        out[str(p.relative_to(top))] = f"{st.st_mode:o} {digest}"
+    return out
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_dry_run_changes_nothing(path, tmp_path):
+    domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
+    if domain:  # "your own VM": the demo domain the README has a user define (not our change)
+        from hugelab.vm.domains.demo_domain import define_image_domain
+        define_image_domain(domain.group(1))
+    cache, state, store = tmp_path / "cache", tmp_path / "state", tmp_path / "s.db"
+    cache.mkdir()
+    (cache / "kept").write_text("a file the dry run must leave as it is\n")
+    env = {**os.environ, "HUGELAB_CACHE_DIR": str(cache), "HUGELAB_STATE_DIR": str(state)}
+    before, cache_before = host_state(), tree(cache)
+    cp = subprocess.run([*HUGELAB, "run", str(path), "--dry-run", "--json", "--store",
+                         str(store)], env=env, capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    plan = json.loads(cp.stdout)
+    assert host_state() == before
+    assert tree(cache) == cache_before
+    assert not store.exists() and tree(state) == {}
+    assert plan["estimated_s"] > 0
+    assert all(c["trial_s"] for c in plan["cells"] if not c["skipped"]), plan["cells"]
+    kind = re.search(r'^kind = "([^"]+)"', path.read_text(), re.MULTILINE)
+    if kind and kind.group(1) == "postgres" and not domain:  # the template it did not build
+        assert [b["cached"] for b in plan["builds"]] == [False], plan["builds"]
+        assert plan["builds"][0]["bytes"] > 0 and plan["builds"][0]["seconds"] > 0
