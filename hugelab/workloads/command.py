@@ -27,7 +27,7 @@ from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
 from hugelab.proc import end, package_of, spawn, wait_for
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Kind
+from hugelab.workloads.kind import Key, Kind
 from hugelab.workloads.process_thp import check_mode, target_for
 
 LOOPBACK = "127.0.0.1"  # the only address any hugelab network workload uses
@@ -389,7 +389,21 @@ def exchange(port: int, data: bytes | None, timeout: float = 2.0) -> bytes:
         return s.recv(256)
 
 
-KIND = Kind(name="command", workload=CommandWorkload,
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('argv', '', 'the program and its arguments (no shell)'),
+    Key('metric', '',
+        'what is measured: its wall time, a number in its JSON output or one its output matches'),
+    Key('json_path', '', 'metric "json": the number\'s path ("a.b.0")'),
+    Key('regex', '', 'metric "regex": one group matching the number'),
+    Key('stream', '', 'which output the json or regex metric reads'),
+    Key('better', '', 'whether a lower or higher value is better'),
+    Key('unit', '', "the metric's unit, for the report"),
+    Key('name', '', "the metric's name, for the report"),
+    Key('timeout_s', 's', 'the longest a run may take (none: no limit)'),
+)
+
+
+KIND = Kind(keys=KEYS, name="command", workload=CommandWorkload,
             summary="any command of yours, its metric from its output (regex) or its wall time",
             duration=("timeout_s", None))
 

@@ -19,7 +19,7 @@ from hugelab.experiment.backings import backing_error, mthp_size_kb
 from hugelab.units import parse_size
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.build import ensure_hugelab_mem
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 
 WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
 EXIT_BAD_ARGS = 2
@@ -387,7 +387,23 @@ def _too_short(table: dict[str, Any], n_arms: int) -> tuple[str, str] | None:
             "lower window_ms")
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('workload', '',
+        'the access pattern: "chase" (dependent loads), "random", "seq-read", "seq-write" or "populate" (fault in only)'),
+    Key('size_bytes', 'bytes', 'the buffer hugelab-mem maps (a file may write size = "2G")'),
+    Key('threads', '', 'threads walking the buffer'),
+    Key('duration_s', 's', 'how long the walk runs (a file may write duration = "500ms")'),
+    Key('seed', '', "the random pattern's seed"),
+    Key('stride_bytes', 'bytes', "chase only: the slot size (none: the tool's 64)"),
+    Key('window_ms', 'ms', 'design "interleaved": each measurement window'),
+    Key('warmup_ms', 'ms', "untimed walking before the measurement (none: the tool's default)"),
+    Key('touch_fraction', '',
+        'the share of the buffer touched (1.0: all; 0.125 leaves it sparse)'),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="hugelab-mem", workload=HugelabMem,
     summary="hugelab's own C micro-benchmark: a buffer of each arm's backing, chased or streamed",
     where=frozenset({"host", "guest", "domain", "interleaved"}),

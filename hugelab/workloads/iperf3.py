@@ -32,7 +32,7 @@ from hugelab.workloads.command import (
     default_server,
     tail,
 )
-from hugelab.workloads.kind import Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 
 RETRY_PAUSE_S = 0.5
@@ -174,7 +174,17 @@ def stop(port: int) -> None:
         pass
 
 
-KIND = Kind(name="iperf3", workload=IPerf3,
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('duration_s', 's', 'iperf3 -t: how long the client sends'),
+    Key('reverse', '', 'iperf3 -R: the server sends'),
+    Key('parallel', '', 'iperf3 -P: parallel streams'),
+    Key('port', '', "the server's port (none: a free one)"),
+    Key('binary', '', 'the iperf3 client program'),
+    Key('server_binary', '', "the server's program (none: binary)"),
+)
+
+
+KIND = Kind(keys=KEYS, name="iperf3", workload=IPerf3,
             summary="iperf3 TCP throughput, host<->guest through a 127.0.0.1 port forward",
             role="client-server", where=frozenset({"host", "guest"}),
             tools=(Tool("iperf3", "iperf3"),), duration=("duration_s", 5.0),

@@ -42,7 +42,7 @@ from hugelab.workloads import jvm_threads
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import check_exit, format_size, tail
 from hugelab.workloads.guestside import GUEST_DIR, GuestSide, in_domain, refuse_process_thp
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 SUNFLOW_JARS = ("/usr/share/java/sunflow.jar", "/usr/share/java/sunflowGUI.jar")
@@ -384,7 +384,29 @@ def load_seconds(table: dict[str, Any]) -> float:
     return ASSUMED_SUNFLOW_S
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('heap', 'bytes', '-Xms and -Xmx'),
+    Key('gc', '', 'the collector ("G1", "Parallel", ...)'),
+    Key('pretouch', '', '-XX:+AlwaysPreTouch: the whole heap resident before the run'),
+    Key('options', '', 'more JVM options'),
+    Key('jar', '', 'your own benchmark (java -jar JAR ARGS) instead of Sunflow'),
+    Key('args', '', "the jar's arguments"),
+    Key('regex', '', "the jar's metric: one group matching a number in its output"),
+    Key('better', '', 'whether a lower or higher value is better'),
+    Key('unit', '', "the metric's unit, for the report"),
+    Key('name', '', "the metric's name, for the report"),
+    Key('java', '', 'the java program'),
+    Key('timeout_s', 's', 'the longest a run may take'),
+    Key('app', '', "the JVM's own switches for the arm (UseLargePages, UseTransparentHugePages)"),
+    Key('threads', '', ">0: hugelab's many-threads program instead of Sunflow"),
+    Key('thread_stack', 'bytes', "those threads' -Xss (none: the JVM's default)"),
+    Key('stack_touch', 'bytes', 'about how much of its stack each thread touches'),
+    Key('hold_s', 's', 'how long the threads stay parked once measured'),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="jvm", workload=JvmBenchmark,
     summary="OpenJDK running Sunflow's benchmark, your jar or many parked threads (NMT as "
             "reference), with UseLargePages / UseTransparentHugePages per arm",

@@ -35,6 +35,10 @@ The fields, and who reads them:
   can ask for madvise/memfd backings no outside program can be told to use; `leftovers`:
   removes what a killed run of the kind left on the host (private datadirs), for `recover`;
   `own_programs`: hugelab's own static programs it runs, copied into a user's guest once.
+- `keys`: every key of its `[workload]` table (`Key`: name, unit, one line on what it does);
+  the type and default are the dataclass field's. docs/kinds.md is generated from them
+  (`python -m hugelab.workloads.keydoc`), and a test checks that every field a file may set
+  has one (fields the arm or hugelab sets, `INTERNAL`, have none).
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
@@ -67,6 +71,20 @@ class Tool:
 
     name: str
     package: str
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a kind's [workload] table: its unit ("" for none) and what it does."""
+
+    name: str
+    unit: str
+    doc: str
+
+
+# dataclass fields no experiment file sets: the arm's (process_thp, the backing for_arm binds),
+# hugelab's own (a server's side, the kind)
+INTERNAL = frozenset({"kind", "process_thp", "server", "arm_backing", "domain_arm"})
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,7 @@ class Kind:
     own_programs: tuple[str, ...] = ()
     counts_own_folios: bool = False
     asks_own_backing: bool = False
+    keys: tuple[Key, ...] = ()
 
     def packages(self) -> dict[str, str]:
         return {t.name: t.package for t in self.tools}

@@ -33,7 +33,7 @@ from hugelab.workloads.command import (
     first_version,
     rusage_metrics,
 )
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 SHORT_BUILD_S = 1.0
@@ -132,6 +132,17 @@ class MakeBuild:
         return result
 
 
-KIND = Kind(name="build", workload=MakeBuild,
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('source_dir', '', 'the source tree make builds (copied per trial)'),
+    Key('jobs', '', 'make -j'),
+    Key('make_target', '', 'the make target ("": the default)'),
+    Key('clean', '', 'make clean before each build'),
+    Key('scratch_dir', '', 'where the copy is built ("": the trial\'s own directory)'),
+    Key('make_binary', '', 'the make program'),
+    Key('timeout_s', 's', 'the longest a build may take'),
+)
+
+
+KIND = Kind(keys=KEYS, name="build", workload=MakeBuild,
             summary="a make build of a source tree (compilers' memory), seconds to build",
             tools=(Tool("make", "make"),), duration=("timeout_s", None))

@@ -43,7 +43,7 @@ from hugelab.workloads.command import (
 )
 from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.reqmix import memcached_server
 from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
@@ -317,7 +317,29 @@ def load_seconds(table: dict[str, Any]) -> float:
     return int(table.get("execute_number", 20000)) / ASSUMED_OPS_PER_S + 1.0
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('memory_mb', 'MiB',
+        'memcached -m: its item memory (with app -L, preallocated in large pages)'),
+    Key('threads', '', 'memcached -t'),
+    Key('test', '', 'memcslap --test'),
+    Key('concurrency', '', 'memcslap --concurrency'),
+    Key('execute_number', 'requests', 'memcslap --execute-number'),
+    Key('binary_protocol', '', 'memcslap --binary'),
+    Key('port', '', "the server's port (none: a free one)"),
+    Key('server_binary', '', 'the memcached program'),
+    Key('client_binary', '', 'the memcslap program'),
+    Key('timeout_s', 's', 'the longest a trial may take'),
+    Key('duration_s', 's', 'design "interleaved": seconds of requests per trial'),
+    Key('window_ops', 'requests', 'design "interleaved": windows of this many requests'),
+    Key('warm_ops', 'requests', "per window and connection, untimed (the other arm's caches)"),
+    Key('keyspace', 'keys', 'design "interleaved": keys, every one written first'),
+    Key('value_size', 'bytes', 'design "interleaved": bytes per value'),
+    Key('app', '', "memcached's own switches for the arm, e.g. { L = true }"),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="memcached", workload=MemcachedBenchmark,
     summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),

@@ -70,7 +70,7 @@ from hugelab.workloads.guestside import (
     in_domain,
     refuse_process_thp,
 )
-from hugelab.workloads.kind import Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.servermem import server_tree
@@ -616,7 +616,35 @@ def load_seconds(table: dict[str, Any]) -> float:
         int(get("requests")) * tests / (ASSUMED_RPS * max(1, int(get("pipeline"))))
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('requests', 'requests', 'redis-benchmark -n: requests of each test'),
+    Key('clients', '', 'redis-benchmark -c: parallel connections'),
+    Key('tests', '', 'redis-benchmark -t: the commands it sends ("set", "get", ...)'),
+    Key('data_size', 'bytes', "redis-benchmark -d: each value's size (and the preload's)"),
+    Key('pipeline', '', 'redis-benchmark -P: requests per round trip'),
+    Key('keyspace', 'keys',
+        'redis-benchmark -r: random keys from this many (none: one key, which no page size can matter for)'),
+    Key('threads', '', 'redis-benchmark --threads (none: one)'),
+    Key('port', '', "the server's port (none: a free one)"),
+    Key('app', '',
+        'Redis\'s own settings for the arm, e.g. { disable-thp = "yes" } (applications.md)'),
+    Key('server_binary', '', 'the redis-server program'),
+    Key('benchmark_binary', '', 'the redis-benchmark program'),
+    Key('timeout_s', 's', "the longest a trial's load may take (none: hugelab's)"),
+    Key('duration_s', 's', 'design "interleaved": seconds of load per arm and trial'),
+    Key('window_s', 's', 'design "interleaved": each window\'s length'),
+    Key('window_ops', 'requests', 'design "interleaved": windows of this many requests instead'),
+    Key('warm_ops', 'requests', "per window and connection, untimed (the other arm's caches)"),
+    Key('rdb', '', "a user's RDB file, loaded from a copy at each server's start"),
+    Key('persistence', '', '"off", or "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load'),
+    Key('fork_every_s', 's', 'persistence: seconds of load before each save'),
+    Key('preload', '',
+        'every key of keyspace SET before the load (none: yes, unless rdb brings the data)'),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="redis", workload=RedisBenchmark,
     summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),

@@ -26,7 +26,7 @@ from hugelab.workloads.command import (
     format_size,
     tail,
 )
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 STRESSORS = ("remap", "malloc", "mlock", "vm", "mmaphuge")
@@ -241,6 +241,16 @@ class StressNg:
         return result
 
 
-KIND = Kind(name="stress-ng", workload=StressNg,
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('stressor', '', 'the stress-ng stressor ("remap", "vm", ...)'),
+    Key('workers', '', 'workers of that stressor'),
+    Key('timeout_s', 's', '--timeout: how long it runs'),
+    Key('bytes_per_worker', 'bytes',
+        "the stressor's size per worker, where it has one (none: its default)"),
+    Key('binary', '', 'the stress-ng program'),
+)
+
+
+KIND = Kind(keys=KEYS, name="stress-ng", workload=StressNg,
             summary="stress-ng memory stressors (remap, malloc, mlock, vm, mmaphuge), bogo ops/s",
             tools=(Tool("stress-ng", "stress-ng"),), duration=("timeout_s", 10.0))

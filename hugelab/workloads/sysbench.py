@@ -28,7 +28,7 @@ from hugelab.workloads.command import (
     format_size,
     tail,
 )
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
 
 TLB_REACH_4K = 8 << 20      # ~STLB entries x 4 KiB on current x86 (1536-2048 x 4 KiB)
@@ -215,6 +215,19 @@ class SysbenchMemory:
         return self.parse(res, backing)
 
 
-KIND = Kind(name="sysbench", workload=SysbenchMemory,
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('block_size', 'bytes', 'sysbench memory\'s --memory-block-size ("1K", "2M")'),
+    Key('total_size', 'bytes', '--memory-total-size: how much it reads or writes in all'),
+    Key('scope', '', '--memory-scope: one buffer per thread (local) or one shared (global)'),
+    Key('hugetlb', '', "--memory-hugetlb (none: from the arm's backing)"),
+    Key('oper', '', '--memory-oper'),
+    Key('access_mode', '', '--memory-access-mode: sequential or random'),
+    Key('threads', '', 'sysbench threads'),
+    Key('time_s', 's', '--time: how long the load runs'),
+    Key('binary', '', 'the sysbench program'),
+)
+
+
+KIND = Kind(keys=KEYS, name="sysbench", workload=SysbenchMemory,
             summary="sysbench memory: one buffer per thread, read or written block by block",
             tools=(Tool("sysbench", "sysbench"),), duration=("time_s", 10.0))

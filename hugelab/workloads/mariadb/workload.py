@@ -54,7 +54,7 @@ from hugelab.workloads.command import (
 )
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.mariadb import datadir, indomain, oltp, server, userdata
 from hugelab.workloads.reqmix import mysql_server
 from hugelab.workloads.servermem import server_tree
@@ -430,7 +430,27 @@ def leftovers() -> list[str]:
     return datadir.remove_leftovers()
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('script', '', 'the sysbench OLTP script ("oltp_read_only", ...)'),
+    Key('tables', '', "sysbench --tables: the template's tables"),
+    Key('table_size', 'rows', 'sysbench --table-size'),
+    Key('threads', '', 'sysbench --threads'),
+    Key('duration_s', 's', 'sysbench --time: how long the load runs'),
+    Key('warmup_s', 's', 'untimed load before the measured one'),
+    Key('window_s', 's', 'design "interleaved": each arm\'s sysbench window'),
+    Key('window_ops', 'transactions', 'design "interleaved": windows of this many instead'),
+    Key('warm_ops', 'transactions', "per window and connection, untimed (the other arm's caches)"),
+    Key('buffer_pool', 'bytes', 'innodb_buffer_pool_size'),
+    Key('timeout_s', 's', "the longest a trial may take (none: hugelab's)"),
+    Key('dump', '', 'your SQL dump: loaded once into a cached template'),
+    Key('datadir', '', "your stopped server's datadir: copied per trial, never opened in place"),
+    Key('database', '', 'the database the load connects to'),
+    Key('app', '', 'server settings for the arm; large_pages follows the backing'),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="mariadb", workload=Mariadb,
     summary="MariaDB loaded by sysbench's OLTP scripts, with --large-pages per arm",
     role="server", where=frozenset({"host", "domain", "interleaved"}),

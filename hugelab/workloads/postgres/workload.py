@@ -40,7 +40,7 @@ from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Kind
+from hugelab.workloads.kind import Key, Kind
 from hugelab.workloads.postgres import (
     cluster,
     guestio,
@@ -369,7 +369,33 @@ def _validate(w: Postgres) -> None:
         w._check_backing(w.arm_backing)
 
 
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key('builtin', '',
+        'pgbench\'s built-in script: "select-only", "tpcb-like" or "simple-update"'),
+    Key('script', '',
+        'your own pgbench script instead (run -M prepared, without -s: :scale is 1)'),
+    Key('scale', '', "pgbench -i -s: the template's size (about 16 MB a step)"),
+    Key('clients', '', 'pgbench -c: connections'),
+    Key('threads', '', 'pgbench -j: threads'),
+    Key('duration_s', 's', 'pgbench -T: how long the load runs'),
+    Key('transactions', '', 'pgbench -t per client instead of duration_s'),
+    Key('warmup_s', 's', 'untimed load before the measured one'),
+    Key('window_s', 's', 'design "interleaved": each arm\'s pgbench window'),
+    Key('window_ops', 'transactions', 'design "interleaved": windows of this many instead'),
+    Key('warm_ops', 'transactions', "per window and connection, untimed (the other arm's caches)"),
+    Key('prewarm', '', 'pg_prewarm fills shared buffers before the load'),
+    Key('bindir', '', "the directory of postgres, initdb and pgbench (none: Debian's newest)"),
+    Key('timeout_s', 's', 'the longest a trial may take (none: 120 s + 3 x the load)'),
+    Key('app', '',
+        'server settings for the arm, e.g. { shared_buffers = "1GB" }; huge_pages follows the backing'),
+    Key('dump', '', 'your pg_dump file (plain, -Fc or -Ft): restored once into a cached template'),
+    Key('datadir', '', "your stopped cluster's data directory: copied per trial, never opened"),
+    Key('conf', '', "your postgresql.conf: its settings, under the arm's"),
+)
+
+
 KIND = Kind(
+    keys=KEYS,
     name="postgres", workload=Postgres,
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),

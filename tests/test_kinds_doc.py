@@ -1,0 +1,37 @@
+"""docs/kinds.md is generated from the kinds' declarations (issue 40 item 2): every key an
+experiment file may set, per kind, with its type, default, unit and what it does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hugelab.workloads import keydoc
+from hugelab.workloads.registry import kinds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_kinds_reference_is_up_to_date():
+    assert (ROOT / "docs" / "kinds.md").read_text() == keydoc.render(), (
+        "docs/kinds.md is stale: run `.venv/bin/python -m hugelab.workloads.keydoc > "
+        "docs/kinds.md`")
+
+
+@pytest.mark.parametrize("name", sorted(kinds()))
+def test_every_key_a_file_may_set_is_declared_once_with_what_it_does(name):
+    kind = kinds()[name]
+    declared = [k.name for k in kind.keys]
+    assert sorted(declared) == sorted(keydoc.fields(kind)), \
+        f"{name}: declared keys differ from the workload's fields"
+    assert len(set(declared)) == len(declared)
+    assert all(k.doc.strip() for k in kind.keys)
+
+
+def test_the_page_shows_type_default_and_unit():
+    text = keydoc.render()
+    assert "- `keyspace` (integer (optional), default `1,000,000`, in keys): " in text
+    assert "- `data_size` (integer, default `100`, in bytes): " in text
+    assert "- `scale` (integer, default `10`): " in text
+    assert all(f"## {name}\n" in text for name in kinds())
