@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from hugelab.experiment import Arm, Experiment
 from hugelab.vm.common.libvirtd import DomainError, connect
-from hugelab.vm.domains.libvirt_guest import resolve
+from hugelab.vm.domains.libvirt_guest import check_own_libvirt_file, resolve
 
 UNCHECKED = ("that the domain exists", "its memory and vCPUs (the cells show the file's, or "
              "none)", "that it is shut off, or its disks read-only")
@@ -21,6 +21,7 @@ def resolve_or_note(exp: Experiment) -> tuple[Experiment, list[str]]:
     unreachable: dict[str, str] = {}
     arms: list[Arm] = []
     for a in exp.arms:
+        check_own_libvirt_file(a)  # before the rest: nothing to reach
         vm = a.vm
         if vm is None or vm.domain is None:
             arms.append(a)

@@ -148,8 +148,31 @@ def resolve(arm: Arm, *, check: bool = True) -> Arm:
                                    vcpus=vm.vcpus or dx.vcpus(root)))
 
 
+def check_own_libvirt_file(arm: Arm, mounts: str = "/proc/mounts") -> None:
+    """hugelab's own guest under manager = "libvirt" with backing = "file": libvirt ignores
+    the hugetlbfs mount hugelab makes and uses one it knows (hugetlbfs_mount in qemu.conf, or
+    one mounted when libvirtd started); without any, the guest fails only when it starts.
+    DomainError before any change."""
+    vm = arm.vm
+    if vm is None or vm.domain is not None or vm.manager != "libvirt" or vm.backing != "file":
+        return
+    size = vm.page_size or "2M"
+    if not _hugetlbfs_mounted(size, mounts):
+        raise DomainError(
+            f"arm '{arm.name}': manager = \"libvirt\" with backing = \"file\": libvirt backs "
+            f"guest RAM with hugetlbfs files only from a mount of {size} pages it knows "
+            "(hugetlbfs_mount in /etc/libvirt/qemu.conf, or one mounted before libvirtd "
+            "started), not from the one hugelab mounts, and this host has none",
+            hint=f"mount one (mount -t hugetlbfs -o pagesize={size} none /dev/hugepages{size}) "
+            "and restart libvirtd; or backing = \"memfd\" with page_size, which needs no "
+            "mount; or manager = \"qemu\", for which hugelab mounts its own")
+
+
 def resolve_experiment(exp: Experiment) -> Experiment:
-    """`resolve` for every arm that names a domain (no libvirt connection otherwise)."""
+    """`resolve` for every arm that names a domain (no libvirt connection otherwise), after
+    checking hugelab's own libvirt guests with file backing (check_own_libvirt_file)."""
+    for a in exp.arms:
+        check_own_libvirt_file(a)
     if not any(a.vm is not None and a.vm.domain is not None for a in exp.arms):
         return exp
     return replace(exp, arms=tuple(resolve(a) for a in exp.arms))
