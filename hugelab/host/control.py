@@ -63,6 +63,9 @@ def require_root(what: str) -> None:
         )
 
 
+POOL_RESERVE_KB = 256 * 1024  # what a pool must leave of MemAvailable (as the fleet's preflight)
+
+
 @dataclass
 class HostControl:
     """Applies host changes through the journal. With dry_run, only collects shell commands."""
@@ -79,6 +82,7 @@ class HostControl:
     rmdir: memcg.Rmdir = field(default=memcg.rmdir_cgroup)
     # the memory cgroups of arms with a memory limit (hugelab.host.memcg), one per trial
     memcg: memcg.TrialCgroups = field(init=False)
+    pool_reserve_kb: int = POOL_RESERVE_KB  # memory no pool may take from the host
 
     def __post_init__(self) -> None:
         self.memcg = memcg.TrialCgroups(self.paths, self.journal, self.writer, self.dry_run,
@@ -213,12 +217,12 @@ class HostControl:
             return
         mem = parse_kv_kb(self.paths.meminfo.read_text())
         avail = mem.get("MemAvailable", mem.get("MemFree", 0))
-        if extra_kb > avail:
+        if extra_kb > avail - self.pool_reserve_kb:
             raise PoolError(
                 f"a pool of {pages} x {page_label(size_kb)} needs {extra_kb / 1048576:.1f} GiB more "
-                f"memory, but only {avail / 1048576:.1f} GiB is available",
-                hint="ask for fewer pages, or free memory first",
-            )
+                f"memory, but only {avail / 1048576:.1f} GiB is available, of which hugelab "
+                f"leaves {self.pool_reserve_kb // 1024} MiB to the host (the pool reserve)",
+                hint="ask for fewer pages, or free memory first")
 
     def reserve_pool(self, size_kb: int, pages: int, node: int | None = None) -> int:
         """Set a pool to `pages` (`host set --pool`), compacting and retrying until the deadline.

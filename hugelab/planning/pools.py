@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hugelab.experiment import Arm, Experiment
-from hugelab.host.control import size_kb_from_name
+from hugelab.host.control import POOL_RESERVE_KB, size_kb_from_name
 from hugelab.host.holders import describe
 from hugelab.vm.trial import host_pool_need
 from hugelab.workloads.base import Workload
@@ -83,8 +83,9 @@ def pool_plan_warnings(host: dict[str, Any], pools: dict[PoolKey, int]
                        f"{held[size]['held']} + {pages} pages so that its own are free")
         extra_kb += max(pages - free, 0) * int(pool["size_kb"])
     avail = int((host.get("meminfo_kb") or {}).get("MemAvailable", 0))
-    if extra_kb > avail:
+    if extra_kb > avail - POOL_RESERVE_KB:
         out.append(f"the run's pools need {extra_kb / 1048576:.1f} GiB more memory than is free "
-                   f"in them now, and only {avail / 1048576:.1f} GiB is available: arms whose "
-                   "pool cannot grow will be skipped")
+                   f"in them now, and only {avail / 1048576:.1f} GiB is available, of which "
+                   f"{POOL_RESERVE_KB // 1024} MiB is left to the host (the pool reserve): arms "
+                   "whose pool cannot grow will be skipped")
     return out
