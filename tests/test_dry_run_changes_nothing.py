@@ -57,3 +57,24 @@ def test_dry_run_changes_nothing(path, tmp_path):
     if kind and kind.group(1) == "postgres" and not domain:  # the template it did not build
         assert [b["cached"] for b in plan["builds"]] == [False], plan["builds"]
         assert plan["builds"][0]["bytes"] > 0 and plan["builds"][0]["seconds"] > 0
+
+
+def test_a_large_dump_is_read_not_hashed_nor_restored(tmp_path, monkeypatch):
+    """A DBA's 50 GB dump: the dry run reads its size and format, hashes nothing past 1 GiB,
+    and says what restoring it will take by the cost model."""
+    from hugelab.planning.dryrun import builds
+    from hugelab.workloads.postgres.workload import Postgres
+    from hugelab.workloads.preview import previewing
+    monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
+    dump = tmp_path / "big.dump"
+    with open(dump, "wb") as f:
+        f.write(b"PGDMP" + bytes(4096))
+        f.truncate(50 * 10**9)  # sparse: 50 GB by its size
+    script = tmp_path / "load.sql"
+    script.write_text("SELECT 1;\n")  # its own load: the builtin's tables are not looked for
+    with previewing():
+        said = builds(Postgres(dump=str(dump), script=str(script)), {})
+    assert len(said) == 1 and "custom dump, 50000.0 MB" in said[0]["what"]
+    assert said[0]["cached"] is None and "not hashed" in said[0]["note"]
+    assert said[0]["bytes"] == 200 * 10**9 and said[0]["seconds"] > 3600
+    assert not (tmp_path / "cache").exists()
