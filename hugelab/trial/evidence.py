@@ -101,8 +101,10 @@ def _hugetlb_sizes(tree: dict[str, Any]) -> dict[int, int]:
 
 
 def check_tree(backing: str, tree: dict[str, Any], where: str = "host",
-               layer: str = "workload") -> Check:
-    """The peak smaps_rollup of the workload's whole process tree (see module docstring)."""
+               layer: str = "workload", min_fraction: float = TREE_THP_MIN_FRACTION) -> Check:
+    """The peak smaps_rollup of the workload's whole process tree (see module docstring); a
+    thp tree needs `min_fraction` of its anonymous memory in THP (10%, or an experiment's
+    lower `[evidence] thp_min_fraction`)."""
     if not tree or not tree.get("samples"):
         return Check(NOT_APPLICABLE, f"the workload's processes on {where} ended before the "
                                      "first sample", layer)
@@ -121,7 +123,7 @@ def check_tree(backing: str, tree: dict[str, Any], where: str = "host",
         return Check(VERIFIED, f"no huge pages in {who} ({amount(anon)} anon at peak)", layer)
     if backing == "thp":
         share = anon_huge / anon if anon else (1.0 if anon_huge else 0.0)
-        if anon_huge and share >= TREE_THP_MIN_FRACTION:
+        if anon_huge and share >= min_fraction:
             return Check(VERIFIED, f"{amount(anon_huge)} of {amount(anon)} anon in THP "
                                    f"({share:.0%}), {who}", layer)
         if anon_huge:
@@ -215,7 +217,8 @@ def check_workload(backing: str, evidence: dict[str, Any], thp_min_fraction: flo
         folio = check_folios(backing, evidence.get("folios"), thp_min_fraction,
                              int(size) if size is not None else None)
     else:
-        own = check_tree(backing, evidence.get("tree") or {}, where)
+        own = check_tree(backing, evidence.get("tree") or {}, where,
+                         min_fraction=min(TREE_THP_MIN_FRACTION, thp_min_fraction))
         if own.status == CONTRADICTED or not folio_rule:
             return own
         folio = check_folios(backing, evidence.get("folios"), thp_min_fraction)
