@@ -28,6 +28,7 @@ from hugelab.planning.schedule import remaining
 from hugelab.planning.schedule import units as plan_units
 from hugelab.recovery import run_session
 from hugelab.store import SqlStore, Trial
+from hugelab.store.keys import run_key
 from hugelab.store.spool import write_id
 from hugelab.trial import costs, monitors
 from hugelab.trial.appevidence import app_check, check_process
@@ -544,12 +545,6 @@ def holders_now(paths: HostPaths) -> str:
     """Who holds pool pages now, as lines to add to a trial's error."""
     entries = holders.pool_holders(host_pools(paths), holders.scan(paths))
     return "".join(f"\n  {holders.describe(e, limit=8)}" for e in entries)
-
-
-def run_key(exp: Experiment, label: str = "") -> str:
-    """The run of `exp` in a store: one per experiment, or one per host (`label`) when many
-    hosts share the store; the same key resumes."""
-    return f"{exp.key()}@{label}" if label else exp.key()
 
 
 def iter_arm_values(store: SqlStore, run_id: int) -> Iterator[tuple[str, int, float]]:

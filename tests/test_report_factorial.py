@@ -119,11 +119,12 @@ def test_cell_names_are_printed_whole(tmp_path, cmd):
 def test_run_summary_keeps_the_scenario_in_cell_names():
     from hugelab.cli import runsummary
     exp = parse_experiment(EXP)
-    rows = [{"arm": a.name, "n": 1, "flagged": 0, "failed": 0, "median": 1.0,
-             "baseline": a.name == exp.baseline_of(a.name)} for a in exp.arms]
+    from hugelab.report.model.runsummary import ArmRow, RunSummary
+    rows = [ArmRow(a.name, 1, 0, 0, 1.0, None, None, None, a.name == exp.baseline_of(a.name))
+            for a in exp.arms]
     buf = io.StringIO()
-    runsummary.render(exp, {"resumed": False, "run": 1, "store": "s.db", "executed": 1,
-                            "arms": rows, "comparisons": [], "skipped": {"x [size=1G]": "why"}},
+    runsummary.render(exp, RunSummary(run=1, store="s.db", executed=1, arms=rows,
+                                      skipped={"x [size=1G]": "why"}),
                       Console(file=buf, width=200))
     out = buf.getvalue()
     # one heading per scenario, each cell by the levels that differ from its baseline cell

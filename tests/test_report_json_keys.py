@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hugelab.cli.run import summary_result
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
+from hugelab.report.summary import run_summary
 from hugelab.store import Store
 from tests import runstores
 from tests.test_report_analysis import make_store
@@ -217,5 +217,5 @@ def test_every_key_path_of_the_report_is_still_there(stores):
 def test_the_run_summary_json_keeps_its_keys(stores):
     d, exp = stores
     with Store(d / "f.db") as st:
-        res = summary_result(st, exp, 1, {})
+        res = run_summary(st, exp, 1, {}).to_json()
     assert set(RUN_JSON_KEYS) <= set(res), sorted(set(RUN_JSON_KEYS) - set(res))

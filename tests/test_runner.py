@@ -125,9 +125,9 @@ def test_summary_against_baseline(env):
     exp = experiment()
     out, _ = run(env, exp, DeterministicWorkload())
     rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
-    by = {r["arm"]: r for r in rows}
-    assert by["4k"]["baseline"] and by["4k"]["n"] == 3
-    assert by["hugetlb-1G"]["speedup"] == pytest.approx(100 / 70)
+    by = {r.arm: r for r in rows}
+    assert by["4k"].baseline and by["4k"].n == 3
+    assert by["hugetlb-1G"].speedup == pytest.approx(100 / 70)
 
 
 def test_contradicting_evidence_is_flagged_and_not_counted(env):
@@ -137,7 +137,7 @@ def test_contradicting_evidence_is_flagged_and_not_counted(env):
     assert {t["status"] for t in trials} == {"flagged"}
     assert "page size is 4 KiB" in trials[0]["flag"]
     rows = arm_summary(env[2].values(out.run_id), [a.name for a in exp.arms], "4k", "lower")
-    assert next(r for r in rows if r["arm"] == "hugetlb-2M")["n"] == 0
+    assert next(r for r in rows if r.arm == "hugetlb-2M").n == 0
 
 
 def test_failed_trial_is_recorded_and_the_run_goes_on(env):

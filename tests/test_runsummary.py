@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
 
 from hugelab.cli import runsummary
-from hugelab.cli.run import summary_result
 from hugelab.experiment import Experiment
+from hugelab.report.model.replicas import Replication
+from hugelab.report.model.runsummary import RunSummary
+from hugelab.report.summary import run_summary
 from hugelab.store import Store
 from tests import runstores
 
@@ -21,15 +24,14 @@ LEVEL = re.compile(r"[\w+-]+=[\w.+-]*(?:,[\w+-]+=[\w.+-]*)*")  # factor=level(,f
 EXAMPLES = ["001-mnstory-factorial.toml", "002-host-x-guest-2x2.toml", "mthp-sizes.toml", None]
 
 
-def result_of(db, exp: Experiment, **extra) -> dict:
+def result_of(db, exp: Experiment, **extra) -> RunSummary:
     with Store(db) as st:
         run_id = st.runs()[-1]["id"]
-        res = summary_result(st, exp, run_id, {})
-    return {"sequential": None, "run": run_id, "store": str(db), "resumed": False,
-            "executed": 8, **res, **extra}
+        res = run_summary(st, exp, run_id, {})
+    return replace(res, store=str(db), executed=8, **extra)
 
 
-def printed(exp: Experiment, result: dict, width: int) -> str:
+def printed(exp: Experiment, result: RunSummary, width: int) -> str:
     buf = io.StringIO()
     runsummary.render(exp, result, Console(file=buf, width=width, color_system=None))
     return buf.getvalue()
@@ -115,18 +117,19 @@ def test_what_went_wrong_is_said_once(tmp_path):
     runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
     res = result_of(tmp_path / "s.db", exp, skipped={"hugetlb-1G": "no 1 GiB page free"},
                     pool_warnings=["the 2M pool is shared with pid 7 (postgres)"])
-    res["warnings"] = [*res["warnings"], "the 2M pool is shared with pid 7 (postgres)"]
+    res.warnings = [*res.warnings, "the 2M pool is shared with pid 7 (postgres)"]
     out = printed(exp, res, 80)
     assert out.count("no 1 GiB page free") == 1 and "skipped hugetlb-1G:" in out
     assert out.count("pid 7 (postgres)") == 1  # in the lead's warnings, not again below
-    res["warnings"] = res["warnings"][:-1]
+    res.warnings = res.warnings[:-1]
     assert "shared pool: the 2M pool is shared" in printed(exp, res, 80)
 
 
 def test_a_run_of_repeats_says_each_comparison_across_them(tmp_path):
     exp = runstores.experiment(None)
     runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
-    rep = [{"name": "thp vs 4k", "reading": "-9.8% [-12.0, -7.5] across 3 repeats, tau 1.2%"}]
+    rep = [Replication("thp vs 4k", "4k", "thp", 3,
+                       reading="-9.8% [-12.0, -7.5] across 3 repeats, tau 1.2%")]
     out = printed(exp, result_of(tmp_path / "s.db", exp, replication=rep), 120)
     assert out.count("across repeats: thp vs 4k: -9.8% [-12.0, -7.5] across 3 repeats") == 1
 
@@ -135,7 +138,7 @@ def test_warnings_about_arms_fold_as_in_the_report(tmp_path):
     exp = runstores.experiment(None)
     runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
     res = result_of(tmp_path / "s.db", exp)
-    res["warnings"] = [f"{a}: 2 of 8 trials under high machine load (CPU steal in 2): "
+    res.warnings = [f"{a}: 2 of 8 trials under high machine load (CPU steal in 2): "
                        "may be the machine's" for a in ("4k", "thp")]
     out = " ".join(printed(exp, res, 120).split())
     assert "2 arms: trials under high machine load: may be the machine's (4k: 2 of 8; thp: " \

@@ -124,8 +124,8 @@ class HostBoard:
 
 
 def _watch_store(url: str, key: str, board: HostBoard, stop: threading.Event) -> None:
-    """Each host's trial count of this experiment's runs (key KEY@HOST) in the shared store,
-    every POLL_S, until `stop`. The display is a convenience: a store error ends it quietly
+    """Each host's trial count of this experiment's labelled runs in the shared store, every
+    POLL_S, until `stop`. The display is a convenience: a store error ends it quietly
     (the hosts report their own)."""
     from hugelab.errors import StoreError
     from hugelab.store.locate import open_store
@@ -133,10 +133,7 @@ def _watch_store(url: str, key: str, board: HostBoard, stop: threading.Event) ->
     try:
         with open_store(url) as store:
             while not stop.wait(POLL_S):
-                rows = store.tuples("SELECT r.label, COUNT(t.id) FROM runs r LEFT JOIN trials t "
-                                    "ON t.run_id = r.id WHERE r.key LIKE ? AND r.label != '' "
-                                    "GROUP BY r.label", (f"{key}@%",))
-                board.trials({str(label): int(n) for label, n in rows})
+                board.trials(store.trials_by_label(key))
     except StoreError:
         return
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.host.inspect import hardware_counters
-from hugelab.report.poolnotes import pool_warnings, shared_pools
-from hugelab.report.summary import arm_problems, arm_summary, retried
+from hugelab.report.summary import run_summary
 from hugelab.runner import RunEvent, Runner
 from hugelab.stopping import SequentialStopper
 from hugelab.store import SqlStore
@@ -252,51 +251,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                              repeat_pause_s=args.repeat_pause).run()
             if stopper is not None:
                 store.set_run_sequential(outcome.run_id, stopper.describe())
-        result = summary_result(store, exp, outcome.run_id, outcome.skipped,
-                                outcome.pool_holders)
-    seq = stopper.describe() if stopper is not None else None
-    result = {"sequential": seq, "run": outcome.run_id, "store": shown(args.store),
-              "resumed": outcome.resumed, "executed": outcome.executed, **result}
-    problems = result["problems"]
+        summary = run_summary(store, exp, outcome.run_id, outcome.skipped, outcome.pool_holders)
+    summary = replace(summary, sequential=stopper.describe() if stopper is not None else None,
+                      store=shown(args.store), resumed=outcome.resumed,
+                      executed=outcome.executed)
     if args.json:
         from hugelab.cli.output import print_json
-        print_json(result)
+        print_json(summary.to_json())
     else:
         from hugelab.cli import runsummary
-        runsummary.render(exp, result, Console())
+        runsummary.render(exp, summary, Console())
         Console().print("host settings restored. Full report with tails, the classic table, "
                         f"evidence and plots: hugelab report --store {shown(args.store)} --html report.html")
-    empty = [p["arm"] for p in problems if p["no_ok_trial"]]
+    empty = summary.without_ok()
     if empty:
         Console(stderr=True).print(f"[red]error:[/] no ok trial for arm(s) {escape(', '.join(empty))}: "
                                    "nothing to compare them with (see the reasons above)")
         return 1
     return 0
-
-
-def _pool_warnings(holders: list[dict[str, Any]], trials: list[dict[str, Any]]) -> list[str]:
-    """The run's hugetlb pools shared with other users (hugelab.report.poolnotes)."""
-    failed = Counter(t["arm"] for t in trials if t["status"] == "failed" and t["cause"] == "pool")
-    return pool_warnings(holders, shared_pools(t["monitors"] or {} for t in trials), failed)
-
-
-def summary_result(store: SqlStore, exp: Experiment, run_id: int, skipped: dict[str, str],
-                   pool_holders: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What the run summary (and `hugelab run --json`) says about run `run_id`: per arm
-    counts and medians, the report's comparisons, factorial answer, options and warnings, and
-    what went wrong (`pool_holders`: who else held the run's hugetlb pools)."""
-    rows = arm_summary(store.values(run_id), [a.name for a in exp.arms],
-                       {a.name: exp.baseline_of(a.name) for a in exp.arms},
-                       _better(store, run_id))
-    verdicts = _verdicts(store, run_id)
-    trials = list(store.trials(run_id))
-    problems = arm_problems(trials, [a.name for a in exp.arms if a.name not in skipped])
-    return {"skipped": skipped, "arms": rows, "comparisons": verdicts.get("comparisons", []),
-            "unit": _first(store, run_id, "unit"), "factorial": verdicts.get("factorial"),
-            "replication": verdicts.get("replication"), "costs": verdicts.get("costs"),
-            "options": verdicts.get("options"), "warnings": verdicts.get("warnings", []),
-            "problems": problems, "retried": retried(trials),
-            "pool_warnings": _pool_warnings(pool_holders or [], trials)}
 
 
 def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, blocks: int
@@ -330,20 +302,10 @@ def _target() -> Target:
 
 
 def _verdicts(store: SqlStore, run_id: int) -> dict[str, Any]:
-    """The paired analysis `hugelab report` does, for the run summary."""
+    """The paired analysis `hugelab report` does, for a duet's calibration runs."""
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.runload import load_run
     return analyse(load_run(store, run_id), Options()).json()
-
-
-def _better(store: SqlStore, run_id: int) -> str | None:
-    return _first(store, run_id, "better")
-
-
-def _first(store: SqlStore, run_id: int, column: str) -> str | None:
-    row = store.one(f"SELECT {column} FROM trials WHERE run_id = ? AND {column} IS NOT NULL "
-                    "LIMIT 1", (run_id,))  # noqa: S608 - a column name of ours
-    return str(row[0]) if row else None
 
 
 def _fmt(v: float | None, spec: str = ".4g") -> str:

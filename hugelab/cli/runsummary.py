@@ -12,8 +12,8 @@
 5. what went wrong (skipped arms, failed or flagged trials, hugetlb pools shared with other
    users, retries), once each.
 
-Pure formatting over the run's result dict (the same dict `--json` prints) and the experiment;
-the report's parts of it are read back into the report's model (`answer.Findings`).
+Pure formatting over the run's summary (`RunSummary`, whose JSON `--json` prints) and the
+experiment; the answer is drawn from its report parts (`answer.Findings`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from rich.text import Text
 from hugelab.experiment import Experiment
 from hugelab.report import answer, lead, text
 from hugelab.report.model.comparison import Comparison
-from hugelab.report.model.costs import Costs
-from hugelab.report.model.effects import Factorial
+from hugelab.report.model.runsummary import RunSummary
 from hugelab.report.sections.labels import effect as effect_cell
 from hugelab.report.sections.labels import no_interval_note
 from hugelab.report.table import Table, num
@@ -37,29 +36,25 @@ EFFECT_NOTE = ("effect: Hodges-Lehmann shift of the paired log-ratios, candidate
                "TOST at the margin")
 
 
-def _report_like(result: dict[str, Any]) -> answer.Findings:
-    """The parts of the report's result that `lead` and the tables read, typed."""
-    fact, costs = result.get("factorial"), result.get("costs")
-    return answer.Findings([Comparison.from_json(c) for c in result.get("comparisons") or []],
-                           None if fact is None else Factorial.from_json(fact),
-                           list(result.get("warnings") or []),
-                           [a["arm"] for a in result.get("arms") or []],
-                           None if costs is None else Costs.from_json(costs))
+def _report_like(result: RunSummary) -> answer.Findings:
+    """The parts of the report's result that `lead` and the tables read."""
+    return answer.Findings(result.comparisons, result.factorial, list(result.warnings),
+                           [a.arm for a in result.arms], result.costs)
 
 
-def headline(exp: Experiment, result: dict[str, Any]) -> str:
-    verb = "resumed" if result["resumed"] else "ran"
-    return (f"{verb} run {result['run']} of '{exp.name}' in {result['store']}: "
-            f"{result['executed']} trial(s) this time")
+def headline(exp: Experiment, result: RunSummary) -> str:
+    verb = "resumed" if result.resumed else "ran"
+    return (f"{verb} run {result.run} of '{exp.name}' in {result.store}: "
+            f"{result.executed} trial(s) this time")
 
 
-def analysis_line(result: dict[str, Any]) -> str | None:
+def analysis_line(result: RunSummary) -> str | None:
     """Which analysis the answer comes from."""
-    o = result.get("options")
-    if not o or not result.get("comparisons"):
+    o = result.options
+    if not o or not result.comparisons:
         return None
-    return (f"(the report's analysis: alpha {o['alpha']:g}, margin ±{100 * o['margin']:g}%, "
-            f"Holm across {o['holm_family']} claim(s); hugelab report says the same)")
+    return (f"(the report's analysis: alpha {o.alpha:g}, margin ±{100 * o.margin:g}%, "
+            f"Holm across {o.holm_family} claim(s); hugelab report says the same)")
 
 
 def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
@@ -87,24 +82,24 @@ def names_of(exp: Experiment) -> answer.Names:
                         [f.name for f in exp.factors if f.scenario and len(f.levels) > 1])
 
 
-def cells(exp: Experiment, result: dict[str, Any]) -> list[Table]:
+def cells(exp: Experiment, result: RunSummary) -> list[Table]:
     """One table per scenario (one for a flat run) of every cell against its baseline."""
     rep = _report_like(result)
     names = names_of(exp)
     comps: dict[str, Comparison] = {}
     for comp in rep.comparisons:  # one row per arm: its first target's comparison
         comps.setdefault(comp.candidate.split("@")[0], comp)
-    unit = result.get("unit") or ""
+    unit = result.unit or ""
     out: dict[str, Table] = {}
-    for r in result["arms"]:
-        scope = names.scope(r["arm"])
+    for r in result.arms:
+        scope = names.scope(r.arm)
         t = out.setdefault(scope, _table(exp, scope, unit))
-        c = comps.get(r["arm"])
-        effect, verdict = ("", "baseline") if r["baseline"] else ("-", "-") if c is None else \
+        c = comps.get(r.arm)
+        effect, verdict = ("", "baseline") if r.baseline else ("-", "-") if c is None else \
             (effect_cell(c), answer.verdict(c))
-        name = names.short(r["arm"], c.baseline if c else r["arm"] if r["baseline"] else None)
-        t.rows.append([name, str(r["n"]), f"{r['flagged']}/{r['failed']}",
-                       num(r["median"]), effect, verdict])
+        name = names.short(r.arm, c.baseline if c else r.arm if r.baseline else None)
+        t.rows.append([name, str(r.n), f"{r.flagged}/{r.failed}", num(r.median), effect,
+                       verdict])
     return list(out.values())
 
 
@@ -118,20 +113,19 @@ def _table(exp: Experiment, scope: str, unit: str) -> Table:
                                   "effect [95% CI]", "verdict"], [], right={1, 2, 3, 4})
 
 
-def problems(result: dict[str, Any]) -> list[tuple[str, str]]:
+def problems(result: RunSummary) -> list[tuple[str, str]]:
     """(label, text) of what went wrong, once each."""
-    out = [("skipped", f"{arm}: {why}") for arm, why in (result.get("skipped") or {}).items()]
-    out += [("failed" if p["failed"] else "flagged", p["text"])
-            for p in result.get("problems") or []]
-    said = set(result.get("warnings") or [])  # the lead said these already
-    out += [("shared pool:", w) for w in result.get("pool_warnings") or [] if w not in said]
-    if result.get("retried"):
-        out.append(("retried", f"{len(result['retried'])} trial(s) that failed for outside "
+    out = [("skipped", f"{arm}: {why}") for arm, why in result.skipped.items()]
+    out += [("failed" if p.failed else "flagged", p.text) for p in result.problems]
+    said = set(result.warnings)  # the lead said these already
+    out += [("shared pool:", w) for w in result.pool_warnings if w not in said]
+    if result.retried:
+        out.append(("retried", f"{len(result.retried)} trial(s) that failed for outside "
                                "reasons ran again (hugelab show RUN lists them)"))
     return out
 
 
-def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
+def render(exp: Experiment, result: RunSummary, con: Console) -> None:
     """Print the summary (see the module docstring for its order)."""
     con.print(Text(headline(exp, result)))
     rep = _report_like(result)
@@ -140,10 +134,11 @@ def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
         line = analysis_line(result)
         if line:
             con.print(Text(line, style="dim"))
-    for line in sequential_lines(result.get("sequential")):
+    for line in sequential_lines(result.sequential):
         con.print(Text(line))
-    for r in result.get("replication") or []:  # a run of several repeats (hugelab report: more)
-        con.print(Text(f"across repeats: {r['name']}: {r.get('reading') or r.get('error')}"))
+    for r in result.replication or []:  # a run of several repeats (hugelab report: more)
+        said = (r.reading or None) if r.error is None else r.error  # JSON: no reading then
+        con.print(Text(f"across repeats: {r.name}: {said}"))
     for t in cells(exp, result):
         text.print_table(t, con)
     for n in no_interval_note(rep.comparisons):
@@ -152,6 +147,6 @@ def render(exp: Experiment, result: dict[str, Any], con: Console) -> None:
         con.print(Text(f"{label} ", style="yellow") + Text(what))
     if rep.comparisons:
         con.print(Text(EFFECT_NOTE, style="dim"))
-    if result.get("factorial"):
+    if result.factorial:
         con.print(Text("main effects, interactions and effects along ordered parameters: "
                        "hugelab report", style="dim"))

@@ -16,6 +16,7 @@ from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
 from hugelab.planning.cost import Measured, build_cost, estimate
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
+from hugelab.store.keys import experiment_key_of
 from hugelab.store.locate import exists, open_store, resolve
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
@@ -35,7 +36,7 @@ def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, 
     with open_store(store_path) as store:
         runs = store.runs()[-RECENT_RUNS:]
         for run in runs:
-            mine = str(run.get("key")).split("@")[0] == exp.key()
+            mine = experiment_key_of(str(run.get("key"))) == exp.key()
             for t in store.trials(run["id"]):
                 prov = t.get("provenance") or {}
                 if prov.get("boot_s"):

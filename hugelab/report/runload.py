@@ -1,7 +1,7 @@
 """Read one run from a store into numpy arrays plus a small sample of per-trial JSON details.
 
-The only part of the report that reads the store. Values come from `Store.values()` (one
-SELECT); the per-trial JSON (monitors, evidence, provenance) is read for an evenly spaced
+The only part of the report that reads the store, through its methods (no SQL outside
+hugelab/store/). Values come from `Store.values()` (one query); the per-trial JSON (monitors, evidence, provenance) is read for an evenly spaced
 sample of blocks only, so a run of a million trials loads in seconds. Counts of flag and
 error reasons, and the accelerators seen per target, are read over all trials.
 """
@@ -137,43 +137,32 @@ def _sample_blocks(data: RunData, per_series: int) -> list[int]:
 
 def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
     where = data.where()
-    for arm, target, status, flag, error, cause in store.tuples(
-            "SELECT arm, target, status, flag, error, cause FROM trials "
-            "WHERE run_id = ? AND status != 'ok'", (run_id,)):
+    for arm, target, status, flag, error, cause in store.not_ok_trials(run_id):
         d = data.details[where[(arm, target)]]
         if status == "flagged":
             d.flag_reasons[flag or "(no reason recorded)"] += 1
         else:
             d.error_reasons[error or "(no error recorded)"] += 1
             d.pool_failed += cause == "pool"
-    last_error = store.json_text("provenance", "earlier_attempts", -1, "error")
-    for arm, target, earlier in store.tuples(
-            f"SELECT arm, target, {last_error} "  # noqa: S608 - a JSON path of ours
-            "FROM trials WHERE run_id = ? AND attempts > 1", (run_id,)):
+    for arm, target, earlier in store.retry_errors(run_id):
         first = (earlier or "").strip().splitlines()
         data.details[where[(arm, target)]].retry_reasons[first[0] if first else
                                                          "(no error recorded)"] += 1
     blocks = _sample_blocks(data, max(50, DETAIL_SAMPLE_BLOCKS // max(len(data.series), 1)))
     better: dict[int, Counter[tuple[str | None, str | None, str | None]]] = {}
-    for start in range(0, len(blocks), 500):
-        chunk = blocks[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        for block, arm, target, status, bet, metric, unit, mon, ev, prov in store.tuples(
-                "SELECT block, arm, target, status, better, metric, unit, monitors, evidence, "
-                "provenance "
-                f"FROM trials WHERE run_id = ? AND block IN ({marks})",  # noqa: S608 - placeholders
-                (run_id, *chunk)):
-            i = where[(arm, target)]
-            d = data.details[i]
-            if bet or metric:
-                better.setdefault(i, Counter())[(bet, metric, unit)] += 1
-            if status != "ok":
-                continue
-            d.sampled += 1
-            d.monitors.append(json.loads(mon or "{}"))
-            d.blocks.append(int(block))
-            d.evidence.append(json.loads(ev or "{}"))
-            d.provenance.append(json.loads(prov or "{}"))
+    for block, arm, target, status, bet, metric, unit, mon, ev, prov in \
+            store.sampled_trials(run_id, blocks):
+        i = where[(arm, target)]
+        d = data.details[i]
+        if bet or metric:
+            better.setdefault(i, Counter())[(bet, metric, unit)] += 1
+        if status != "ok":
+            continue
+        d.sampled += 1
+        d.monitors.append(json.loads(mon or "{}"))
+        d.blocks.append(int(block))
+        d.evidence.append(json.loads(ev or "{}"))
+        d.provenance.append(json.loads(prov or "{}"))
     for i, c in better.items():
         d = data.details[i]
         d.better, d.metric, d.unit = c.most_common(1)[0][0]
@@ -181,9 +170,7 @@ def _read_details(store: SqlStore, data: RunData, run_id: int) -> None:
 
 def _read_accel(store: SqlStore, data: RunData, run_id: int) -> None:
     out: dict[str, set[str]] = {}
-    for target, accel in store.tuples(
-            f"SELECT DISTINCT target, {store.json_text('provenance', 'accel')} "  # noqa: S608
-            "FROM trials WHERE run_id = ?", (run_id,)):
+    for target, accel in store.accelerators(run_id):
         if accel is not None:
             out.setdefault(str(target), set()).add(str(accel))
     data.accel = {t: sorted(a) for t, a in sorted(out.items())}
@@ -230,9 +217,7 @@ def read_windows(store: SqlStore, data: RunData, run_id: int
     window_ops): its log-ratio, standard error and windows; {} for runs without them."""
     where = data.where()
     out: dict[int, list[tuple[float, float, float]]] = {}
-    for arm, target, metrics in store.tuples(
-            "SELECT arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok' AND "
-            "metrics LIKE ?", (run_id, "%window_se_log%")):  # a parameter: psycopg reads % itself
+    for _block, arm, target, metrics in store.ok_metrics(run_id, naming="window_se_log"):
         m, i = _json_dict(metrics), where.get((arm, target))
         values = [m.get(k) for k in WINDOW_KEYS]
         if i is not None and all(isinstance(v, int | float) for v in values):
@@ -263,15 +248,12 @@ def _json_dict(text: Any) -> dict[str, Any]:
 def read_latencies(store: SqlStore, data: RunData, run_id: int) -> Latencies:
     """Each ok trial's latency percentile metrics; one query and nothing more for a run whose
     trials report none."""
-    first = store.tuples("SELECT metrics FROM trials WHERE run_id = ? AND status = 'ok' "
-                         "LIMIT 1", (run_id,))
-    if not first or not any(percentile_of(k) is not None for k in _json_dict(first[0][0])):
+    first = store.first_ok_metrics(run_id)
+    if first is None or not any(percentile_of(k) is not None for k in _json_dict(first)):
         return {}
     where = data.where()
     out: Latencies = {}
-    for block, arm, target, metrics in store.tuples(
-            "SELECT block, arm, target, metrics FROM trials WHERE run_id = ? AND status = 'ok'",
-            (run_id,)):
+    for block, arm, target, metrics in store.ok_metrics(run_id):
         i = where.get((arm, target))
         for key, value in _json_dict(metrics).items():
             if i is not None and percentile_of(key) is not None and \
@@ -291,11 +273,8 @@ def read_server_cpu(store: SqlStore, data: RunData, run_id: int) -> ServerCpuDat
     """Each ok request-level trial's server CPU per operation, client CPU share and THP
     daemons' CPU (from its provenance); one query, and None for runs without the metric."""
     where, out = data.where(), ServerCpuData()
-    daemons = store.json_text("provenance", "thp_daemons_cpu_s")
-    for block, arm, target, metrics, cpu in store.tuples(
-            f"SELECT block, arm, target, metrics, {daemons} "  # noqa: S608 - a JSON path of ours
-            "FROM trials WHERE run_id = ? AND status = 'ok' AND metrics LIKE ?",
-            (run_id, f"%{SERVER_CPU}%")):
+    for block, arm, target, metrics, cpu in store.ok_metrics_and(run_id, SERVER_CPU,
+                                                                 "thp_daemons_cpu_s"):
         m, i = _json_dict(metrics), where.get((arm, target))
         if i is None or not _finite(m.get(SERVER_CPU)) or m[SERVER_CPU] <= 0:
             continue
@@ -313,10 +292,7 @@ def read_costs(store: SqlStore, data: RunData, run_id: int) -> Latencies:
     recorded before cost records existed)."""
     where = data.where()
     out: Latencies = {}
-    record = store.json_text("monitors", "costs")
-    for block, arm, target, costs in store.tuples(
-            f"SELECT block, arm, target, {record} "  # noqa: S608 - a JSON path of ours
-            "FROM trials WHERE run_id = ? AND status = 'ok'", (run_id,)):
+    for block, arm, target, costs in store.cost_records(run_id):
         i = where.get((arm, target))
         for key, value in _json_dict(costs).items():
             if i is not None and _finite(value):

@@ -1,7 +1,9 @@
 """What every store does, written once in SQL both engines speak (`?` placeholders, no
 engine-specific functions but the JSON path `json_text`): runs, trials committed one by one,
-resume keys, the fast value path. `sqlite.py` and `postgres.py` add a connection and a
-dialect; `locate.py` picks one from `--store`."""
+resume keys, the fast value path; what the report reads beyond values is `reads.py`, the run
+key's format `keys.py`. No SQL lives outside this package (tests/test_architecture.py).
+`sqlite.py` and `postgres.py` add a connection and a dialect; `locate.py` picks one from
+`--store`."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ from contextlib import AbstractContextManager
 from typing import Any, Self
 
 from hugelab.errors import RETRIED_CAUSES, StoreError
+from hugelab.store.reads import RunReads
 from hugelab.store.schema import JSON_FIELDS, MIGRATIONS, TRIAL_STATUSES, Trial
 
 RUN_JSON = ("experiment", "host", "skipped", "sequential")
 
 
-class SqlStore:
+class SqlStore(RunReads):
     """A results store. Every trial is committed on its own, before the next one starts."""
 
     name: str = ""  # what messages call it: a path, or a URL without its password
