@@ -199,9 +199,31 @@ class Experiment:
     def scenario_factors(self) -> tuple[Factor, ...]:
         return tuple(f for f in self.factors if f.scenario)
 
+    @property
+    def condition_factors(self) -> tuple[Factor, ...]:
+        """Arm factors whose levels set the host's state (`host_state`, issue 38): a host
+        condition is not a choice a user makes but the background of one, like a scenario.
+        Its effect and its interactions are estimated as an arm factor's; every other cell is
+        compared with the baseline cell of its own condition."""
+        out = []
+        for f in self.factors:
+            if f.scenario or len(f.levels) < 2:
+                continue
+            state: dict[str, set[tuple[str, float | None]]] = {}
+            for a in self.arms:
+                lv = dict(a.levels).get(f.name)
+                if lv is not None:
+                    state.setdefault(lv, set()).add((a.host_state or "as found", a.fragment))
+            if len(state) > 1 and all(len(s) == 1 for s in state.values()) and \
+                    len({next(iter(s)) for s in state.values()}) == len(state):
+                out.append(f)
+        return tuple(out) if len(out) < len([f for f in self.factors if not f.scenario]) \
+            else ()
+
     def baseline_of(self, arm: str) -> str:
-        """The arm a cell is compared with: the baseline cell of its own scenario."""
-        scen = {f.name for f in self.scenario_factors}
+        """The arm a cell is compared with: the baseline cell of its own scenario and host
+        condition."""
+        scen = {f.name for f in self.scenario_factors + self.condition_factors}
         mine = next(a for a in self.arms if a.name == arm)
         if not scen:
             return self.baseline_arm

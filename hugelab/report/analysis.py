@@ -442,7 +442,9 @@ def analyse(data: RunData, opts: Options = Options()) -> Report:
         better = claims[0].comparison.better if claims else "lower"
         fact = factorial.view(fp, claims, adjusted, better=better, alpha=opts.alpha,
                               margin=opts.margin, family=family, empty=empty,
-                              medians=[r.median for r in rows])
+                              medians=[r.median for r in rows],
+                              measured=factorial.measured(fp, data.costs.get("host_unusable", {}),
+                                                          data.series_arm))
     vc = block_components(data)
     rep = replicated.replication(ps, data.run, alpha=opts.alpha, margin=opts.margin)
     result = Result(

@@ -108,15 +108,26 @@ class Names:
     levels: dict[str, dict[str, str]] = field(default_factory=dict)
     arm_factors: list[str] = field(default_factory=list)
     scenario_factors: list[str] = field(default_factory=list)
+    # a host condition's levels with what their trials measured ('host=fragmented' -> 'a
+    # fragmented host: 5% of free memory in blocks of order >= 9, measured')
+    places: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, f: Factorial | None) -> Names:
         """The names of a factorial's cells (none for a flat run)."""
         if f is None:
             return cls()
-        arm = [x.name for x in f.factors if not x.scenario]
-        scen = [x.name for x in f.factors if x.scenario and len(x.levels) > 1]
-        return cls(dict(f.cell_levels), arm, scen)
+        arm = [x.name for x in f.factors if not x.scenario and not x.condition]
+        scen = [x.name for x in f.factors if (x.scenario and len(x.levels) > 1) or x.condition]
+        return cls(dict(f.cell_levels), arm, scen, {
+            f"{x.name}={lv}": f"{x.name}={lv} ({free_share(idx)})"
+            for x in f.factors if x.condition for lv, idx in (x.measured or {}).items()})
+
+    def place(self, scope: str) -> str:
+        """A scope with what its host conditions measured: 'host=fragmented (5% of free
+        memory in blocks of order >= 9, measured)'."""
+        return ", ".join(self.places.get(part, part) for part in scope.split(", ")) \
+            if scope else scope
 
     def _cell(self, series: str) -> tuple[dict[str, str] | None, str]:
         arm, _, target = series.rpartition("@")
@@ -145,6 +156,12 @@ class Names:
         baseline cell is named once, in the report's header)."""
         base = "baseline" if len(self.arm_factors) > 1 else self.short(c.baseline)
         return f"{self.short(c.candidate, c.baseline)} vs {base}"
+
+
+def free_share(unusable: float) -> str:
+    """The measured unusable free index for 2 MiB pages, as the share a user reads: how much
+    of free memory still lies in blocks a 2 MiB page fits in."""
+    return f"{100 * (1 - unusable):.0f}% of free memory in blocks of order ≥ 9, measured"
 
 
 def comparison(c: Comparison, names: Names, costs: Costs | None = None) -> Answer:
@@ -224,10 +241,31 @@ def interactions(f: Factorial | None) -> Answer | None:
                   + (f" ({eq} shown equivalent)" if eq else "") + ".", "none")
 
 
+def conditions(f: Factorial) -> list[Answer]:
+    """Per level of a host condition, the other factors' effects on a host in that state:
+    'host=fragmented (12% of free memory in blocks of order ≥ 9, measured): backing thp vs
+    4k -9.0% [..], faster.'"""
+    names = Names.of(f)
+    out = []
+    for x in f.factors:
+        if not x.condition:
+            continue
+        for lv in x.levels:
+            scope = f"{x.name}={lv}"
+            mine = sorted((e for e in f.main_effects if e.scope == scope), key=lambda e: -size(e))
+            if mine:
+                said = "; ".join(f"{e.factor} {e.level} vs {e.base_level} {interval(e)}, "
+                                 f"{verdict(e)}" for e in mine)
+                out.append(Answer(scope, f"{names.place(scope)}: {said}.", str(mine[0].verdict),
+                                  scope))
+    return out
+
+
 def answers(found: Findings) -> list[Answer]:
-    """The answer: per factor for a factorial, else per comparison."""
+    """The answer: per factor for a factorial (and per host condition), else per
+    comparison."""
     if found.factorial is not None and found.factorial.main_effects:
-        out = factors(found.factorial)
+        out = factors(found.factorial) + conditions(found.factorial)
         inter = interactions(found.factorial)
         return out + ([inter] if inter else [])
     names = Names.of(found.factorial)
@@ -363,5 +401,5 @@ def recommendations(found: Findings) -> list[str]:
     out = []
     for scope, comps in _scoped(found, names).items():
         text = recommend(comps, names, found.costs)
-        out.append(f"{scope}: {text}" if scope else text[0].upper() + text[1:])
+        out.append(f"{names.place(scope)}: {text}" if scope else text[0].upper() + text[1:])
     return out

@@ -109,12 +109,31 @@ def label(p: Plan, s: fx.EffectSpec) -> str:
     return text + (f" [{_scope(p, s.where)}]" if s.where else "")
 
 
+def conditions(p: Plan) -> list[int]:
+    """The layout's host conditions (`Experiment.condition_factors`): factor indices."""
+    names = {f.name for f in p.exp.condition_factors}
+    return [i for i, f in enumerate(p.layout.factors) if f in names]
+
+
+def _per_condition(p: Plan, mains: list[fx.EffectSpec]) -> list[fx.EffectSpec]:
+    """Every other arm factor's main effects within each level of each host condition: the
+    effect a user gets on a host in that state (THP's gain depends on contiguity)."""
+    out = []
+    for c in conditions(p):
+        for lv in range(len(p.layout.levels[c])):
+            out += [fx.EffectSpec("main", m.factor, m.level, where=((c, lv),))
+                    for m in mains if m.factor != c and not m.where]
+    return out
+
+
 def claims(p: Plan, *, better: str, alpha: float, margin: float
            ) -> tuple[list[Claim], list[str]]:
     """Every main effect and interaction the report states, unadjusted; and the names of
     those no block could estimate (a cell with no ok trial): they stay out of the family."""
     out, empty = [], []
-    for s in fx.effect_specs(p.layout):
+    specs = fx.effect_specs(p.layout)
+    specs += _per_condition(p, [s for s in specs if s.kind == "main"])
+    for s in specs:
         d = fx.contrasts(p.logy, p.layout, s)
         if not np.any(np.isfinite(d)):
             empty.append(label(p, s))
@@ -248,15 +267,39 @@ def two_way(p: Plan, medians: list[float | None]) -> list[TwoWay]:
     return list(out.values())
 
 
+def measured(p: Plan, unusable: dict[tuple[int, int], float], series_arm: list[str]
+             ) -> dict[str, dict[str, float]]:
+    """Per host condition, per level: the median measured unusable free index of its trials
+    (the cost record's `host_unusable`, from /proc/buddyinfo)."""
+    out: dict[str, dict[str, float]] = {}
+    levels = {a.name: dict(a.levels) for a in p.exp.arms}
+    for f in p.exp.condition_factors:
+        got: dict[str, list[float]] = {}
+        for (_block, series), v in unusable.items():
+            lv = levels.get(series_arm[series], {}).get(f.name)
+            if lv is not None and np.isfinite(v):
+                got.setdefault(lv, []).append(v)
+        out[f.name] = {lv: round(float(np.median(v)), 3) for lv, v in got.items()}
+    return out
+
+
+def _info(p: Plan, measured: dict[str, dict[str, float]]) -> list[FactorInfo]:
+    cond = {f.name for f in p.exp.condition_factors}
+    return [FactorInfo(f.name, list(f.levels), f.scenario, f.ordered,
+                       True if f.name in cond else None, measured.get(f.name) or None)
+            for f in p.exp.factors]
+
+
 def view(p: Plan, cl: list[Claim], adjusted: dict[str, Comparison], *, better: str,
          alpha: float, margin: float, family: int, empty: list[str],
-         medians: list[float | None]) -> Factorial:
+         medians: list[float | None],
+         measured: dict[str, dict[str, float]] | None = None) -> Factorial:
     """The report's `factorial` section from the adjusted claims."""
     entries = [_entry(p, c, adjusted[c.name]) for c in cl]
     main = [e for e in entries if e.kind == "main"]
     inter = [e for e in entries if e.kind == "interaction"]
     return Factorial(
-        [FactorInfo(f.name, list(f.levels), f.scenario, f.ordered) for f in p.exp.factors],
+        _info(p, measured or {}),
         len(p.columns), main, inter, along(p, better=better, alpha=alpha, margin=margin),
         what_matters(main, inter, family, margin), list(empty), two_way(p, medians),
         {a.name: dict(a.levels) for a in p.exp.arms})

@@ -12,10 +12,18 @@ from hugelab.report.model.estimate import Estimate
 
 @dataclass
 class FactorInfo(Model):
+    """A factor; `condition`: True for a host condition (`host_state` levels, issue 38), the
+    background of every comparison as a scenario is; `measured`: per level of a condition,
+    the median measured unusable free-memory index of its trials (a 2 MiB page's)."""
+
+    OMIT: ClassVar[frozenset[str]] = frozenset({"condition", "measured"})
+
     name: str
     levels: list[str]
     scenario: bool
     ordered: bool
+    condition: bool | None = None
+    measured: dict[str, float] | None = None
 
 
 @dataclass

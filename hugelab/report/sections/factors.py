@@ -14,9 +14,11 @@ def _main(f: Factorial, conf: float, family: int) -> tuple[Table, Table]:
                  f"across {family} claims)",
                  ["factor: level vs baseline", "verdict", f"effect [{conf:g}% CI]", "p", "n"],
                  [], right={2, 3, 4})
-    scoped = Table("main_effects_scenarios", "Main effects in each scenario",
+    cond = any(x.condition for x in f.factors)  # a host condition's: the answer, always shown
+    scoped = Table("main_effects_scenarios", "Main effects in each scenario" +
+                   (" and host condition" if cond else ""),
                    ["factor: level vs baseline", "scenario", "verdict", f"effect [{conf:g}% CI]",
-                    "p", "n"], [], right={3, 4, 5}, full=True)
+                    "p", "n"], [], right={3, 4, 5}, full=not cond)
     for e in f.main_effects:
         row = [e.name.split(" [")[0], verdict_text(e), effect(e), pval(e.p_adjusted),
                f"{e.n_units:,} blocks"]
