@@ -64,6 +64,10 @@ AllowTcpForwarding no
 MaxSessions 64
 MaxStartups 64
 LogLevel ERROR
+# root's ~/.bashrc here runs `pyenv rehash`, which waits 60 s for a lock that a session these
+# tests kill mid-rehash leaves behind: then every later SSH command of the fleet waits 60 s
+# (the fleet kill tests failed that way). A session gives up on that lock at once.
+SetEnv PYENV_REHASH_TIMEOUT=0
 Subsystem sftp /usr/lib/openssh/sftp-server
 """
 

@@ -74,9 +74,6 @@ def _fleet_run(exp: Path, inv: Path, url: str) -> tuple[int, dict]:
     return cp.returncode, json.loads(cp.stdout)
 
 
-@pytest.mark.xfail(reason="failed in this session's full suite (a host's status 'failed' where "
-                   "'ok' was expected, and minutes per try) after the fleet and store moves of "
-                   "issue 37; not yet diagnosed: see the closing note", strict=False)
 @pytest.mark.slow
 @pytest.mark.host
 def test_a_killed_host_is_reported_recovered_and_resumed(fleet: SshFleet, tmp_path: Path,
@@ -150,9 +147,6 @@ def _cut_when_running(fleet: SshFleet, url: str, host: str, cut: list[int],
         time.sleep(0.2)
 
 
-@pytest.mark.xfail(reason="failed in this session's full suite (a host's status 'failed' where "
-                   "'ok' was expected, and minutes per try) after the fleet and store moves of "
-                   "issue 37; not yet diagnosed: see the closing note", strict=False)
 @pytest.mark.slow
 @pytest.mark.host
 def test_a_host_lost_mid_run_is_reported_and_resumed_when_back(fleet: SshFleet, tmp_path: Path,
