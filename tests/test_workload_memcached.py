@@ -4,6 +4,8 @@ and for real: -L gets THP under host madvise, and -L under host THP never is con
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from hugelab.errors import ExperimentError, WorkloadError
@@ -17,6 +19,7 @@ from hugelab.workloads.memcached import MemcachedBenchmark, check_memcached, jud
 from hugelab.workloads.registry import build_workload, with_arm
 from hugelab.workloads.servermem import madvised
 from tests.hostguard import host_state, workload_processes
+from tests.reqmix_servers import free_port, memcached_stats, server
 
 OUT = """\
 --------------------------------------------------------------------
@@ -37,7 +40,7 @@ def test_argv_sets_large_pages_only_when_the_arm_asks():
     assert mc(large_pages=True, memory_mb=128).server_argv(1)[-3:] == ["-m", "128", "-t", "2",
                                                                        "-L"][-3:]
     assert mc().client_argv(99) == ["memcslap", "-s", "127.0.0.1:99", "-t", "get", "-c", "4",
-                                    "-e", "20000"]
+                                    "-e", "50000"]
 
 
 @pytest.mark.parametrize("app, words", [
@@ -50,6 +53,22 @@ def test_bad_settings_say_what_is_wrong(app, words):
     with pytest.raises(ExperimentError) as exc:
         mc(**app)
     assert words in exc.value.message
+
+
+@pytest.mark.server
+def test_default_data_set_is_over_100_mb_and_fits_the_default_memory():
+    """The defaults measure a data set where huge pages can matter: memcslap's default load,
+    against the default server, leaves >= 100 MB of items in memcached (its own `stats`), and
+    -m holds them all (no eviction)."""
+    w = MemcachedBenchmark()
+    port = free_port()
+    with server(w.server_argv(port), port):
+        out = subprocess.run(w.client_argv(port), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        stats = memcached_stats(port)
+    assert int(stats["curr_items"]) == w.execute_number, stats
+    assert int(stats["bytes"]) >= 100_000_000, stats
+    assert int(stats["evictions"]) == 0 and int(stats["limit_maxbytes"]) == w.memory_mb << 20
 
 
 def test_preflight_wants_thp_for_large_pages():

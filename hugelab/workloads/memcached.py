@@ -7,8 +7,12 @@ Server: `memcached -u nobody -l 127.0.0.1 -p P -U 0 -m MB -t T [-L]`. `-L` (app
 `always`. With -L memcached needs room for one page per slab class: hugelab refuses `-L` with
 memory_mb below 48 before any trial (memcached itself would exit with "Error while
 preallocating slab memory").
-Client: `memcslap -s 127.0.0.1:P -t TEST -c C -e N` (loads the keys, then runs the test);
+Client: `memcslap -s 127.0.0.1:P -t TEST -c C -e N` (loads N keys, then runs the test);
 metric: requests/s of the test (C x N keys over memcslap's own "Time to <test>").
+Defaults sized so that huge pages can matter: memcslap's values are random, up to ~5 KB, so its
+default 50,000 keys preload ~130 MB of items (memcached's own `stats` bytes; ~160 MB in slabs),
+and `-m 256` holds them without an eviction; design "interleaved" preloads 1,000,000 keys of
+100 bytes (~175 MB of items, ~190 MB in slabs), like Redis.
 Evidence: the server's own mappings, read just before it stops (hugelab.trial.appevidence
 .check_memcached: -L madvised its memory and it is in THP; no -L madvised nothing), beside the
 tree's smaps.
@@ -57,11 +61,11 @@ Test = Literal["get", "set", "mget"]
 class MemcachedBenchmark:
     """memcached loaded with memcslap; primary metric `ops_per_s` of the test (higher)."""
 
-    memory_mb: int = 64
+    memory_mb: int = 256  # holds either default data set without an eviction
     threads: int = 2
     test: Test = "get"
     concurrency: int = 4
-    execute_number: int = 20000
+    execute_number: int = 50000  # get: keys preloaded (~130 MB of items)
     binary_protocol: bool = False
     port: int | None = None
     server_binary: str = "memcached"
@@ -70,7 +74,7 @@ class MemcachedBenchmark:
     duration_s: float = 10.0  # design "interleaved": seconds of requests per trial
     window_ops: int | None = None  # design "interleaved": windows of this many requests
     warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
-    keyspace: int = 10000     # design "interleaved": keys (every one written first)
+    keyspace: int = 1_000_000  # design "interleaved": keys (every one written first)
     value_size: int = 100     # design "interleaved": bytes per value
     app: tuple[tuple[str, Any], ...] = ()
     process_thp: str | None = None
@@ -314,7 +318,8 @@ ASSUMED_OPS_PER_S = 30_000  # memcslap's requests a second on loopback, for the 
 def load_seconds(table: dict[str, Any]) -> float:
     """About how long a trial's load takes: memcslap's requests at ASSUMED_OPS_PER_S, and a
     second for the server's start and stop."""
-    return int(table.get("execute_number", 20000)) / ASSUMED_OPS_PER_S + 1.0
+    return int(table.get("execute_number", MemcachedBenchmark.execute_number)) / \
+        ASSUMED_OPS_PER_S + 1.0
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
@@ -323,7 +328,8 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('threads', '', 'memcached -t'),
     Key('test', '', 'memcslap --test'),
     Key('concurrency', '', 'memcslap --concurrency'),
-    Key('execute_number', 'requests', 'memcslap --execute-number'),
+    Key('execute_number', 'requests', 'memcslap --execute-number: keys loaded first (random '
+        'values up to ~5 KB), then requests per connection'),
     Key('binary_protocol', '', 'memcslap --binary'),
     Key('port', '', "the server's port (none: a free one)"),
     Key('server_binary', '', 'the memcached program'),
@@ -334,7 +340,7 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('warm_ops', 'requests', "per window and connection, untimed (the other arm's caches)"),
     Key('keyspace', 'keys', 'design "interleaved": keys, every one written first'),
     Key('value_size', 'bytes', 'design "interleaved": bytes per value'),
-    Key('app', '', "memcached's own switches for the arm, e.g. { L = true }"),
+    Key('app', '', "memcached's own switches for the arm, e.g. { large_pages = true }"),
 )
 
 
