@@ -28,9 +28,17 @@ class UsageError(HugelabError):
 
 
 class ExperimentError(HugelabError):
-    """An experiment file is malformed or asks for something impossible."""
+    """An experiment file is malformed or asks for something impossible. `key` and `arm` say
+    where in the file, when the error comes from past the parse (a workload's key, an arm's
+    `app`): hugelab.experiment.parse.locate turns them into the file's line."""
 
     exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None, *, key: str | None = None,
+                 arm: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.key = key
+        self.arm = arm
 
 
 class NotRootError(HugelabError):

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from hugelab.errors import UsageError
+from hugelab.errors import ExperimentError, UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.host.inspect import hardware_counters
@@ -170,15 +170,22 @@ def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> Sequ
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
-def _build(exp: Experiment, dry: bool = False) -> tuple[Any, dict[str, Any]]:
+def _build(exp: Experiment, path: Path | None, dry: bool = False) -> tuple[Any, dict[str, Any]]:
     """The experiment's workloads; for a dry run, built without building anything they need
-    (a template cluster, a restored dump): hugelab.workloads.preview."""
+    (a template cluster, a restored dump): hugelab.workloads.preview. An error in a workload
+    key or an arm's app names the experiment file's line, as the parse's own errors do."""
+    from hugelab.experiment.where import locate
     from hugelab.workloads.preview import previewing
     from hugelab.workloads.registry import build_for
-    if dry:
-        with previewing():
-            return build_for(exp)
-    return build_for(exp)
+    try:
+        if dry:
+            with previewing():
+                return build_for(exp)
+        return build_for(exp)
+    except ExperimentError as exc:
+        if path is None:
+            raise
+        raise locate(exc, path) from None
 
 
 def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: Any,
@@ -217,7 +224,7 @@ def _open_riding(args: argparse.Namespace, con: Console) -> SqlStore:
 
 def cmd_run(args: argparse.Namespace) -> int:
     exp = _load(args)
-    workload, per_arm = _build(exp, args.dry_run or args.budget is not None)
+    workload, per_arm = _build(exp, args.experiment, args.dry_run or args.budget is not None)
     other = _dry_run_or_calibrate(args, exp, workload, per_arm)
     if other is not None:
         return other
@@ -275,7 +282,7 @@ def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, block
                ) -> tuple[int, list[dict[str, Any]]]:
     """The run of `exp` (resumed) up to `blocks` blocks, with a progress bar: (run id, its
     comparisons)."""
-    workload, per_arm = _build(exp)
+    workload, per_arm = _build(exp, args.experiment)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True)) as bar:
         task = bar.add_task(escape(exp.name), total=None)

@@ -9,8 +9,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hugelab.errors import UsageError
+from hugelab.errors import ExperimentError, UsageError
 from hugelab.experiment import default_experiment, load_experiment
+from hugelab.experiment.where import locate
 from hugelab.owned import state_dir
 from hugelab.vm.common.spec import VmSpec, safe_name
 from hugelab.vm.own.initramfs import (
@@ -121,7 +122,12 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
     if arm.vm is None:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
     table = exp.workload_for(arm)  # a factorial cell: its scenario's values
-    built = build_workload(str(table["kind"]), {k: v for k, v in table.items() if k != "kind"})
+    try:
+        built = build_workload(str(table["kind"]), {k: v for k, v in table.items() if k != "kind"})
+    except ExperimentError as exc:
+        if args.experiment is None:
+            raise
+        raise locate(exc, args.experiment) from None
     size = getattr(built, "size_bytes", None)  # a buffer the guest's memory must hold
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     spec = vm_spec(arm, size, hugetlbfs)

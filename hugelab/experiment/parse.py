@@ -29,6 +29,7 @@ from hugelab.experiment.model import (
     PoolSpec,
     VmLayer,
 )
+from hugelab.experiment.where import Locator as _Locator
 
 THP_MODES = kernel.THP_ENABLED
 THP_DEFRAG = kernel.THP_DEFRAG
@@ -58,39 +59,6 @@ COSTS_KEYS = {"memory_margin"}
 
 
 # --- parsing and validation ---------------------------------------------------------------
-
-class _Locator:
-    """Finds the line of a key in a TOML text, so errors can say where to look."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def line_of(self, key: str, arm_index: int | None = None, table: str | None = None) -> int | None:
-        current: tuple[str, int] = ("", -1)
-        arm_count = -1
-        for no, raw in enumerate(self.lines, 1):
-            line = raw.strip()
-            if line.startswith("[[arms]]"):
-                arm_count += 1
-                current = ("arms", arm_count)
-                continue
-            m = re.match(r"\[\s*([A-Za-z0-9_.\-]+)\s*\]", line)
-            if m:  # [arms.vm] / [arms.guest] belong to the latest [[arms]]
-                sub = m.group(1).startswith("arms.")
-                current = (m.group(1), arm_count) if sub else (m.group(1), -1)
-                continue
-            if not re.match(rf"{re.escape(key)}\s*=", line):
-                continue
-            if arm_index is not None:
-                if current == ("arms" if table is None else f"arms.{table}", arm_index):
-                    return no
-                continue
-            if table is not None and current[0] == table:
-                return no
-            if arm_index is None and table is None and current[0] == "":
-                return no
-        return None
-
 
 def _err(loc: _Locator | None, msg: str, key: str, *, arm: int | None = None,
          table: str | None = None, hint: str | None = None) -> ExperimentError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import re
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -70,7 +71,7 @@ def lookup(name: str) -> Kind:
         close = difflib.get_close_matches(str(name), known, n=1)
         hint = f"did you mean '{close[0]}'?" if close else None
         raise ExperimentError(f"unknown workload kind '{name}'; known kinds: "
-                              f"{', '.join(known_kinds())}", hint=hint)
+                              f"{', '.join(known_kinds())}", hint=hint, key="kind")
     return known[name]
 
 
@@ -140,15 +141,26 @@ def _fields(cls: type) -> dict[str, Any]:
             if f.init and f.name not in NOT_FROM_FILES}
 
 
+def named_key(message: str, keys: Any) -> str | None:
+    """The first of `keys` that `message` names as a word (pure): which key of the file a
+    kind's own error is about, so that its line can be shown; None when it names none."""
+    found = [(m.start(), k) for k in keys
+             if (m := re.search(rf"(?<![\w.]){re.escape(str(k))}(?![\w])", message))]
+    return min(found)[1] if found else None
+
+
 def build_workload(kind: str, params: dict[str, Any]) -> Workload:
-    """The workload object for an experiment file's `[workload]` table (less its `kind`)."""
+    """The workload object for an experiment file's `[workload]` table (less its `kind`).
+    Its errors carry the key they are about (ExperimentError.key), for the file's line."""
     declared = lookup(kind)
     cls = declared.workload
+    given = [k for k in params if k != "kind"]  # the file's own keys, before any alias
     if declared.file_keys is not None:
         try:
             params = declared.file_keys(dict(params))
         except ExperimentError as exc:
-            raise ExperimentError(f"workload '{kind}': {exc.message}", hint=exc.hint) from None
+            raise ExperimentError(f"workload '{kind}': {exc.message}", hint=exc.hint,
+                                  key=exc.key or named_key(exc.message, given)) from None
     fields = _fields(cls)
     kwargs: dict[str, Any] = {}
     for key, value in params.items():
@@ -158,20 +170,22 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
             raise ExperimentError(
                 f"workload '{kind}': unknown key '{key}'; known keys: {extra}"
                 f"{', '.join(sorted(fields))}",
-                hint=f"did you mean '{close[0]}'?" if close else None)
+                hint=f"did you mean '{close[0]}'?" if close else None, key=key)
         try:
             kwargs[key] = _convert(value, fields[key])
         except _Mismatch:
             raise ExperimentError(
                 f"workload '{kind}': key '{key}' must be {_describe(fields[key])}, "
-                f"got {type(value).__name__} {value!r}") from None
+                f"got {type(value).__name__} {value!r}", key=key) from None
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except ExperimentError as exc:
         msg = exc.message.removeprefix(f"{kind}: ")
-        raise ExperimentError(f"workload '{kind}': {msg}", hint=exc.hint) from None
+        raise ExperimentError(f"workload '{kind}': {msg}", hint=exc.hint,
+                              key=exc.key or named_key(msg, given)) from None
     except (TypeError, ValueError) as exc:
-        raise ExperimentError(f"workload '{kind}': {exc}") from exc
+        raise ExperimentError(f"workload '{kind}': {exc}",
+                              key=named_key(str(exc), given)) from exc
 
 
 def with_arm(workload: Workload, arm: Arm) -> Workload:
@@ -186,20 +200,22 @@ def with_arm(workload: Workload, arm: Arm) -> Workload:
     if arm.process_thp and arm.vm is not None:
         raise ExperimentError(f"arm '{arm.name}': process_thp applies to the host's processes; "
                               "this arm runs its workload in guests",
-                              hint="set the guests' THP with guest.thp")
+                              hint="set the guests' THP with guest.thp", key="process_thp",
+                              arm=arm.name)
     names = {f.name for f in dataclasses.fields(workload)}  # type: ignore[arg-type]
     missing = [k for k in given if k not in names]
     if missing:
         what = {"app": "application settings (app)",
                 "process_thp": "per-process THP mode (process_thp)"}[missing[0]]
         raise ExperimentError(f"arm '{arm.name}': workload '{kind}' takes no {what}",
-                              hint=_arm_field_hint(missing[0]))
+                              hint=_arm_field_hint(missing[0]), key=missing[0], arm=arm.name)
     try:
         return dataclasses.replace(workload, **given)  # type: ignore[type-var]
     except ExperimentError as exc:
         msg = exc.message.removeprefix(f"{kind}: ")
-        raise ExperimentError(f"arm '{arm.name}': workload '{kind}': {msg}",
-                              hint=exc.hint) from None
+        raise ExperimentError(f"arm '{arm.name}': workload '{kind}': {msg}", hint=exc.hint,
+                              key=named_key(msg, ("process_thp",)) or "app",
+                              arm=arm.name) from None
 
 
 def _arm_field_hint(field: str) -> str:
@@ -230,7 +246,8 @@ def check_places(exp: Experiment) -> None:
         for arm in exp.arms:
             if not declared.runs(place := _place(arm)):
                 raise ExperimentError(f"arm '{arm.name}': {declared.refusal(place)}",
-                                      hint=_where_hint(place))
+                                      hint=_where_hint(place), arm=arm.name,
+                                      key=None if arm.vm is None else "vm")
         if exp.design != "interleaved":
             continue
         problem = None
@@ -267,7 +284,8 @@ def build_for(exp: Experiment) -> tuple[Workload, dict[str, Workload]]:
                 built[arm.workload] = build(exp.workload_for(arm))
             except ExperimentError as exc:
                 where = ", ".join(f"{k} = {v!r}" for k, v in arm.workload)
-                raise ExperimentError(f"scenario {where}: {exc.message}", hint=exc.hint) from None
+                raise ExperimentError(f"scenario {where}: {exc.message}", hint=exc.hint,
+                                      key=exc.key) from None
         per_arm[arm.name] = built[arm.workload]
     # with scenarios every cell has its own values: the default is the first cell's, so a
     # [workload] table that is only valid with them (stressor from [scenarios]) still builds
