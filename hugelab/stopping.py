@@ -1,8 +1,14 @@
 """`--until-verdict`: group-sequential looks while a run is in progress.
 
-The design is declared before the first trial (max blocks, number of looks, alpha, margin) and
-stored with the run; at each planned look the paired log-ratios of every arm against the
-baseline are tested against the Lan-DeMets O'Brien-Fleming boundary (hugelab.stats.sequential).
+The design is declared before the first trial (max blocks, looks, alpha, margin) and stored
+with the run; at each planned look the paired log-ratios of every arm against the baseline are
+tested against the Lan-DeMets O'Brien-Fleming boundary (hugelab.stats.sequential). The looks:
+`looks` equally spaced ones, or (looks=None, the CLI's default) a look every few blocks from
+the first block count at which an `equivalent` can stop (look_schedule). At each look from 10
+blocks on, each open comparison also records what its budget can still reach
+(hugelab.stats.reach): the first look at which the margin is out of reach is kept in
+`unreachable` with the margin the budget can reach, and a comparison that can reach neither
+verdict stops `inconclusive` there (a non-binding futility stop: no false claim added).
 The run stops when every comparison has stopped. Alpha is split evenly across comparisons
 (Bonferroni), which keeps the family-wise error at alpha. No "stop when it looks stable".
 """
@@ -17,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from hugelab.experiment import Experiment
-from hugelab.stats.sequential import SequentialPlan, sequential_decision, sequential_plan
+from hugelab.stats.reach import reach
+from hugelab.stats.sequential import (
+    SequentialPlan,
+    look_schedule,
+    sequential_decision,
+    sequential_plan,
+)
 from hugelab.store import SqlStore
 
 
@@ -38,27 +50,29 @@ def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], 
 class SequentialStopper:
     exp: Experiment
     store: SqlStore
-    looks: int = 5
+    looks: int | None = 5  # None: look_schedule's looks
     alpha: float = 0.05
     margin: float = 0.01
     target_effect: float | None = None
     better: str = "lower"
     history: list[dict[str, Any]] = field(default_factory=list)
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unreachable: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # every cell against the baseline cell of its scenario (a flat experiment: one baseline)
         arms = [a.name for a in self.exp.arms if a.name != self.exp.baseline_of(a.name)]
         self.comparisons = arms
         per = self.alpha / max(1, len(arms))
+        sizes = look_schedule(self.exp.blocks, per) if self.looks is None else None
         self.plan: SequentialPlan = sequential_plan(
-            self.exp.blocks, looks=self.looks, alpha=per, margin=self.margin, better=self.better,
-            target_effect=self.target_effect)
+            self.exp.blocks, looks=self.looks or 1, alpha=per, margin=self.margin,
+            better=self.better, target_effect=self.target_effect, look_sizes=sizes)
 
     def describe(self) -> dict[str, Any]:
         return {"plan": self.plan.to_dict(), "family_alpha": self.alpha,
                 "comparisons": self.comparisons, "looks": self.history,
-                "decided": self.decided,
+                "decided": self.decided, "unreachable": self.unreachable,
                 "stopped_at_look": self.history[-1]["look"] if self.history and self.done else None}
 
     @property
@@ -84,6 +98,8 @@ class SequentialStopper:
                 continue
             dec = sequential_decision(d, look, self.plan).to_dict()
             dec["effect_pct"] = 100 * math.expm1(float(np.median(d)))
+            if dec["decision"] in ("continue", "inconclusive"):
+                self._reach(arm, dec, d, look, blocks_done)
             entry["decisions"][arm] = dec
             if dec["stopped"]:
                 self.decided[arm] = {**dec, "look": look}
@@ -91,3 +107,19 @@ class SequentialStopper:
             self.decided.setdefault(arm, {"decision": "skipped", "look": look})
         self.history.append(entry)
         return self.done
+
+    def _reach(self, arm: str, dec: dict[str, Any], d: np.ndarray, look: int,
+               blocks: int) -> None:
+        """What the rest of the budget can reach: recorded in the decision, the first look
+        that puts the margin out of reach kept in `unreachable`, a futile comparison
+        stopped here (not at the last look, whose decision stands)."""
+        r = reach(d, self.plan)
+        if r is None:
+            return
+        said = r.sentence(self.plan.margin)
+        dec["reach"] = {**r.to_dict(), "statement": said}
+        if not r.reaches_margin and arm not in self.unreachable:
+            self.unreachable[arm] = {"look": look, "blocks": blocks, "statement": said,
+                                     "reachable_margin_pct": r.reachable_margin_pct}
+        if r.futile and not dec["stopped"]:
+            dec.update(decision="inconclusive", stopped=True, reason=f"futile: {said}")

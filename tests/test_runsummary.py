@@ -112,6 +112,21 @@ def test_sequential_decisions_say_they_are_the_runs_own_analysis(tmp_path):
     assert "(the report's analysis: alpha 0.05, margin ±1%" in one
 
 
+def test_a_margin_out_of_reach_is_said_with_the_look_and_the_margin_the_budget_can_reach(
+        tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    said = "cannot reach ±1% in 30 blocks (P 0.01); it can reach ±2.1% (P 0.8)"
+    seq = {"plan": {"looks": 5, "look_sizes": [17, 20, 23, 26, 30], "margin": 0.01},
+           "family_alpha": 0.01, "decided": {"thp": {"decision": "inconclusive", "look": 2}},
+           "unreachable": {"thp": {"look": 2, "blocks": 20, "statement": said,
+                                   "reachable_margin_pct": 2.1}},
+           "stopped_at_look": 2}
+    one = " ".join(printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120).split())
+    assert "thp: inconclusive at look 2" in one
+    assert f"thp: at look 2 (20 blocks): {said}" in one
+
+
 def test_what_went_wrong_is_said_once(tmp_path):
     exp = runstores.experiment(None)
     runstores.fabricate(tmp_path / "s.db", exp, blocks=8)

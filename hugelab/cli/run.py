@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="stop once every arm has a verdict (group-sequential looks, O'Brien-Fleming)")
     p.add_argument("--max-blocks", type=int, metavar="N",
                    help="with --until-verdict: the most blocks (default: the file's, >= 6 a look)")
-    p.add_argument("--looks", type=int, default=5, metavar="N", help="with --until-verdict: planned looks (5)")
+    p.add_argument("--looks", type=_looks, default=None, metavar="N|auto",
+                   help="with --until-verdict: N even looks, or auto (a look every few blocks)")
     p.add_argument("--alpha", type=float, default=0.05, metavar="A",
                    help="with --until-verdict: family-wise false-positive rate (0.05)")
     p.add_argument("--margin", type=_fraction, default=0.01, metavar="M",
@@ -102,6 +103,16 @@ def outage_arg(text: str) -> float:
     return seconds
 
 
+def _looks(text: str) -> int | None:
+    """--looks: a number of equally spaced looks, or auto (None)."""
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of looks or 'auto': {text!r}") from None
+
+
 def _fraction(text: str) -> float:
     try:
         return float(text[:-1]) / 100 if text.endswith("%") else float(text)
@@ -112,8 +123,9 @@ def _fraction(text: str) -> float:
 def _load(args: argparse.Namespace) -> Experiment:
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
     blocks = args.max_blocks if args.until_verdict and args.max_blocks else args.blocks
-    if args.until_verdict and blocks is None and exp.blocks < 6 * args.looks:
-        blocks = 6 * args.looks  # its own most: 6 blocks per look; it stops at a verdict
+    least = 6 * (args.looks or 5)  # auto: the budget 5 looks had, looked at more often
+    if args.until_verdict and blocks is None and exp.blocks < least:
+        blocks = least  # its own most: 6 blocks per look; it stops at a verdict
     if args.max_blocks and not args.until_verdict:
         raise UsageError("--max-blocks goes with --until-verdict")
     if blocks is not None:
@@ -163,10 +175,13 @@ def _more_blocks_hint(blocks: int, looks: int, max_given: bool) -> str:
 def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> SequentialStopper | None:
     if not args.until_verdict:
         return None
-    if exp.blocks < 6 * args.looks:
+    if args.looks is not None and exp.blocks < 6 * args.looks:
         raise UsageError(f"--until-verdict with {args.looks} looks needs at least "
                          f"{6 * args.looks} blocks, 6 per look (this run has {exp.blocks})",
                          hint=_more_blocks_hint(exp.blocks, args.looks, bool(args.max_blocks)))
+    if exp.blocks < 6:
+        raise UsageError(f"--until-verdict needs at least 6 blocks (this run has {exp.blocks})",
+                         hint=_more_blocks_hint(exp.blocks, 1, bool(args.max_blocks)))
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 

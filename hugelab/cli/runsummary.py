@@ -69,8 +69,17 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
             f"sequential decisions below use the run's alpha {alpha:g}"
             + (f" and margin ±{100 * margin:g}%" if margin is not None else "")
             + ", not the report's defaults")
-    return [head] + [f"  {arm}: {d['decision']} at look {d['look']}"
-                     for arm, d in (seq.get("decided") or {}).items()]
+    decided, unreachable = seq.get("decided") or {}, seq.get("unreachable") or {}
+    out = [head]
+    for arm in [*decided, *(a for a in unreachable if a not in decided)]:
+        d = decided.get(arm)
+        if d is not None:
+            out.append(f"  {arm}: {d['decision']} at look {d['look']}")
+        u = unreachable.get(arm)
+        if u is not None:  # the first look that put the margin out of reach (issue 39)
+            out.append(f"    {arm}: at look {u['look']} ({u['blocks']} blocks): "
+                       f"{u['statement']}")
+    return out
 
 
 def names_of(exp: Experiment) -> answer.Names:

@@ -23,7 +23,9 @@ Non-binding futility and equivalence stops never add a false "faster"/"slower" c
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -87,6 +89,28 @@ def obf_spending(t: FloatArray | float, alpha: float) -> FloatArray:
         return np.where(t > 0, 4.0 * stats.norm.sf(z / np.sqrt(np.where(t > 0, t, 1.0))), 0.0)
 
 
+def max_signed_rank_z(n: int) -> float:
+    """The largest |z| of the signed-rank statistic with n nonzero pairs (all of one sign)."""
+    return math.sqrt(1.5 * n * (n + 1) / (2 * n + 1))
+
+
+def look_schedule(max_blocks: int, alpha: float, every: int = 0) -> tuple[int, ...]:
+    """An error-spending schedule with many looks: one every ``every`` blocks (0: about 6
+    looks in all, at least one a block apart) from the first block count at which the signed-rank z
+    can reach that look's equivalence boundary (OBF spending of 2 x alpha, as
+    sequential_plan's), the last at ``max_blocks``. Earlier looks could never stop; under
+    OBF-type spending the later ones cost the last boundary little (see docs/statistics.md)."""
+    if max_blocks < 6:
+        raise StatsInputError(f"a sequential run needs at least 6 blocks, got {max_blocks}")
+    first = 6
+    while first < max_blocks and max_signed_rank_z(first) < float(
+            stats.norm.isf(obf_spending(first / max_blocks, 2.0 * alpha) / 2.0)):
+        first += 1
+    step = every if every > 0 else max(1, math.ceil((max_blocks - first) / 5))
+    sizes = [n for n in range(first, max_blocks, step) if max_blocks - n >= step / 2]
+    return (*sizes, max_blocks)
+
+
 def _exit_prob(x: FloatArray, f: FloatArray, b: float, sigma: float) -> float:
     tail = stats.norm.sf((b - x) / sigma) + stats.norm.cdf((-b - x) / sigma)
     return float(np.trapezoid(f * tail, x))
@@ -101,6 +125,14 @@ def _log_gap(
 def boundaries(fractions: ArrayLike, alpha: float) -> tuple[FloatArray, FloatArray]:
     """Two-sided z boundaries and cumulative alpha spent for the given information fractions."""
     t = as_1d(fractions, "fractions")
+    bounds, spent = _boundaries(tuple(float(x) for x in t), float(alpha))
+    return bounds.copy(), spent.copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[FloatArray, FloatArray]:
+    """boundaries(), kept: a run's stopper and a simulation ask for the same design again."""
+    t = np.asarray(fractions)
     if np.any(np.diff(t) <= 0) or t[0] <= 0 or t[-1] > 1 + 1e-12:
         raise StatsInputError("information fractions must increase within (0, 1]")
     spent = obf_spending(t, alpha)
@@ -133,17 +165,27 @@ def sequential_plan(
     better: str = "lower",
     target_effect: float | None = None,
     futility_cp: float = 0.05,
+    look_sizes: Sequence[int] | None = None,
 ) -> SequentialPlan:
-    """Equally spaced looks (by blocks) up to ``max_blocks`` with OBF-type spending."""
-    if looks < 1 or max_blocks < 6 * looks:
+    """Looks (by blocks) up to ``max_blocks`` with OBF-type spending: ``looks`` equally spaced
+    ones, or those at ``look_sizes`` (increasing, the last ``max_blocks``; see look_schedule)."""
+    if look_sizes is not None:
+        sizes = np.asarray(look_sizes, dtype=int)
+        if sizes.size < 1 or sizes[0] < 6 or np.any(np.diff(sizes) <= 0) or \
+                sizes[-1] != max_blocks:
+            raise StatsInputError(f"look sizes must increase from 6 or more blocks to "
+                                  f"{max_blocks}, got {list(look_sizes)}")
+        looks = int(sizes.size)
+    elif looks < 1 or max_blocks < 6 * looks:
         raise StatsInputError(
             f"need looks >= 1 and at least 6 blocks per look, got {looks} looks, {max_blocks} blocks"
         )
+    else:
+        sizes = np.round(np.linspace(max_blocks / looks, max_blocks, looks)).astype(int)
     if not 0.0 < alpha < 0.5:
         raise StatsInputError(f"alpha must lie in (0, 0.5), got {alpha}")
     if better not in ("lower", "higher"):
         raise StatsInputError(f"better must be 'lower' or 'higher', got {better!r}")
-    sizes = np.round(np.linspace(max_blocks / looks, max_blocks, looks)).astype(int)
     fractions = sizes / max_blocks
     bounds, spent = boundaries(fractions, alpha)
     equivalence, _ = boundaries(fractions, 2.0 * alpha)
