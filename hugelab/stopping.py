@@ -118,7 +118,7 @@ class SequentialStopper:
             return
         said = r.sentence(self.plan.margin)
         dec["reach"] = {**r.to_dict(), "statement": said}
-        if not r.reaches_margin and arm not in self.unreachable:
+        if not r.reaches_margin and arm not in self.unreachable and r.n < r.max_blocks:
             self.unreachable[arm] = {"look": look, "blocks": blocks, "statement": said,
                                      "reachable_margin_pct": r.reachable_margin_pct}
         if r.futile and not dec["stopped"]:

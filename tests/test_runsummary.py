@@ -125,6 +125,11 @@ def test_a_margin_out_of_reach_is_said_with_the_look_and_the_margin_the_budget_c
     one = " ".join(printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120).split())
     assert "thp: inconclusive at look 2" in one
     assert f"thp: at look 2 (20 blocks): {said}" in one
+    reached = "its 30 blocks reach ±1.2%: effect +0.28%, per-block SD 1.83% after 30 blocks"
+    seq.update(unreachable={}, decided={"thp": {"decision": "inconclusive", "look": 5,
+                                                "reach": {"statement": reached}}})
+    one = " ".join(printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120).split())
+    assert f"thp: inconclusive at look 5 thp: {reached}" in one
 
 
 def test_what_went_wrong_is_said_once(tmp_path):

@@ -138,3 +138,11 @@ def test_the_stopper_says_when_the_margin_is_out_of_reach_and_stops_there() -> N
     assert info["stopped_at_look"] == 1 and len(info["looks"]) == 1
     quiet = stopped(np.random.default_rng(7).normal(0, 0.003, N)).describe()
     assert quiet["decided"]["b"]["decision"] == "equivalent" and not quiet["unreachable"]
+
+
+def test_a_run_that_ends_inconclusive_states_the_margin_its_blocks_reach() -> None:
+    info = stopped(np.random.default_rng(8).normal(0.004, 0.015, N)).describe()
+    last = info["decided"]["b"]
+    assert last["decision"] == "inconclusive" and last["look"] == info["plan"]["looks"]
+    assert last["reach"]["statement"].startswith(f"its {N} blocks reach ±")
+    assert "b" not in info["unreachable"]  # a forecast, and none is left at the last look

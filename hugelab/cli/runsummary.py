@@ -75,6 +75,8 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
         d = decided.get(arm)
         if d is not None:
             out.append(f"  {arm}: {d['decision']} at look {d['look']}")
+            if d["decision"] == "inconclusive" and arm not in unreachable and d.get("reach"):
+                out.append(f"    {arm}: {d['reach']['statement']}")  # the margin it reached
         u = unreachable.get(arm)
         if u is not None:  # the first look that put the margin out of reach (issue 39)
             out.append(f"    {arm}: at look {u['look']} ({u['blocks']} blocks): "

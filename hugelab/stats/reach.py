@@ -59,13 +59,16 @@ class Reach:
 
     def sentence(self, margin: float) -> str:
         """One line for the run's history and summary."""
+        tail = (f"effect {self.effect_pct:+.2f}%, per-block SD {self.sd_pct:.2f}% after "
+                f"{self.n} blocks")
+        if self.n >= self.max_blocks:  # the last look: no forecast left
+            return f"its {self.n} blocks reach ±{self.reachable_margin_pct:.1f}%: {tail}"
         if self.reaches_margin:
             return (f"±{100 * margin:g}% within reach in {self.max_blocks} blocks (P "
                     f"{self.p_equivalent:.2f} of `equivalent` by then)")
         return (f"cannot reach ±{100 * margin:g}% in {self.max_blocks} blocks (P "
                 f"{self.p_equivalent:.2f}); it can reach ±{self.reachable_margin_pct:.1f}% "
-                f"(P {self.power:g}): effect {self.effect_pct:+.2f}%, per-block SD "
-                f"{self.sd_pct:.2f}% after {self.n} blocks")
+                f"(P {self.power:g}): {tail}")
 
 
 def unit_sds(d: FloatArray) -> FloatArray:
