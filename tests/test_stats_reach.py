@@ -146,3 +146,13 @@ def test_a_run_that_ends_inconclusive_states_the_margin_its_blocks_reach() -> No
     assert last["decision"] == "inconclusive" and last["look"] == info["plan"]["looks"]
     assert last["reach"]["statement"].startswith(f"its {N} blocks reach ±")
     assert "b" not in info["unreachable"]  # a forecast, and none is left at the last look
+
+
+def test_looks_on_the_command_line_are_a_number_or_auto() -> None:
+    import argparse
+
+    from hugelab.cli.run import _looks
+    assert _looks("auto") is None and _looks("5") == 5
+    for bad in ("0", "-1", "five"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _looks(bad)

@@ -108,9 +108,12 @@ def _looks(text: str) -> int | None:
     if text == "auto":
         return None
     try:
-        return int(text)
+        n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of looks or 'auto': {text!r}") from None
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"not a number of looks (1 or more) or 'auto': {text!r}")
+    return n
 
 
 def _fraction(text: str) -> float:
