@@ -126,15 +126,6 @@ class JvmBenchmark:
         object.__setattr__(self, "app", tuple((k, tuple(v) if isinstance(v, list) else v)
                                               for k, v in self.app))
         check_mode("jvm", self.process_thp)
-        for key, value in self.app:
-            want = APP_KEYS.get(key)
-            if want is None:
-                raise ExperimentError(f"jvm: unknown app setting {key!r}; known: "
-                                      f"{', '.join(APP_KEYS)}")
-            if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
-                raise ExperimentError(f"jvm: app {key} must be "
-                                      f"{'true or false' if want is bool else want.__name__}, "
-                                      f"got {value!r}")
         for what, size in (("heap", self.heap_size), ("LargePageSizeInBytes", self.page_size)):
             if size is not None and not isinstance(size, int):
                 raise ExperimentError(f"jvm: {what}: {size}")
@@ -413,4 +404,4 @@ KIND = Kind(
     where=frozenset({"host", "guest", "domain"}),
     tools=(Tool("java", "openjdk-17-jdk-headless"), Tool("javac", "openjdk-17-jdk-headless"),
            Tool("sunflow", "sunflow")),
-    seconds=load_seconds, judge=judge)
+    seconds=load_seconds, judge=judge, app=APP_KEYS)

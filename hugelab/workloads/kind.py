@@ -35,6 +35,10 @@ The fields, and who reads them:
   can ask for madvise/memfd backings no outside program can be told to use; `leftovers`:
   removes what a killed run of the kind left on the host (private datadirs), for `recover`;
   `own_programs`: hugelab's own static programs it runs, copied into a user's guest once.
+- `app`: the arm's application settings (`app = {...}`) it knows, each with its type (bool,
+  int, str, tuple) or its allowed values; `check_app` holds every arm's and file's `app` to
+  them before the workload is built (registry.build_workload, with_arm); None where `app` is
+  open (any of the server's own settings: PostgreSQL, MariaDB, checked against the server).
 - `keys`: every key of its `[workload]` table (`Key`: name, unit, one line on what it does);
   the type and default are the dataclass field's. docs/kinds.md is generated from them
   (`python -m hugelab.workloads.keydoc`), and a test checks that every field a file may set
@@ -125,6 +129,7 @@ class Kind:
     counts_own_folios: bool = False
     asks_own_backing: bool = False
     keys: tuple[Key, ...] = ()
+    app: Mapping[str, type | tuple[Any, ...]] | None = None
 
     def packages(self) -> dict[str, str]:
         return {t.name: t.package for t in self.tools}
@@ -151,6 +156,8 @@ def check_app(kind: str, app: tuple[tuple[str, Any], ...], keys: Mapping[str, ty
                 raise ExperimentError(f"{kind}: app {key} must be one of "
                                       f"{', '.join(repr(w) for w in want)}, got {value!r}")
             continue
+        if want is tuple and isinstance(value, list):
+            continue  # an experiment file's list: the kind keeps it as a tuple
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
             raise ExperimentError(f"{kind}: app {key} must be {_type_words(want)}, "
                                   f"got {value!r}")

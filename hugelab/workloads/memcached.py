@@ -83,15 +83,6 @@ class MemcachedBenchmark:
 
     def __post_init__(self) -> None:
         check_mode("memcached", self.process_thp)
-        for key, value in self.app:
-            want = APP_KEYS.get(key)
-            if want is None:
-                raise ExperimentError(f"memcached: unknown app setting {key!r}; known: "
-                                      f"{', '.join(APP_KEYS)}")
-            if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-                raise ExperimentError(f"memcached: app {key} must be "
-                                      f"{'true or false' if want is bool else 'an integer'}, "
-                                      f"got {value!r}")
         if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0 or
                                             self.test == "mget"):
             raise ExperimentError("memcached: window_ops is at least 1, warm_ops at least 0, "
@@ -351,4 +342,5 @@ KIND = Kind(
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("memcached", "memcached"), Tool("memcslap", "libmemcached-tools")),
     interleave=requests_only, seconds=load_seconds,
-    server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge)
+    server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge,
+    app=APP_KEYS)

@@ -482,12 +482,6 @@ def validate(w: RedisBenchmark) -> None:
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"redis: rdb {w.rdb}: {exc}") from None
     persist.check(w.persistence, w.fork_every_s, bool(w.preload), w.keyspace)
-    for key, value in w.app:
-        if key != "disable-thp":
-            raise ExperimentError(f"redis: unknown app setting {key!r}; known: disable-thp")
-        if value not in ("yes", "no", True, False):
-            raise ExperimentError(f"redis: app disable-thp must be \"yes\" or \"no\" "
-                                  f"(or true/false), got {value!r}")
 
 
 
@@ -651,4 +645,4 @@ KIND = Kind(
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
     duration=("timeout_s", None), seconds=load_seconds, judge=judge, interleave=persist.interleave_problem,
-    leftovers=rdb_leftovers)
+    leftovers=rdb_leftovers, app={"disable-thp": ("yes", "no", True, False)})

@@ -26,7 +26,7 @@ from hugelab.errors import ExperimentError
 from hugelab.experiment import Arm, Experiment
 from hugelab.proc import register_packages
 from hugelab.workloads.base import Workload
-from hugelab.workloads.kind import PLACES, Kind
+from hugelab.workloads.kind import PLACES, Kind, check_app
 
 # One line per kind: the module (or package) that declares it with a module-level `KIND`
 # (hugelab.workloads.kind). Nothing else in hugelab names a kind.
@@ -178,6 +178,8 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
                 f"workload '{kind}': key '{key}' must be {_describe(fields[key])}, "
                 f"got {type(value).__name__} {value!r}", key=key) from None
     try:
+        if declared.app is not None:
+            check_app(kind, tuple(kwargs.get("app", ())), declared.app)
         return cls(**kwargs)  # type: ignore[no-any-return]
     except ExperimentError as exc:
         msg = exc.message.removeprefix(f"{kind}: ")
@@ -189,9 +191,9 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
 
 
 def with_arm(workload: Workload, arm: Arm) -> Workload:
-    """`workload` as `arm` runs it: with the arm's application settings (`app`) and its
-    processes' THP (`process_thp`), for kinds that take them (a field of the same name; the
-    kind validates the values in its __post_init__); the same object when the arm sets none."""
+    """`workload` as `arm` runs it: with the arm's application settings (`app`, held to the kind's
+    declared `app` keys by check_app) and its processes' THP (`process_thp`), for kinds that
+    take them (a field of the same name); the same object when the arm sets none."""
     given = {"app": arm.app, "process_thp": arm.process_thp}
     given = {k: v for k, v in given.items() if v}
     if not given:
@@ -210,6 +212,8 @@ def with_arm(workload: Workload, arm: Arm) -> Workload:
         raise ExperimentError(f"arm '{arm.name}': workload '{kind}' takes no {what}",
                               hint=_arm_field_hint(missing[0]), key=missing[0], arm=arm.name)
     try:
+        if (keys := lookup(kind).app) is not None:
+            check_app(kind, tuple(arm.app or ()), keys)
         return dataclasses.replace(workload, **given)  # type: ignore[type-var]
     except ExperimentError as exc:
         msg = exc.message.removeprefix(f"{kind}: ")
