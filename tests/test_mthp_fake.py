@@ -251,7 +251,7 @@ def dry_run(tmp_path, monkeypatch, capsys, host, *flags) -> str:
     """`hugelab run --dry-run` in this process, on the fake host `host`: its stdout."""
     from hugelab.cli.main import main
     from hugelab.planning import dryrun
-    monkeypatch.setattr(dryrun, "inspect_host", lambda: inspect_host(host))
+    monkeypatch.setattr(dryrun, "inspect_host", lambda *_: inspect_host(host))
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "300")
     (tmp_path / "exp.toml").write_text(DRY_RUN)

@@ -101,11 +101,54 @@ class Snapshot:
                 "unusable": self.unusable(), "order": o, "zones": zones}
 
 
+@dataclass(frozen=True)
+class PoolReach:
+    """How far a hugetlb pool of `size_kb` pages could grow from the free lists now (one node's
+    zones, or every zone). `ready`: the pages free memory holds as whole blocks of the page's
+    order or above, which the pool takes without compaction; for a page above the top order
+    buddyinfo shows (1 GiB: order 18, shown up to 10) only an upper bound, from the free
+    memory in top-order blocks, since whether they lie together buddyinfo cannot say.
+    `most`: the pages all free memory would make, were compaction to bring it together."""
+
+    size_kb: int
+    order: int
+    top_order: int
+    ready: int
+    free_kb: int
+    top_kb: int
+
+    @property
+    def seen(self) -> bool:
+        """Whether buddyinfo shows blocks of the page's own order (2 MiB: yes, 1 GiB: no)."""
+        return self.order <= self.top_order
+
+    @property
+    def most(self) -> int:
+        return self.free_kb // self.size_kb
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size_kb": self.size_kb, "order": self.order, "top_order": self.top_order,
+                "ready": self.ready, "ready_is_upper_bound": not self.seen,
+                "most_with_compaction": self.most, "free_kb": self.free_kb,
+                "free_in_top_order_kb": self.top_kb}
+
+
+def pool_reach(snap: Snapshot, size_kb: int, node: int | None = None) -> PoolReach:
+    """What the free lists of `snap` (node `node`'s zones, or all) hold for pages of `size_kb`."""
+    zones = [z for z in snap.zones if node is None or z.node == node]
+    top = max((len(z.counts) for z in zones), default=1) - 1
+    order = huge_order(snap.page_kb, size_kb)
+    top_kb = sum(z.counts[top] << top for z in zones if len(z.counts) > top) * snap.page_kb
+    high_kb = sum(z.free_pages(min(order, top)) for z in zones) * snap.page_kb
+    return PoolReach(size_kb, order, top, high_kb // size_kb,
+                     sum(z.free_pages() for z in zones) * snap.page_kb, top_kb)
+
+
 def snapshot(text: str, pkb: int | None = None) -> Snapshot:
     return Snapshot(parse(text), pkb or page_kb())
 
 
-def read(path: str = "/proc/buddyinfo") -> Snapshot:
+def read(path: str | os.PathLike[str] = "/proc/buddyinfo") -> Snapshot:
     with open(path) as f:
         return snapshot(f.read())
 

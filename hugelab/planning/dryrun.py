@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.experiment import Arm, Experiment
+from hugelab.host.buddyinfo import Snapshot, snapshot
 from hugelab.host.inspect import inspect_host
+from hugelab.host.paths import REAL, HostPaths, read_text
 from hugelab.owned import state_dir
 from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
 from hugelab.planning.cost import Measured, build_cost, estimate
+from hugelab.planning.poolreach import reach_plan
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.keys import experiment_key_of
 from hugelab.store.locate import exists, open_store, resolve
@@ -129,18 +132,25 @@ def builds(workload: Workload, per_arm: dict[str, Workload]) -> list[dict[str, A
 
 
 def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
-         store_path: Path, budget_s: float | None, notes: list[str] | None = None
-         ) -> dict[str, Any]:
+         store_path: Path, budget_s: float | None, notes: list[str] | None = None,
+         paths: HostPaths = REAL) -> dict[str, Any]:
     """Everything the dry run reports, as one JSON-able dict; validates every guest cell.
     `notes`: what it could not check (libvirtd not reachable), said first among warnings.
-    Builds nothing a workload needs (hugelab.workloads.preview)."""
+    Builds nothing a workload needs (hugelab.workloads.preview). `paths`: the host it reads
+    (a fake /sys and /proc tree in tests)."""
     with previewing():
-        return _plan(exp, workload, per_arm, store_path, budget_s, notes)
+        return _plan(exp, workload, per_arm, store_path, budget_s, notes, paths)
+
+
+def free_lists(paths: HostPaths) -> Snapshot:
+    """/proc/buddyinfo now (no zones where it cannot be read)."""
+    return snapshot(read_text(paths.buddyinfo, "") or "")
 
 
 def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
-          store_path: Path, budget_s: float | None, notes: list[str] | None) -> dict[str, Any]:
-    host = inspect_host()
+          store_path: Path, budget_s: float | None, notes: list[str] | None,
+          paths: HostPaths) -> dict[str, Any]:
+    host = inspect_host(paths)
     skipped = unsupported_arms(exp, host)
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     for a in exp.arms:
@@ -190,6 +200,8 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
             out["warnings"] += [f"arm '{a.name}': {w}" for w in said(a.backing)]
     out["pool_holders"] = host.get("pool_holders") or []
     out["warnings"] += pool_plan_warnings(host, pools)
+    out["pool_reach"], reach = reach_plan(host, pools, free_lists(paths))  # buddyinfo's word
+    out["warnings"] += reach
     if budget_s is not None and est.seconds > budget_s:
         out["warnings"].append(over_budget(exp_run, meas, accel or "tcg", est.seconds,
                                            budget_s))

@@ -1,0 +1,81 @@
+"""Whether the hugetlb pools a run asks for can grow that far in the host's state now (issue 38
+item 3): the dry run compares the pages each pool must grow by with the free blocks of the
+page's order in /proc/buddyinfo (hugelab.host.buddyinfo.pool_reach), and says so when only
+compaction (or reclaim) could make them. It reads only.
+
+A 2 MiB page needs a free block of order 9: buddyinfo shows those, so the pages ready now are
+known. A 1 GiB page needs order 18, and buddyinfo shows blocks up to order 10 (4 MiB): free
+memory in order-10 blocks is only an upper bound on the 1 GiB pages ready now, and whether they
+lie together compaction decides. Pools reserved at boot do not depend on either."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hugelab.host.buddyinfo import PoolReach, Snapshot, pool_reach
+from hugelab.planning.pools import PoolKey
+from hugelab.units import amount, exact
+
+
+def _grows_by(host: dict[str, Any], size: str, node: int | None, pages: int) -> int | None:
+    """Pages pool (size, node) must grow by so that `pages` are free; None for a pool the host
+    does not have."""
+    pool = next((p for p in host.get("pools", []) if p["size"] == size), None)
+    if pool is None:
+        return None
+    if node is None:
+        free = int(pool.get("free") or 0) - int(pool.get("resv") or 0)
+    else:
+        entry: dict[str, Any] = next((n for n in pool.get("nodes") or []
+                                      if n.get("node") == node), {})
+        free = int(entry.get("free") or 0)
+    return max(pages - max(free, 0), 0)
+
+
+def verdict(more: int, reach: PoolReach) -> str:
+    """'ready' (free blocks of the page's order hold them), 'compaction' (free memory holds
+    them, in smaller blocks) or 'reclaim' (free memory does not hold them)."""
+    if more <= reach.ready:
+        return "ready"
+    return "compaction" if more <= reach.most else "reclaim"
+
+
+def warning(size: str, node: int | None, pages: int, more: int, reach: PoolReach) -> str:
+    """The dry run's words for a pool that may not reach `pages` at run time."""
+    label = exact(reach.size_kb)
+    where = f" on node {node}" if node is not None else ""
+    asks = f"the {label} pool{where} asks for {more} more page{'s' if more != 1 else ''}"
+    if reach.seen:
+        has = (f"free memory holds {reach.ready} in blocks of order {reach.order} or above "
+               f"({amount(reach.ready * reach.size_kb)})")
+    else:
+        has = (f"free memory has {amount(reach.top_kb)} in order-{reach.top_order} blocks "
+               f"(/proc/buddyinfo shows none larger: whether they lie together as {label} "
+               "pages, compaction decides)")
+    if verdict(more, reach) == "compaction":
+        then = (f"it may not grow at run time without compaction (all {amount(reach.free_kb)} "
+                f"free, compacted, would make {reach.most})")
+    else:
+        then = (f"all {amount(reach.free_kb)} free, compacted, would make only {reach.most}: "
+                "beyond that it grows only as far as the kernel reclaims page cache")
+    boot = f"hugepagesz={size} hugepages={pages}"
+    return f"{asks}; {has}: {then} — reserve {label} pages at boot ({boot})"
+
+
+def reach_plan(host: dict[str, Any], pools: dict[PoolKey, int], snap: Snapshot
+               ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per pool the run grows: what the free lists hold for it now (JSON), and a warning for
+    each that free blocks of its order do not cover."""
+    rows, out = [], []
+    for (size, node), pages in sorted(pools.items(), key=str):
+        more = _grows_by(host, size, node, pages)
+        size_kb = next((int(p["size_kb"]) for p in host.get("pools", [])
+                        if p["size"] == size), None)
+        if more is None or size_kb is None or more == 0:
+            continue
+        reach = pool_reach(snap, size_kb, node)
+        rows.append({"size": size, "node": node, "pages": pages, "more": more,
+                     "reach": verdict(more, reach), **reach.to_json()})
+        if verdict(more, reach) != "ready":
+            out.append(warning(size, node, pages, more, reach))
+    return rows, out
