@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 
 
 class HugelabError(Exception):
@@ -122,3 +124,13 @@ class VMError(HugelabError):
 
 class FleetError(HugelabError):
     """The fleet could not be driven (no source to ship, Ansible missing, a bad inventory)."""
+
+
+def internal_error(exc: BaseException) -> str:
+    """An unexpected exception (a bug) that fails one trial: its traceback on stderr, for the
+    report a user files, and 'internal error (please report it): <its one line>' for the
+    trial's error."""
+    sys.stderr.write("hugelab: internal error in a trial; please report it with this:\n"
+                     + traceback.format_exc())
+    why = "".join(traceback.format_exception_only(exc)).strip()
+    return f"internal error (please report it): {why}"

@@ -5,14 +5,13 @@ from __future__ import annotations
 import platform
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from hugelab import __version__
-from hugelab.errors import HugelabError, PoolBusyError, PoolError
+from hugelab.errors import HugelabError, PoolBusyError, PoolError, internal_error
 from hugelab.experiment import Arm, Experiment, TrialSpec
 from hugelab.host import holders, memcg
 from hugelab.host.control import HostControl, size_kb_from_name
@@ -359,9 +358,8 @@ class ArmTrials:
         except HugelabError as exc:
             return [GuestOutcome(n, None, exc.message, cause=exc.cause) for n in names]
         except Exception as exc:  # noqa: BLE001 - a bug must fail the trial, not the run
-            why = "".join(traceback.format_exception_only(exc)).strip()
-            return [GuestOutcome(n, None, f"internal error (please report it): {why}",
-                                 cause="environment") for n in names]
+            return [GuestOutcome(n, None, internal_error(exc), cause="environment")
+                    for n in names]
         for o in outs:
             if arm.vm is None:
                 o.evidence["tree"] = {**scope.tree, "where": "host"}
@@ -388,9 +386,8 @@ class ArmTrials:
         except HugelabError as exc:
             return [[GuestOutcome(name, None, exc.message, cause=exc.cause)] for _ in arms]
         except Exception as exc:  # noqa: BLE001 - a bug must fail the trial, not the run
-            why = "".join(traceback.format_exception_only(exc)).strip()
-            return [[GuestOutcome(name, None, f"internal error (please report it): {why}",
-                                  cause="environment")] for _ in arms]
+            return [[GuestOutcome(name, None, internal_error(exc), cause="environment")]
+                    for _ in arms]
         out = []
         for r in results:
             o = GuestOutcome(name, r, None)

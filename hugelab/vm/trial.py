@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hugelab.errors import HugelabError
+from hugelab.errors import HugelabError, internal_error
 from hugelab.experiment import Arm
 from hugelab.host.control import size_kb_from_name
 from hugelab.host.paths import REAL, HostPaths, parse_vmstat, read_text
@@ -251,8 +251,7 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             except HugelabError as exc:
                 outcomes[i] = GuestOutcome(g.target.name, None, exc.message, cause=exc.cause)
             except Exception as exc:  # noqa: BLE001 - a bug fails this guest's trial only
-                outcomes[i] = GuestOutcome(g.target.name, None, f"internal error (please "
-                                           f"report it): {type(exc).__name__}: {exc}",
+                outcomes[i] = GuestOutcome(g.target.name, None, internal_error(exc),
                                            cause="environment")
 
         threads = [threading.Thread(target=carry(work), args=(i,)) for i in range(len(guests))]

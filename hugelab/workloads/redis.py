@@ -330,7 +330,7 @@ class RedisBenchmark:
         server_out = ""
         memory: dict[str, object] = {}
         try:
-            keys = self.fill(handle.client_port, rdb_dir)
+            keys = self.fill(handle.client_port, rdb_dir, target)
             with persist.driver(handle.client_port, self.persistence,
                                 self.fork_every_s) as saving:
                 res = target.exec(self.benchmark_argv(handle.client_port),
@@ -357,11 +357,13 @@ class RedisBenchmark:
         self._describe(result, backing)
         return result
 
-    def fill(self, port: int, rdb_dir: Path | None) -> int | None:
-        """The keys loaded from a user's RDB (None without one); then the preload, if any."""
+    def fill(self, port: int, rdb_dir: Path | None, client: Target | None = None) -> int | None:
+        """The keys loaded from a user's RDB (None without one); then the preload, if any, by
+        redis-cli where the load's client runs (`client`; None: the host)."""
         keys = rdb_keys(port, self.rdb, rdb_dir if self.rdb else None)
         if self.preloads:
-            persist.preload(port, self.keyspace or 0, self.data_size)
+            cli = str(Path(self.benchmark_binary).with_name("redis-cli"))
+            persist.preload(client, cli, port, self.keyspace or 0, self.data_size)
         return keys
 
     def _describe(self, result: WorkloadResult, backing: str) -> None:

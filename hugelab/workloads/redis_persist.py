@@ -45,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from hugelab import proc
 from hugelab.errors import ExperimentError, WorkloadError
-from hugelab.workloads.base import WorkloadResult
+from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import LOOPBACK
 from hugelab.workloads.interleave import server_problem
 
@@ -197,20 +198,37 @@ def number(info: dict[str, str], key: str) -> float:
                             hint="Redis 6.2 or later reports fork and COW figures") from None
 
 
-def preload(port: int, keyspace: int, size: int, batch: int = 2000) -> None:
-    """Every key `key:%012d` of the keyspace SET to `size` bytes, pipelined in batches."""
-    value = b"x" * size
-    conn = Conn(port, timeout=120.0)
-    try:
-        for first in range(0, keyspace, batch):
-            n = min(batch, keyspace - first)
-            conn.sock.sendall(b"".join(encode("SET", KEY.format(i), value)
-                                       for i in range(first, first + n)))
-            for _ in range(n):
-                if conn.reply() != b"OK":
-                    raise WorkloadError("redis-server did not answer OK to a preload SET")
-    finally:
-        conn.close()
+# server-side: SET key:%012d (redis-benchmark's keys) to `size` bytes for keys first..first+n-1
+PRELOAD_LUA = ("local first, n = tonumber(ARGV[1]), tonumber(ARGV[2]) "
+               "local v = string.rep('x', tonumber(ARGV[3])) "
+               "for i = first, first + n - 1 do redis.call('SET', string.format('key:%012d', i), v) "
+               "end return n")
+PRELOAD_CHUNK = 100_000  # keys per script call: the server answers others between calls
+
+
+def preload_argvs(cli: str, port: int, keyspace: int, size: int) -> list[list[str]]:
+    """redis-cli calls that write every key `key:%012d` of the keyspace, `size` bytes each, by
+    a Lua loop inside the server: run where the load's client runs (the host, or inside the
+    guest of a user's domain, whose port the host cannot reach), in seconds even under TCG
+    where a pipelined client took minutes."""
+    return [[cli, "-h", LOOPBACK, "-p", str(port), "EVAL", PRELOAD_LUA, "0", str(first),
+             str(min(PRELOAD_CHUNK, keyspace - first)), str(size)]
+            for first in range(0, keyspace, PRELOAD_CHUNK)]
+
+
+def preload(target: Target | None, cli: str, port: int, keyspace: int, size: int) -> None:
+    """Every key of the keyspace SET before the load (`preload_argvs`), each call checked by
+    the count it answers; on `target` (None: here, on the host)."""
+    for argv in preload_argvs(cli, port, keyspace, size):
+        if target is None:
+            cp = proc.run(argv, check=False, timeout=600)
+            code, out, err = cp.returncode, cp.stdout, cp.stderr
+        else:
+            r = target.exec(argv, timeout=600)
+            code, out, err = r.returncode, r.stdout, r.stderr
+        if code != 0 or out.strip().split()[-1:] != [argv[-2]]:
+            raise WorkloadError(f"redis-server did not preload its keys: {argv[-2]} SETs "
+                                f"answered {(out + err).strip()[:200]!r}")
 
 
 # -- per fork: Redis's own figures, and the probe's samples split by its window -------------------
