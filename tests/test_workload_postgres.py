@@ -145,7 +145,7 @@ def test_unknown_setting_is_refused_by_the_server():
     with pytest.raises(ExperimentError, match='unrecognized configuration parameter "shared_bufers"'):
         w.for_arm(SimpleNamespace(name="x", backing="4k"))
     size = Postgres(scale=1, app=(("shared_buffers", "64MB"),)).for_arm(
-        SimpleNamespace(name="on", backing="hugetlb-2M")).hugetlb_bytes()
+        SimpleNamespace(name="on", backing="hugetlb-2M")).hugetlb_bytes_for(None)
     assert 64 << 20 < size < 96 << 20 and size % (2 << 20) == 0
 
 

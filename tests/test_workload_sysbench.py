@@ -147,8 +147,8 @@ def test_hugetlb_bytes_is_what_the_pools_must_hold():
     from hugelab.planning.pools import pool_plan
 
     local = SysbenchMemory(block_size="4M", threads=2, scope="local")
-    assert local.hugetlb_bytes() == 2 * hugetlb_request_bytes(4 << 20)
-    assert SysbenchMemory(block_size="4M", threads=2, scope="global").hugetlb_bytes() == \
+    assert local.hugetlb_bytes_for(None) == 2 * hugetlb_request_bytes(4 << 20)
+    assert SysbenchMemory(block_size="4M", threads=2, scope="global").hugetlb_bytes_for(None) == \
         hugetlb_request_bytes(4 << 20)
     exp = Experiment("s", (Arm("h", "hugetlb-2M"),))
     assert pool_plan(exp, local) == {("2M", None): 8}  # 2 x 8 MiB - 1 byte -> 8 pages

@@ -15,18 +15,17 @@ from hugelab.workloads.base import Workload
 
 
 def workload_bytes(workload: Workload, arm: Arm | None = None) -> int | None:
-    """Bytes of huge pages one trial's workload maps: what it says it needs for the arm's page
-    size (`hugetlb_bytes_for(size)`, e.g. a JVM's heap rounded to whole pages), what it says
-    it needs (`hugetlb_bytes()`), or its size."""
+    """Bytes of huge pages one trial's workload maps, from its one hook
+    `hugetlb_bytes_for(size)` with the arm's page size (None where the arm names none): e.g. a
+    JVM's heap rounded to whole pages, PostgreSQL's own count, hugelab-mem's buffer; None for a
+    workload with nothing to say for that size; without the hook, a `size_bytes` buffer."""
     size = arm.hugetlb_size if arm is not None else None  # a guest arm's: its guest's pool
     need_for = getattr(workload, "hugetlb_bytes_for", None)
-    if callable(need_for) and size:
-        return int(need_for(size))
-    need = getattr(workload, "hugetlb_bytes", None)
-    if callable(need):
-        return int(need())
-    size = getattr(workload, "size_bytes", None)
-    return int(size) if isinstance(size, int) else None
+    if callable(need_for):
+        need = need_for(size)
+        return None if need is None else int(need)
+    buffer = getattr(workload, "size_bytes", None)
+    return buffer if isinstance(buffer, int) else None
 
 
 PoolKey = tuple[str, int | None]

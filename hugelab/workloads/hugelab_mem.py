@@ -89,6 +89,10 @@ class HugelabMem:
         """Whether the buffer is touched sparsely (touch_fraction below 1)."""
         return self.touch_fraction != 1
 
+    def hugetlb_bytes_for(self, size: str | None) -> int:
+        """Bytes of huge pages a trial maps: the buffer, whatever the page size."""
+        return self.size_bytes
+
     def _check_touch_fraction(self) -> None:
         f = self.touch_fraction
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:

@@ -194,10 +194,13 @@ class JvmBenchmark:
             return f"hugetlb-{format_size(size)}"
         return "thp" if s["UseTransparentHugePages"] else "4k"
 
-    def hugetlb_bytes_for(self, size: str) -> int:
+    def hugetlb_bytes_for(self, size: str | None) -> int | None:
         """Pool bytes one JVM takes with pages of `size` ("2M", "1G"): the heap rounded to
         whole pages; with 2 MiB pages also the code cache and G1's two marking bitmaps, which
-        the JVM maps from the same pool (measured: a 256 MiB heap takes 252 pages)."""
+        the JVM maps from the same pool (measured: a 256 MiB heap takes 252 pages). None
+        without a page size (an arm with no hugetlb pool)."""
+        if not size:
+            return None
         page = parse_size(size)
         heap = self.heap_size
         assert isinstance(heap, int)

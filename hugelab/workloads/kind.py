@@ -46,7 +46,7 @@ The fields, and who reads them:
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
-`hugetlb_bytes_for(page_size)`, `settings_warnings(backing)` (what a user's own config sets
+`hugetlb_bytes_for(page_size | None)` (the one hook for the hugetlb bytes a trial maps), `settings_warnings(backing)` (what a user's own config sets
 that the arm overrides, shown by `run --dry-run`), and for servers `start`, `warm`, `window`,
 `finish`, `stop`.
 """

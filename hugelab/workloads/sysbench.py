@@ -156,9 +156,10 @@ class SysbenchMemory:
             raise ExperimentError("sysbench: threads and time_s must be at least 1")
         check_mode("sysbench", self.process_thp)
 
-    def hugetlb_bytes(self) -> int:
+    def hugetlb_bytes_for(self, size: str | None) -> int:
         """Bytes of hugetlb memory a trial takes with --memory-hugetlb=on: one shmget buffer
-        per thread (scope local) or one in all (global); hugelab reserves pools from this."""
+        per thread (scope local) or one in all (global), in 2 MiB pages whatever `size`;
+        hugelab reserves pools from this."""
         assert isinstance(self.block_size, int)
         per = hugetlb_request_bytes(self.block_size)
         return per * (self.threads if self.scope == "local" else 1)

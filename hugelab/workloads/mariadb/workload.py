@@ -146,10 +146,12 @@ class Mariadb:
         except ExperimentError as exc:
             raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
 
-    def hugetlb_bytes_for(self, size: str) -> int:
+    def hugetlb_bytes_for(self, size: str | None) -> int | None:
         """Pool bytes the server maps with --large-pages in pages of `size` ("2M"): its buffer
         pool (and its block descriptors, about 3%), two redo log buffers and two small caches,
-        each in whole pages."""
+        each in whole pages; None without a page size (an arm with no hugetlb pool)."""
+        if not size:
+            return None
         if not self.large_pages():
             return 0
         page_size = parse_size(size)

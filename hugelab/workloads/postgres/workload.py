@@ -178,7 +178,7 @@ class Postgres:
                 _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
         return _ASKED[key]
 
-    def hugetlb_bytes(self) -> int:
+    def hugetlb_bytes_for(self, size: str | None) -> int:
         """Bytes of huge pages the server maps: PostgreSQL's own count (0: huge_pages off)."""
         settings = self.settings()
         if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k") \
