@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -50,3 +51,21 @@ class Workload(Protocol):
     kind: str
 
     def run(self, target: Target, backing: str) -> WorkloadResult: ...
+
+
+class Place(enum.Enum):
+    """Where a target runs a workload's processes: the host itself, one of hugelab's own
+    guests (which see the host's root), or a user's libvirt domain (files of its own)."""
+
+    NATIVE = "native"
+    GUEST = "guest"
+    DOMAIN = "domain"
+
+
+def place_of(target: object) -> Place:
+    """A target's place: the one it declares (`place`, a user's domain's way in), else the
+    host for the target named "native", else hugelab's own guest."""
+    declared = getattr(target, "place", None)
+    if declared is not None:
+        return Place(declared)
+    return Place.NATIVE if getattr(target, "name", "") == "native" else Place.GUEST

@@ -26,7 +26,7 @@ from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.experiment.backings import BACKINGS as BACKINGS
 from hugelab.experiment.backings import BACKINGS_SELF_REQUESTED, backing_error
 from hugelab.proc import end, package_of, spawn, wait_for
-from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
+from hugelab.workloads.base import Better, ExecResult, Place, Target, WorkloadResult, place_of
 from hugelab.workloads.kind import Key, Kind
 from hugelab.workloads.process_thp import check_mode, target_for
 
@@ -236,7 +236,7 @@ def default_server(server: ServerSide | None, target: Target, tool: str,
     names one) when the client runs natively."""
     if server is not None:
         return server
-    if getattr(target, "name", "") != "native":
+    if place_of(target) is not Place.NATIVE:
         raise WorkloadError(
             f"{tool}: the client runs in target {getattr(target, 'name', '?')!r} but no server "
             "side was given; pass server=... (a ServerSide reachable from that target on "

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from hugelab import kernel
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
-from hugelab.workloads.base import ExecResult
+from hugelab.workloads.base import ExecResult, Place, place_of
 from hugelab.workloads.command import check_exit, listens
 
 GUEST_DIR = "/var/tmp/hugelab"  # everything a trial writes in the guest, removed at its end
@@ -44,7 +44,7 @@ class Way(Protocol):
 def in_domain(target: object) -> bool:
     """Whether `target` is a way into a user's domain (which has its own files), not the host
     nor one of hugelab's own guests (which see the host's root)."""
-    return getattr(target, "place", None) == "domain"
+    return place_of(target) is Place.DOMAIN
 
 
 def refuse_process_thp(kind: str, mode: str | None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import package_of, run
-from hugelab.workloads.base import ExecResult, Target
+from hugelab.workloads.base import ExecResult, Place, Target, place_of
 
 MODES = ("never", "madvise")
 
@@ -59,7 +59,7 @@ def wrap(argv: list[str], mode: str | None, target: Any = None) -> list[str]:
     named with its Debian package); `argv` itself when `mode` is None."""
     if mode is None:
         return argv
-    if target is not None and getattr(target, "name", "native") != "native":
+    if target is not None and place_of(target) is not Place.NATIVE:
         raise WorkloadError(f"process_thp runs natively only; target {target.name!r} is a guest",
                             hint="set THP inside a guest with the arm's guest.thp")
     from hugelab.workloads.build import ensure_hugelab_thp

@@ -49,7 +49,7 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import amount
 from hugelab.workloads import interleave
 from hugelab.workloads import redis_persist as persist
-from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import (
     LOOPBACK,
     THP_ONLY_NOTE,
@@ -313,7 +313,7 @@ class RedisBenchmark:
                                              daemon_argv, log=f"{GUEST_DIR}/redis-server.log")
         else:
             side = default_server(self.server, target, "redis-server", self.port)
-        if (self.rdb or self.persistence != "off") and getattr(target, "name", "") != "native":
+        if (self.rdb or self.persistence != "off") and place_of(target) is not Place.NATIVE:
             raise WorkloadError("redis: rdb and persistence run on the host only for now (the "
                                 "files and the fork driver are this host's)")
         rdb_dir = work_dir(self.rdb, self.persistence)

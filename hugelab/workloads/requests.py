@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
@@ -108,7 +108,7 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
     """One request-interleaved trial: one result per (workload, backing), in the given order
     (the order the servers start in), window effects against arm `reference`."""
     rng = rng or random.Random()
-    if getattr(target, "name", "") != "native":
+    if place_of(target) is not Place.NATIVE:
         raise WorkloadError("request-level interleaving runs its servers on the host")
     servers: list[Any] = []
     try:

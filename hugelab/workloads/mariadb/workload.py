@@ -43,7 +43,7 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run, which
 from hugelab.units import amount, parse_size
 from hugelab.workloads import interleave
-from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import (
     LOOPBACK,
     LocalServer,
@@ -286,7 +286,7 @@ class Mariadb:
         if in_domain(target):
             self._check_backing(backing)
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
-        if getattr(target, "name", "") != "native":
+        if place_of(target) is not Place.NATIVE:
             raise WorkloadError("mariadb runs on the host and in a user's domain")
         srv = self.start(backing)
         try:

@@ -36,7 +36,7 @@ import numpy as np
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads import interleave
-from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
@@ -301,7 +301,7 @@ class Postgres:
         if in_domain(target):
             self._check_backing(backing)
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
-        if getattr(target, "name", "") != "native":
+        if place_of(target) is Place.GUEST:
             self._check_backing(backing)
             self.template()  # built here: the guest sees this host's root
             return guestio.run_in_own_guest(self, target, backing)
