@@ -211,7 +211,7 @@ def test_iperf3_host_guest_both_directions(reverse):
 
 @vm_test
 def test_redis_server_in_guest_benchmark_on_host():
-    (o,) = _one_ok(guest_arm(), RedisBenchmark(requests=2000, clients=10))
+    (o,) = _one_ok(guest_arm(), RedisBenchmark(requests=2000, clients=10, keyspace=10000))
     m = o.result.metrics
     assert m["get_rps"] > 0 and m["set_rps"] > 0
     assert o.result.info["version"]  # parsed from the guest server's own log
@@ -246,5 +246,5 @@ def test_guest_nic_is_isolated_and_a_missing_server_is_reported():
                        server=side).run(NativeTarget(), "4k")
             assert not side.stuck()
             # the agent is free again: a real server in the same guest works
-            r = RedisBenchmark(requests=500, clients=5, server=side).run(NativeTarget(), "4k")
+            r = RedisBenchmark(requests=500, clients=5, keyspace=10000, server=side).run(NativeTarget(), "4k")
             assert r.metrics["get_rps"] > 0 and not side.stuck()
