@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -269,7 +270,7 @@ class Runner:
         state = states.record()
         before = monitors.snapshot(self.paths)
         started = time.time()
-        results = self.trials.outcomes([self._arm(t.arm) for t in unit])
+        results = self.trials.outcomes([self._arm(t.arm) for t in unit], unit[0].block)
         ended = time.time()
         mon = monitors.delta(before, monitors.snapshot(self.paths))
         mon["host_state"] = state
@@ -311,11 +312,13 @@ class ArmTrials:
         self.paths = paths
         self.workloads = dict(workloads or {})  # per arm, where a scenario sets its own
 
-    def outcomes(self, arms: list[Arm]) -> list[list[GuestOutcome]]:
+    def outcomes(self, arms: list[Arm], block: int = 0) -> list[list[GuestOutcome]]:
         """Each arm's outcomes: one arm alone (paired), every arm of a block in one process
-        (interleaved), or every arm of a block at the same time, each in a thread (duet)."""
+        (interleaved), or every arm of a block at the same time, each in a thread (duet).
+        An interleaved block's windows and request seeds are drawn from the run's seed and
+        the block, so a run repeats them."""
         if self.exp.design == "interleaved":
-            return self._interleaved(arms)
+            return self._interleaved(arms, random.Random(f"{self.exp.seed}:{block}"))
         if len(arms) == 1:
             return [self._execute(arms[0])]
         results: list[list[GuestOutcome]] = [[] for _ in arms]
@@ -371,7 +374,7 @@ class ArmTrials:
                 o.monitors["leftovers_killed"] = scope.leftovers_killed
         return outs
 
-    def _interleaved(self, arms: list[Arm]) -> list[list[GuestOutcome]]:
+    def _interleaved(self, arms: list[Arm], rng: random.Random) -> list[list[GuestOutcome]]:
         """Every arm of a block at once, measured in alternating windows (design 'interleaved'):
         one process holding every arm's buffer, or every arm's server; one outcome per arm,
         with its buffer's or its server's own evidence. Never raises."""
@@ -379,7 +382,7 @@ class ArmTrials:
         try:
             with TrialScope("interleaved block") as scope:
                 if is_server(self.workload):  # every arm's server up, windows alternated
-                    results = self._servers(arms)
+                    results = self._servers(arms, rng)
                 else:
                     results = self.workload.run_interleaved(  # type: ignore[attr-defined]
                         self.target, [a.backing for a in arms])
@@ -404,12 +407,12 @@ class ArmTrials:
             out.append([o])
         return out
 
-    def _servers(self, arms: list[Arm]) -> list[WorkloadResult]:
+    def _servers(self, arms: list[Arm], rng: random.Random) -> list[WorkloadResult]:
         """Interleaved servers, started in the block's (random) order, so no arm's server is
         always the first; the windows' effects are against the baseline's."""
         ref = next((i for i, a in enumerate(arms) if a.name == self.exp.baseline), 0)
         return serve(self.target, [(self._workload(a), a.backing)  # type: ignore[misc]
-                                   for a in arms], reference=ref)
+                                   for a in arms], rng=rng, reference=ref)
 
     def _native(self, arm: Arm, duet: bool) -> GuestOutcome:
         try:

@@ -88,9 +88,11 @@ def names_of(exp: Experiment) -> answer.Names:
     """Short cell names from the experiment itself (a run with no comparison yet too)."""
     if not exp.factors:
         return answer.Names()
+    cond = {f.name for f in exp.condition_factors}  # a host condition: a scope, as a scenario
     return answer.Names({a.name: dict(a.levels) for a in exp.arms},
-                        [f.name for f in exp.factors if not f.scenario],
-                        [f.name for f in exp.factors if f.scenario and len(f.levels) > 1])
+                        [f.name for f in exp.factors if not f.scenario and f.name not in cond],
+                        [f.name for f in exp.factors
+                         if (f.scenario and len(f.levels) > 1) or f.name in cond])
 
 
 def cells(exp: Experiment, result: RunSummary) -> list[Table]:
