@@ -44,7 +44,10 @@ def sshd(tmp_path_factory):
                              "-h", str(d / "host"), "-o", "ListenAddress=127.0.0.1",
                              "-o", f"AuthorizedKeysFile={d}/authorized_keys",
                              "-o", "StrictModes=no", "-o", "PidFile=none",
-                             "-o", "PasswordAuthentication=no", "-o", "UsePAM=no"],
+                             "-o", "PasswordAuthentication=no", "-o", "UsePAM=no",
+                             # a pyenv lock left by a killed session must not stall each
+                             # login 60 s (see tests/fleet_hosts.py)
+                             "-o", "SetEnv=PYENV_REHASH_TIMEOUT=0"],
                             stderr=subprocess.PIPE)
     probe = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
     deadline = time.monotonic() + 20

@@ -644,7 +644,8 @@ KIND = Kind(
     name="redis", workload=RedisBenchmark,
     summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
-    tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools")),
+    tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools"),
+           Tool("redis-cli", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
     duration=("timeout_s", None), seconds=load_seconds, judge=judge, interleave=persist.interleave_problem,
     leftovers=rdb_leftovers, app={"disable-thp": ("yes", "no", True, False)})
