@@ -49,16 +49,19 @@ def sshd(tmp_path_factory):
                              # login 60 s (see tests/fleet_hosts.py)
                              "-o", "SetEnv=PYENV_REHASH_TIMEOUT=0"],
                             stderr=subprocess.PIPE)
-    probe = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
-    deadline = time.monotonic() + 20
-    while (why := probe.ready()) is not None:
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "sshd died"
-        assert time.monotonic() < deadline, why
-        time.sleep(0.2)
-    probe.close()
-    yield port, d
-    proc.terminate()
-    proc.wait(10)
+    try:  # a server that never answers is stopped too (it outlived a failed run once)
+        probe = Ssh(port, user=getpass.getuser(), key=str(d / "client"))
+        deadline = time.monotonic() + 20
+        while (why := probe.ready()) is not None:
+            assert proc.poll() is None, \
+                proc.stderr.read().decode() if proc.stderr else "sshd died"
+            assert time.monotonic() < deadline, why
+            time.sleep(0.2)
+        probe.close()
+        yield port, d
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.fixture(scope="module")
