@@ -277,10 +277,19 @@ def test_sigkilled_hugelab_then_recover(state_dir, tmp_path):
     assert not list(state_dir.glob("qemu-*.json"))
 
 
-def test_probe_accel_falls_back_and_caches():
+def test_probe_accel_falls_back_and_caches(tmp_path, monkeypatch):
+    from hugelab.vm.own import accel as accel_mod
+
+    monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
+    accel_mod.clear_cache()  # a real probe: no answer in this process nor on disk
     t0 = time.monotonic()
     accel = probe_accel(KERNEL)
     assert accel in ("kvm", "tcg") and probe_reason(KERNEL)
+    assert "cached" not in (probe_reason(KERNEL) or "")
     t1 = time.monotonic()
     assert probe_accel(KERNEL) == accel and time.monotonic() - t1 < 0.01
     assert t1 - t0 < 120
+    accel_mod.clear_cache()  # a new process: the answer comes from disk, said as cached
+    assert probe_accel(KERNEL) == accel and "cached" in (probe_reason(KERNEL) or "")
+    (kept,) = (tmp_path / "cache" / "accel").glob("*.json")
+    assert kept.stat().st_mode & 0o777 == 0o600

@@ -4,14 +4,28 @@
 the probe boots a small guest under KVM and waits for the agent's answer (the boot itself is
 passed in, `boot`: hugelab.vm.own.guest.probe_accel passes its own, so this module needs no Guest). The answer is cached per
 kernel image for the life of the process; `probe_reason()` says why.
+
+A probe that fails waits for its whole timeout (a kernel that cannot run under this KVM never
+answers), so the answer is also kept on disk, in the cache directory's `accel/`, keyed by what
+decides it: the kernel image's content, the QEMU binary (path, size, mtime), /dev/kvm's state
+and the host's boot (its boot_id). A host rebooted, a new kernel or QEMU, or /dev/kvm changed
+probes again; a cached answer's reason says when it was probed. Deleting the directory forces a
+new probe.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+from hugelab import owned
 
 PROBE_TIMEOUT_S = 30.0
 _CACHE: dict[tuple[str, str], tuple[str, str]] = {}
@@ -43,6 +57,52 @@ def _probe(kernel: Path, qemu: str, timeout: float, boot: BootProbe) -> tuple[st
     return "kvm", "probe guest booted under KVM"
 
 
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def disk_key(kernel: Path, qemu: str) -> str | None:
+    """The on-disk cache key of a probe: what decides its answer (None when some part cannot
+    be read, e.g. an unreadable kernel: then nothing is cached)."""
+    binary = shutil.which(qemu)
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        st = Path(binary).stat() if binary else None
+        parts = {"kernel": _file_sha256(kernel), "qemu": binary,
+                 "qemu_stat": [st.st_size, st.st_mtime_ns] if st else None,
+                 "kvm": kvm_openable(), "boot_id": boot_id}
+    except OSError:
+        return None
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _read_disk(key: str) -> tuple[str, str] | None:
+    try:
+        rec = json.loads((owned.cache_path("accel") / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("accel") not in ("kvm", "tcg"):
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(rec.get("probed_at", 0))))
+    return rec["accel"], f"{rec.get('reason', '')} (probed at {when} this boot, cached)"
+
+
+def _write_disk(key: str, answer: tuple[str, str]) -> None:
+    """Kept 0600 in a 0700 directory, written whole (rename) so a reader never sees half."""
+    try:
+        where = owned.cache_dir("accel")
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"accel": answer[0], "reason": answer[1], "probed_at": time.time()}, f)
+        os.replace(tmp, where / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written costs the next process a probe, nothing else
+
+
 def probe_accel(kernel: str | Path | None = None, *, boot: BootProbe,
                 qemu: str = "qemu-system-x86_64", timeout: float = PROBE_TIMEOUT_S) -> str:
     """"kvm" if a guest with this kernel boots under KVM (agent answers), else "tcg"."""
@@ -52,7 +112,13 @@ def probe_accel(kernel: str | Path | None = None, *, boot: BootProbe,
     key = (str(k.resolve()), qemu)
     with _LOCK:
         if key not in _CACHE:
-            _CACHE[key] = _probe(k, qemu, timeout, boot)
+            on_disk = disk_key(k, qemu)
+            hit = _read_disk(on_disk) if on_disk else None
+            if hit is None:
+                hit = _probe(k, qemu, timeout, boot)
+                if on_disk:
+                    _write_disk(on_disk, hit)
+            _CACHE[key] = hit
         return _CACHE[key][0]
 
 
