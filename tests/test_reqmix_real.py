@@ -14,6 +14,7 @@ import pytest
 
 from hugelab.workloads import reqmix_build
 from hugelab.workloads.reqmix import (
+    PROTOCOLS,
     ReqmixResult,
     ReqmixSettings,
     memcached_server,
@@ -145,6 +146,18 @@ def test_unreachable_server_is_named(binary: Path) -> None:
 def test_usage_errors(binary: Path, argv: list[str], match: str) -> None:
     cp = subprocess.run([str(binary), *argv], capture_output=True, text=True, check=False)
     assert cp.returncode == 2 and match in cp.stderr
+
+
+def test_the_client_table_is_the_python_table(binary: Path) -> None:
+    """The C protocol table (main.c) names the protocols reqmix.PROTOCOLS has, in order."""
+    cp = subprocess.run([str(binary), "--server", "ftp:x"], capture_output=True, text=True,
+                        check=False)
+    assert cp.returncode == 2
+    assert f"unknown protocol ({', '.join(PROTOCOLS)}): ftp:x" in cp.stderr
+    for name in PROTOCOLS:  # a prefix without its ':' is no protocol
+        cp = subprocess.run([str(binary), "--server", f"{name}x:1"], capture_output=True,
+                            text=True, check=False)
+        assert cp.returncode == 2 and "unknown protocol" in cp.stderr
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,6 @@
-/* What the Redis and memcached modules share: one connection and its request buffer. */
+/* The key-value protocols (Redis, memcached): kv.c owns the connection, the GET/SET loop and
+ * the preload; a protocol supplies only how one request is encoded and how its reply is read
+ * (a kv_codec), and registers as KV_PROTO(name, &codec) in the protocol table (main.c). */
 #ifndef REQMIX_KV_H
 #define REQMIX_KV_H
 
@@ -6,15 +8,27 @@
 
 typedef struct kv_conn {
     rm_sock sock;
+    const struct kv_codec *codec;
     long keyspace, value_size;
     uint64_t set_threshold; /* an op is a set when rm_next() < this */
     char *value, *req;
     size_t req_cap;
 } kv_conn;
 
-int kv_open(const char *spec, const rm_opts *o, void **conn, char *err);
+typedef struct kv_codec {
+    /* Write the GET (or, if is_set, the SET of c->value) of `key` (klen bytes) at `out`;
+     * return its length. */
+    size_t (*encode)(const kv_conn *c, char *out, const char *key, int klen, int is_set);
+    /* Read one reply from c->sock: 0, or -1 with err filled. */
+    int (*reply)(kv_conn *c, char *err);
+} kv_codec;
+
+int kv_open(const rm_proto *p, const char *spec, const rm_opts *o, int client, void **conn,
+            char *err);
+int kv_op(void *conn, rm_rng *rng, char *err);
+long kv_preload(void *conn, const rm_opts *o, char *err);
 void kv_close(void *conn);
-/* Pick the next op: its key into `key` (length returned), whether it is a set into *is_set. */
-int kv_pick(kv_conn *c, rm_rng *rng, char *key, size_t cap, int *is_set);
+
+#define KV_PROTO(name, codec) {(name), NULL, kv_open, kv_op, kv_preload, kv_close, (codec)}
 
 #endif

@@ -31,18 +31,33 @@ static const char USAGE[] =
     "Passwords: PGPASSWORD (or a passfile) for pg, MYSQL_PWD for mysql.\n"
     "Prints one JSON object. Exit 2: bad usage or script; 3: a server failed.\n";
 
+/* The protocol table: every protocol the client speaks, by its --server prefix (its name). */
+static const rm_proto *const PROTOCOLS[] = {&rm_redis, &rm_memc, &rm_pg, &rm_mysql};
+#define NPROTOCOLS (int)(sizeof PROTOCOLS / sizeof PROTOCOLS[0])
+
 static const rm_proto *find_proto(const char *spec, const char **rest)
 {
-    static const rm_proto *all[] = {&rm_redis, &rm_memc, &rm_pg, &rm_mysql};
-    static const char *names[] = {"redis:", "memcached:", "pg:", "mysql:"};
-    for (int i = 0; i < 4; i++) {
-        size_t n = strlen(names[i]);
-        if (strncmp(spec, names[i], n) == 0) {
-            *rest = spec + n;
-            return all[i];
+    for (int i = 0; i < NPROTOCOLS; i++) {
+        size_t n = strlen(PROTOCOLS[i]->name);
+        if (strncmp(spec, PROTOCOLS[i]->name, n) == 0 && spec[n] == ':') {
+            *rest = spec + n + 1;
+            return PROTOCOLS[i];
         }
     }
     return NULL;
+}
+
+/* "unknown protocol (redis, memcached, ...)", the names from the table. */
+static const char *unknown_proto(void)
+{
+    static char msg[256];
+    int n = snprintf(msg, sizeof msg, "unknown protocol (");
+    for (int i = 0; i < NPROTOCOLS && n < (int)sizeof msg; i++)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s", i ? ", " : "",
+                      PROTOCOLS[i]->name);
+    if (n < (int)sizeof msg)
+        snprintf(msg + n, sizeof msg - (size_t)n, ")");
+    return msg;
 }
 
 static void usage_error(const char *msg, const char *arg)
@@ -87,7 +102,7 @@ static void set_opt(int c, rm_opts *o, rm_run *r)
             usage_error("too many servers", optarg);
         r->proto[r->nserv] = find_proto(optarg, &rest);
         if (!r->proto[r->nserv])
-            usage_error("unknown protocol (redis, memcached, pg, mysql)", optarg);
+            usage_error(unknown_proto(), optarg);
         r->spec[r->nserv++] = rest;
         break;
     case 'c': o->clients = (int)num(optarg, "--clients", 1); break;

@@ -6,8 +6,9 @@
 
 #include "kv.h"
 
-static size_t encode(kv_conn *c, char *out, const char *key, int is_set)
+static size_t encode(const kv_conn *c, char *out, const char *key, int klen, int is_set)
 {
+    (void)klen;
     if (!is_set)
         return (size_t)sprintf(out, "get %s\r\n", key);
     size_t n = (size_t)sprintf(out, "set %s 0 0 %ld\r\n", key, c->value_size);
@@ -37,43 +38,5 @@ static int reply(kv_conn *c, char *err)
     }
 }
 
-static int memc_op(void *conn, rm_rng *rng, char *err)
-{
-    kv_conn *c = conn;
-    char key[64];
-    int is_set;
-    kv_pick(c, rng, key, sizeof key, &is_set);
-    size_t n = encode(c, c->req, key, is_set);
-    if (rm_send(&c->sock, c->req, n, err) != 0)
-        return -1;
-    return reply(c, err);
-}
-
-/* set every key once, 256 requests per round trip. */
-static long memc_preload(void *conn, const rm_opts *o, char *err)
-{
-    kv_conn *c = conn;
-    char key[64];
-    for (long i = 0; i < o->keyspace; i += 256) {
-        long batch = o->keyspace - i < 256 ? o->keyspace - i : 256;
-        size_t n = 0;
-        for (long j = 0; j < batch; j++) {
-            rm_key(key, sizeof key, i + j);
-            n += encode(c, c->req + n, key, 1);
-        }
-        if (rm_send(&c->sock, c->req, n, err) != 0)
-            return -1;
-        for (long j = 0; j < batch; j++)
-            if (reply(c, err) != 0)
-                return -1;
-    }
-    return o->keyspace;
-}
-
-static int memc_open(const char *spec, const rm_opts *o, int client, void **conn, char *err)
-{
-    (void)client;
-    return kv_open(spec, o, conn, err);
-}
-
-const rm_proto rm_memc = {"memcached", NULL, memc_open, memc_op, memc_preload, kv_close};
+static const kv_codec codec = {encode, reply};
+const rm_proto rm_memc = KV_PROTO("memcached", &codec);

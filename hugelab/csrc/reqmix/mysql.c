@@ -72,8 +72,10 @@ static int prepare_all(my_conn *c, char *err)
     return c->stmts ? 0 : -1;
 }
 
-static int my_open(const char *spec, const rm_opts *o, int client, void **conn, char *err)
+static int my_open(const rm_proto *p, const char *spec, const rm_opts *o, int client,
+                   void **conn, char *err)
 {
+    (void)p;
     (void)client;
     my_spec s;
     my_conn *c = calloc(1, sizeof *c);
@@ -146,7 +148,7 @@ static void my_close(void *conn)
     free(c);
 }
 
-const rm_proto rm_mysql = {"mysql", NULL, my_open, my_op, NULL, my_close};
+const rm_proto rm_mysql = {"mysql", NULL, my_open, my_op, NULL, my_close, NULL};
 
 #else
 
@@ -158,5 +160,5 @@ static int my_missing(const rm_opts *o, char *err)
     return -1;
 }
 
-const rm_proto rm_mysql = {"mysql", my_missing, NULL, NULL, NULL, NULL};
+const rm_proto rm_mysql = {"mysql", my_missing, NULL, NULL, NULL, NULL, NULL};
 #endif

@@ -72,8 +72,10 @@ static int prepare_all(pg_conn *c, char *err)
     return 0;
 }
 
-static int pg_open(const char *spec, const rm_opts *o, int client, void **conn, char *err)
+static int pg_open(const rm_proto *p, const char *spec, const rm_opts *o, int client,
+                   void **conn, char *err)
 {
+    (void)p;
     pg_conn *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
@@ -131,7 +133,7 @@ static void pg_close(void *conn)
     free(c);
 }
 
-const rm_proto rm_pg = {"pg", pg_setup, pg_open, pg_op, NULL, pg_close};
+const rm_proto rm_pg = {"pg", pg_setup, pg_open, pg_op, NULL, pg_close, NULL};
 
 #else
 
@@ -142,5 +144,5 @@ static int pg_missing(const rm_opts *o, char *err)
     return -1;
 }
 
-const rm_proto rm_pg = {"pg", pg_missing, NULL, NULL, NULL, NULL};
+const rm_proto rm_pg = {"pg", pg_missing, NULL, NULL, NULL, NULL, NULL};
 #endif

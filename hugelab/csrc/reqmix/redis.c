@@ -5,7 +5,7 @@
 
 #include "kv.h"
 
-static size_t encode(kv_conn *c, char *out, const char *key, int klen, int is_set)
+static size_t encode(const kv_conn *c, char *out, const char *key, int klen, int is_set)
 {
     if (!is_set)
         return (size_t)sprintf(out, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", klen, key);
@@ -33,42 +33,5 @@ static int reply(kv_conn *c, char *err)
     return -1;
 }
 
-static int redis_op(void *conn, rm_rng *rng, char *err)
-{
-    kv_conn *c = conn;
-    char key[64];
-    int is_set, klen = kv_pick(c, rng, key, sizeof key, &is_set);
-    size_t n = encode(c, c->req, key, klen, is_set);
-    if (rm_send(&c->sock, c->req, n, err) != 0)
-        return -1;
-    return reply(c, err);
-}
-
-/* SET every key once, 256 requests per round trip. */
-static long redis_preload(void *conn, const rm_opts *o, char *err)
-{
-    kv_conn *c = conn;
-    char key[64];
-    for (long i = 0; i < o->keyspace; i += 256) {
-        long batch = o->keyspace - i < 256 ? o->keyspace - i : 256;
-        size_t n = 0;
-        for (long j = 0; j < batch; j++) {
-            int klen = rm_key(key, sizeof key, i + j);
-            n += encode(c, c->req + n, key, klen, 1);
-        }
-        if (rm_send(&c->sock, c->req, n, err) != 0)
-            return -1;
-        for (long j = 0; j < batch; j++)
-            if (reply(c, err) != 0)
-                return -1;
-    }
-    return o->keyspace;
-}
-
-static int redis_open(const char *spec, const rm_opts *o, int client, void **conn, char *err)
-{
-    (void)client;
-    return kv_open(spec, o, conn, err);
-}
-
-const rm_proto rm_redis = {"redis", NULL, redis_open, redis_op, redis_preload, kv_close};
+static const kv_codec codec = {encode, reply};
+const rm_proto rm_redis = KV_PROTO("redis", &codec);

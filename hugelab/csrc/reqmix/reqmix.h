@@ -31,18 +31,24 @@ typedef struct rm_opts {
     long tables, table_size, range_size;
 } rm_opts;
 
-/* One protocol: `setup` once per run (may be NULL), `open` once per connection, `op` one
- * operation (its count is what the server's own counters should show), `preload` the data an
- * op reads (may be NULL; returns the number of items written or -1). Errors fill err. */
+/* One protocol: `name` is its --server prefix (before the ':') and its name in the report;
+ * `setup` once per run (may be NULL), `open` once per connection, `op` one operation (its
+ * count is what the server's own counters should show), `preload` the data an op reads (may
+ * be NULL; returns the number of items written or -1). Errors fill err. A key-value protocol
+ * is KV_PROTO(name, &codec) (kv.h): `kv` is its encode and reply, kv.c does the rest. */
+struct kv_codec;
 typedef struct rm_proto {
     const char *name;
     int (*setup)(const rm_opts *o, char *err);
-    int (*open)(const char *spec, const rm_opts *o, int client, void **conn, char *err);
+    int (*open)(const struct rm_proto *p, const char *spec, const rm_opts *o, int client,
+                void **conn, char *err);
     int (*op)(void *conn, rm_rng *rng, char *err);
     long (*preload)(void *conn, const rm_opts *o, char *err);
     void (*close)(void *conn);
+    const struct kv_codec *kv;
 } rm_proto;
 
+/* Each protocol's module defines one; main.c's PROTOCOLS lists them (the one table). */
 extern const rm_proto rm_redis, rm_memc, rm_pg, rm_mysql;
 
 /* A TCP connection with a buffered reader (redis and memcached). */

@@ -192,7 +192,7 @@ int rm_connect_all(rm_run *r, char *err)
     char e[RM_ERRLEN];
     for (int s = 0; s < n; s++) {
         for (int t = 0; t < k; t++) {
-            if (r->proto[s]->open(r->spec[s], r->o, t, &r->conns[t * n + s], e) != 0) {
+            if (r->proto[s]->open(r->proto[s], r->spec[s], r->o, t, &r->conns[t * n + s], e) != 0) {
                 rm_err(err, "%s server %d (%s): %s", r->proto[s]->name, s, r->spec[s], e);
                 return -1;
             }
