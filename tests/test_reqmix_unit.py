@@ -14,7 +14,6 @@ from hugelab.stats._util import StatsInputError
 from hugelab.stats.windows import arm_rates, batch_means, block_log_ratios, window_effect
 from hugelab.workloads import reqmix_build
 from hugelab.workloads.reqmix import (
-    PROTOCOLS,
     ReqmixOutputError,
     ReqmixSettings,
     effects,
@@ -66,12 +65,6 @@ def test_mysql_server() -> None:
     assert mysql_server("sbtest", socket="/run/m.sock") == "mysql:socket=/run/m.sock,db=sbtest"
     with pytest.raises(HugelabError):
         mysql_server("a,b")
-
-
-def test_every_server_builder_names_a_protocol_of_the_table() -> None:
-    specs = [redis_server("h", 1), memcached_server("h", 2), pg_server({"host": "/s"}),
-             mysql_server("db", socket="/s")]
-    assert [s.split(":", 1)[0] for s in specs] == list(PROTOCOLS)
 
 
 def _report(windows: list[dict[str, int]], arms: int = 2) -> str:

@@ -70,23 +70,14 @@ class ReqmixSettings:
             raise HugelabError("reqmix: clients >= 1, warm_ops >= 0, 0 <= set_ratio <= 1")
 
 
-# The client's protocol table (csrc/reqmix/main.c's PROTOCOLS, in its order): the --server
-# prefixes it accepts, which are also the protocol names its report gives.
-PROTOCOLS = ("redis", "memcached", "pg", "mysql")
-
-
-def _host_port(protocol: str, host: str, port: int) -> str:
-    return f"{protocol}:{host}:{port}"
-
-
 def redis_server(host: str, port: int) -> str:
     """The --server value for a Redis server."""
-    return _host_port("redis", host, port)
+    return f"redis:{host}:{port}"
 
 
 def memcached_server(host: str, port: int) -> str:
     """The --server value for a memcached server."""
-    return _host_port("memcached", host, port)
+    return f"memcached:{host}:{port}"
 
 
 def _conninfo_value(value: str) -> str:
