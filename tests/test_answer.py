@@ -13,8 +13,7 @@ from hugelab.report.analysis import Options, analyse
 from hugelab.report.model.comparison import Comparison
 from hugelab.report.runload import load_run
 from hugelab.store import Store
-from tests.test_report_analysis import make_store
-from tests.test_report_factorial import build
+from tests.helpers import factorial_store, make_store
 
 
 def comp(cand: str, eff: float | None, lo: float | None, hi: float | None, verdict: str,
@@ -126,7 +125,7 @@ def test_flat_run_answers_each_comparison(tmp_path):
 
 
 def test_factorial_answers_per_factor_with_short_cell_names(tmp_path):
-    build(tmp_path / "s.db")
+    factorial_store(tmp_path / "s.db")
     with Store(tmp_path / "s.db") as st:
         r = analyse(load_run(st), Options()).result
     ld = lead.of(r)

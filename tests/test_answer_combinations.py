@@ -20,8 +20,7 @@ from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
 from hugelab.stats.signedrank import exact_cdf, min_pairs
 from hugelab.store import Store, Trial
-from tests.test_import import cli
-from tests.test_report_analysis import make_store
+from tests.helpers import cli, make_store
 
 BLOCKS = 24
 # arm -> (the verdict it is built to get, its ratio to the baseline, its own noise (log SD))

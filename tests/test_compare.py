@@ -10,7 +10,7 @@ import pytest
 
 from hugelab.cli.compare import UNPAIRED_WARNING
 from hugelab.store import Store, Trial
-from tests.test_import import cli
+from tests.helpers import cli
 
 
 def make_run(path: Path, name: str, values: dict[str, list[float]], *, baseline: str = "4k",

@@ -166,7 +166,7 @@ def test_no_recommendation_names_an_arm_costing_memory_beyond_the_margin_silentl
 
 
 def test_a_run_without_cost_records_has_no_costs_section(tmp_path):
-    from tests.test_report_analysis import make_store
+    from tests.helpers import make_store
     make_store(tmp_path / "old.db", blocks=8)
     st = Store(tmp_path / "old.db")
     result = analyse(load_run(st)).result

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from hugelab.cli import main
 from hugelab.errors import StoreError, UsageError
 from hugelab.store import Store
 from hugelab.store.importers import (
@@ -19,13 +18,7 @@ from hugelab.store.importers import (
     parse_fraction,
     split_inputs,
 )
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run a command through hugelab's own main: errors become exit codes, no tracebacks."""
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
+from tests.helpers import cli
 
 
 def counts(db: Path) -> tuple[int, int]:

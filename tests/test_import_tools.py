@@ -21,7 +21,7 @@ from hugelab.store.importers import (
     parse_stressng,
     parse_sysbench,
 )
-from tests.test_import import cli
+from tests.helpers import cli
 
 DATA = Path(__file__).parent / "data" / "import"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import make_tree
 from tests.hostguard import carrying, host_state, workload_processes
-from tests.test_workload_make_build import make_tree
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]

@@ -11,7 +11,7 @@ import pytest
 from hugelab.planning.pilot import pilot_pairs
 from hugelab.stats import detectable_effect, plan
 from hugelab.store import Store, Trial
-from tests.test_import import cli
+from tests.helpers import cli
 
 
 def pilot(path, blocks: int, *, seed: int = 3, sd: float = 0.01, shift: float = -0.03,
@@ -128,7 +128,7 @@ def test_plan_on_an_imported_short_pilot(tmp_path, capsys):
 
 
 def test_plan_recommends_repeats_when_between_repeat_variation_dominates(tmp_path, capsys):
-    from tests.test_report_repeats import ISSUE_EFFECTS, store_run
+    from tests.helpers import ISSUE_EFFECTS, store_run
     rng = np.random.default_rng(6)
     per = [e * np.exp(rng.normal(0, 0.01, 10)) for e in ISSUE_EFFECTS]
     store_run(tmp_path / "r.db", np.concatenate(per), blocks=10, repeats=4)

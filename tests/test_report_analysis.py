@@ -15,56 +15,9 @@ from hugelab.report.runload import from_rows, load_run
 from hugelab.stats import signedrank
 from hugelab.stats.tails import BOOT_MAX_VALUES
 from hugelab.store import Store, Trial
+from tests.helpers import make_store
 
 PAGE_KB = {"4k": 4, "thp": 4}
-
-
-def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = None,
-               seed: int = 3, name: str = "exp", baseline: str = "4k",
-               flagged: dict[str, set[int]] | None = None,
-               missing: dict[str, set[int]] | None = None,
-               failed: dict[str, set[int]] | None = None,
-               flag_reason: str = "asked for thp, but only 2% of the mapping is in huge pages",
-               target: str = "native", accel: str = "native", thp_share: float = 0.97,
-               store: Store | None = None, noise: float = 0.01,
-               steal: dict[int, float] | None = None) -> int:
-    """One run: `arms` maps arm name -> factor on a ~100 ns base (lower is better)."""
-    arms = arms or {"4k": 1.0, "thp": 0.95}
-    flagged, missing, failed = flagged or {}, missing or {}, failed or {}
-    rng = np.random.default_rng(seed)
-    own = store is None
-    st = store or Store(path)
-    exp = {"name": name, "baseline": baseline, "blocks": blocks,
-           "arms": [{"name": a, "backing": "thp" if "thp" in a else "4k"} for a in arms]}
-    run_id, _ = st.get_or_create_run(f"key-{name}-{seed}", name, exp, {})
-    for b in range(blocks):
-        block_effect = float(np.exp(rng.normal(0, 0.03)))
-        order = list(arms)
-        rng.shuffle(order)
-        for pos, arm in enumerate(order):
-            if b in missing.get(arm, set()):
-                continue
-            value = 100.0 * arms[arm] * block_effect * float(np.exp(rng.normal(0, noise)))
-            status, flag, error = "ok", None, None
-            if b in flagged.get(arm, set()):
-                status, flag, value = "flagged", flag_reason, value * 1000
-            if b in failed.get(arm, set()):
-                status, error, value = "failed", "workload exited 1", None  # type: ignore[assignment]
-            alloc = int(round(100 * thp_share)) if "thp" in arm else 0
-            st.add_trial(Trial(
-                run_id, b, pos, arm, status, value, "ns_per_load", "ns", "lower",
-                metrics={}, evidence={"KernelPageSize_kB": 4, "Rss_kB": 1000,
-                                      "AnonHugePages_kB": 980 if "thp" in arm else 0},
-                monitors={"vmstat": {"thp_fault_alloc": alloc,
-                                     "thp_fault_fallback": (100 - alloc) if alloc else 0},
-                          **({"load": {"steal_share": steal.get(b, 0.0),
-                                       "other_busy_share": 0.02}} if steal is not None else {})},
-                provenance={"accel": accel, "kernel": "6.1.0", "hugelab": "0.1.0",
-                            "target": target},
-                flag=flag, error=error, target=target))
-    if own:
-        st.close()
-    return run_id
 
 
 def report_for(path: Path, **opts: Any) -> dict[str, Any]:

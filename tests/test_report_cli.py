@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hugelab.cli import main as cli_main
-from tests.test_report_analysis import make_store
+from tests.helpers import make_store
 
 
 @pytest.fixture

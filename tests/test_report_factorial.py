@@ -10,43 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from rich.console import Console
 
 from hugelab.experiment import parse_experiment
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
-from hugelab.store import Store, Trial
+from hugelab.store import Store
+from tests.helpers import FACTORIAL_EXP, factorial_store
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
-EXP = {
-    "name": "fx", "blocks": 12,
-    "workload": {"kind": "hugelab-mem", "workload": "chase", "size": "64M"},
-    "factors": {"thp": ["never", "always"], "backing": ["4k", "thp", "hugetlb-2M"]},
-    "scenarios": {"size": ["64M", "1G"]},
-}
-# true multiplicative effects on a time (lower is better)
-EFFECT = {("thp", "always"): 1.00, ("backing", "thp"): 0.90, ("backing", "hugetlb-2M"): 0.80,
-          ("size", "1G"): 3.0}
-
-
-def build(path: Path, *, failed: set[str] = frozenset(), noise: float = 0.005,  # type: ignore[assignment]
-          blocks: int = 12) -> int:
-    exp = parse_experiment({**EXP, "blocks": blocks})
-    rng = np.random.default_rng(5)
-    with Store(path) as st:
-        run_id, _ = st.get_or_create_run("k", "fx", exp.to_dict(), {})
-        for b in range(blocks):
-            shift = float(np.exp(rng.normal(0, 0.05)))
-            for pos, arm in enumerate(exp.arms):
-                factor = np.prod([EFFECT.get(lv, 1.0) for lv in arm.levels])
-                value = 100 * factor * shift * float(np.exp(rng.normal(0, noise)))
-                bad = arm.name in failed
-                st.add_trial(Trial(run_id, b, pos, arm.name, "failed" if bad else "ok",
-                                   None if bad else value, "ns_per_load", "ns", "lower",
-                                   error="exit 1" if bad else None))
-    return run_id
 
 
 def report(path: Path) -> dict:
@@ -55,7 +28,7 @@ def report(path: Path) -> dict:
 
 
 def test_main_effects_interactions_grid_and_summary(tmp_path):
-    build(tmp_path / "s.db")
+    factorial_store(tmp_path / "s.db")
     r = report(tmp_path / "s.db")
     f = r["factorial"]
     main = {(e["factor"], e["level"], e["scope"]): e for e in f["main_effects"]}
@@ -82,22 +55,22 @@ def test_main_effects_interactions_grid_and_summary(tmp_path):
 
 
 def test_a_cell_with_no_ok_trial_leaves_its_claims_out_of_the_family(tmp_path):
-    build(tmp_path / "s.db", failed={"thp=never,backing=4k [size=64M]",
-                                     "thp=never,backing=4k [size=1G]"})
+    factorial_store(tmp_path / "s.db", failed={"thp=never,backing=4k [size=64M]",
+                                               "thp=never,backing=4k [size=1G]"})
     f = report(tmp_path / "s.db")["factorial"]
     assert f["not_estimable"], f["not_estimable"]
     assert all(e["n_units"] > 0 for e in f["main_effects"] + f["interactions"])
 
 
 def test_too_few_blocks_say_so_instead_of_an_interval(tmp_path):
-    build(tmp_path / "s.db", blocks=3)
+    factorial_store(tmp_path / "s.db", blocks=3)
     s = report(tmp_path / "s.db")["factorial"]["summary"]
     assert "too few for an interval" in s and "[-100" not in s
 
 
 @pytest.mark.slow
 def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
-    build(tmp_path / "s.db")
+    factorial_store(tmp_path / "s.db")
     r = subprocess.run([*HUGELAB, "plan", "--store", str(tmp_path / "s.db"), "--json"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -108,7 +81,7 @@ def test_plan_compares_each_cell_with_its_scenarios_baseline(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("cmd", [["show", "1"], ["show"], ["report"]])
 def test_cell_names_are_printed_whole(tmp_path, cmd):
-    build(tmp_path / "s.db")
+    factorial_store(tmp_path / "s.db")
     r = subprocess.run([*HUGELAB, *cmd, "--store", str(tmp_path / "s.db")],
                        capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
     assert r.returncode == 0, r.stderr
@@ -118,7 +91,7 @@ def test_cell_names_are_printed_whole(tmp_path, cmd):
 
 def test_run_summary_keeps_the_scenario_in_cell_names():
     from hugelab.cli import runsummary
-    exp = parse_experiment(EXP)
+    exp = parse_experiment(FACTORIAL_EXP)
     from hugelab.report.model.runsummary import ArmRow, RunSummary
     rows = [ArmRow(a.name, 1, 0, 0, 1.0, None, None, None, a.name == exp.baseline_of(a.name))
             for a in exp.arms]

@@ -14,7 +14,7 @@ from hugelab.report import html, markdown, plots, text
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
 from hugelab.store import Store
-from tests.test_report_analysis import make_store
+from tests.helpers import make_store
 
 EVIL = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

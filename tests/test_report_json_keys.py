@@ -15,8 +15,7 @@ from hugelab.report.runload import load_run
 from hugelab.report.summary import run_summary
 from hugelab.store import Store
 from tests import runstores
-from tests.test_report_analysis import make_store
-from tests.test_report_server_cpu import requests_run
+from tests.helpers import make_store, requests_run
 
 OPAQUE = {"cell_levels", "accel_by_target", "hugelab_versions", "kernels", "kernel_page_size_kB",
           "vmstat_median", "checks", "layers", "workload", "skipped", "median_cpu_s"}

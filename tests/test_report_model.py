@@ -18,8 +18,7 @@ from hugelab.report.model.series import Series
 from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
-from tests.test_report_analysis import make_store
-from tests.test_report_repeats import store_run
+from tests.helpers import make_store, store_run
 
 ORDER = ["run", "options", "trials", "blocks", "series", "comparisons", "block_variance", "grid",
          "factorial", "provenance", "repetitions", "replication", "tail_latency", "server_cpu", "costs",

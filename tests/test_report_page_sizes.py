@@ -73,7 +73,7 @@ def test_page_size_figure_from_a_run(tmp_path):
 
 
 def test_no_page_size_figure_without_sizes_to_compare(tmp_path):
-    from tests.test_report_analysis import make_store
+    from tests.helpers import make_store
     make_store(tmp_path / "s.db", arms={"4k": 1.0, "thp": 0.95})  # one size against 4 KiB
     with Store(tmp_path / "s.db") as st:
         report = analyse(load_run(st))

@@ -12,29 +12,8 @@ from rich.console import Console
 from hugelab.report import markdown, text
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
-from hugelab.store import Store, Trial
-
-# issue 20's four paired runs: effects -13.3, -13.8, -16.9 and -17.6% (blocks' SD ~1.5%)
-ISSUE_EFFECTS = (0.867, 0.862, 0.831, 0.824)
-
-
-def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1, steal=None):
-    """One run whose block b has candidate/baseline ratio effects_per_block[b] (and, with
-    `steal`, that CPU steal share recorded for both trials of block b)."""
-    rng = np.random.default_rng(seed)
-    exp = {"name": "chase", "baseline": "4k", "blocks": blocks, "seed": 77,
-           "arms": [{"name": "4k", "backing": "4k"}, {"name": "2M", "backing": "hugetlb-2M"}]}
-    if repeats > 1:
-        exp["repeats"] = repeats
-    with Store(path) as st:
-        run_id, _ = st.get_or_create_run("k", "chase", exp, {})
-        for b, eff in enumerate(effects_per_block):
-            base = 170.0 * float(np.exp(rng.normal(0, 0.02)))
-            for pos, (arm, v) in enumerate((("4k", base), ("2M", base * eff))):
-                mon = {} if steal is None else {"load": {"steal_share": float(steal[b]),
-                                                         "other_busy_share": 0.05}}
-                st.add_trial(Trial(run_id, b, pos, arm, "ok", v, "ns_per_load", "ns", "lower",
-                                   metrics={}, evidence={}, monitors=mon, provenance={}))
+from hugelab.store import Store
+from tests.helpers import ISSUE_EFFECTS, store_run
 
 
 def report(path):

@@ -6,9 +6,7 @@ has no such section (the paired method itself is validated in tests/test_stats_p
 from __future__ import annotations
 
 import io
-import math
 
-import numpy as np
 import pytest
 from rich.console import Console
 
@@ -17,27 +15,7 @@ from hugelab.report.analysis import analyse
 from hugelab.report.model.result import Result
 from hugelab.report.runload import load_run
 from hugelab.store import Store
-from tests import runstores
-
-DAEMONS = {"khugepaged": 0.12, "kcompactd0": 0.0}
-
-
-def requests_run(path, blocks: int = 10, server_cpu: bool = True) -> None:
-    """A request-level interleaved run of off (baseline) and on: on's server spends 10% less
-    CPU per operation in every block while its round trip is only 3% faster (the client's own
-    work, the same for both, dilutes the server's gain)."""
-    rng = np.random.default_rng(7)
-    level = np.exp(rng.normal(0, 0.05, blocks))  # the machine's drift, both arms alike
-
-    def metrics(b: int, arm: str) -> dict[str, float]:
-        rate, cpu = (1.03, 0.90) if arm == "on" else (1.0, 1.0)
-        out = {"ops_per_s": 20_000.0 * rate * level[b] * math.exp(rng.normal(0, 0.002)),
-               "windows": 120.0, "client_cpu_share": 0.45, "p50_ms": 0.2 / rate / level[b],
-               "p99_ms": 0.9 / rate / level[b]}
-        if server_cpu:
-            out["server_cpu_us_per_op"] = 30.0 * cpu / level[b] * math.exp(rng.normal(0, 0.002))
-        return out
-    runstores.request_run(path, blocks, metrics, {"thp_daemons_cpu_s": DAEMONS})
+from tests.helpers import DAEMONS, requests_run
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from hugelab.report.analysis import Report, analyse
 from hugelab.report.runload import load_run
 from hugelab.stats.components import K_MAX, from_boots
 from hugelab.store import Store, Trial
-from tests.test_import import cli
+from tests.helpers import cli
 
 BOOT_S, TRIAL_S = 7.0, 1.0  # a guest's start-up and shutdown; one repetition
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from tests.helpers import cli
 from tests.hostguard import host_state
-from tests.test_import import cli
 
 SMALL = """\
 name = "repeats"

@@ -18,7 +18,7 @@ from hugelab.report.runload import load_run
 from hugelab.store import MIGRATIONS, Store, Trial
 from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore
-from tests.test_report_analysis import make_store
+from tests.helpers import make_store
 
 pytestmark = pytest.mark.server  # PostgreSQL servers
 

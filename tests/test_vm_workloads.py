@@ -14,7 +14,7 @@ import pytest
 from hugelab.experiment import load_experiment
 from hugelab.workloads.registry import build_workload
 from tests.guestruns import guest_env, own_qemus, run_on_host
-from tests.test_workload_make_build import make_tree
+from tests.helpers import make_tree
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
 

@@ -13,63 +13,10 @@ import pytest
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.make_build import MakeBuild
+from tests.helpers import make_tree
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
                               reason="needs cc and make (apt-get install gcc make)")
-
-MAKEFILE = """\
-CC ?= cc
-CFLAGS ?= -O2 -Wall -Werror
-SRCS := $(sort $(wildcard src/*.c))
-OBJS := $(SRCS:.c=.o)
-
-app: $(OBJS)
-\t$(CC) $(CFLAGS) -o $@ $(OBJS)
-
-src/%.o: src/%.c include/common.h
-\t$(CC) $(CFLAGS) -Iinclude -c -o $@ $<
-
-clean:
-\trm -f app $(OBJS)
-
-.PHONY: clean
-"""
-
-UNIT = """\
-#include "common.h"
-
-static unsigned long table_{i}[64];
-
-unsigned long unit_{i}(unsigned long x)
-{{
-    for (int k = 0; k < 64; k++)
-        table_{i}[k] = x * (k + {i}) ^ (x >> (k % 13));
-    unsigned long acc = 0;
-    for (int k = 0; k < 64; k++)
-        acc += mix(table_{i}[k], (unsigned long)k);
-    return acc;
-}}
-"""
-
-
-def make_tree(root: Path, units: int = 50, broken: bool = False) -> Path:
-    (root / "src").mkdir(parents=True)
-    (root / "include").mkdir()
-    (root / "Makefile").write_text(MAKEFILE)
-    decls = "\n".join(f"unsigned long unit_{i}(unsigned long x);" for i in range(units))
-    (root / "include" / "common.h").write_text(
-        "#pragma once\nstatic inline unsigned long mix(unsigned long a, unsigned long b)\n"
-        "{ return (a * 2654435761UL) ^ (b + 0x9e3779b9UL + (a << 6) + (a >> 2)); }\n"
-        + decls + "\n")
-    for i in range(units):
-        (root / "src" / f"unit{i:02d}.c").write_text(UNIT.format(i=i))
-    calls = "\n".join(f"    acc += unit_{i}(acc + {i});" for i in range(units))
-    main = ("#include <stdio.h>\n#include \"common.h\"\nint main(void)\n{\n"
-            f"    unsigned long acc = 1;\n{calls}\n    printf(\"%lu\\n\", acc);\n    return 0;\n}}\n")
-    if broken:
-        main = main.replace("return 0;", "return 0 +;")
-    (root / "src" / "main.c").write_text(main)
-    return root
 
 
 def test_argv_and_validation():

@@ -1,0 +1,212 @@
+"""Helpers that several test modules share (issue 37 item 5): they live here, not in one
+test module that the others import.
+
+- `cli`: a command through hugelab's own main, in-process (its exit code, stdout, stderr).
+- stores of runs with known injected effects, for the report's tests: `make_store` (arms by
+  factor), `store_run` (a baseline/candidate pair per block; `ISSUE_EFFECTS`), `requests_run`
+  (request-level off vs on with server CPU per op; `DAEMONS`), `factorial_store` (a factorial
+  run: `FACTORIAL_EXP`, `FACTORIAL_EFFECT`).
+- `make_tree`: a generated C tree with a real Makefile, for the make-build workload.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hugelab.cli import main as cli_main
+from hugelab.experiment import parse_experiment
+from hugelab.store import Store, Trial
+from tests import runstores
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run a command through hugelab's own main: errors become exit codes, no tracebacks."""
+    rc = cli_main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# --- stores with known effects ------------------------------------------------------------------
+
+def make_store(path: Path, *, blocks: int = 30, arms: dict[str, float] | None = None,
+               seed: int = 3, name: str = "exp", baseline: str = "4k",
+               flagged: dict[str, set[int]] | None = None,
+               missing: dict[str, set[int]] | None = None,
+               failed: dict[str, set[int]] | None = None,
+               flag_reason: str = "asked for thp, but only 2% of the mapping is in huge pages",
+               target: str = "native", accel: str = "native", thp_share: float = 0.97,
+               store: Store | None = None, noise: float = 0.01,
+               steal: dict[int, float] | None = None) -> int:
+    """One run: `arms` maps arm name -> factor on a ~100 ns base (lower is better)."""
+    arms = arms or {"4k": 1.0, "thp": 0.95}
+    flagged, missing, failed = flagged or {}, missing or {}, failed or {}
+    rng = np.random.default_rng(seed)
+    own = store is None
+    st = store or Store(path)
+    exp = {"name": name, "baseline": baseline, "blocks": blocks,
+           "arms": [{"name": a, "backing": "thp" if "thp" in a else "4k"} for a in arms]}
+    run_id, _ = st.get_or_create_run(f"key-{name}-{seed}", name, exp, {})
+    for b in range(blocks):
+        block_effect = float(np.exp(rng.normal(0, 0.03)))
+        order = list(arms)
+        rng.shuffle(order)
+        for pos, arm in enumerate(order):
+            if b in missing.get(arm, set()):
+                continue
+            value = 100.0 * arms[arm] * block_effect * float(np.exp(rng.normal(0, noise)))
+            status, flag, error = "ok", None, None
+            if b in flagged.get(arm, set()):
+                status, flag, value = "flagged", flag_reason, value * 1000
+            if b in failed.get(arm, set()):
+                status, error, value = "failed", "workload exited 1", None  # type: ignore[assignment]
+            alloc = int(round(100 * thp_share)) if "thp" in arm else 0
+            st.add_trial(Trial(
+                run_id, b, pos, arm, status, value, "ns_per_load", "ns", "lower",
+                metrics={}, evidence={"KernelPageSize_kB": 4, "Rss_kB": 1000,
+                                      "AnonHugePages_kB": 980 if "thp" in arm else 0},
+                monitors={"vmstat": {"thp_fault_alloc": alloc,
+                                     "thp_fault_fallback": (100 - alloc) if alloc else 0},
+                          **({"load": {"steal_share": steal.get(b, 0.0),
+                                       "other_busy_share": 0.02}} if steal is not None else {})},
+                provenance={"accel": accel, "kernel": "6.1.0", "hugelab": "0.1.0",
+                            "target": target},
+                flag=flag, error=error, target=target))
+    if own:
+        st.close()
+    return run_id
+
+
+# issue 20's four paired runs: effects -13.3, -13.8, -16.9 and -17.6% (blocks' SD ~1.5%)
+ISSUE_EFFECTS = (0.867, 0.862, 0.831, 0.824)
+
+
+def store_run(path, effects_per_block, *, blocks, repeats=1, seed=1, steal=None):
+    """One run whose block b has candidate/baseline ratio effects_per_block[b] (and, with
+    `steal`, that CPU steal share recorded for both trials of block b)."""
+    rng = np.random.default_rng(seed)
+    exp = {"name": "chase", "baseline": "4k", "blocks": blocks, "seed": 77,
+           "arms": [{"name": "4k", "backing": "4k"}, {"name": "2M", "backing": "hugetlb-2M"}]}
+    if repeats > 1:
+        exp["repeats"] = repeats
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("k", "chase", exp, {})
+        for b, eff in enumerate(effects_per_block):
+            base = 170.0 * float(np.exp(rng.normal(0, 0.02)))
+            for pos, (arm, v) in enumerate((("4k", base), ("2M", base * eff))):
+                mon = {} if steal is None else {"load": {"steal_share": float(steal[b]),
+                                                         "other_busy_share": 0.05}}
+                st.add_trial(Trial(run_id, b, pos, arm, "ok", v, "ns_per_load", "ns", "lower",
+                                   metrics={}, evidence={}, monitors=mon, provenance={}))
+
+
+DAEMONS = {"khugepaged": 0.12, "kcompactd0": 0.0}
+
+
+def requests_run(path, blocks: int = 10, server_cpu: bool = True) -> None:
+    """A request-level interleaved run of off (baseline) and on: on's server spends 10% less
+    CPU per operation in every block while its round trip is only 3% faster (the client's own
+    work, the same for both, dilutes the server's gain)."""
+    rng = np.random.default_rng(7)
+    level = np.exp(rng.normal(0, 0.05, blocks))  # the machine's drift, both arms alike
+
+    def metrics(b: int, arm: str) -> dict[str, float]:
+        rate, cpu = (1.03, 0.90) if arm == "on" else (1.0, 1.0)
+        out = {"ops_per_s": 20_000.0 * rate * level[b] * math.exp(rng.normal(0, 0.002)),
+               "windows": 120.0, "client_cpu_share": 0.45, "p50_ms": 0.2 / rate / level[b],
+               "p99_ms": 0.9 / rate / level[b]}
+        if server_cpu:
+            out["server_cpu_us_per_op"] = 30.0 * cpu / level[b] * math.exp(rng.normal(0, 0.002))
+        return out
+    runstores.request_run(path, blocks, metrics, {"thp_daemons_cpu_s": DAEMONS})
+
+
+FACTORIAL_EXP = {
+    "name": "fx", "blocks": 12,
+    "workload": {"kind": "hugelab-mem", "workload": "chase", "size": "64M"},
+    "factors": {"thp": ["never", "always"], "backing": ["4k", "thp", "hugetlb-2M"]},
+    "scenarios": {"size": ["64M", "1G"]},
+}
+
+# true multiplicative effects on a time (lower is better)
+FACTORIAL_EFFECT = {("thp", "always"): 1.00, ("backing", "thp"): 0.90, ("backing", "hugetlb-2M"): 0.80,
+          ("size", "1G"): 3.0}
+
+
+def factorial_store(path: Path, *, failed: set[str] = frozenset(), noise: float = 0.005,  # type: ignore[assignment]
+                    blocks: int = 12) -> int:
+    """A factorial run (FACTORIAL_EXP) whose cells carry FACTORIAL_EFFECT's true effects."""
+    exp = parse_experiment({**FACTORIAL_EXP, "blocks": blocks})
+    rng = np.random.default_rng(5)
+    with Store(path) as st:
+        run_id, _ = st.get_or_create_run("k", "fx", exp.to_dict(), {})
+        for b in range(blocks):
+            shift = float(np.exp(rng.normal(0, 0.05)))
+            for pos, arm in enumerate(exp.arms):
+                factor = np.prod([FACTORIAL_EFFECT.get(lv, 1.0) for lv in arm.levels])
+                value = 100 * factor * shift * float(np.exp(rng.normal(0, noise)))
+                bad = arm.name in failed
+                st.add_trial(Trial(run_id, b, pos, arm.name, "failed" if bad else "ok",
+                                   None if bad else value, "ns_per_load", "ns", "lower",
+                                   error="exit 1" if bad else None))
+    return run_id
+
+
+# --- a C tree to build --------------------------------------------------------------------------
+
+MAKEFILE = """\
+CC ?= cc
+CFLAGS ?= -O2 -Wall -Werror
+SRCS := $(sort $(wildcard src/*.c))
+OBJS := $(SRCS:.c=.o)
+
+app: $(OBJS)
+\t$(CC) $(CFLAGS) -o $@ $(OBJS)
+
+src/%.o: src/%.c include/common.h
+\t$(CC) $(CFLAGS) -Iinclude -c -o $@ $<
+
+clean:
+\trm -f app $(OBJS)
+
+.PHONY: clean
+"""
+
+UNIT = """\
+#include "common.h"
+
+static unsigned long table_{i}[64];
+
+unsigned long unit_{i}(unsigned long x)
+{{
+    for (int k = 0; k < 64; k++)
+        table_{i}[k] = x * (k + {i}) ^ (x >> (k % 13));
+    unsigned long acc = 0;
+    for (int k = 0; k < 64; k++)
+        acc += mix(table_{i}[k], (unsigned long)k);
+    return acc;
+}}
+"""
+
+
+def make_tree(root: Path, units: int = 50, broken: bool = False) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "Makefile").write_text(MAKEFILE)
+    decls = "\n".join(f"unsigned long unit_{i}(unsigned long x);" for i in range(units))
+    (root / "include" / "common.h").write_text(
+        "#pragma once\nstatic inline unsigned long mix(unsigned long a, unsigned long b)\n"
+        "{ return (a * 2654435761UL) ^ (b + 0x9e3779b9UL + (a << 6) + (a >> 2)); }\n"
+        + decls + "\n")
+    for i in range(units):
+        (root / "src" / f"unit{i:02d}.c").write_text(UNIT.format(i=i))
+    calls = "\n".join(f"    acc += unit_{i}(acc + {i});" for i in range(units))
+    main = ("#include <stdio.h>\n#include \"common.h\"\nint main(void)\n{\n"
+            f"    unsigned long acc = 1;\n{calls}\n    printf(\"%lu\\n\", acc);\n    return 0;\n}}\n")
+    if broken:
+        main = main.replace("return 0;", "return 0 +;")
+    (root / "src" / "main.c").write_text(main)
+    return root
