@@ -32,10 +32,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
 from hugelab.vm.own.initramfs import GUEST_NET_ADDR
-from hugelab.workloads.base import ExecResult, Target
+from hugelab.workloads.base import ExecResult, Place, Target
 from hugelab.workloads.command import LOOPBACK, ServerHandle, tail
 from hugelab.workloads.kind import ServerInGuest
 
@@ -121,6 +122,9 @@ class GuestServer:
     stop_wait_s: float = 30.0
     how: ServerInGuest | None = None  # the kind's probe, stopper and argv changes
     handles: list[GuestServerHandle] = field(default_factory=list, repr=False)
+    # its servers' /proc is the guest's: a server kind watches its own from inside
+    # (hugelab.workloads.serverkind)
+    place: ClassVar[Place] = Place.GUEST
 
     def stuck(self) -> bool:
         """Whether a server it started could not be stopped (the agent is still busy with it)."""

@@ -1,0 +1,276 @@
+"""A server kind's life cycle, written once: a key-value server started where its arm runs,
+loaded by its own client, its own memory read just before it stops, then stopped.
+
+A server kind (Redis, memcached) is a frozen dataclass over `ServerKind` that supplies only
+what is its own; the base runs it natively, in hugelab's own guests (the ServerSide the guest
+trial passes in as `server`, hugelab.vm.netserver), in a user's libvirt domain (its own daemon
+there, hugelab.workloads.guestside) and as one of design "interleaved"'s servers (the hooks of
+hugelab.workloads.requests.RequestServer). Its `KIND` still declares its tools, its
+`ServerInGuest` (port, readiness probe and stopper in its own protocol, argv for the guest
+NIC: `answers` and `tell` below), its judge and its cost.
+
+What a kind supplies
+  class attributes
+    tool          its server program, also the comm its own evidence is filed under
+    domain        `InDomain`: its port, daemon argv, owner and log in a user's domain
+  fields          port, process_thp, app, server (a ServerSide; None: hugelab's own choice)
+  methods
+    server_argv(port, files)      the server in the foreground on 127.0.0.1:port (pure);
+                                  `files` its private directory (None: it has none)
+    load(client, port, files)     its load generator once against the running server; what
+                                  it returns is handed to `loaded`
+    loaded(load, output, client)  the trial's WorkloadResult: the load's metrics parsed,
+                                  the versions it knows (`output`: the server's output tail)
+    describe(result, backing)     the arm's own switch as evidence for the kind's judge
+                                  (Kind.judge reads it beside evidence["server"]), and its notes
+    reqmix_server(host, port)     hugelab-reqmix's --server value for it (workloads.reqmix)
+    request_load()                its load as ReqmixSettings fields
+  optional hooks (the defaults do nothing)
+    admit(backing)                a backing it cannot have refused before a server starts
+                                  (default: check_backing; a kind's preflight may be stricter)
+    own_files(target)             its private directory for one server (Redis: a copy of a
+                                  user's RDB), removed by drop_files after the server stopped
+    filled(port, files, client)   what it writes into a fresh server before any load (Redis:
+                                  the keys its RDB brought, the preload), kept as `loaded`
+    served(result, srv)           the request-level result's info (tool, versions)
+
+What the base does for every kind
+  run(target, backing)    one trial: the server where the target and `server` say, the load,
+                          the server's own THP picture (hugelab.workloads.servermem) read
+                          just before it stops (a server in hugelab's own guest, whose /proc
+                          this process cannot read, runs under servermem.watch and hands its
+                          last picture back in its output), the stop (its own stopper, else
+                          TERM then KILL), then evidence["server"], ["server_output_tail"],
+                          ["tree"] (a user's domain: the daemon's own, the guest's tree being
+                          the client's) and the kind's describe().
+  start, stop, server_pid, request_server, request_result: one arm's server in an interleaved
+                          trial, on a free loopback port of the host, judged by its own
+                          server's memory (the host-wide tree holds every arm's server).
+  answers, tell, version  a kind's readiness probe and stopper in its own protocol (its
+                          ServerInGuest's), and a program's version from its own words.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hugelab import proc
+from hugelab.workloads.base import Place, Target, WorkloadResult
+from hugelab.workloads.command import (
+    LOOPBACK,
+    LocalServer,
+    ServerHandle,
+    ServerSide,
+    check_backing,
+    default_server,
+    exchange,
+    first_version,
+    server_memory,
+)
+from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
+from hugelab.workloads.process_thp import target_for, wrap
+from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
+
+
+@dataclass(frozen=True)
+class InDomain:
+    """How a kind's server runs as its own daemon in a user's domain: on `port` (hugelab's,
+    not the server's default, which a user's own server may hold), `argv(argv, pidfile)` its
+    foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`."""
+
+    port: int
+    argv: Callable[[list[str], str], list[str]]
+    owner: str | None = None
+    log: str | None = None
+
+
+@dataclass
+class Running:
+    """One arm's running server in an interleaved trial."""
+
+    handle: ServerHandle
+    files: Path | None = None  # its private directory, removed when it stops
+    loaded: Any = None         # what `filled` wrote into it (Redis: the RDB's keys)
+    rate: float = 0.0          # windows of client runs: its warm-up's requests per second
+
+    @property
+    def port(self) -> int:
+        return self.handle.client_port
+
+
+def answers(port: int, request: bytes, reply: bytes) -> bool:
+    """Whether a server on 127.0.0.1:port answers `request` with a reply starting `reply`:
+    a kind's readiness probe, through a guest's port forward or on the host."""
+    try:
+        return exchange(port, request).startswith(reply)
+    except OSError:
+        return False
+
+
+def tell(port: int, request: bytes) -> None:
+    """Send `request` (a kind's own shutdown) to 127.0.0.1:port; a server already gone is
+    stopped."""
+    with contextlib.suppress(OSError):
+        exchange(port, request)
+
+
+def version(argv: list[str], pattern: str, where: Target | None = None) -> str | None:
+    """A program's version from its own words (`pattern`'s group): run through `where` (a
+    user's domain, whose programs are its own; the load's client) or on this host."""
+    text = where.exec(argv).stdout if where is not None else \
+        proc.run(argv, check=False, timeout=10).stdout
+    return first_version(text, pattern)
+
+
+def watched_here(side: ServerSide) -> bool:
+    """Whether a server side runs its servers where this process cannot read their /proc
+    (hugelab's own guest: the side declares `place`), so they are watched from inside."""
+    return getattr(side, "place", Place.NATIVE) is Place.GUEST
+
+
+class ServerKind:
+    """The life cycle every server kind shares; see the module docstring for the contract."""
+
+    tool: ClassVar[str]
+    domain: ClassVar[InDomain]
+    kind: str
+    port: int | None
+    process_thp: str | None
+    server: ServerSide | None
+
+    # -- what each kind supplies ----------------------------------------------------------------
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def load(self, client: Target, port: int, files: Path | None) -> Any:
+        raise NotImplementedError
+
+    def loaded(self, load: Any, output: str, client: Target) -> WorkloadResult:
+        raise NotImplementedError
+
+    def describe(self, result: WorkloadResult, backing: str) -> None:
+        raise NotImplementedError
+
+    def reqmix_server(self, host: str, port: int) -> str:
+        raise NotImplementedError
+
+    # -- hooks with defaults -------------------------------------------------------------------
+    def admit(self, backing: str) -> None:
+        check_backing(backing)
+
+    def own_files(self, target: Target | None) -> Path | None:
+        return None
+
+    def drop_files(self, files: Path | None) -> None:
+        return None
+
+    def filled(self, port: int, files: Path | None, client: Target | None = None) -> Any:
+        return None
+
+    def served(self, result: WorkloadResult, srv: Running) -> None:
+        return None
+
+    @classmethod
+    def setting(cls, table: dict[str, Any], key: str) -> Any:
+        """A [workload] key's value from an experiment table, else its field's default (for a
+        kind's cost estimate, before the workload is built)."""
+        if key in table:
+            return table[key]
+        default = cls.__dataclass_fields__[key].default  # type: ignore[attr-defined]
+        return None if default is MISSING else default
+
+    # -- one trial -------------------------------------------------------------------------------
+    def side(self, target: Target) -> ServerSide:
+        """Where this trial's server runs: a user's domain runs its own daemon (the client
+        beside it there); else the side given (hugelab's own guest), else this host."""
+        if in_domain(target):
+            refuse_process_thp(self.kind, self.process_thp)
+            d = self.domain
+            return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
+                                 owner=d.owner, log=d.log)
+        return default_server(self.server, target, self.tool, self.port)
+
+    def argv_for(self, target: Target, files: Path | None, watched: bool
+                 ) -> Callable[[int], list[str]]:
+        """The server's argv for a port: under the arm's process_thp, and watched from inside
+        where this process cannot read its memory."""
+        def argv(port: int) -> list[str]:
+            out = wrap(self.server_argv(port, files), self.process_thp, target)
+            return watch_argv(out, sys.executable) if watched else out
+        return argv
+
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        self.admit(backing)
+        side = self.side(target)
+        files = self.own_files(target)
+        try:
+            return self._trial(target, side, backing, files)
+        finally:
+            self.drop_files(files)
+
+    def _trial(self, target: Target, side: ServerSide, backing: str,
+               files: Path | None) -> WorkloadResult:
+        handle = side.start(self.argv_for(target, files, watched_here(side)), self.tool)
+        client = target_for(target, self.process_thp)
+        memory: dict[str, object] = {}
+        try:
+            load = self.load(client, handle.client_port, files)
+            memory = server_memory(handle)
+        finally:
+            output = handle.stop()
+        memory = memory or last_picture(output)
+        result = self.loaded(load, output, client)
+        result.evidence["server_output_tail"] = output
+        result.evidence["server"] = memory
+        if in_domain(target) and memory:  # the daemon's own: the guest's tree is the client's
+            result.evidence["tree"] = server_tree(self.tool, memory, f"guest {target.name}")
+        self.describe(result, backing)
+        return result
+
+    # -- one arm's server among interleaved ones (hugelab.workloads.requests, interleave) --------
+    def start(self, backing: str) -> Running:
+        """This arm's server, up on a free loopback port of the host (several run at once)."""
+        self.admit(backing)
+        files = self.own_files(None)
+        try:
+            handle = LocalServer().start(
+                lambda port: wrap(self.server_argv(port, files), self.process_thp), self.tool)
+        except BaseException:
+            self.drop_files(files)
+            raise
+        srv = Running(handle, files)
+        try:
+            srv.loaded = self.filled(srv.port, files)
+        except BaseException:
+            self.stop(srv)
+            raise
+        return srv
+
+    def stop(self, srv: Running) -> None:
+        try:
+            srv.handle.stop()
+        finally:
+            self.drop_files(srv.files)
+
+    def server_pid(self, srv: Running) -> int:
+        return int(srv.handle.proc.pid)  # type: ignore[attr-defined]
+
+    def request_server(self, srv: Running) -> str:
+        return self.reqmix_server(LOOPBACK, srv.port)
+
+    def request_result(self, srv: Running, metrics: dict[str, float], backing: str,
+                       primary: str = "ops_per_s") -> WorkloadResult:
+        """The arm's result: `metrics`, and its own server's evidence, read now."""
+        memory = server_memory(srv.handle)
+        result = WorkloadResult(metrics=metrics, primary=primary, unit="requests/s",
+                                better="higher", evidence={"server": memory})
+        if memory:  # judged alone: the host-wide tree holds every arm's server
+            result.evidence["tree"] = server_tree(self.tool, memory)
+        self.served(result, srv)
+        self.describe(result, backing)
+        return result
