@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError
-from hugelab.workloads import redis
+from hugelab.workloads import redis_rdb
 from hugelab.workloads.command import free_port
 from hugelab.workloads.redis import RedisBenchmark
 from tests.hostguard import host_state
@@ -29,10 +29,10 @@ needs_redis = pytest.mark.skipif(
 
 
 def test_an_rdb_file_is_known_by_its_header(tmp_path):
-    assert redis.rdb_version(b"REDIS0011\xfa\x09redis-ver") == 11
+    assert redis_rdb.rdb_version(b"REDIS0011\xfa\x09redis-ver") == 11
     for bad in (b"", b"REDIS", b"SQLite format 3\0", b"REDISxx11"):
         with pytest.raises(ValueError, match="not a Redis RDB file"):
-            redis.rdb_version(bad)
+            redis_rdb.rdb_version(bad)
     f = tmp_path / "dump.rdb"
     f.write_bytes(b"*2\r\n$3\r\nSET\r\n")  # an AOF, not an RDB
     with pytest.raises(ExperimentError, match="not a Redis RDB file"):
@@ -43,13 +43,13 @@ def test_an_rdb_file_is_known_by_its_header(tmp_path):
 
 def test_keyspace_and_replies_are_read_as_redis_writes_them():
     info = "# Keyspace\r\ndb0:keys=300,expires=2,avg_ttl=0\r\ndb3:keys=12,expires=0,avg_ttl=0\r\n"
-    assert redis.keyspace_keys(info) == 312
-    assert redis.keyspace_keys("# Keyspace\r\n") == 0
+    assert redis_rdb.keyspace_keys(info) == 312
+    assert redis_rdb.keyspace_keys("# Keyspace\r\n") == 0
     body = b"# Keyspace\r\ndb0:keys=3\r\n"
     whole = b"$%d\r\n" % len(body) + body + b"\r\n"
-    assert redis.reply_complete(whole) and not redis.reply_complete(whole[:-3])
-    assert redis.reply_complete(b"-LOADING Redis is loading\r\n")
-    assert not redis.reply_complete(b"$12")
+    assert redis_rdb.reply_complete(whole) and not redis_rdb.reply_complete(whole[:-3])
+    assert redis_rdb.reply_complete(b"-LOADING Redis is loading\r\n")
+    assert not redis_rdb.reply_complete(b"$12")
 
 
 def test_the_server_loads_its_copy_and_still_never_saves():
@@ -67,7 +67,7 @@ def test_copies_of_dead_runs_are_removed(tmp_path):
     for d in (dead, live):
         d.mkdir()
         (d / "dump.rdb").write_bytes(b"REDIS0011")
-    assert redis.rdb_leftovers(tmp_path) == [str(dead)]
+    assert redis_rdb.rdb_leftovers(tmp_path) == [str(dead)]
     assert live.is_dir() and not dead.exists()
 
 
@@ -140,7 +140,7 @@ def test_a_users_rdb_is_loaded_by_every_trial_and_left_as_it_was(tmp_path):
         assert t["provenance"]["rdb"] == {"file": str(rdb), "keys_loaded": 300}
         assert t["metrics"]["get_rps"] > 0
     assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
-    assert not list(redis.RDB_WORK.glob(f"{redis.RDB_PREFIX}{p.pid}-*")), "a copy is left"
+    assert not list(redis_rdb.RDB_WORK.glob(f"{redis_rdb.RDB_PREFIX}{p.pid}-*")), "a copy is left"
     assert host_state() == before
 
 
@@ -158,4 +158,4 @@ def test_interleaved_servers_each_load_their_own_copy(tmp_path):
     a, b = serve(NativeTarget(), [(w, "4k"), (w, "4k")], random.Random(1))
     assert a.info["rdb"] == b.info["rdb"] == {"file": str(rdb), "keys_loaded": 120}
     assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
-    assert not list(redis.RDB_WORK.glob(f"{redis.RDB_PREFIX}{os.getpid()}-*")), "a copy is left"
+    assert not list(redis_rdb.RDB_WORK.glob(f"{redis_rdb.RDB_PREFIX}{os.getpid()}-*")), "a copy is left"

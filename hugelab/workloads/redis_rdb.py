@@ -1,0 +1,109 @@
+"""A user's RDB file for Redis (`rdb = "/path/dump.rdb"`): checked to be one, copied into a
+private directory (0700, named by this process; the original never opened by the server), the
+keys the server loaded from it read back (INFO keyspace, before any load) as the trial's
+evidence, and a killed run's copies removed by `hugelab recover`."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from hugelab.errors import WorkloadError
+from hugelab.workloads import redis_persist as persist
+from hugelab.workloads.base import WorkloadResult
+from hugelab.workloads.command import LOOPBACK
+
+RDB_NAME = "dump.rdb"
+RDB_PREFIX = persist.PRIVATE_PREFIX
+RDB_WORK = persist.PRIVATE_WORK
+LOAD_TIMEOUT_S = 600.0
+
+
+def rdb_version(head: bytes) -> int:
+    """The RDB format version from a file's first bytes (`REDIS0011`) (pure); ValueError."""
+    if head[:5] != b"REDIS" or not head[5:9].isdigit():
+        raise ValueError("not a Redis RDB file (it does not start with REDIS and a version)")
+    return int(head[5:9])
+
+
+def keyspace_keys(info: str) -> int:
+    """The keys of every database in `INFO keyspace` (`db0:keys=12,expires=0,...`) (pure)."""
+    return sum(int(m.group(1)) for m in re.finditer(r"^db\d+:keys=(\d+)", info, re.MULTILINE))
+
+
+def rdb_copy(rdb: str) -> Path:
+    """A private directory (0700, named by this process) holding a copy of the RDB file."""
+    d = persist.private_dir()
+    shutil.copyfile(rdb, d / RDB_NAME)
+    return d
+
+
+def work_dir(rdb: str | None, persistence: str) -> Path | None:
+    """The server's private directory: a copy of the user's RDB, and where persistence writes
+    its files; None where neither needs one."""
+    if rdb:
+        return rdb_copy(rdb)
+    return persist.private_dir() if persistence != "off" else None
+
+
+def reply_complete(data: bytes) -> bool:
+    """Whether `data` holds a whole reply: a status or error line, or a bulk string (pure)."""
+    head, sep, body = data.partition(b"\r\n")
+    if not sep:
+        return False
+    return not head.startswith(b"$") or len(body) >= int(head[1:]) + 2
+
+
+def info_section(port: int, section: str, timeout: float = 5.0) -> str:
+    """`INFO section` of the server on 127.0.0.1:port, read to the end of its reply."""
+    cmd = f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode()
+    data = b""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
+        s.sendall(cmd)
+        while not reply_complete(data) and (chunk := s.recv(65536)):
+            data += chunk
+    return data.decode(errors="replace")
+
+
+def loaded_keys(port: int, timeout: float = LOAD_TIMEOUT_S) -> int:
+    """The keys a server holds once it has finished loading its RDB file."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError):  # busy loading a large file: asked again
+            if "loading:0" in info_section(port, "persistence"):
+                return keyspace_keys(info_section(port, "keyspace"))
+        if time.monotonic() > deadline:
+            raise WorkloadError(f"redis-server was still loading its RDB after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def rdb_keys(port: int, rdb: str | None, rdb_dir: Path | None) -> int | None:
+    """The keys a server loaded from the user's RDB (None without one); WorkloadError when it
+    holds none."""
+    if rdb_dir is None:
+        return None
+    keys = loaded_keys(port)
+    if keys <= 0:
+        raise WorkloadError(f"redis-server loaded no keys from {rdb}",
+                            hint="the file holds no keys, or not for this server")
+    return keys
+
+
+def record_rdb(result: WorkloadResult, rdb: str | None, keys: int | None) -> None:
+    if keys is not None:  # INFO keyspace before any load: what the file brought
+        result.info["rdb"] = {"file": rdb, "keys_loaded": keys}
+
+
+def rdb_leftovers(work: Path = RDB_WORK) -> list[str]:
+    """RDB copies whose run is gone (after a kill): removed, for `hugelab recover`."""
+    gone = []
+    for d in sorted(work.glob(f"{RDB_PREFIX}*")):
+        pid = d.name[len(RDB_PREFIX):].split("-")[0]
+        if d.is_dir() and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(str(d))
+    return gone
