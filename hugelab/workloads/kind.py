@@ -48,7 +48,13 @@ Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
 `hugetlb_bytes_for(page_size | None)` (the one hook for the hugetlb bytes a trial maps), `settings_warnings(backing)` (what a user's own config sets
 that the arm overrides, shown by `run --dry-run`), and for servers `start`, `warm`, `window`,
-`finish`, `stop`.
+`finish`, `stop` (hugelab.workloads.interleave) and `request_server`, `request_load`,
+`request_result`, `server_pid` (hugelab.workloads.requests). A key-value server kind (Redis,
+memcached) gets its `run` and those server hooks from hugelab.workloads.serverkind.ServerKind,
+which runs its server natively, in hugelab's own guests (watched from inside, so its own
+memory is read there too) and in a user's domain, and supplies only its own parts: server
+argv, load generator and parser, its switch's evidence (`describe`), its daemon in a domain
+(`InDomain`), its reqmix protocol.
 """
 
 from __future__ import annotations

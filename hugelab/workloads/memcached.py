@@ -20,45 +20,55 @@ tree's smaps.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
-from hugelab import proc
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
 from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import (
-    LOOPBACK,
-    LocalServer,
-    ServerHandle,
-    ServerSide,
-    check_exit,
-    default_server,
-    exchange,
-    first_version,
-    server_memory,
-    tail,
-)
-from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
+from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
+from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
-from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
+from hugelab.workloads.serverkind import InDomain, Running, ServerKind, answers, tell, version
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}
 Test = Literal["get", "set", "mget"]
 
 
+def ready(port: int) -> bool:
+    """Whether a memcached answers `version` through 127.0.0.1:port."""
+    return answers(port, b"version\r\n", b"VERSION")
+
+
+def stop(port: int) -> None:
+    """`shutdown`, which the guest's memcached accepts (started with -A there)."""
+    tell(port, b"shutdown\r\n")
+
+
+def guest_argv(argv: list[str]) -> list[str]:
+    """In a guest memcached is stopped through the forward: -A enables its `shutdown`."""
+    return [*argv, "-A"]
+
+
+DOMAIN_PORT = 21211  # not 11211, where a user's guest may run its own memcached
+
+
+def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
+    """memcached as its own daemon in a user's domain: -d, its pid in `pidfile` (pure)."""
+    return [*argv, "-d", "-P", pidfile]
+
+
 @dataclass(frozen=True)
-class MemcachedBenchmark:
+class MemcachedBenchmark(ServerKind):
     """memcached loaded with memcslap; primary metric `ops_per_s` of the test (higher)."""
 
     memory_mb: int = 256  # holds either default data set without an eviction
@@ -80,6 +90,9 @@ class MemcachedBenchmark:
     process_thp: str | None = None
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     kind: str = field(default="memcached", init=False)
+
+    tool: ClassVar[str] = "memcached"
+    domain: ClassVar[InDomain] = InDomain(DOMAIN_PORT, daemon_argv, owner="nobody")
 
     def __post_init__(self) -> None:
         check_mode("memcached", self.process_thp)
@@ -114,6 +127,10 @@ class MemcachedBenchmark:
         """memcached and memcslap installed; -L only on a thp arm (it madvises THP)."""
         which(self.server_binary)
         which(self.client_binary)
+        self.admit(backing)
+
+    def admit(self, backing: str) -> None:
+        """-L only on a thp arm (it madvises THP); no backing memcached cannot have."""
         large = self.settings()["large_pages"]
         if large and backing != "thp":
             raise ExperimentError(f"memcached: large_pages (-L) gives THP (it madvises its "
@@ -122,7 +139,7 @@ class MemcachedBenchmark:
             raise ExperimentError(f"memcached: backing {backing!r} is not one memcached can "
                                   "have: 4k, or thp (with large_pages, or host THP always)")
 
-    def server_argv(self, port: int) -> list[str]:
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
         """memcached on loopback TCP only, as nobody (pure)."""
         s = self.settings()
         argv = [self.server_binary, "-u", "nobody", "-l", LOOPBACK, "-p", str(port), "-U", "0",
@@ -154,81 +171,41 @@ class MemcachedBenchmark:
         return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="requests/s",
                               better="higher", info=info)
 
+    # -- one trial (hugelab.workloads.serverkind.ServerKind.run) ------------------------------
+    def load(self, client: Target, port: int, files: Path | None) -> ExecResult:
+        return client.exec(self.client_argv(port), timeout=self.timeout_s)
+
+    def loaded(self, load: ExecResult, output: str, client: Target) -> WorkloadResult:
+        result = self.parse(load)
+        result.info["server_version"] = self.server_version(client if in_domain(client) else None)
+        return result
+
+    def describe(self, result: WorkloadResult, backing: str) -> None:
+        """memcached's own switches, for the app evidence rule (judge)."""
+        s = self.settings()
+        result.evidence["memcached"] = s
+        result.info["backing"] = backing
+        result.info["memcached_settings"] = s
+
     # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
     @property
     def clients(self) -> int:
         return self.concurrency
 
-    def start(self, backing: str) -> ServerHandle:
-        """This arm's memcached, up on a free loopback port (several run at once)."""
-        self.preflight(backing)
-        return LocalServer().start(lambda port: wrap(self.server_argv(port), self.process_thp),
-                                   "memcached")
+    def served(self, result: WorkloadResult, srv: Running) -> None:
+        result.info["server_version"] = self.server_version()
 
-    def stop(self, srv: ServerHandle) -> None:
-        srv.stop()
+    def server_version(self, where: Target | None = None) -> str | None:
+        """memcached's version, from `-V` (in a user's domain: the domain's memcached)."""
+        return version([self.server_binary, "-V"], r"memcached (\S+)", where)
 
-    def server_pid(self, srv: ServerHandle) -> int:
-        return int(srv.proc.pid)  # type: ignore[attr-defined]
-
-    def request_server(self, srv: ServerHandle) -> str:
-        return memcached_server(LOOPBACK, srv.client_port)
+    def reqmix_server(self, host: str, port: int) -> str:
+        return memcached_server(host, port)
 
     def request_load(self) -> dict[str, Any]:
         """`test` get or set on keyspace keys of value_size bytes, every key written first."""
         return {"keyspace": self.keyspace, "value_size": self.value_size,
                 "set_ratio": 1.0 if self.test == "set" else 0.0, "preload": True}
-
-    def request_result(self, srv: ServerHandle, metrics: dict[str, float], backing: str
-                       ) -> WorkloadResult:
-        """The arm's result: `metrics`, and its own server's mappings, read now."""
-        memory = server_memory(srv)
-        result = WorkloadResult(metrics=metrics, primary="ops_per_s", unit="requests/s",
-                                better="higher")
-        if memory:  # judged alone: the host-wide tree holds every arm's server
-            result.evidence["tree"] = server_tree("memcached", memory)
-        return self._evidence(result, memory, "", backing)
-
-    def _evidence(self, result: WorkloadResult, memory: dict[str, object], output: str,
-                  backing: str, version_text: str | None = None) -> WorkloadResult:
-        s = self.settings()
-        result.evidence["server"] = memory
-        result.evidence["server_output_tail"] = output
-        result.evidence["memcached"] = s  # the app evidence rule: judge()
-        if version_text is None:
-            version_text = proc.run([self.server_binary, "-V"], check=False, timeout=10).stdout
-        result.info["server_version"] = first_version(version_text, r"memcached (\S+)")
-        result.info["backing"] = backing
-        result.info["memcached_settings"] = s
-        return result
-
-    def run(self, target: Target, backing: str) -> WorkloadResult:
-        if in_domain(target):  # the guest's own memcached, memcslap beside it in the guest
-            refuse_process_thp("memcached", self.process_thp)
-            side: ServerSide = DomainServers(target, self.port or DOMAIN_PORT,  # type: ignore[arg-type]
-                                             daemon_argv, owner="nobody")
-        else:
-            side = default_server(self.server, target, "memcached", self.port)
-        in_guest = self.server is not None  # a server this process cannot see: it reports
-        handle = side.start(lambda port: self._server(port, target, in_guest), "memcached")
-        memory: dict[str, object] = {}
-        try:
-            res = target_for(target, self.process_thp).exec(self.client_argv(handle.client_port),
-                                                            timeout=self.timeout_s)
-            memory = server_memory(handle)
-        finally:
-            server_out = handle.stop()
-        memory = memory or last_picture(server_out)
-        result, version = self.parse(res), None
-        if in_domain(target):  # the daemon's own tree: the guest's sampled one is memcslap's
-            version = target.exec([self.server_binary, "-V"]).stdout
-            if memory:
-                result.evidence["tree"] = server_tree("memcached", memory, f"guest {target.name}")
-        return self._evidence(result, memory, server_out, backing, version)
-
-    def _server(self, port: int, target: Target, in_guest: bool) -> list[str]:
-        argv = wrap(self.server_argv(port), self.process_thp, target)
-        return watch_argv(argv, sys.executable) if in_guest else argv
 
 
 def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -> Check:
@@ -268,33 +245,6 @@ def judge(evidence: Mapping[str, Any]) -> Check | None:
                            int(memcached.get("memory_mb", 0)), server)
 
 
-def ready(port: int) -> bool:
-    """Whether a memcached answers `version` through 127.0.0.1:port."""
-    try:
-        return exchange(port, b"version\r\n").startswith(b"VERSION")
-    except OSError:
-        return False
-
-
-def stop(port: int) -> None:
-    """`shutdown`, which the guest's memcached accepts (started with -A there)."""
-    with contextlib.suppress(OSError):
-        exchange(port, b"shutdown\r\n")
-
-
-def guest_argv(argv: list[str]) -> list[str]:
-    """In a guest memcached is stopped through the forward: -A enables its `shutdown`."""
-    return [*argv, "-A"]
-
-
-DOMAIN_PORT = 21211  # not 11211, where a user's guest may run its own memcached
-
-
-def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
-    """memcached as its own daemon in a user's domain: -d, its pid in `pidfile` (pure)."""
-    return [*argv, "-d", "-P", pidfile]
-
-
 def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
     """memcached interleaves requests only (memcslap has no timed runs to alternate)."""
     if not table.get("window_ops"):
@@ -309,8 +259,7 @@ ASSUMED_OPS_PER_S = 30_000  # memcslap's requests a second on loopback, for the 
 def load_seconds(table: dict[str, Any]) -> float:
     """About how long a trial's load takes: memcslap's requests at ASSUMED_OPS_PER_S, and a
     second for the server's start and stop."""
-    return int(table.get("execute_number", MemcachedBenchmark.execute_number)) / \
-        ASSUMED_OPS_PER_S + 1.0
+    return int(MemcachedBenchmark.setting(table, "execute_number")) / ASSUMED_OPS_PER_S + 1.0
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
