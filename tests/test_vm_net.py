@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hugelab.checks import NOT_APPLICABLE, VERIFIED
 from hugelab.errors import ToolMissingError, VMError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
 from hugelab.trial.native import NativeTarget
@@ -29,6 +30,7 @@ from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
 from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import judge as redis_judge
 from tests.hostguard import qemu_children
 
 PATHS = QemuPaths(Path("/r/serial.log"), Path("/r/qmp.sock"), Path("/r/agent.sock"),
@@ -211,12 +213,20 @@ def test_iperf3_host_guest_both_directions(reverse):
 
 @vm_test
 def test_redis_server_in_guest_benchmark_on_host():
-    (o,) = _one_ok(guest_arm(), RedisBenchmark(requests=2000, clients=10, keyspace=10000))
+    (o,) = _one_ok(guest_arm(), RedisBenchmark(requests=2000, clients=10, keyspace=10000,
+                                               app=(("disable-thp", "no"),)))
     m = o.result.metrics
     assert m["get_rps"] > 0 and m["set_rps"] > 0
     assert o.result.info["version"]  # parsed from the guest server's own log
     assert "Ready to accept connections" in o.result.evidence["server_output_tail"]
     assert o.monitors["guest_vmstat"].get("pgfault", 0) > 0  # the server faulted in the guest
+    # its own memory, read inside the guest (servermem.watch), judges Redis's own switch there
+    # (issue 37: before, only memcached was watched, and Redis's switch read "not applicable")
+    server = o.result.evidence["server"]
+    assert server.get("pid", 0) > 0 and server["rss_kb"] > 0, server
+    check = redis_judge(o.result.evidence)
+    want = VERIFIED if server.get("thp_enabled") is not None else NOT_APPLICABLE
+    assert check is not None and check.status == want, check
 
 
 @vm_test
