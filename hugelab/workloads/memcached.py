@@ -193,6 +193,7 @@ class MemcachedBenchmark(ServerKind):
         return self.concurrency
 
     def served(self, result: WorkloadResult, srv: Running) -> None:
+        result.evidence["server_output_tail"] = ""  # kept: its trials have always had one
         result.info["server_version"] = self.server_version()
 
     def server_version(self, where: Target | None = None) -> str | None:
