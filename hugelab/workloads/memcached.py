@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
+from hugelab.checks import CONTRADICTED, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
 from hugelab.units import amount
@@ -37,7 +37,15 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.serverkind import InDomain, Running, ServerKind, answers, tell, version
+from hugelab.workloads.serverkind import (
+    InDomain,
+    Running,
+    ServerKind,
+    answers,
+    judge_switch,
+    tell,
+    version,
+)
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}
@@ -235,15 +243,10 @@ def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -
 def judge(evidence: Mapping[str, Any]) -> Check | None:
     """The app layer from what a trial recorded: memcached's settings (evidence["memcached"])
     against its server's own mappings, read just before it stopped (evidence["server"])."""
-    memcached = evidence.get("memcached")
-    if not isinstance(memcached, dict):
-        return None
-    server = evidence.get("server")
-    if not server:
-        return Check(NOT_APPLICABLE, "memcached's mappings were not read (its server "
-                                     "ended first, or runs where hugelab cannot see)", "app")
-    return check_memcached(bool(memcached.get("large_pages")),
-                           int(memcached.get("memory_mb", 0)), server)
+    return judge_switch(evidence, "memcached", "memcached's mappings were not read (its server "
+                        "ended first, or runs where hugelab cannot see)", lambda mc, server:
+                        check_memcached(bool(mc.get("large_pages")),
+                                        int(mc.get("memory_mb", 0)), server))
 
 
 def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:

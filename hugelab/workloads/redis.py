@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hugelab.checks import NOT_APPLICABLE, Check
+from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads import redis_persist as persist
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
@@ -53,7 +53,7 @@ from hugelab.workloads.redis_rdb import (
 )
 from hugelab.workloads.redis_thp import check_redis
 from hugelab.workloads.reqmix import redis_server
-from hugelab.workloads.serverkind import InDomain, Running, ServerKind, version
+from hugelab.workloads.serverkind import InDomain, Running, ServerKind, judge_switch, version
 
 
 @dataclass(frozen=True)
@@ -215,14 +215,10 @@ def validate(w: RedisBenchmark) -> None:
 def judge(evidence: Mapping[str, Any]) -> Check | None:
     """The app layer from what a trial recorded: Redis's switch (evidence["redis"]) against its
     server's own process, read just before it stopped (evidence["server"])."""
-    redis = evidence.get("redis")
-    if not isinstance(redis, dict):
-        return None
-    server = evidence.get("server")
-    if not server:
-        return Check(NOT_APPLICABLE, "redis-server's memory was not read (it ended first, "
-                                     "or runs where hugelab cannot see)", "app")
-    return check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"), server)
+    return judge_switch(evidence, "redis", "redis-server's memory was not read (it ended "
+                        "first, or runs where hugelab cannot see)", lambda redis, server:
+                        check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"),
+                                    server))
 
 
 ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback

@@ -48,18 +48,21 @@ What the base does for every kind
                           server's memory (the host-wide tree holds every arm's server).
   answers, tell, version  a kind's readiness probe and stopper in its own protocol (its
                           ServerInGuest's), and a program's version from its own words.
+  judge_switch            a kind's judge (Kind.judge): its switch, as describe() recorded it,
+                          against its server's own memory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hugelab import proc
+from hugelab.checks import NOT_APPLICABLE, Check
 from hugelab.workloads.base import Place, Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
@@ -125,6 +128,21 @@ def version(argv: list[str], pattern: str, where: Target | None = None) -> str |
     text = where.exec(argv).stdout if where is not None else \
         proc.run(argv, check=False, timeout=10).stdout
     return first_version(text, pattern)
+
+
+def judge_switch(evidence: Mapping[str, Any], key: str, unread: str,
+                 check: Callable[[dict[str, Any], dict[str, Any]], Check]) -> Check | None:
+    """A kind's app evidence rule: the arm's own switch as `describe` recorded it
+    (evidence[key]; None when it recorded none) judged by `check` against its server's own
+    memory (evidence["server"]), or not applicable, `unread` saying why, where that was not
+    read."""
+    switch = evidence.get(key)
+    if not isinstance(switch, dict):
+        return None
+    server = evidence.get("server")
+    if not server:
+        return Check(NOT_APPLICABLE, unread, "app")
+    return check(switch, server)
 
 
 def watched_here(side: ServerSide) -> bool:
