@@ -1,0 +1,85 @@
+"""The interleaved server examples as a new user runs them, with seeds nobody tuned on.
+
+    PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py [--seeds 901,902,903]
+        [--examples postgres-interleaved,redis-thp-interleaved,memcached-interleaved]
+        [--out results.json]
+
+Each run is the command the example's own comment gives, `hugelab run examples/X.toml
+--until-verdict --alpha 0.01 --margin 0.01`, on a copy of the file with only `seed` and `name`
+changed. Per run it prints every comparison's sequential decision at the last look, the
+report's effect and interval, the blocks run, the minutes and the blocks the report flagged as
+run under high machine load, so a miss is quoted with the load it ran under. Every run is
+printed, misses included. It waits for the host test lock, so it never runs beside the suite's
+host tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cli_runs import run_and_report
+
+LOCK = "/run/lock/hugelab-tests-host.lock"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
+ARGS = ["--until-verdict", "--alpha", "0.01", "--margin", "0.01"]
+
+
+def held_out(text: str, name: str, seed: int) -> str:
+    """The example's text with its top-level seed and name replaced (nothing else)."""
+    cut = re.search(r"(?m)^\[", text)
+    top, tables = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
+    top, n_seed = re.subn(r"(?m)^seed = \d+$", f"seed = {seed}", top)
+    top, n_name = re.subn(r'(?m)^name = "[^"]*"$', f'name = "{name}-{seed}"', top)
+    if n_seed != 1 or n_name != 1:
+        raise SystemExit(f"{name}: expected one top-level seed and name line")
+    return top + tables
+
+
+def _loaded(rep: dict[str, Any]) -> list[int]:
+    """[trials flagged under high machine load, trials sampled] over every arm."""
+    loads = [((s.get("monitors") or {}).get("load") or {}) for s in rep.get("series", [])]
+    return [sum(ld.get("high", 0) for ld in loads), sum(ld.get("trials", 0) for ld in loads)]
+
+
+def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
+    exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
+    exp.write_text(held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed))
+    rep, error, minutes = run_and_report(exp, store, ARGS, 1800)
+    if rep is None:
+        return {"example": example, "seed": seed, "error": error, "minutes": round(minutes, 2)}
+    last = rep["run"]["sequential"]["looks"][-1]
+    comps = {c["candidate"]: {"decision": last["decisions"].get(c["candidate"], {}).get(
+        "decision"), "effect_pct": c["effect_pct"], "ci": [c["ci_low_pct"], c["ci_high_pct"]]}
+        for c in rep["comparisons"]}
+    return {"example": example, "seed": seed, "blocks": rep["blocks"], "look": last["look"],
+            "minutes": round(minutes, 2), "high_load_trials": _loaded(rep), "comparisons": comps}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--examples", default=DEFAULT)
+    ap.add_argument("--seeds", default="901,902,903")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    results = []
+    with open(LOCK, "a+") as lock, tempfile.TemporaryDirectory() as d:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for example in args.examples.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                r = one_run(example, seed, Path(d))
+                results.append(r)
+                print(json.dumps(r), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
