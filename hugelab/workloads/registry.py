@@ -42,6 +42,7 @@ KINDS: tuple[str, ...] = (
     "hugelab.workloads.jvm",
     "hugelab.workloads.memcached",
     "hugelab.workloads.mariadb.workload",
+    "hugelab.workloads.varnish",
 )
 
 # set by code, never by a [workload] table: `app` and `process_thp` come from each arm

@@ -1,0 +1,356 @@
+"""Varnish Cache with its malloc storage, loaded by wrk over 127.0.0.1, with jemalloc's own THP
+switch per arm.
+
+Server: `varnishd -F -a 127.0.0.1:P -f VCL -s malloc,MB -T none` under this module's own
+supervisor (`python -m hugelab.workloads.varnish serve`, which writes the VCL into a private
+work directory). The VCL has no backend: every miss is answered by vcl_backend_error with a
+200 of `object_kb` and a TTL of an hour, so the objects live in the malloc storage, varnishd's
+memory where huge pages matter. Varnish's malloc storage is jemalloc's (Debian links varnishd
+against libjemalloc): app `jemalloc_thp` sets `MALLOC_CONF=thp:always|never` (jemalloc
+madvises its extents MADV_HUGEPAGE, or MADV_NOHUGEPAGE); `default` leaves jemalloc to the
+host's THP mode. `always` gives THP, so its arm's backing is `thp`.
+Client: wrk twice. First a preload (one connection asking each of the `objects` paths once,
+so every object is cached: varnishstat's MAIN.cache_miss), then `wrk -t T -c C -d D` on random paths
+among them (all hits); metric: the timed run's requests/s (wrk's own `Requests/sec`).
+Evidence: the supervisor finds varnishd's cache process (the manager's child, `cache-main`),
+reads its THP picture (hugelab.workloads.servermem) every half second and varnishd's own
+counters (`varnishstat -1`) just before it stops varnishd, and prints both as marked JSON
+lines: the picture becomes evidence["server"] (the manager's memory, which the base reads, is
+not where the objects are), the counters evidence["varnish_stats"]. The same supervisor runs
+in hugelab's own guests, where it is stopped through the port forward: a GET of STOP_PATH,
+which the VCL passes (MAIN.s_pass), and readiness is a GET of READY_PATH (a synth 200).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hugelab import proc
+from hugelab.checks import CONTRADICTED, VERIFIED, Check
+from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.units import amount
+from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
+from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
+from hugelab.workloads.process_thp import check_mode
+from hugelab.workloads.serverkind import ServerKind, answers, judge_switch, tell, version
+from hugelab.workloads.servermem import process_memory
+
+JEMALLOC_THP = ("default", "always", "never")
+APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}
+READY_PATH, STOP_PATH = "/hugelab-ready", "/hugelab-stop"
+STATS_MARK, MEMORY_MARK = "hugelab-varnish-stats: ", "hugelab-varnish-memory: "
+COUNTERS = ("MAIN.client_req", "MAIN.cache_hit", "MAIN.cache_miss", "MAIN.n_object",
+            "MAIN.s_synth", "MAIN.s_pass", "SMA.s0.g_bytes", "SMA.s0.c_fail")
+
+
+def get(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: hugelab\r\n\r\n".encode()
+
+
+def ready(port: int) -> bool:
+    """Whether a varnishd answers READY_PATH (its VCL's synth 200) through 127.0.0.1:port."""
+    return answers(port, get(READY_PATH), b"HTTP/1.1 200")
+
+
+def stop(port: int) -> None:
+    """A GET of STOP_PATH, which the VCL passes: the supervisor sees MAIN.s_pass and stops."""
+    tell(port, get(STOP_PATH))
+
+
+def vcl(object_kb: int) -> str:
+    """The VCL (pure): no backend, every miss a cached 200 of object_kb KiB."""
+    body = "x" * (object_kb * 1024)
+    return ("vcl 4.1;\nbackend default none;\nsub vcl_recv {\n"
+            f'  if (req.url == "{READY_PATH}") {{ return (synth(200)); }}\n'
+            f'  if (req.url == "{STOP_PATH}") {{ return (pass); }}\n}}\n'
+            "sub vcl_backend_error {\n  set beresp.status = 200;\n  set beresp.ttl = 1h;\n"
+            f'  synthetic({{"{body}"}});\n  return (deliver);\n}}\n')
+
+
+def preload_lua(objects: int) -> str:
+    """wrk's preload (pure): one connection asks /o0 ... /o<objects-1> once each, then ends
+    wrk (os.exit: a wrk thread cannot end the run before its duration)."""
+    return (f"local n, i = {objects}, -1\n"
+            'function request() i = i + 1; return wrk.format(nil, "/o" .. i) end\n'
+            "function response(status)\n  if status ~= 200 then os.exit(1) end\n"
+            "  if i + 1 >= n then os.exit(0) end\nend\n")
+
+
+def random_lua(objects: int) -> str:
+    """wrk's timed run (pure): random paths among the preloaded objects."""
+    return (f"local n, k = {objects}, 0\n"
+            'function setup(thread) thread:set("id", k); k = k + 1 end\n'
+            "function init() math.randomseed(os.time() * 97 + id) end\n"
+            'function request() return wrk.format(nil, "/o" .. math.random(0, n - 1)) end\n')
+
+
+def parse_wrk(text: str) -> dict[str, float]:
+    """requests, seconds, requests/s and mean latency of one wrk run (pure); WorkloadError
+    when it printed none or saw errors."""
+    m = re.search(r"(\d+) requests in ([0-9.]+)(m?s)", text)
+    r = re.search(r"Requests/sec:\s+([0-9.]+)", text)
+    if m is None or r is None:
+        raise WorkloadError(f"wrk printed no result\n  {tail(text, 5) or '(no output)'}")
+    if bad := re.search(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", text):
+        raise WorkloadError(f"wrk: {bad.group(1)}")
+    secs = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
+    out = {"requests": float(m.group(1)), "seconds": secs, "requests_per_s": float(r.group(1))}
+    if lat := re.search(r"Latency\s+([0-9.]+)(us|ms|s)\b", text):
+        out["latency_avg_ms"] = float(lat.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[
+            lat.group(2)]
+    return out
+
+
+def marked(output: str, mark: str) -> dict[str, Any]:
+    """The JSON the supervisor printed after `mark` last; {} when none (pure)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(mark):
+            value = json.loads(line[len(mark):])
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+@dataclass(frozen=True)
+class VarnishBenchmark(ServerKind):
+    """varnishd (malloc storage) loaded with wrk; primary metric `requests_per_s` (higher)."""
+
+    storage_mb: int = 512
+    objects: int = 16384      # 16384 x 16 KiB: 256 MiB of objects in the malloc storage
+    object_kb: int = 16
+    threads: int = 2
+    connections: int = 16
+    duration_s: float = 5.0
+    port: int | None = None
+    server_binary: str = "varnishd"
+    client_binary: str = "wrk"
+    stat_binary: str = "varnishstat"
+    timeout_s: float = 300.0
+    app: tuple[tuple[str, Any], ...] = ()
+    process_thp: str | None = None
+    server: ServerSide | None = field(default=None, compare=False, repr=False)
+    kind: str = field(default="varnish", init=False)
+
+    tool: ClassVar[str] = "varnishd"
+
+    def __post_init__(self) -> None:
+        check_mode("varnish", self.process_thp)
+        for name in ("storage_mb", "objects", "object_kb", "threads", "connections"):
+            if getattr(self, name) < 1:
+                raise ExperimentError(f"varnish: {name} must be at least 1")
+        if self.duration_s <= 0 or self.connections < self.threads:
+            raise ExperimentError("varnish: duration_s above 0, connections >= threads")
+        if self.objects * self.object_kb > self.storage_mb * 1024:
+            raise ExperimentError(
+                f"varnish: {self.objects} objects of {self.object_kb} KiB do not fit in "
+                f"storage_mb {self.storage_mb} (varnish would evict)",
+                hint="raise storage_mb or lower objects")
+
+    def jemalloc_thp(self) -> str:
+        return str(dict(self.app).get("jemalloc_thp", "default"))
+
+    def preflight(self, backing: str) -> None:
+        for tool in (self.server_binary, self.client_binary, self.stat_binary):
+            proc.which(tool)
+        self.admit(backing)
+
+    def admit(self, backing: str) -> None:
+        """jemalloc thp:always only on a thp arm; no backing varnishd cannot have."""
+        super().admit(backing)
+        if self.jemalloc_thp() == "always" and backing != "thp":
+            raise ExperimentError(f"varnish: jemalloc_thp 'always' madvises its storage for "
+                                  f"THP, so its arm's backing is 'thp', not {backing!r}")
+
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
+        """The supervisor over varnishd -F on loopback (pure); 127.0.0.1 stays one argument,
+        which a guest turns into its NIC's address."""
+        return [sys.executable, "-m", __name__, "serve", self.stat_binary, LOOPBACK, str(port),
+                str(self.object_kb), self.jemalloc_thp(), "--", self.server_binary, "-F",
+                "-s", f"malloc,{self.storage_mb}m", "-T", "none"]
+
+    # -- one trial (hugelab.workloads.serverkind.ServerKind.run) ------------------------------
+    def own_files(self, target: Target | None) -> Path | None:
+        files = Path(tempfile.mkdtemp(prefix="hugelab-wrk-"))
+        (files / "preload.lua").write_text(preload_lua(self.objects))
+        (files / "random.lua").write_text(random_lua(self.objects))
+        return files
+
+    def drop_files(self, files: Path | None) -> None:
+        if files is not None:
+            shutil.rmtree(files, ignore_errors=True)
+
+    def wrk(self, client: Target, port: int, script: Path, conns: tuple[int, int], secs: float
+            ) -> ExecResult:
+        argv = [self.client_binary, "-t", str(conns[0]), "-c", str(conns[1]), "-d",
+                f"{secs:g}s", "--latency", "-s", str(script), f"http://{LOOPBACK}:{port}/"]
+        res = client.exec(argv, timeout=self.timeout_s)
+        check_exit(res, "wrk")
+        return res
+
+    def load(self, client: Target, port: int, files: Path | None) -> tuple[ExecResult, ...]:
+        assert files is not None
+        pre = self.wrk(client, port, files / "preload.lua", (1, 1), self.timeout_s / 2)
+        return pre, self.wrk(client, port, files / "random.lua",
+                             (self.threads, self.connections), self.duration_s)
+
+    def loaded(self, load: tuple[ExecResult, ...], output: str, client: Target
+               ) -> WorkloadResult:
+        timed = parse_wrk(load[1].stdout + "\n" + load[1].stderr)
+        stats = marked(output, STATS_MARK)
+        if not stats:
+            raise WorkloadError(f"varnish: the supervisor printed no counters\n  "
+                                f"{tail(output, 8) or '(no output)'}")
+        metrics = {**timed, "wall_s": load[1].wall_s, "preload_s": load[0].wall_s,
+                   "storage_mb_used": stats.get("SMA.s0.g_bytes", 0) / 2**20}
+        info: dict[str, Any] = {"tool": "wrk", "server_version": first_version(
+            output, r"Version: varnish-(\S+)"), "version": version(
+            [self.client_binary, "-v"], r"wrk (\S+)"), "warnings": []}
+        result = WorkloadResult(metrics=metrics, primary="requests_per_s", unit="requests/s",
+                                better="higher", info=info)
+        result.evidence["varnish_stats"] = stats
+        result.evidence["cache_process"] = marked(output, MEMORY_MARK)
+        result.evidence["app_costs"] = {"storage_kb": stats.get("SMA.s0.g_bytes", 0) / 1024}
+        return result
+
+    def describe(self, result: WorkloadResult, backing: str) -> None:
+        """jemalloc's switch, judged against the cache process's own memory (the base read
+        the manager's, which holds no object)."""
+        cache = result.evidence.pop("cache_process", None)
+        if cache is not None:
+            result.evidence["server"] = cache
+        s = {"jemalloc_thp": self.jemalloc_thp(), "storage_mb": self.storage_mb}
+        result.evidence["varnish"] = s
+        result.info["backing"] = backing
+        result.info["varnish_settings"] = s
+
+
+def check_varnish(jemalloc_thp: str, server: dict[str, Any]) -> Check:
+    """jemalloc's switch from the cache process's mappings: thp:always madvised its storage
+    and it is in THP; default and never madvised nothing."""
+    advised = int(server.get("madvised_kb", 0))
+    huge = int(server.get("madvised_thp_kb", 0))
+    total = int(server.get("anon_huge_kb", 0))
+    if jemalloc_thp != "always":
+        if advised:
+            return Check(CONTRADICTED, f"varnishd with jemalloc thp:{jemalloc_thp}, yet "
+                                       f"{amount(advised)} of its memory is madvised", "app")
+        return Check(VERIFIED, f"varnishd with jemalloc thp:{jemalloc_thp} madvised nothing "
+                               f"({amount(total)} in THP by the host's mode)", "app")
+    if not huge:
+        return Check(CONTRADICTED, f"varnishd with jemalloc thp:always madvised "
+                                   f"{amount(advised)} but none of it is in THP", "app")
+    return Check(VERIFIED, f"varnishd with jemalloc thp:always: {amount(huge)} of its "
+                           f"{amount(advised)} madvised memory in THP", "app")
+
+
+def judge(evidence: Mapping[str, Any]) -> Check | None:
+    """jemalloc's switch (evidence["varnish"]) against the cache process's own mappings."""
+    return judge_switch(evidence, "varnish", "varnishd's cache process was not read (it ended "
+                        "first)", lambda v, server: check_varnish(
+                            str(v.get("jemalloc_thp", "default")), server))
+
+
+# -- the supervisor (python -m hugelab.workloads.varnish serve ...), natively and in a guest --
+def counters(stat: str, workdir: str) -> dict[str, int]:
+    res = proc.run([stat, "-n", workdir, "-t", "2", "-1", *(a for c in COUNTERS for a in ("-f", c))],
+                   check=False, timeout=10)
+    out = {}
+    for line in res.stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 1 and parts[0] in COUNTERS and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def cache_pid(manager: int) -> int | None:
+    """varnishd's cache process: the manager's child."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == manager:
+                return int(entry)
+    return None
+
+
+def serve(args: list[str]) -> int:
+    """Run varnishd (`args` after `--`) until TERM or a GET of STOP_PATH; then print its
+    counters and its cache process's last THP picture, marked, and stop it."""
+    stat, addr, port, object_kb, thp = args[:5]
+    workdir = tempfile.mkdtemp(prefix="hugelab-varnish-")
+    os.chmod(workdir, 0o755)  # noqa: S103 - varnishd's jailed user reads its VCL there
+    Path(workdir, "hugelab.vcl").write_text(vcl(int(object_kb)))
+    env = dict(os.environ, **({"MALLOC_CONF": f"thp:{thp}"} if thp != "default" else {}))
+    argv = [*args[6:], "-n", workdir, "-a", f"{addr}:{port}", "-f", f"{workdir}/hugelab.vcl"]
+    child = proc.spawn(argv, env=env)
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda s, _f: stopping.append(s))
+    memory: dict[str, object] = {}
+    stats: dict[str, int] = {}
+    try:
+        while child.poll() is None and not stopping:
+            pid = cache_pid(child.pid)
+            memory = (process_memory(pid) if pid else {}) or memory
+            stats = counters(stat, workdir) or stats
+            if stats.get("MAIN.s_pass"):
+                break
+            time.sleep(0.5)
+        stats = counters(stat, workdir) or stats
+    finally:
+        proc.end(child, grace_s=3)
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(STATS_MARK + json.dumps(stats), flush=True)
+    print(MEMORY_MARK + json.dumps(memory), flush=True)
+    return 0
+
+
+KEYS = (  # the [workload] keys, for docs/kinds.md
+    Key("storage_mb", "MiB", "varnishd -s malloc,SIZE: its object storage (jemalloc's)"),
+    Key("objects", "objects", "distinct paths, each cached once by the preload"),
+    Key("object_kb", "KiB", "bytes of each object (a synthetic 200 the VCL caches for an hour)"),
+    Key("threads", "", "wrk --threads"),
+    Key("connections", "", "wrk --connections of the timed run"),
+    Key("duration_s", "s", "wrk --duration of the timed run"),
+    Key("port", "", "the server's port (none: a free one)"),
+    Key("server_binary", "", "the varnishd program"),
+    Key("client_binary", "", "the wrk program"),
+    Key("stat_binary", "", "the varnishstat program (varnishd's own counters)"),
+    Key("timeout_s", "s", "the longest a trial may take"),
+    Key("app", "", 'jemalloc\'s THP switch for the arm, e.g. { jemalloc_thp = "always" }'),
+)
+
+
+def load_seconds(table: dict[str, Any]) -> float:
+    """The timed run, and about two seconds for the preload, the start and the stop."""
+    return float(VarnishBenchmark.setting(table, "duration_s")) + 2.0
+
+
+KIND = Kind(
+    keys=KEYS, name="varnish", workload=VarnishBenchmark,
+    summary="Varnish Cache (malloc storage) loaded by wrk, with jemalloc's THP switch per arm",
+    role="server", where=frozenset({"host", "guest"}),
+    tools=(Tool("varnishd", "varnish"), Tool("varnishstat", "varnish"), Tool("wrk", "wrk")),
+    duration=("duration_s", 5.0), seconds=load_seconds,
+    server=ServerInGuest("varnishd", 6081, ready, stop), judge=judge, app=APP_KEYS)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 7 and sys.argv[1] == "serve":
+        raise SystemExit(serve(sys.argv[2:]))
+    print("usage: varnish.py serve STAT ADDR PORT OBJECT_KB THP -- VARNISHD ARGV...",
+          file=sys.stderr)
+    raise SystemExit(2)
