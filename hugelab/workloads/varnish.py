@@ -1,7 +1,8 @@
 """Varnish Cache with its malloc storage, loaded by wrk over 127.0.0.1, with jemalloc's own THP
 switch per arm.
 
-Server: `varnishd -F -a 127.0.0.1:P -f VCL -s malloc,MB -T none` under this module's own
+Server: `varnishd -F -a 127.0.0.1:P -f VCL -s malloc,MB -T none -j none` (no jail: its
+work directory is in the trial's private scratch) under this module's own
 supervisor (`python -m hugelab.workloads.varnish serve`, which writes the VCL into a private
 work directory). The VCL has no backend: every miss is answered by vcl_backend_error with a
 200 of `object_kb` and a TTL of an hour, so the objects live in the malloc storage, varnishd's
@@ -177,7 +178,7 @@ class VarnishBenchmark(ServerKind):
         which a guest turns into its NIC's address."""
         return [sys.executable, "-m", __name__, "serve", self.stat_binary, LOOPBACK, str(port),
                 str(self.object_kb), self.jemalloc_thp(), "--", self.server_binary, "-F",
-                "-s", f"malloc,{self.storage_mb}m", "-T", "none"]
+                "-s", f"malloc,{self.storage_mb}m", "-T", "none", "-j", "none"]
 
     # -- one trial (hugelab.workloads.serverkind.ServerKind.run) ------------------------------
     def own_files(self, target: Target | None) -> Path | None:
@@ -290,8 +291,7 @@ def serve(args: list[str]) -> int:
     """Run varnishd (`args` after `--`) until TERM or a GET of STOP_PATH; then print its
     counters and its cache process's last THP picture, marked, and stop it."""
     stat, addr, port, object_kb, thp = args[:5]
-    workdir = tempfile.mkdtemp(prefix="hugelab-varnish-")
-    os.chmod(workdir, 0o755)  # noqa: S103 - varnishd's jailed user reads its VCL there
+    workdir = tempfile.mkdtemp(prefix="hugelab-varnish-")  # the trial's scratch (-j none)
     Path(workdir, "hugelab.vcl").write_text(vcl(int(object_kb)))
     env = dict(os.environ, **({"MALLOC_CONF": f"thp:{thp}"} if thp != "default" else {}))
     argv = [*args[6:], "-n", workdir, "-a", f"{addr}:{port}", "-f", f"{workdir}/hugelab.vcl"]
@@ -301,6 +301,7 @@ def serve(args: list[str]) -> int:
         signal.signal(sig, lambda s, _f: stopping.append(s))
     memory: dict[str, object] = {}
     stats: dict[str, int] = {}
+    alone = False
     try:
         while child.poll() is None and not stopping:
             pid = cache_pid(child.pid)
@@ -309,13 +310,14 @@ def serve(args: list[str]) -> int:
             if stats.get("MAIN.s_pass"):
                 break
             time.sleep(0.5)
+        alone = child.poll() is not None
         stats = counters(stat, workdir) or stats
     finally:
-        proc.end(child, grace_s=3)
+        code = proc.end(child, grace_s=3)
         shutil.rmtree(workdir, ignore_errors=True)
     print(STATS_MARK + json.dumps(stats), flush=True)
     print(MEMORY_MARK + json.dumps(memory), flush=True)
-    return 0
+    return code if alone else 0  # varnishd's own failure, else stopped as asked
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
