@@ -295,7 +295,9 @@ def serve(args: list[str]) -> int:
     Path(workdir, "hugelab.vcl").write_text(vcl(int(object_kb)))
     env = dict(os.environ, **({"MALLOC_CONF": f"thp:{thp}"} if thp != "default" else {}))
     argv = [*args[6:], "-n", workdir, "-a", f"{addr}:{port}", "-f", f"{workdir}/hugelab.vcl"]
-    child = proc.spawn(argv, env=env)
+    # in this process's session, where a guest's agent samples the trial's tree (spawn would
+    # start a session of its own); ended below, and with this process by the trial's scope
+    child = proc.start(argv, env=env)
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda s, _f: stopping.append(s))
