@@ -19,6 +19,7 @@ from hugelab.workloads.guestside import (
 )
 from hugelab.workloads.postgres import indomain
 from hugelab.workloads.postgres.workload import Postgres
+from hugelab.workloads.redis import control as redis_control
 
 POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 TCP = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
@@ -133,7 +134,7 @@ def test_process_thp_is_refused_in_a_domain_with_the_guests_switch_as_hint():
 
 def test_daemon_modes_of_redis_and_memcached():
     argv = redis.RedisBenchmark().server_argv(6379)
-    d = redis.daemon_argv(argv, "/var/tmp/hugelab/redis-server.pid")
+    d = redis_control.daemon_argv(argv, "/var/tmp/hugelab/redis-server.pid")
     assert d[d.index("--daemonize") + 1] == "yes"
     assert d[-4:] == ["--pidfile", "/var/tmp/hugelab/redis-server.pid",
                       "--logfile", "/var/tmp/hugelab/redis-server.log"]
@@ -146,7 +147,7 @@ def test_a_daemon_is_started_waited_for_read_and_stopped_through_the_way_in():
     way = Way({pidfile: "42\n", "/proc/net/tcp": TCP,
                "/proc/42/smaps_rollup": "Anonymous: 100 kB\nAnonHugePages: 0 kB\nRss: 200 kB\n",
                "/proc/42/status": "THP_enabled:\t1\n", "/proc/42/smaps": ""})
-    handle = DomainServers(way, 6379, redis.daemon_argv).start(
+    handle = DomainServers(way, 6379, redis_control.daemon_argv).start(
         lambda port: ["redis-server", "--port", str(port), "--daemonize", "no"], "redis-server")
     assert handle.client_port == 6379 and handle.pid == 42
     assert handle.memory()["anon_kb"] == 100

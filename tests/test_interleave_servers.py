@@ -117,7 +117,7 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
 def test_redis_window_metrics_and_each_servers_own_tree():
     from hugelab.trial.appevidence import check_process
     from hugelab.trial.evidence import CONTRADICTED, VERIFIED, check_tree
-    from hugelab.workloads.redis_bench import window_metrics
+    from hugelab.workloads.redis.bench import window_metrics
     from hugelab.workloads.servermem import server_tree
     m = window_metrics([{"get_rps": 2.0, "get_p99_ms": 1.0, "wall_s": 1.0},
                         {"get_rps": 8.0, "get_p99_ms": 3.0, "wall_s": 1.5},

@@ -24,10 +24,9 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm, VmLayer
 from hugelab.report.runload import percentile_of
 from hugelab.trial.native import NativeTarget
-from hugelab.workloads import redis_persist as persist
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.command import LocalServer
-from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import RedisBenchmark, persist
 from hugelab.workloads.registry import build_workload
 from tests.hostguard import host_state, workload_processes
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError
-from hugelab.workloads import redis_rdb
 from hugelab.workloads.command import free_port
 from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import rdb as redis_rdb
 from tests.hostguard import host_state
 
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]

@@ -13,7 +13,7 @@ from hugelab.trial.appevidence import app_check
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.redis import RedisBenchmark, judge
-from hugelab.workloads.redis_thp import check_redis
+from hugelab.workloads.redis.thp import check_redis
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.hostguard import host_state, workload_processes
 

@@ -12,7 +12,7 @@ from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import LocalServer, listening
 from hugelab.workloads.redis import RedisBenchmark
-from hugelab.workloads.redis_bench import parse_csv
+from hugelab.workloads.redis.bench import parse_csv
 
 DATA = Path(__file__).parent / "data"
 needs_redis = pytest.mark.skipif(

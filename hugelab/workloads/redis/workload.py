@@ -35,15 +35,15 @@ from typing import Any, ClassVar
 
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
-from hugelab.workloads import redis_persist as persist
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import LOOPBACK, THP_ONLY_NOTE, ServerSide
 from hugelab.workloads.guestside import GUEST_DIR
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
-from hugelab.workloads.redis_bench import TESTS, BenchmarkRuns
-from hugelab.workloads.redis_control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
-from hugelab.workloads.redis_rdb import (
+from hugelab.workloads.redis import persist
+from hugelab.workloads.redis.bench import TESTS, BenchmarkRuns
+from hugelab.workloads.redis.control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
+from hugelab.workloads.redis.rdb import (
     RDB_NAME,
     rdb_keys,
     rdb_leftovers,
@@ -51,7 +51,7 @@ from hugelab.workloads.redis_rdb import (
     record_rdb,
     work_dir,
 )
-from hugelab.workloads.redis_thp import check_redis
+from hugelab.workloads.redis.thp import check_redis
 from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.serverkind import InDomain, Running, ServerKind, judge_switch, version
 

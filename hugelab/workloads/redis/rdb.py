@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads import redis_persist as persist
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.command import LOOPBACK
+from hugelab.workloads.redis import persist
 
 RDB_NAME = "dump.rdb"
 RDB_PREFIX = persist.PRIVATE_PREFIX

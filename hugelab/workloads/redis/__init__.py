@@ -1,0 +1,13 @@
+"""Redis as a workload (`kind = "redis"`): redis-server on loopback under the arm's THP and
+Redis's own `disable-thp`, loaded by redis-benchmark (or hugelab-reqmix, interleaved), over the
+key-value servers' one life cycle (hugelab.workloads.serverkind). `workload.RedisBenchmark` is
+the kind's class and `workload.KIND` its declaration, both named here too; the other modules
+each do one job: `bench` (redis-benchmark's tests, argv, CSV and interleaved windows),
+`control` (PING, SHUTDOWN and the server's argv as a daemon in a guest or a user's domain),
+`rdb` (a user's RDB file: checked, copied, its keys read back, leftovers), `persist` (BGSAVE /
+BGREWRITEAOF during the load and their price), `thp` (Redis's disable-thp judged from its
+server's own memory)."""
+
+from hugelab.workloads.redis.workload import KIND, RedisBenchmark, judge, load_seconds, validate
+
+__all__ = ["KIND", "RedisBenchmark", "judge", "load_seconds", "validate"]
