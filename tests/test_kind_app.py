@@ -12,15 +12,15 @@ from hugelab.experiment import Arm
 from hugelab.workloads import kind as kindmod
 from hugelab.workloads.registry import build_workload, kinds, with_arm
 
-DEFAULTS = {"memcached": {}, "redis": {}, "jvm": {"heap": "256M"}}
+DEFAULTS = {"memcached": {}, "redis": {}, "jvm": {"heap": "256M"}, "varnish": {}}
 
 
 def test_every_kind_with_app_declares_its_keys_or_leaves_them_open():
     with_app = {n for n, k in kinds().items()
                 if "app" in {f.name for f in dataclasses.fields(k.workload)}}
-    assert {"memcached", "redis", "jvm"} <= with_app
+    assert {"memcached", "redis", "jvm", "varnish"} <= with_app
     declared = {n for n, k in kinds().items() if k.app is not None}
-    assert declared == {"memcached", "redis", "jvm"}  # postgres, mariadb: server settings
+    assert declared == {"memcached", "redis", "jvm", "varnish"}  # postgres, mariadb: server settings
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULTS))
