@@ -1,26 +1,47 @@
 """Helpers that several test modules share (issue 37 item 5): they live here, not in one
 test module that the others import.
 
+- `HUGELAB`: the argv that runs hugelab's CLI in a child process, with this Python.
 - `cli`: a command through hugelab's own main, in-process (its exit code, stdout, stderr).
 - stores of runs with known injected effects, for the report's tests: `make_store` (arms by
   factor), `store_run` (a baseline/candidate pair per block; `ISSUE_EFFECTS`), `requests_run`
   (request-level off vs on with server CPU per op; `DAEMONS`), `factorial_store` (a factorial
   run: `FACTORIAL_EXP`, `FACTORIAL_EFFECT`).
 - `make_tree`: a generated C tree with a real Makefile, for the make-build workload.
+- the runner's fakes: `DeterministicWorkload` (latency by backing, evidence that can lie),
+  `Recorder` (a target that records the backings run), `experiment` (one arm per backing) and
+  the `env` fixture (a fake host, its session and a store; import it as `env as env`).
+- the run summary's layout: `result_of` (a stored run's summary), `printed` (rendered at a
+  width), `check_layout` (no line too wide, no word split) and `cell_words`.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import re
+import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from hugelab.cli import main as cli_main
-from hugelab.experiment import parse_experiment
+from hugelab.cli import runsummary
+from hugelab.errors import WorkloadError
+from hugelab.experiment import Arm, Experiment, parse_experiment
+from hugelab.host.paths import parse_selected
+from hugelab.host.session import host_session
+from hugelab.report.model.runsummary import RunSummary
+from hugelab.report.summary import run_summary
 from hugelab.store import Store, Trial
+from hugelab.workloads.base import WorkloadResult
 from tests import runstores
+from tests.fakehost import FakeKernel, make_host
+
+HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
 def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -210,3 +231,104 @@ def make_tree(root: Path, units: int = 50, broken: bool = False) -> Path:
         main = main.replace("return 0;", "return 0 +;")
     (root / "src" / "main.c").write_text(main)
     return root
+
+
+# --- the runner's fakes -------------------------------------------------------------------------
+
+PAGE = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576}
+SPEED = {"4k": 100.0, "thp": 80.0, "hugetlb-2M": 78.0, "hugetlb-1G": 70.0}
+
+
+class Recorder:
+    name = "native"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+
+@dataclass(frozen=True)
+class DeterministicWorkload:
+    """Latency by backing, with mapping evidence that can be told to lie for one backing."""
+
+    kind: str = "fake"
+    size_bytes: int = 3 * 1024**3
+    lie_for: str = ""
+    fail_for: str = ""
+    thp_seen: list[str] | None = None
+    paths: object = None
+
+    def run(self, target, backing):
+        target.calls.append(backing)
+        if self.thp_seen is not None:
+            self.thp_seen.append(parse_selected(self.paths.thp_enabled.read_text()))
+        if backing == self.fail_for:
+            raise WorkloadError("tool exited 1: boom")
+        page = 4 if backing == self.lie_for else PAGE[backing]
+        huge = 1000 if backing == "thp" else 0
+        return WorkloadResult({"ns_per_access": SPEED[backing]}, "ns_per_access", "ns", "lower",
+                              evidence={"KernelPageSize_kB": page, "Rss_kB": 1000,
+                                        "AnonHugePages_kB": huge})
+
+
+def experiment(blocks=3, **arm_overrides):
+    arms = tuple(Arm(b, b, **arm_overrides.get(b, {})) for b in PAGE)
+    return Experiment("t", arms, {"kind": "fake"}, seed=3, blocks=blocks, baseline="4k")
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))  # trial-scope records
+    host = make_host(tmp_path / "root", free_kb=64 * 1048576)
+    kernel = FakeKernel()
+    jpath = tmp_path / "state" / "journal.json"
+
+    def session():
+        cm = host_session(host, jpath, compact_deadline_s=0.3)
+
+        class Wrap:
+            def __enter__(self):
+                c = cm.__enter__()
+                c.writer = kernel
+                return c
+
+            def __exit__(self, *a):
+                return cm.__exit__(*a)
+        return Wrap()
+    store = Store(tmp_path / "h.db")
+    yield host, session, store, kernel
+    store.close()
+
+
+# --- the run summary's layout -------------------------------------------------------------------
+
+LEVEL = re.compile(r"[\w+-]+=[\w.+-]*(?:,[\w+-]+=[\w.+-]*)*")  # factor=level(,factor=level)
+
+
+def result_of(db, exp: Experiment, **extra) -> RunSummary:
+    with Store(db) as st:
+        run_id = st.runs()[-1]["id"]
+        res = run_summary(st, exp, run_id, {})
+    return replace(res, store=str(db), executed=8, **extra)
+
+
+def printed(exp: Experiment, result: RunSummary, width: int) -> str:
+    buf = io.StringIO()
+    runsummary.render(exp, result, Console(file=buf, width=width, color_system=None))
+    return buf.getvalue()
+
+
+def check_layout(out: str, width: int, words: set[str]) -> None:
+    """No line wider than `width`; every level name and 'factor=level' whole on one line."""
+    lines = out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width, out
+    factors = {w.split("=")[0] for w in words if "=" in w}
+    for line in lines:
+        for m in LEVEL.finditer(line):
+            if m.group().split("=")[0] in factors:
+                assert m.group() in words, \
+                    f"a word split at {width} columns: {m.group()!r}\n{out}"
+
+
+def cell_words(exp: Experiment) -> set[str]:
+    return {f"{f}={lv}" for a in exp.arms for f, lv in a.levels} | \
+        {a.name for a in exp.arms}

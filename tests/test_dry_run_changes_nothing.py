@@ -38,8 +38,8 @@ def test_dry_run_changes_nothing(path, tmp_path):
     domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
     if domain:  # "your own VM": the demo domain the README has a user define (not our change)
         from hugelab.vm.domains.demo_domain import define_image_domain
-        from tests.test_vm_libvirt import _libvirt_missing
-        assert (missing := _libvirt_missing()) is None, missing  # a fresh machine starts it
+        from tests.vmhelpers import libvirt_missing
+        assert (missing := libvirt_missing()) is None, missing  # a fresh machine starts it
         define_image_domain(domain.group(1))
     cache, state, store = tmp_path / "cache", tmp_path / "state", tmp_path / "s.db"
     cache.mkdir()

@@ -134,9 +134,8 @@ def test_large_pages_in_a_users_domain_from_the_guests_own_java(tmp_path):
     pool sized by the JVM's need, the JVM's own report and the guest's tree verified, QEMU's
     guest RAM in 2 MiB pages on the host."""
     from hugelab.vm.domains.demo_domain import define_image_domain
-    from tests.test_vm_libvirt import _libvirt_missing
-    from tests.test_vm_user_domain import DOMAIN, transient
-    assert _libvirt_missing() is None
+    from tests.vmhelpers import DOMAIN, libvirt_missing, transient
+    assert libvirt_missing() is None
     define_image_domain(DOMAIN)
     exp = tmp_path / "exp.toml"
     exp.write_text(DOMAIN_EXP.format(domain=DOMAIN,

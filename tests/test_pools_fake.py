@@ -12,8 +12,8 @@ from hugelab.host.pools import PoolCounts, grow_target, read_counts, stable
 from hugelab.host.session import recover
 from hugelab.runner import Runner
 from tests.fakehost import FakeKernel, hold_pages, make_host
-from tests.test_runner import DeterministicWorkload, Recorder, experiment
-from tests.test_runner import env as env  # noqa: F401 - the runner tests' fake host and store
+from tests.helpers import DeterministicWorkload, Recorder, experiment
+from tests.helpers import env as env  # noqa: F401 - the runner tests' fake host and store
 
 MB2 = 2048
 

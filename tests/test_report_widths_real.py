@@ -17,7 +17,7 @@ from hugelab.report.model.result import Result
 from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests import runstores
-from tests.test_runsummary import cell_words, check_layout, printed, result_of
+from tests.helpers import cell_words, check_layout, printed, result_of
 
 WIDTHS = [80, 120, 200]
 

@@ -9,78 +9,14 @@ import pytest
 from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.experiment import Arm, Experiment, PoolSpec, VmLayer, schedule
 from hugelab.host.paths import parse_selected
-from hugelab.host.session import host_session
 from hugelab.planning.pools import pool_plan
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
 from hugelab.report.summary import arm_summary
 from hugelab.runner import Runner
 from hugelab.store import Store, Trial
-from hugelab.workloads.base import WorkloadResult
-from tests.fakehost import FakeKernel, make_host
-
-PAGE = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576}
-SPEED = {"4k": 100.0, "thp": 80.0, "hugetlb-2M": 78.0, "hugetlb-1G": 70.0}
-
-
-class Recorder:
-    name = "native"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-
-@dataclass(frozen=True)
-class DeterministicWorkload:
-    """Latency by backing, with mapping evidence that can be told to lie for one backing."""
-
-    kind: str = "fake"
-    size_bytes: int = 3 * 1024**3
-    lie_for: str = ""
-    fail_for: str = ""
-    thp_seen: list[str] | None = None
-    paths: object = None
-
-    def run(self, target, backing):
-        target.calls.append(backing)
-        if self.thp_seen is not None:
-            self.thp_seen.append(parse_selected(self.paths.thp_enabled.read_text()))
-        if backing == self.fail_for:
-            raise WorkloadError("tool exited 1: boom")
-        page = 4 if backing == self.lie_for else PAGE[backing]
-        huge = 1000 if backing == "thp" else 0
-        return WorkloadResult({"ns_per_access": SPEED[backing]}, "ns_per_access", "ns", "lower",
-                              evidence={"KernelPageSize_kB": page, "Rss_kB": 1000,
-                                        "AnonHugePages_kB": huge})
-
-
-def experiment(blocks=3, **arm_overrides):
-    arms = tuple(Arm(b, b, **arm_overrides.get(b, {})) for b in PAGE)
-    return Experiment("t", arms, {"kind": "fake"}, seed=3, blocks=blocks, baseline="4k")
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))  # trial-scope records
-    host = make_host(tmp_path / "root", free_kb=64 * 1048576)
-    kernel = FakeKernel()
-    jpath = tmp_path / "state" / "journal.json"
-
-    def session():
-        cm = host_session(host, jpath, compact_deadline_s=0.3)
-
-        class Wrap:
-            def __enter__(self):
-                c = cm.__enter__()
-                c.writer = kernel
-                return c
-
-            def __exit__(self, *a):
-                return cm.__exit__(*a)
-        return Wrap()
-    store = Store(tmp_path / "h.db")
-    yield host, session, store, kernel
-    store.close()
+from tests.helpers import DeterministicWorkload, Recorder, experiment
+from tests.helpers import env as env  # noqa: F401 - the fake host, its session and a store
 
 
 def run(env, exp, workload, target=None, **kw):

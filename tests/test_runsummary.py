@@ -5,36 +5,15 @@ names (001 and 002 need guests: their runs are fabricated from the real experime
 
 from __future__ import annotations
 
-import io
 import re
-from dataclasses import replace
 
 import pytest
-from rich.console import Console
 
-from hugelab.cli import runsummary
-from hugelab.experiment import Experiment
 from hugelab.report.model.replicas import Replication
-from hugelab.report.model.runsummary import RunSummary
-from hugelab.report.summary import run_summary
-from hugelab.store import Store
 from tests import runstores
+from tests.helpers import cell_words, check_layout, printed, result_of
 
-LEVEL = re.compile(r"[\w+-]+=[\w.+-]*(?:,[\w+-]+=[\w.+-]*)*")  # factor=level(,factor=level)
 EXAMPLES = ["001-mnstory-factorial.toml", "002-host-x-guest-2x2.toml", "mthp-sizes.toml", None]
-
-
-def result_of(db, exp: Experiment, **extra) -> RunSummary:
-    with Store(db) as st:
-        run_id = st.runs()[-1]["id"]
-        res = run_summary(st, exp, run_id, {})
-    return replace(res, store=str(db), executed=8, **extra)
-
-
-def printed(exp: Experiment, result: RunSummary, width: int) -> str:
-    buf = io.StringIO()
-    runsummary.render(exp, result, Console(file=buf, width=width, color_system=None))
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module", params=EXAMPLES, ids=lambda e: e or "default")
@@ -43,23 +22,6 @@ def fabricated(request, tmp_path_factory):
     db = tmp_path_factory.mktemp("rs") / "s.db"
     runstores.fabricate(db, exp, blocks=12)
     return exp, result_of(db, exp)
-
-
-def check_layout(out: str, width: int, words: set[str]) -> None:
-    """No line wider than `width`; every level name and 'factor=level' whole on one line."""
-    lines = out.splitlines()
-    assert max(len(line.rstrip()) for line in lines) <= width, out
-    factors = {w.split("=")[0] for w in words if "=" in w}
-    for line in lines:
-        for m in LEVEL.finditer(line):
-            if m.group().split("=")[0] in factors:
-                assert m.group() in words, \
-                    f"a word split at {width} columns: {m.group()!r}\n{out}"
-
-
-def cell_words(exp: Experiment) -> set[str]:
-    return {f"{f}={lv}" for a in exp.arms for f, lv in a.levels} | \
-        {a.name for a in exp.arms}
 
 
 @pytest.mark.parametrize("width", [80, 120, 200])

@@ -276,11 +276,11 @@ def test_demo_copies_that_are_not_the_images_are_caught(tmp_path, monkeypatch):
     from hugelab.vm.domains import image as img
     from hugelab.vm.domains.demo_domain import copies_intact
     from hugelab.vm.domains.imagerecipe import recipe_hash
-    from tests.test_vm_image import _fake_image
+    from tests.vmhelpers import fake_image
     monkeypatch.setenv("HUGELAB_CACHE_DIR", str(tmp_path / "cache"))
     home = tmp_path / "home"
     assert copies_intact(home)  # no cached image: nothing to compare with
-    _fake_image(img.image_dir(), recipe_hash())
+    fake_image(img.image_dir(), recipe_hash())
     assert not copies_intact(home)  # no copies
     home.mkdir()
     for name in (img.DISK, img.KERNEL, img.INITRD):

@@ -28,25 +28,9 @@ from hugelab.errors import HugelabError, NotRootError, ToolMissingError
 from hugelab.owned import cache_dir
 from hugelab.vm.domains import image as img
 from hugelab.vm.domains import imageboot, imagebuild, imagedirs, imagerecipe
+from tests.vmhelpers import FAKE_HOST_KEY, fake_image
 
 # --- helpers -------------------------------------------------------------------------------------
-
-FAKE_HOST_KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2UgaG9zdCBrZXkgZm9yIHRlc3RzIG9ubHkgMDEy "
-                 "root@hugelab-guest")
-
-
-def _fake_image(directory: Path, digest: str) -> None:
-    """What a finished build leaves in its directory (tiny stand-in files)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / img.DISK).write_bytes(b"QFI\xfb" + b"\0" * 60)
-    (directory / img.KERNEL).write_bytes(b"kernel")
-    (directory / img.INITRD).write_bytes(b"initrd")
-    (directory / img.PACKAGES).write_text("sysbench 1.0.20\n")
-    (directory / img.HOST_KEY).write_text(FAKE_HOST_KEY + "\n")
-    (directory / img.MANIFEST).write_text(json.dumps({
-        "recipe_hash": digest, "virtual_size": 1 << 30, "disk_file_bytes": 64,
-        "root_device": "/dev/vda", "kernel_version": "6.1.0-test-amd64"}))
-
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
@@ -65,7 +49,7 @@ def no_real_build(monkeypatch):
         assert out.name.startswith(img.TMP_PREFIX) and out.is_dir()
         assert not [p for p in out.parent.iterdir() if p.name.startswith(img.TMP_PREFIX)
                     and p != out], "stale temporary directories must be gone before a build"
-        _fake_image(out, digest)
+        fake_image(out, digest)
 
     monkeypatch.setattr(imagebuild, "_preflight", lambda: None)
     monkeypatch.setattr(imagebuild, "_check_mirror", lambda mirror, suite: None)
@@ -166,7 +150,7 @@ def test_fs_size_leaves_room_and_rounds_to_64_mib():
 
 def test_cache_hit_returns_at_once_without_building(cache, monkeypatch):
     digest = imagerecipe.recipe_hash()
-    _fake_image(cache / "images" / digest, digest)
+    fake_image(cache / "images" / digest, digest)
 
     def no_build(*_a: Any, **_k: Any) -> None:
         raise AssertionError("a cache hit must not build")
@@ -197,12 +181,12 @@ def test_cache_dir_comes_from_the_environment_and_is_created_private(cache, monk
                                     "no-host-key", "rsa-host-key"])
 def test_an_incomplete_directory_is_no_cache_hit(tmp_path, damage):
     d = tmp_path / "abc"
-    _fake_image(d, "abc")
+    fake_image(d, "abc")
     assert img.load_image(d) is not None
     if damage == "no-manifest":
         (d / img.MANIFEST).unlink()
     elif damage == "other-hash":
-        _fake_image(d, "def")
+        fake_image(d, "def")
     elif damage == "truncated-disk":
         (d / img.DISK).write_bytes(b"QFI")
     elif damage == "no-host-key":
@@ -215,7 +199,7 @@ def test_an_incomplete_directory_is_no_cache_hit(tmp_path, damage):
 
 
 def test_a_complete_image_carries_its_host_key(tmp_path):
-    _fake_image(tmp_path / "abc", "abc")
+    fake_image(tmp_path / "abc", "abc")
     got = img.load_image(tmp_path / "abc")
     assert got is not None and got.host_key == FAKE_HOST_KEY
 
@@ -256,7 +240,7 @@ def test_build_removes_stale_temp_dirs_and_publishes_atomically(cache, no_real_b
         (s / "root" / "etc").mkdir(parents=True)
         (s / "root" / "etc" / "hostname").write_text("half\n")
     keep = images / "0000000000000000"  # another recipe's finished image is not touched
-    _fake_image(keep, keep.name)
+    fake_image(keep, keep.name)
     got = imagebuild.build_image()
     assert len(no_real_build) == 1
     assert not any(s.exists() for s in stale)
@@ -271,7 +255,7 @@ def test_build_removes_stale_temp_dirs_and_publishes_atomically(cache, no_real_b
 
 def test_a_failed_build_leaves_no_image_and_no_temp_dir(cache, no_real_build, monkeypatch):
     def failing(out: Path, recipe: imagerecipe.Recipe, digest: str, say: Any) -> None:
-        _fake_image(out, digest)  # everything but...
+        fake_image(out, digest)  # everything but...
         raise RuntimeError("killed halfway")
 
     monkeypatch.setattr(imagebuild, "_build_into", failing)

@@ -21,6 +21,9 @@ from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
 from hugelab.vm.own.libvirt_xml import domain_xml
 from hugelab.vm.own.qemu_args import guest_cmdline, netdev
+from tests.vmhelpers import libvirt_missing, virsh
+
+_libvirt_missing = libvirt_missing  # the name tests/test_examples_run.py imports
 
 KERNEL = "/boot/vmlinuz-test"
 INITRD = "/var/lib/hugelab/initrd.cpio"
@@ -248,47 +251,9 @@ def test_cli_prints_the_domain(tmp_path):
 
 # --- real libvirtd ----------------------------------------------------------------------------
 
-VIRSH = ["virsh", "-c", "qemu:///system"]
 POOL_2M = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")
 GUEST_MIB = 256
 PAGES = GUEST_MIB // 2
-
-
-def virsh(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    r = subprocess.run([*VIRSH, *args], capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"virsh {' '.join(args)} failed: {r.stderr.strip()}")
-    return r
-
-
-def _start_daemons() -> None:
-    """Start virtlogd and libvirtd as the brief says (`virtlogd -d`, then `libvirtd -d`) when
-    no libvirtd answers: a fresh CI machine has the packages but no running daemons."""
-    r = subprocess.run([*VIRSH, "uri"], capture_output=True, text=True, timeout=30)
-    if r.returncode == 0 or os.geteuid() != 0:
-        return
-    for daemon in ("virtlogd", "libvirtd"):
-        if shutil.which(daemon) or Path(f"/usr/sbin/{daemon}").exists():
-            subprocess.run([shutil.which(daemon) or f"/usr/sbin/{daemon}", "-d"],
-                           capture_output=True, timeout=30)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if subprocess.run([*VIRSH, "uri"], capture_output=True, timeout=30).returncode == 0:
-            return
-        time.sleep(0.2)
-
-
-def _libvirt_missing() -> str | None:
-    if not shutil.which("virsh"):
-        return "virsh is not installed (apt-get install libvirt-clients libvirt-daemon-system)"
-    _start_daemons()
-    try:
-        r = subprocess.run([*VIRSH, "uri"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"virsh cannot reach libvirtd: {exc}"
-    if r.returncode != 0:
-        return f"libvirtd is not reachable (start virtlogd -d; libvirtd -d): {r.stderr.strip()}"
-    return None
 
 
 def _qemu_pids(domain: str) -> list[int]:
@@ -350,7 +315,7 @@ def _wait_agent(serial: Path, timeout_s: float = 120) -> None:
 @pytest.mark.host
 @pytest.mark.slow
 def test_libvirtd_round_trip_memfd_2m():
-    reason = _libvirt_missing()
+    reason = libvirt_missing()
     if reason:
         pytest.skip(reason)
     before = (POOL_2M / "nr_hugepages").read_text().strip()
@@ -408,7 +373,7 @@ def test_libvirtd_round_trip_memfd_2m():
 @pytest.mark.slow
 def test_libvirtd_starts_a_pinned_guest_with_port_forwards():
     """The pass-through NIC, NUMA binding and pins start under libvirtd (no huge pages needed)."""
-    reason = _libvirt_missing()
+    reason = libvirt_missing()
     if reason:
         pytest.skip(reason)
     from hugelab.workloads.command import free_port

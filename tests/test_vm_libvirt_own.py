@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostguard import host_state
-from tests.test_vm_libvirt import _libvirt_missing, virsh
+from tests.vmhelpers import libvirt_missing, virsh
 
 pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
@@ -48,7 +48,7 @@ vm = {{ backing = "memfd", page_size = "2M" }}
 
 @pytest.fixture(autouse=True)
 def _libvirtd():
-    reason = _libvirt_missing()
+    reason = libvirt_missing()
     if reason:
         pytest.fail(reason)  # a real component this feature needs: never a silent skip
 

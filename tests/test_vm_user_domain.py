@@ -17,12 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.hostguard import host_state
-from tests.test_vm_libvirt import _libvirt_missing, virsh
+from tests.vmhelpers import DOMAIN, PREFIX, libvirt_missing, transient, virsh
 
 pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
 HUGELAB = [sys.executable, "-m", "hugelab.cli"]
-DOMAIN = "hugelab-test-debian"
-PREFIX = f"hugelab-{DOMAIN}-"
 
 EXPERIMENT = """\
 name = "own-vm-{kind}"
@@ -60,7 +58,7 @@ ACCESS = {"agent": 'access = "agent"\n', "ssh": 'access = "ssh"\nssh_key = "{key
 
 @pytest.fixture(scope="module")
 def domain():
-    reason = _libvirt_missing()
+    reason = libvirt_missing()
     if reason:
         pytest.fail(reason)  # a real component this feature needs: never a silent skip
     from hugelab.vm.domains.demo_domain import define_image_domain, demo_key
@@ -75,10 +73,6 @@ def fingerprint(name: str, home: Path) -> tuple[str, str]:
     xml = virsh("dumpxml", "--inactive", name).stdout
     disk = hashlib.sha256((home / "disk.qcow2").read_bytes()).hexdigest()
     return hashlib.sha256(xml.encode()).hexdigest(), disk
-
-
-def transient() -> list[str]:
-    return [n for n in virsh("list", "--all", "--name").stdout.split() if n.startswith(PREFIX)]
 
 
 def overlays() -> list[Path]:
