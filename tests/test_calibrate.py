@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from hugelab.errors import UsageError
 from hugelab.experiment import parse_experiment
 from hugelab.planning.calibration import block_order, claims, experiments
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
-
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
 def test_together_and_alone_alternate_in_abba_order():

@@ -20,9 +20,9 @@ import pytest
 from hugelab.host.paths import parse_vmstat
 from hugelab.trial import procscan
 from hugelab.workloads.servercpu import daemons_cpu_s
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 MIB = 1024
 EXPERIMENT = """\
 name = "costs-real"

@@ -10,17 +10,16 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
 pytestmark = [pytest.mark.tools, pytest.mark.vm]
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
 def tree(top: Path) -> dict[str, str]:

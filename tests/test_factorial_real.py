@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 FACTORIAL = """\
 name = "native-factorial"

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,9 +17,9 @@ import pytest
 
 from hugelab.store.locate import open_store
 from tests.fleet_hosts import SshFleet
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 # 4 blocks, 8 trials a host: a host killed or cut after its second trial still has 6 to resume
 # (the two "hosts" take turns on the one kernel, so every trial here is waited for twice)
 BLOCKS = 4

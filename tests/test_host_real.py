@@ -6,7 +6,6 @@ import json
 import mmap
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,10 @@ from hugelab.host.control import HostControl, is_mounted
 from hugelab.host.journal import Journal
 from hugelab.host.paths import REAL, parse_selected
 from hugelab.host.session import host_session
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
 pytestmark = pytest.mark.host
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
 @pytest.fixture(autouse=True)

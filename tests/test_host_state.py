@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -20,9 +19,9 @@ from hugelab.experiment.model import schedule
 from hugelab.experiment.parse import parse_experiment
 from hugelab.runner import host_state_check
 from hugelab.trial import costs
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 BASE = """\
 name = "aged"
 seed = 3

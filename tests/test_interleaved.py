@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from hugelab.errors import ExperimentError
 from hugelab.experiment import parse_experiment
 from hugelab.workloads.registry import check_places
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 CHASE = {"kind": "hugelab-mem", "workload": "chase", "size": "16M", "duration": 0.5}
 
 

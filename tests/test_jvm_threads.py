@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from hugelab.workloads import jvm_threads
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.jvm import JvmBenchmark
 from hugelab.workloads.registry import build_workload, with_arm
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,8 +178,7 @@ def test_thread_stacks_under_thp_always_against_madvise_with_nmt_as_reference(tm
     before, procs = host_state(), workload_processes()
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
     store = tmp_path / "s.db"
-    hugelab = [sys.executable, "-m", "hugelab.cli"]
-    run = subprocess.Popen([*hugelab, "run", str(EXAMPLE), "--blocks", "1", "--store", str(store)],
+    run = subprocess.Popen([*HUGELAB, "run", str(EXAMPLE), "--blocks", "1", "--store", str(store)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                            cwd=tmp_path)
     try:
@@ -190,7 +189,7 @@ def test_thread_stacks_under_thp_always_against_madvise_with_nmt_as_reference(tm
             run.kill()
     assert run.returncode == 0, out
     assert host_state() == before and workload_processes() == procs
-    shown = subprocess.run([*hugelab, "show", "1", "--store", str(store), "--json"],
+    shown = subprocess.run([*HUGELAB, "show", "1", "--store", str(store), "--json"],
                            capture_output=True, text=True, env=env, check=True)
     trials = {t["arm"]: t for t in json.loads(shown.stdout)["trials"]}
     assert set(trials) == set(seen) == {"madvise", "always", "always-bare"}, (seen, out)

@@ -10,17 +10,15 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_tree
+from tests.helpers import HUGELAB, make_tree
 from tests.hostguard import carrying, host_state, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 HEAD = 'name = "kill"\nseed = 9\nblocks = 2\nbaseline = "a"\n'
 STRESS = HEAD + """

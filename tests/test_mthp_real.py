@@ -7,17 +7,16 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from hugelab.host.paths import REAL, parse_selected
 from hugelab.host.session import host_session
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
 pytestmark = pytest.mark.host
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 if not REAL.mthp_anon_sizes_kb():
     pytest.skip("this kernel has no multi-size THP", allow_module_level=True)

@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,11 +20,11 @@ import pytest
 
 from hugelab.host.paths import REAL
 from hugelab.host.pools import PoolCounts, current_persistent, read_counts
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 from tests.hugetlb_holder import Holder, segment, start_holder, stop_holder
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 MB2 = 2048
 OVERCOMMIT = REAL.pool_file(MB2, "nr_overcommit_hugepages")
 

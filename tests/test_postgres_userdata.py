@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,9 +22,9 @@ from hugelab.errors import ExperimentError
 from hugelab.trial.evidence import check_workload
 from hugelab.workloads.postgres import cluster, server, userconf, userdata
 from hugelab.workloads.postgres.workload import Postgres, installed
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 needs_pg = pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
 SCHEMA = """CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric);
 INSERT INTO items SELECT g, 'item ' || g, g * 1.5 FROM generate_series(1, 400) g;

@@ -13,7 +13,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,9 @@ from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.command import LocalServer
 from hugelab.workloads.redis import RedisBenchmark, persist
 from hugelab.workloads.registry import build_workload
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 needs_redis = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("redis-server", "redis-benchmark", "redis-cli")),
     reason="redis-server / redis-tools not installed")

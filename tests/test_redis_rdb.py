@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from hugelab.errors import ExperimentError
 from hugelab.workloads.command import free_port
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis import rdb as redis_rdb
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 needs_redis = pytest.mark.skipif(
     shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
     reason="redis-server / redis-tools not installed")

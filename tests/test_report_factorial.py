@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,7 @@ from hugelab.experiment import parse_experiment
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
 from hugelab.store import Store
-from tests.helpers import FACTORIAL_EXP, factorial_store
-
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
+from tests.helpers import FACTORIAL_EXP, HUGELAB, factorial_store
 
 
 def report(path: Path) -> dict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,9 +15,9 @@ import pytest
 
 from tests import runstores
 from tests.chromium_page import CHROMIUM, SCREEN, layout
+from tests.helpers import HUGELAB
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 MTHP_BEFORE_PX = 20_125  # mthp-sizes, 2 blocks, at 1300 px, before the answer-first report
 IDS = ("answer", "lead-figures", "recommendation", "details")
 

@@ -7,16 +7,15 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import pytest
 
 from hugelab.host.paths import REAL, parse_selected
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 SMALL = """\
 name = "small"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import cli
+from tests.helpers import HUGELAB, cli
 from tests.hostguard import host_state
 
 SMALL = """\
@@ -68,18 +67,17 @@ def test_real_run_with_repeats_is_one_run_and_its_report_combines_them(tmp_path,
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "e.toml").write_text(SMALL)
     before = host_state()
-    hugelab = [sys.executable, "-m", "hugelab.cli"]
-    r = subprocess.run([*hugelab, "run", "e.toml", "--store", "s.db", "--blocks", "3",
+    r = subprocess.run([*HUGELAB, "run", "e.toml", "--store", "s.db", "--blocks", "3",
                         "--repeats", "3",
                         "--repeat-pause", "0.5", "--json"], capture_output=True, text=True,
                        cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["executed"] == 18 and "repeat 3 of 3 after a 0.5 s pause" in r.stderr
-    shown = json.loads(subprocess.run([*hugelab, "show", "--store", "s.db", "--json"],
+    shown = json.loads(subprocess.run([*HUGELAB, "show", "--store", "s.db", "--json"],
                                       capture_output=True, text=True, cwd=tmp_path).stdout)
     assert len(shown) == 1  # the repeats are one run
-    rep = json.loads(subprocess.run([*hugelab, "report", "--store", "s.db", "--json"],
+    rep = json.loads(subprocess.run([*HUGELAB, "report", "--store", "s.db", "--json"],
                                     capture_output=True, text=True, cwd=tmp_path).stdout)
     (one,) = rep["replication"]
     # machinery, not noise: every repeat's blocks are its own, and the three were combined

@@ -23,10 +23,10 @@ from hugelab.runner import Runner
 from hugelab.store.locate import open_store
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.registry import build_for
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, hugelab_memcgs
 
 pytestmark = pytest.mark.host
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 needs_knobs = pytest.mark.skipif(not REAL.shrink_underused.exists() or memcg.find(REAL) is None,
                                  reason="needs Linux 6.12+ (shrink_underused) and a memory "
                                         "cgroup controller")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,10 +21,10 @@ from hugelab.store.locate import open_store
 from hugelab.store.outage import RidingStore, StoreOutage, backoff
 from hugelab.store.postgres import PostgresStore
 from hugelab.store.spool import SPOOL_NAME, Spool, write_id
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 from tests.pg_server import Server, pg_bin, running_server
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 BLOCKS = 8
 ARMS = ("4k", "thp")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -18,11 +17,10 @@ from hugelab.report.runload import load_run
 from hugelab.store import MIGRATIONS, Store, Trial
 from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore
-from tests.helpers import make_store
+from tests.helpers import HUGELAB, make_store
 
 pytestmark = pytest.mark.server  # PostgreSQL servers
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 
 def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

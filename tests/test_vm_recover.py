@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,10 +21,10 @@ import pytest
 
 from hugelab.host.paths import REAL, parse_selected
 from tests.guestruns import alive, qemus_under
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
 pytestmark = [pytest.mark.vm, pytest.mark.host, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 BLOCKS = 2
 
 EXPERIMENT = f"""\

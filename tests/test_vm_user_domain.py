@@ -10,17 +10,16 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 from tests.vmhelpers import DOMAIN, PREFIX, libvirt_missing, transient, virsh
 
 pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 
 EXPERIMENT = """\
 name = "own-vm-{kind}"

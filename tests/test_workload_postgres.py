@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -24,9 +23,9 @@ from hugelab.trial.evidence import check_workload
 from hugelab.workloads.postgres import pgbench, segment, sysvshm
 from hugelab.workloads.postgres.workload import Postgres, installed
 from hugelab.workloads.registry import build_workload
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 needs_pg = pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
 
 PGBENCH_OUT = """pgbench (15.14 (Debian 15.14-0+deb12u1))
