@@ -65,6 +65,7 @@ from typing import Any, Literal
 
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError
+from hugelab.proc import register_packages
 
 Role = Literal["process", "server", "client-server"]
 Where = Literal["host", "guest", "domain", "interleaved"]
@@ -136,6 +137,11 @@ class Kind:
     asks_own_backing: bool = False
     keys: tuple[Key, ...] = ()
     app: Mapping[str, type | tuple[Any, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        # a missing tool's hint names its package as soon as the kind's module is imported,
+        # also where no registry was loaded (a library user building the workload directly)
+        register_packages(self.packages())
 
     def packages(self) -> dict[str, str]:
         return {t.name: t.package for t in self.tools}
