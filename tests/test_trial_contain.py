@@ -186,3 +186,25 @@ def test_a_background_child_holding_the_pipe_does_not_hang_the_trial(state):
         assert time.monotonic() - t0 < READ_AFTER_EXIT_S + 3
         assert res.returncode == 0 and res.stdout.strip() == "started"
     assert scope.leftovers_killed == 1  # the sleep, killed with the trial
+
+
+def test_members_while_a_session_is_added_reads_a_copy(state, monkeypatch):
+    """The tree sampler's thread lists members while the trial's thread adds a spawned session
+    (a Redis trial once died of "dictionary changed size during iteration"): here the addition
+    happens in the middle of the listing, the way the two threads interleaved."""
+    from hugelab.trial import procscan
+
+    scope = TrialScope("race", state=state)
+    scope.sessions[os.getpid()] = None
+    real = procscan._live_stat
+    added: list[int] = []
+
+    def live_stat(pid, proc):
+        if not added:
+            added.append(os.getppid())
+            scope.sessions[os.getppid()] = None  # what add_session does, mid-iteration
+        return real(pid, proc)
+
+    monkeypatch.setattr(procscan, "_live_stat", live_stat)
+    assert os.getpid() not in scope.members()  # this process is never its own member
+    assert added and os.getppid() in scope.sessions

@@ -83,7 +83,12 @@ class TrialScope:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def members(self) -> list[int]:
-        return find_members(self.sessions, self.token, since=self.since)
+        # the sampler's thread asks while add_session may be adding a spawned session: it
+        # reads a copy taken under the same lock (iterating the live dict raced: "dictionary
+        # changed size during iteration" in a Redis trial)
+        with self._lock:
+            sessions = dict(self.sessions)
+        return find_members(sessions, self.token, since=self.since)
 
     def __enter__(self) -> TrialScope:
         ensure_private_dir(self.state)
