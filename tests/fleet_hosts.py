@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.hostguard import clear_stale_pyenv_lock
+
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
 ADDRESS = "127.0.0.1"
@@ -140,6 +142,7 @@ class SshFleet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        clear_stale_pyenv_lock()  # a session killed mid-rehash leaves it (see hostguard)
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -149,6 +152,7 @@ class SshFleet:
         shutil.copyfile(self.client_key.with_suffix(".pub"), authorized)
         os.chmod(authorized, 0o600)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+        clear_stale_pyenv_lock()
         for name in self.names:
             self.hosts.append(self._start_one(name, authorized))
 

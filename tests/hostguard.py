@@ -131,3 +131,25 @@ def carrying(tokens: set[str]) -> list[int]:
         if env & wanted:
             out.append(int(d.name))
     return out
+
+
+PYENV_LOCK = Path(os.path.expanduser("~/.pyenv/shims/.pyenv-shim"))
+
+
+def clear_stale_pyenv_lock(lock: Path = PYENV_LOCK, *, proc: str = "/proc") -> bool:
+    """Remove pyenv's rehash lock when no `pyenv-rehash` runs: root's ~/.bashrc here runs
+    `pyenv rehash` in every SSH session, a session the tests kill mid-rehash leaves the lock,
+    and with it every later session prints errors and runs slower (test_vm_ssh's timing
+    failed that way). True when it removed one."""
+    if not lock.exists():
+        return False
+    for entry in os.listdir(proc):
+        if entry.isdigit():
+            try:
+                cmd = Path(proc, entry, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"pyenv-rehash" in cmd:
+                return False
+    lock.unlink(missing_ok=True)
+    return True

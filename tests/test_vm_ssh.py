@@ -20,6 +20,7 @@ import pytest
 from hugelab.errors import CommandError, ToolMissingError
 from hugelab.vm.domains.ssh import Ssh, SshError, SshTarget, known_hosts_line, remove_dead_dirs
 from hugelab.workloads.command import free_port
+from tests.hostguard import clear_stale_pyenv_lock
 
 pytestmark = pytest.mark.server  # sshd servers
 
@@ -40,6 +41,7 @@ def sshd(tmp_path_factory):
     os.chmod(d / "authorized_keys", 0o600)
     port = free_port()
     os.makedirs("/run/sshd", exist_ok=True)  # privilege separation directory
+    clear_stale_pyenv_lock()
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", "/dev/null", "-p", str(port),
                              "-h", str(d / "host"), "-o", "ListenAddress=127.0.0.1",
                              "-o", f"AuthorizedKeysFile={d}/authorized_keys",
