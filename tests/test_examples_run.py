@@ -1,5 +1,7 @@
 """Examples are product: every file in examples/ runs end to end, as a new user would run it
-(`hugelab run FILE --blocks 2`), on an empty cache (initramfs, KVM probe), under TCG here.
+(`hugelab run FILE --blocks 2`), on an empty state directory (initramfs), under TCG here (the
+KVM probe's answer is kept per host boot in the cache directory: tests/test_vm_guest.py and
+tests/test_accel_cache.py probe cold).
 Each must exit 0 without a traceback, every trial `ok` with its evidence verified (or not
 applicable, with the reason), and the host left exactly as it was, no workload running."""
 
@@ -9,17 +11,16 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
-HUGELAB = [sys.executable, "-m", "hugelab.cli"]
 # blocks per example: 1 (every arm still runs, `ok` and evidenced: the suite's time is
 # bounded, see docs/testing.md); 2, enough to pair across blocks, for one guest example and
 # one native one, so that pairing is shown end to end
@@ -32,8 +33,8 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
     if domain:  # "your own VM": the demo domain the README tells a user to define
         from hugelab.vm.domains.demo_domain import define_image_domain
-        from tests.test_vm_libvirt import _libvirt_missing
-        assert _libvirt_missing() is None
+        from tests.vmhelpers import libvirt_missing
+        assert libvirt_missing() is None
         define_image_domain(domain.group(1))
     before, procs = host_state(), workload_processes()
     store = tmp_path / "s.db"
