@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -46,6 +47,16 @@ def cache_path(sub: str = "") -> Path:
     """`HUGELAB_CACHE_DIR` or /var/cache/hugelab, and `sub` below it (not created)."""
     root = Path(os.environ.get("HUGELAB_CACHE_DIR") or DEFAULT_CACHE_DIR)
     return root / sub if sub else root
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256 (hex), read in 1 MiB blocks: what a cache keyed by content uses (a
+    user's data file, the guest kernel a KVM probe booted)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def ensure_private_dir(path: Path) -> Path:

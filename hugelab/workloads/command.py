@@ -10,7 +10,6 @@ server side of client/server workloads (`ServerSide`, `LocalServer`) used by ipe
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -406,12 +405,3 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
 KIND = Kind(keys=KEYS, name="command", workload=CommandWorkload,
             summary="any command of yours, its metric from its output (regex) or its wall time",
             duration=("timeout_s", None))
-
-
-def file_sha256(path: Path) -> str:
-    """A file's SHA-256 (hex), read in 1 MiB blocks: the cache key of a user's data file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()

@@ -57,14 +57,6 @@ def _probe(kernel: Path, qemu: str, timeout: float, boot: BootProbe) -> tuple[st
     return "kvm", "probe guest booted under KVM"
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def disk_key(kernel: Path, qemu: str) -> str | None:
     """The on-disk cache key of a probe: what decides its answer (None when some part cannot
     be read, e.g. an unreadable kernel: then nothing is cached)."""
@@ -72,7 +64,7 @@ def disk_key(kernel: Path, qemu: str) -> str | None:
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         st = Path(binary).stat() if binary else None
-        parts = {"kernel": _file_sha256(kernel), "qemu": binary,
+        parts = {"kernel": owned.file_sha256(kernel), "qemu": binary,
                  "qemu_stat": [st.st_size, st.st_mtime_ns] if st else None,
                  "kvm": kvm_openable(), "boot_id": boot_id}
     except OSError:

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 
 from hugelab.errors import ExperimentError
+from hugelab.owned import file_sha256
 from hugelab.proc import run
-from hugelab.workloads.command import file_sha256
 from hugelab.workloads.mariadb import datadir
 
 CHUNK = 1 << 20

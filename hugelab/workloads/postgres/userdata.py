@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.owned import file_sha256
 from hugelab.proc import run
-from hugelab.workloads.command import file_sha256
 from hugelab.workloads.postgres import cluster, userconf
 
 CHUNK = 1 << 20
