@@ -17,8 +17,8 @@ import pytest
 from hugelab.errors import ExperimentError
 from hugelab.experiment.model import schedule
 from hugelab.experiment.parse import parse_experiment
-from hugelab.runner import host_state_check
 from hugelab.trial import costs
+from hugelab.trial.judge import host_state_check
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 
