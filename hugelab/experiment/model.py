@@ -294,13 +294,18 @@ class TrialSpec:
 
 def schedule(exp: Experiment) -> list[TrialSpec]:
     """Every arm once per block, in a fresh random order per block, from the stored seed; a run
-    of several repeats has `blocks` blocks per repeat, numbered on."""
+    of several repeats has `blocks` blocks per repeat, numbered on. Design "interleaved" (its
+    servers start in the block's order) draws its orders balanced (`balanced_orders`)."""
     rng = random.Random(exp.seed)
     out: list[TrialSpec] = []
     names = [a.name for a in exp.arms]
     groups = _host_state_groups(exp)
+    cycle: list[list[str]] = []
     for block in range(exp.blocks * exp.repeats):
-        if groups:  # a split plot: each host state's arms together, in random orders
+        if exp.design == "interleaved" and not groups:
+            cycle = cycle or balanced_orders(names, rng)
+            order = cycle.pop()
+        elif groups:  # a split plot: each host state's arms together, in random orders
             rng.shuffle(groups)
             order = []
             for group in groups:
@@ -311,6 +316,21 @@ def schedule(exp: Experiment) -> list[TrialSpec]:
             rng.shuffle(order)
         out.extend(TrialSpec(block, pos, arm) for pos, arm in enumerate(order))
     return out
+
+
+def balanced_orders(names: list[str], rng: random.Random) -> list[list[str]]:
+    """2n orders of n arms, in a random sequence: the n rotations of a random order and their
+    mirrors, so that over them each arm takes each place exactly twice and goes before each
+    other arm exactly n times (n = 3: all six orders). An interleaved block starts its servers
+    in its order; drawn one order per block independently, a 30-block run's twin could start
+    before the arm it copies in 6 blocks of 30 (seed 901, redis-thp-interleaved; issue 39)."""
+    first = names[:]
+    rng.shuffle(first)
+    n = len(first)
+    rows = [first[k:] + first[:k] for k in range(n)]
+    rows += [r[::-1] for r in rows]
+    rng.shuffle(rows)
+    return rows
 
 
 def _host_state_groups(exp: Experiment) -> list[list[str]]:

@@ -46,11 +46,19 @@ def is_server(workload: object) -> bool:
 
 
 def order(n_arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
-    """Each round's arm order: a random permutation, then its mirror, and so on (pure)."""
+    """Each round's arm order: a random permutation, then its mirror, and so on (pure). The
+    permutations come n at a time, the n rotations of a random order in a random sequence, so
+    every arm leads a round (and closes its mirror) exactly once per n pairs of rounds rather
+    than as often as chance gives (issue 39); hugelab-reqmix lays out its blocks the same way."""
     out: list[list[int]] = []
+    cycle: list[list[int]] = []
     while len(out) < rounds:
-        perm = list(range(n_arms))
-        rng.shuffle(perm)
+        if not cycle:
+            first = list(range(n_arms))
+            rng.shuffle(first)
+            cycle = [first[k:] + first[:k] for k in range(n_arms)]
+            rng.shuffle(cycle)
+        perm = cycle.pop()
         out += [perm, perm[::-1]]
     return out[:rounds]
 

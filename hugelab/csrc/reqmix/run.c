@@ -1,5 +1,6 @@
-/* The windows: a seeded random order of the servers and its mirror per block (ABBA), each
- * window run by every client thread in lockstep on its own connection to that server. */
+/* The windows: a seeded random order of the servers and its mirror per block (ABBA), the
+ * orders balanced over each cycle of n blocks, each window run by every client thread in
+ * lockstep on its own connection to that server. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,34 @@ static int ensure_chunk(rm_run *r, long w)
     return r->slots[c] && r->meta[c] ? 0 : -1;
 }
 
+static void shuffle(rm_rng *rng, int *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        a[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rm_below(rng, (uint64_t)i + 1), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Block b's order of the servers: the blocks come in cycles of n, each cycle the n rotations
+ * of a random order in a random sequence, so every server leads (and, mirrored, closes) a
+ * block, and holds each place, exactly once per cycle: no server is first more often than
+ * another by chance (issue 39). */
+static void block_order(rm_run *r, long b, int *perm)
+{
+    int n = r->nserv, k = (int)(b % n);
+    if (k == 0) {
+        shuffle(&r->sched, r->cyc_first, n);
+        shuffle(&r->sched, r->cyc_rot, n);
+    }
+    for (int i = 0; i < n; i++)
+        perm[i] = r->cyc_first[(i + r->cyc_rot[k]) % n];
+}
+
 /* Before window w (client 0 only): at a block's start, decide whether to stop, and lay out
- * the block: a random permutation of the servers, then the same permutation reversed. */
+ * the block: the block's order of the servers (block_order), then the same order reversed. */
 static void plan(rm_run *r, long w)
 {
     long per_block = 2L * r->nserv;
@@ -73,13 +100,7 @@ static void plan(rm_run *r, long w)
         return;
     }
     int perm[RM_MAX_SERVERS];
-    for (int i = 0; i < r->nserv; i++)
-        perm[i] = i;
-    for (int i = r->nserv - 1; i > 0; i--) {
-        int j = (int)rm_below(&r->sched, (uint64_t)i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    block_order(r, w / per_block, perm);
     for (long p = 0; p < per_block; p++) {
         rm_wmeta *m = rm_meta_at(r, w + p);
         m->arm = p < r->nserv ? perm[p] : perm[per_block - 1 - p];

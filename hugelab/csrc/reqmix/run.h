@@ -28,6 +28,8 @@ typedef struct rm_run {
     int stop;
     long nwin;
     rm_rng sched;
+    int cyc_first[RM_MAX_SERVERS];   /* this cycle of blocks: a random order */
+    int cyc_rot[RM_MAX_SERVERS];     /* and the sequence of its rotations */
     uint64_t t_begin, t_end;
 } rm_run;
 
