@@ -6,9 +6,11 @@ test_workload_memcached.py) and, in a real guest, tests/test_vm_net.py."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,13 +20,20 @@ from hugelab.workloads.memcached import MemcachedBenchmark
 from hugelab.workloads.memcached import judge as memcached_judge
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis import judge as redis_judge
-from hugelab.workloads.servermem import MARK
+from hugelab.workloads.serverkeep import (
+    MEMORY_MARK,
+    REPORT_MARK,
+    InPlace,
+    first_child,
+    keep_argv,
+    marked,
+)
 
 DATA = Path(__file__).parent / "data"
 CSV = (DATA / "redis-benchmark-7.0.15-set-get.csv").read_text()
 MEMCSLAP = ("Time to get           80000 keys by    4 threads:     1.494 seconds.\n"
             "Time total:                                           2.407 seconds.\n")
-# what servermem.watch prints as a watched server ends: its last THP picture
+# what the keeper (serverkeep.keep) prints as a kept server ends: its last THP picture
 PICTURE = {"pid": 4242, "thp_enabled": 1, "anon_kb": 204800, "anon_huge_kb": 151552,
            "rss_kb": 210000, "madvised_kb": 0, "madvised_thp_kb": 0}
 
@@ -52,9 +61,8 @@ class Side:
 
     def start(self, argv_for_port, tool):
         self.argv = argv_for_port(6379)
-        watched = self.argv[1:3] == [str(Path(sys.modules["hugelab.workloads.servermem"]
-                                              .__file__ or "")), "watch"]
-        return Handle(f"{tool} says hello\n" + (MARK + json.dumps(PICTURE) if watched else ""))
+        kept = self.argv[1:3] == ["-m", "hugelab.workloads.serverkeep"]
+        return Handle(f"{tool} says hello\n" + (MEMORY_MARK + json.dumps(PICTURE) if kept else ""))
 
 
 class Client:
@@ -79,14 +87,15 @@ def kinds() -> list[tuple[Any, Any]]:
 @pytest.mark.parametrize("index", [0, 1], ids=["redis", "memcached"])
 def test_a_server_in_hugelab_own_guest_reports_its_own_memory(index):
     """In hugelab's own guest the host cannot read the server's /proc: every kind's server
-    runs watched from inside and its picture comes back in its output, so its own switch is
+    runs under the keeper there and its picture comes back in its output, so its own switch is
     judged there (issue 37: Redis's disable-thp read "not applicable" in own guests, since
     only memcached was watched)."""
     workload, judge = kinds()[index]
     side = workload.server
     result = workload.run(Client(), "thp")
-    assert side.argv[:4] == [sys.executable, side.argv[1], "watch", "--"], side.argv
-    assert side.argv[4] == workload.server_binary
+    assert side.argv[:5] == [sys.executable, "-m", "hugelab.workloads.serverkeep",
+                             "hugelab.workloads.serverkeep:InPlace", "--"], side.argv
+    assert side.argv[5] == workload.server_binary
     assert result.evidence["server"] == PICTURE
     check = judge(result.evidence)
     assert check is not None and check.status == VERIFIED, check
@@ -98,7 +107,7 @@ def test_a_server_this_process_sees_is_not_watched():
     side = Side(None)
     w = RedisBenchmark(app=(("disable-thp", "no"),), preload=False, server=side)  # type: ignore[arg-type]
     w.run(Client(), "thp")
-    assert side.argv[0] == "redis-server" and "watch" not in side.argv
+    assert side.argv[0] == "redis-server" and "hugelab.workloads.serverkeep" not in side.argv
 
 
 def test_every_server_kind_supplies_its_own_parts():
@@ -111,3 +120,69 @@ def test_every_server_kind_supplies_its_own_parts():
         missing = [m for m in own if getattr(cls, m) is getattr(ServerKind, m)]
         assert not missing, f"{cls.__name__} lacks {missing}"
         assert cls.tool and cls.domain.port
+
+
+# --- the keeper (hugelab.workloads.serverkeep), run for real over Python "servers" ----------
+SERVER = """import os, subprocess, sys, time
+d = os.environ["HUGELAB_TEST_DIR"]
+kid = subprocess.Popen([sys.executable, "-c", "import os, time\\nb = bytearray(8 << 20)\\n"
+                        "while os.getppid() != 1: time.sleep(0.05)"])
+print("child", kid.pid, "dir", d, flush=True)
+for i in range(400):
+    open(os.path.join(d, f"tick{i}"), "w").close()
+    time.sleep(0.05)
+"""
+
+
+@dataclass(frozen=True)
+class Counting(InPlace):
+    """Hooks as a kind's: a private directory the server learns from its environment, its
+    child's memory as its own, its ticks as its report, a stop once `stop_at` ticks were
+    counted."""
+
+    stop_at: str
+    workdir: ClassVar[bool] = True
+
+    def command(self, argv, workdir):
+        return argv, {"HUGELAB_TEST_DIR": str(workdir)}
+
+    def own_pid(self, pid):
+        return first_child(pid)
+
+    def report(self, workdir):
+        return {"ticks": len(list(Path(workdir).glob("tick*"))), "dir": workdir}
+
+    def stop_asked(self, report):
+        return report.get("ticks", 0) >= int(self.stop_at)
+
+
+def run_keeper(hooks: InPlace, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """The keeper over `argv` in a process of its own (its signal handlers are not pytest's),
+    from the checkout's root, where it imports this module's hooks."""
+    return subprocess.run(keep_argv(hooks, argv), capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent.parent, check=False)
+
+
+def test_the_keeper_reads_the_chosen_process_and_the_kinds_report_and_stops_when_asked():
+    """(a) the memory is the chosen process's (the server's child), (b) the report is read
+    where the server runs, (c) the stop is the keeper's own once the report asks it; the
+    private directory is gone afterwards and the exit is 0 (stopped as asked)."""
+    res = run_keeper(Counting("6"), [sys.executable, "-c", SERVER])
+    assert res.returncode == 0, res.stderr
+    kid = int(res.stdout.split("child ", 1)[1].split()[0])
+    memory, report = marked(res.stdout, MEMORY_MARK), marked(res.stdout, REPORT_MARK)
+    assert memory["pid"] == kid and int(memory["rss_kb"]) >= 8 << 10  # its 8 MiB bytearray
+    assert 6 <= report["ticks"] < 400 and not Path(report["dir"]).exists()
+    assert f"dir {report['dir']}" in res.stdout
+
+
+def test_a_server_that_ends_by_itself_hands_back_its_own_status_and_picture():
+    res = run_keeper(InPlace(), [sys.executable, "-c", "import time; time.sleep(0.8); exit(3)"])
+    assert res.returncode == 3, res.stderr
+    assert marked(res.stdout, MEMORY_MARK)["pid"] > 0 and REPORT_MARK not in res.stdout
+
+
+def test_keep_argv_names_the_hooks_class_and_its_fields_as_words():
+    argv = keep_argv(Counting("6"), ["srv", "127.0.0.1"], "py")
+    assert argv == ["py", "-m", "hugelab.workloads.serverkeep", f"{__name__}:Counting", "6",
+                    "--", "srv", "127.0.0.1"]

@@ -16,7 +16,6 @@ from hugelab.workloads.varnish import (
     VarnishBenchmark,
     check_varnish,
     judge,
-    marked,
     parse_wrk,
     preload_lua,
     vcl,
@@ -52,12 +51,6 @@ def test_parse_wrk_takes_its_own_figures_and_refuses_errors():
         parse_wrk(WRK + "  Non-2xx or 3xx responses: 3\n")
     with pytest.raises(WorkloadError, match="no result"):
         parse_wrk("unable to connect to 127.0.0.1:4000 Connection refused\n")
-
-
-def test_marked_takes_the_last_line():
-    out = 'hugelab-varnish-stats: {"a": 1}\nnoise\nhugelab-varnish-stats: {"a": 2}\n'
-    assert marked(out, "hugelab-varnish-stats: ") == {"a": 2}
-    assert marked("nothing", "hugelab-varnish-stats: ") == {}
 
 
 def test_settings_that_cannot_work_are_refused_before_a_trial():

@@ -37,15 +37,8 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.serverkind import (
-    InDomain,
-    Running,
-    ServerKind,
-    answers,
-    judge_switch,
-    tell,
-    version,
-)
+from hugelab.workloads.serverkind import Running, ServerKind, answers, judge_switch, tell, version
+from hugelab.workloads.serverplace import InDomain
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}

@@ -12,7 +12,8 @@ NIC: `answers` and `tell` below), its judge and its cost.
 What a kind supplies
   class attributes
     tool          its server program, also the comm its own evidence is filed under
-    domain        `InDomain`: its port, daemon argv, owner and log in a user's domain
+    domain        `InDomain` (serverplace): its port, daemon argv, owner and log in a
+                  user's domain
   fields          port, process_thp, app, server (a ServerSide; None: hugelab's own choice)
   methods
     server_argv(port, files)      the server in the foreground on 127.0.0.1:port (pure);
@@ -33,14 +34,20 @@ What a kind supplies
     filled(port, files, client)   what it writes into a fresh server before any load (Redis:
                                   the keys its RDB brought, the preload), kept as `loaded`
     served(result, srv)           the request-level result's info (tool, versions)
+    in_place(port)                what it does where its server runs (an InPlace of
+                                  hugelab.workloads.serverkeep: a private directory, the
+                                  process whose memory is its own, its own report, a stop that
+                                  is no request); its server then runs kept, natively too, and
+                                  `own_report(output)` is that report (Varnish's counters)
 
 What the base does for every kind
   run(target, backing)    one trial: the server where the target and `server` say, the load,
                           the server's own THP picture (hugelab.workloads.servermem) read
-                          just before it stops (a server in hugelab's own guest, whose /proc
-                          this process cannot read, runs under servermem.watch and hands its
-                          last picture back in its output), the stop (its own stopper, else
-                          TERM then KILL), then evidence["server"], ["server_output_tail"],
+                          just before it stops (a kept server, and every one in hugelab's own
+                          guest, whose /proc this process cannot read, runs under the keeper,
+                          hugelab.workloads.serverkeep, and hands its last picture back in its
+                          output), the stop (its own stopper, else TERM then KILL), then
+                          evidence["server"], ["server_output_tail"],
                           ["tree"] (a user's domain: the daemon's own, the guest's tree being
                           the client's) and the kind's describe().
   start, stop, server_pid, request_server, request_result: one arm's server in an interleaved
@@ -55,41 +62,29 @@ What the base does for every kind
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from hugelab import proc
 from hugelab.checks import NOT_APPLICABLE, Check
-from hugelab.workloads.base import Place, Target, WorkloadResult
+from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.command import (
     LOOPBACK,
     LocalServer,
     ServerHandle,
     ServerSide,
     check_backing,
-    default_server,
     exchange,
     first_version,
     server_memory,
 )
-from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
-from hugelab.workloads.process_thp import target_for, wrap
-from hugelab.workloads.servermem import last_picture, server_tree, watch_argv
-
-
-@dataclass(frozen=True)
-class InDomain:
-    """How a kind's server runs as its own daemon in a user's domain: on `port` (hugelab's,
-    not the server's default, which a user's own server may hold), `argv(argv, pidfile)` its
-    foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`."""
-
-    port: int
-    argv: Callable[[list[str], str], list[str]]
-    owner: str | None = None
-    log: str | None = None
+from hugelab.workloads.guestside import in_domain
+from hugelab.workloads.process_thp import target_for
+from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, marked
+from hugelab.workloads.servermem import server_tree
+from hugelab.workloads.serverplace import Placement, watched_here
 
 
 @dataclass
@@ -145,26 +140,11 @@ def judge_switch(evidence: Mapping[str, Any], key: str, unread: str,
     return check(switch, server)
 
 
-def watched_here(side: ServerSide) -> bool:
-    """Whether a server side runs its servers where this process cannot read their /proc
-    (hugelab's own guest: the side declares `place`), so they are watched from inside."""
-    return getattr(side, "place", Place.NATIVE) is Place.GUEST
+class ServerKind(Placement):
+    """The life cycle every server kind shares; see the module docstring for the contract.
+    Where its server runs, and its argv there: Placement (hugelab.workloads.serverplace)."""
 
-
-class ServerKind:
-    """The life cycle every server kind shares; see the module docstring for the contract."""
-
-    tool: ClassVar[str]
-    domain: ClassVar[InDomain]
-    kind: str
-    port: int | None
-    process_thp: str | None
-    server: ServerSide | None
-
-    # -- what each kind supplies ----------------------------------------------------------------
-    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
-        raise NotImplementedError
-
+    # -- what each kind supplies (server_argv: Placement's) -------------------------------------
     def load(self, client: Target, port: int, files: Path | None) -> Any:
         raise NotImplementedError
 
@@ -193,6 +173,11 @@ class ServerKind:
     def served(self, result: WorkloadResult, srv: Running) -> None:
         return None
 
+    @staticmethod
+    def own_report(output: str) -> dict[str, Any]:
+        """The report its InPlace read just before the server stopped ({}: none)."""
+        return marked(output, REPORT_MARK)
+
     @classmethod
     def setting(cls, table: dict[str, Any], key: str) -> Any:
         """A [workload] key's value from an experiment table, else its field's default (for a
@@ -203,25 +188,6 @@ class ServerKind:
         return None if default is MISSING else default
 
     # -- one trial -------------------------------------------------------------------------------
-    def side(self, target: Target) -> ServerSide:
-        """Where this trial's server runs: a user's domain runs its own daemon (the client
-        beside it there); else the side given (hugelab's own guest), else this host."""
-        if in_domain(target):
-            refuse_process_thp(self.kind, self.process_thp)
-            d = self.domain
-            return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
-                                 owner=d.owner, log=d.log)
-        return default_server(self.server, target, self.tool, self.port)
-
-    def argv_for(self, target: Target, files: Path | None, watched: bool
-                 ) -> Callable[[int], list[str]]:
-        """The server's argv for a port: under the arm's process_thp, and watched from inside
-        where this process cannot read its memory."""
-        def argv(port: int) -> list[str]:
-            out = wrap(self.server_argv(port, files), self.process_thp, target)
-            return watch_argv(out, sys.executable) if watched else out
-        return argv
-
     def run(self, target: Target, backing: str) -> WorkloadResult:
         self.admit(backing)
         side = self.side(target)
@@ -238,10 +204,11 @@ class ServerKind:
         memory: dict[str, object] = {}
         try:
             load = self.load(client, handle.client_port, files)
-            memory = server_memory(handle)
+            if self.in_place(handle.client_port) is None:  # else the keeper's, from its output
+                memory = server_memory(handle)
         finally:
             output = handle.stop()
-        memory = memory or last_picture(output)
+        memory = memory or marked(output, MEMORY_MARK)
         result = self.loaded(load, output, client)
         result.evidence["server_output_tail"] = output
         result.evidence["server"] = memory
@@ -256,8 +223,7 @@ class ServerKind:
         self.admit(backing)
         files = self.own_files(None)
         try:
-            handle = LocalServer().start(
-                lambda port: wrap(self.server_argv(port, files), self.process_thp), self.tool)
+            handle = LocalServer().start(self.argv_for(None, files, False), self.tool)
         except BaseException:
             self.drop_files(files)
             raise

@@ -1,10 +1,10 @@
 """Varnish Cache with its malloc storage, loaded by wrk over 127.0.0.1, with jemalloc's own THP
 switch per arm.
 
-Server: `varnishd -F -a 127.0.0.1:P -f VCL -s malloc,MB -T none -j none` (no jail: its
-work directory is in the trial's private scratch) under this module's own
-supervisor (`python -m hugelab.workloads.varnish serve`, which writes the VCL into a private
-work directory). The VCL has no backend: every miss is answered by vcl_backend_error with a
+Server: `varnishd -F -n DIR -a 127.0.0.1:P -f DIR/hugelab.vcl -s malloc,MB -T none -j none` (no
+jail: its work directory DIR is in the trial's private scratch), kept by the base's keeper
+(hugelab.workloads.serverkeep, natively too), whose `InPlace` hooks here write the VCL into
+DIR. The VCL has no backend: every miss is answered by vcl_backend_error with a
 200 of `object_kb` and a TTL of an hour, so the objects live in the malloc storage, varnishd's
 memory where huge pages matter. Varnish's malloc storage is jemalloc's (Debian links varnishd
 against libjemalloc): app `jemalloc_thp` sets `MALLOC_CONF=thp:always|never` (jemalloc
@@ -13,25 +13,19 @@ host's THP mode. `always` gives THP, so its arm's backing is `thp`.
 Client: wrk twice. First a preload (one connection asking each of the `objects` paths once,
 so every object is cached: varnishstat's MAIN.cache_miss), then `wrk -t T -c C -d D` on random paths
 among them (all hits); metric: the timed run's requests/s (wrk's own `Requests/sec`).
-Evidence: the supervisor finds varnishd's cache process (the manager's child, `cache-main`),
-reads its THP picture (hugelab.workloads.servermem) every half second and varnishd's own
-counters (`varnishstat -1`) just before it stops varnishd, and prints both as marked JSON
-lines: the picture becomes evidence["server"] (the manager's memory, which the base reads, is
-not where the objects are), the counters evidence["varnish_stats"]. The same supervisor runs
-in hugelab's own guests, where it is stopped through the port forward: a GET of STOP_PATH,
-which the VCL passes (MAIN.s_pass), and readiness is a GET of READY_PATH (a synth 200).
+Evidence: the keeper reads the THP picture of varnishd's cache process (the manager's child,
+`cache-main`, where the objects are: own_pid) every half second, and varnishd's own counters
+(`varnishstat -1`: report) just before it stops varnishd; the base files the picture as
+evidence["server"], the counters as evidence["varnish_stats"]. In hugelab's own guests the
+keeper is told to stop through the port forward: a GET of STOP_PATH, which the VCL passes
+(MAIN.s_pass: stop_asked), and readiness is a GET of READY_PATH (a synth 200).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import signal
-import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,13 +39,12 @@ from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
+from hugelab.workloads.serverkeep import InPlace, first_child
 from hugelab.workloads.serverkind import ServerKind, answers, judge_switch, tell, version
-from hugelab.workloads.servermem import process_memory
 
 JEMALLOC_THP = ("default", "always", "never")
 APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}
 READY_PATH, STOP_PATH = "/hugelab-ready", "/hugelab-stop"
-STATS_MARK, MEMORY_MARK = "hugelab-varnish-stats: ", "hugelab-varnish-memory: "
 COUNTERS = ("MAIN.client_req", "MAIN.cache_hit", "MAIN.cache_miss", "MAIN.n_object",
             "MAIN.s_synth", "MAIN.s_pass", "SMA.s0.g_bytes", "SMA.s0.c_fail")
 
@@ -114,15 +107,6 @@ def parse_wrk(text: str) -> dict[str, float]:
     return out
 
 
-def marked(output: str, mark: str) -> dict[str, Any]:
-    """The JSON the supervisor printed after `mark` last; {} when none (pure)."""
-    for line in reversed(output.splitlines()):
-        if line.startswith(mark):
-            value = json.loads(line[len(mark):])
-            return value if isinstance(value, dict) else {}
-    return {}
-
-
 @dataclass(frozen=True)
 class VarnishBenchmark(ServerKind):
     """varnishd (malloc storage) loaded with wrk; primary metric `requests_per_s` (higher)."""
@@ -174,11 +158,13 @@ class VarnishBenchmark(ServerKind):
                                   f"THP, so its arm's backing is 'thp', not {backing!r}")
 
     def server_argv(self, port: int, files: Path | None = None) -> list[str]:
-        """The supervisor over varnishd -F on loopback (pure); 127.0.0.1 stays one argument,
-        which a guest turns into its NIC's address."""
-        return [sys.executable, "-m", __name__, "serve", self.stat_binary, LOOPBACK, str(port),
-                str(self.object_kb), self.jemalloc_thp(), "--", self.server_binary, "-F",
-                "-s", f"malloc,{self.storage_mb}m", "-T", "none", "-j", "none"]
+        """varnishd -F (pure); its keeper adds its work directory, address and VCL."""
+        return [self.server_binary, "-F", "-s", f"malloc,{self.storage_mb}m", "-T", "none",
+                "-j", "none"]
+
+    def in_place(self, port: int) -> Kept:
+        return Kept(self.stat_binary, LOOPBACK, str(port), str(self.object_kb),
+                    self.jemalloc_thp())
 
     # -- one trial (hugelab.workloads.serverkind.ServerKind.run) ------------------------------
     def own_files(self, target: Target | None) -> Path | None:
@@ -208,9 +194,9 @@ class VarnishBenchmark(ServerKind):
     def loaded(self, load: tuple[ExecResult, ...], output: str, client: Target
                ) -> WorkloadResult:
         timed = parse_wrk(load[1].stdout + "\n" + load[1].stderr)
-        stats = marked(output, STATS_MARK)
+        stats = self.own_report(output)
         if not stats:
-            raise WorkloadError(f"varnish: the supervisor printed no counters\n  "
+            raise WorkloadError(f"varnish: its keeper printed no counters\n  "
                                 f"{tail(output, 8) or '(no output)'}")
         metrics = {**timed, "wall_s": load[1].wall_s, "preload_s": load[0].wall_s,
                    "storage_mb_used": stats.get("SMA.s0.g_bytes", 0) / 2**20}
@@ -220,16 +206,11 @@ class VarnishBenchmark(ServerKind):
         result = WorkloadResult(metrics=metrics, primary="requests_per_s", unit="requests/s",
                                 better="higher", info=info)
         result.evidence["varnish_stats"] = stats
-        result.evidence["cache_process"] = marked(output, MEMORY_MARK)
         result.evidence["app_costs"] = {"storage_kb": stats.get("SMA.s0.g_bytes", 0) / 1024}
         return result
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
-        """jemalloc's switch, judged against the cache process's own memory (the base read
-        the manager's, which holds no object)."""
-        cache = result.evidence.pop("cache_process", None)
-        if cache is not None:
-            result.evidence["server"] = cache
+        """jemalloc's switch, judged against the cache process's own memory."""
         s = {"jemalloc_thp": self.jemalloc_thp(), "storage_mb": self.storage_mb}
         result.evidence["varnish"] = s
         result.info["backing"] = backing
@@ -262,64 +243,36 @@ def judge(evidence: Mapping[str, Any]) -> Check | None:
                             str(v.get("jemalloc_thp", "default")), server))
 
 
-# -- the supervisor (python -m hugelab.workloads.varnish serve ...), natively and in a guest --
-def counters(stat: str, workdir: str) -> dict[str, int]:
-    res = proc.run([stat, "-n", workdir, "-t", "2", "-1", *(a for c in COUNTERS for a in ("-f", c))],
-                   check=False, timeout=10)
-    out = {}
-    for line in res.stdout.splitlines():
-        parts = line.split()
-        if len(parts) > 1 and parts[0] in COUNTERS and parts[1].isdigit():
-            out[parts[0]] = int(parts[1])
-    return out
+# -- where varnishd runs (hugelab.workloads.serverkeep's keeper), natively and in a guest ----
+@dataclass(frozen=True)
+class Kept(InPlace):
+    """varnishd kept: its VCL in its work directory, jemalloc's switch in its environment,
+    its cache process's memory, its counters, and a GET of STOP_PATH as the stop."""
 
+    stat: str
+    addr: str
+    port: str
+    object_kb: str
+    thp: str
+    workdir: ClassVar[bool] = True
 
-def cache_pid(manager: int) -> int | None:
-    """varnishd's cache process: the manager's child."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == manager:
-                return int(entry)
-    return None
+    def command(self, argv: list[str], workdir: str | None) -> tuple[list[str], dict[str, str]]:
+        Path(f"{workdir}/hugelab.vcl").write_text(vcl(int(self.object_kb)))
+        env = {"MALLOC_CONF": f"thp:{self.thp}"} if self.thp != "default" else {}
+        return [*argv, "-n", str(workdir), "-a", f"{self.addr}:{self.port}", "-f",
+                f"{workdir}/hugelab.vcl"], env
 
+    def own_pid(self, pid: int) -> int | None:
+        return first_child(pid)
 
-def serve(args: list[str]) -> int:
-    """Run varnishd (`args` after `--`) until TERM or a GET of STOP_PATH; then print its
-    counters and its cache process's last THP picture, marked, and stop it."""
-    stat, addr, port, object_kb, thp = args[:5]
-    workdir = tempfile.mkdtemp(prefix="hugelab-varnish-")  # the trial's scratch (-j none)
-    Path(workdir, "hugelab.vcl").write_text(vcl(int(object_kb)))
-    env = dict(os.environ, **({"MALLOC_CONF": f"thp:{thp}"} if thp != "default" else {}))
-    argv = [*args[6:], "-n", workdir, "-a", f"{addr}:{port}", "-f", f"{workdir}/hugelab.vcl"]
-    # in this process's session, where a guest's agent samples the trial's tree (spawn would
-    # start a session of its own); ended below, and with this process by the trial's scope
-    child = proc.start(argv, env=env)
-    stopping: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda s, _f: stopping.append(s))
-    memory: dict[str, object] = {}
-    stats: dict[str, int] = {}
-    alone = False
-    try:
-        while child.poll() is None and not stopping:
-            pid = cache_pid(child.pid)
-            memory = (process_memory(pid) if pid else {}) or memory
-            stats = counters(stat, workdir) or stats
-            if stats.get("MAIN.s_pass"):
-                break
-            time.sleep(0.5)
-        alone = child.poll() is not None
-        stats = counters(stat, workdir) or stats
-    finally:
-        code = proc.end(child, grace_s=3)
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(STATS_MARK + json.dumps(stats), flush=True)
-    print(MEMORY_MARK + json.dumps(memory), flush=True)
-    return code if alone else 0  # varnishd's own failure, else stopped as asked
+    def report(self, workdir: str | None) -> dict[str, Any]:
+        res = proc.run([self.stat, "-n", str(workdir), "-t", "2", "-1",
+                        *(a for c in COUNTERS for a in ("-f", c))], check=False, timeout=10)
+        return {p[0]: int(p[1]) for p in map(str.split, res.stdout.splitlines())
+                if len(p) > 1 and p[0] in COUNTERS and p[1].isdigit()}
+
+    def stop_asked(self, report: dict[str, Any]) -> bool:
+        return bool(report.get("MAIN.s_pass"))
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
@@ -351,10 +304,3 @@ KIND = Kind(
     duration=("duration_s", 5.0), seconds=load_seconds,
     server=ServerInGuest("varnishd", 6081, ready, stop), judge=judge, app=APP_KEYS)
 
-
-if __name__ == "__main__":
-    if len(sys.argv) > 7 and sys.argv[1] == "serve":
-        raise SystemExit(serve(sys.argv[2:]))
-    print("usage: varnish.py serve STAT ADDR PORT OBJECT_KB THP -- VARNISHD ARGV...",
-          file=sys.stderr)
-    raise SystemExit(2)

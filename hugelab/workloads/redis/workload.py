@@ -53,7 +53,8 @@ from hugelab.workloads.redis.rdb import (
 )
 from hugelab.workloads.redis.thp import check_redis
 from hugelab.workloads.reqmix import redis_server
-from hugelab.workloads.serverkind import InDomain, Running, ServerKind, judge_switch, version
+from hugelab.workloads.serverkind import Running, ServerKind, judge_switch, version
+from hugelab.workloads.serverplace import InDomain
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,145 @@
+"""A server kept where it runs: the keeper (`python -m hugelab.workloads.serverkeep`) starts a
+server kind's server as its child there (this host, or hugelab's own guest, whose /proc the
+host cannot read), reads the server's own THP picture (hugelab.workloads.servermem) every half
+second, reads the kind's own report just before the server stops, stops it (TERM, then KILL)
+and prints both as marked JSON lines, which the base (hugelab.workloads.serverkind) reads back
+from the server's output.
+
+A kind's `InPlace` says what is its own there; the defaults do nothing, which is how every
+server in hugelab's own guests is kept (Redis's, memcached's). Its fields are strings, written
+on the keeper's command line, so a guest turns a 127.0.0.1 among them into its NIC's address.
+  workdir         whether the server needs a private directory where it runs (made by the
+                  keeper, removed after the stop)
+  command(argv, workdir)  the server's argv and its extra environment (Varnish: its VCL
+                  written into workdir, MALLOC_CONF)
+  own_pid(pid)    which process's memory is the server's own (Varnish: the manager's child,
+                  its cache process; first_child)
+  report(workdir) the server's own report, read where it runs while it runs (Varnish:
+                  varnishstat's counters); {} for none
+  stop_asked(report)  a stop that is not a request of the server's own protocol: the keeper
+                  ends the server by signal once the report says a stop was asked (Varnish: a
+                  GET its VCL passes, counted by varnishd); a server stopped by its own
+                  protocol (Redis's SHUTDOWN, memcached's shutdown) ends by itself instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hugelab import proc
+from hugelab.workloads.servermem import process_memory
+
+MEMORY_MARK = "hugelab-servermem: "
+REPORT_MARK = "hugelab-report: "
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What a kind does where its server runs (see the module docstring); fields: strings."""
+
+    workdir: ClassVar[bool] = False
+
+    def command(self, argv: list[str], workdir: str | None) -> tuple[list[str], dict[str, str]]:
+        return argv, {}
+
+    def own_pid(self, pid: int) -> int | None:
+        return pid
+
+    def report(self, workdir: str | None) -> dict[str, Any]:
+        return {}
+
+    def stop_asked(self, report: dict[str, Any]) -> bool:
+        return False
+
+
+def first_child(pid: int, proc_dir: str = "/proc") -> int | None:
+    """The first process whose parent is `pid` (Varnish's cache process: its manager's child);
+    None while it has none."""
+    for entry in os.listdir(proc_dir):
+        if entry.isdigit():
+            try:
+                stat = Path(proc_dir, entry, "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                return int(entry)
+    return None
+
+
+def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5) -> int:
+    """Run the server `argv` until it ends, a TERM/INT/HUP, or hooks.stop_asked; print its own
+    memory's last picture and its last report, marked; the server's exit status when it ended
+    by itself, else 0 (stopped as asked)."""
+    workdir = tempfile.mkdtemp(prefix="hugelab-keep-") if hooks.workdir else None
+    argv, env = hooks.command(argv, workdir)
+    # in this process's session, where a guest's agent samples the trial's tree (spawn would
+    # start a session of its own); ended below, and with this process by the trial's scope
+    child = proc.start(argv, env=dict(os.environ, **env) if env else None)
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: stopping.append(s))
+    memory: dict[str, object] = {}
+    report: dict[str, Any] = {}
+    try:
+        while child.poll() is None and not stopping:
+            pid = hooks.own_pid(child.pid)
+            memory = (process_memory(pid) if pid else {}) or memory
+            report = hooks.report(workdir) or report
+            if hooks.stop_asked(report):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=interval_s)
+        alone = child.poll() is not None
+        report = hooks.report(workdir) or report
+    finally:
+        code = proc.end(child, grace_s=3)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(MEMORY_MARK + json.dumps(memory), flush=True)
+    if report:
+        print(REPORT_MARK + json.dumps(report), flush=True)
+    return code if alone else 0
+
+
+def keep_argv(hooks: InPlace, argv: list[str], python: str = sys.executable) -> list[str]:
+    """`argv` under the keeper with `hooks` (its class by module path, its fields as words)."""
+    spec = f"{type(hooks).__module__}:{type(hooks).__qualname__}"
+    words = [str(getattr(hooks, f.name)) for f in fields(hooks)]
+    return [python, "-m", __name__, spec, *words, "--", *argv]
+
+
+def marked(output: str, mark: str) -> dict[str, Any]:
+    """The JSON object printed after `mark` last in a server's output; {} when none (pure)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(mark):
+            try:
+                value = json.loads(line[len(mark):])
+            except ValueError:
+                return {}
+            return value if isinstance(value, dict) else {}
+    return {}
+
+
+def main(args: list[str]) -> int:
+    if "--" not in args or args.index("--") < 1 or args[-1] == "--":
+        print("usage: serverkeep.py MODULE:CLASS [FIELD...] -- SERVER ARGV...", file=sys.stderr)
+        return 2
+    cut = args.index("--")
+    module, _, name = args[0].partition(":")
+    hooks = getattr(importlib.import_module(module), name)(*args[1:cut])
+    return keep(hooks, args[cut + 1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,81 @@
+"""Where a server kind's server runs, and its argv there: the placement half of the base
+(hugelab.workloads.serverkind). Natively on this host (a LocalServer, on the kind's port or a
+free one); in hugelab's own guest (the ServerSide the guest trial passes in as `server`, whose
+servers this process cannot see, so every one runs under the keeper,
+hugelab.workloads.serverkeep); or as its own daemon in a user's libvirt domain (`InDomain`,
+hugelab.workloads.guestside). The argv is the kind's `server_argv` under the arm's
+process_thp, and under the keeper where the kind keeps its server itself (`in_place`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hugelab.workloads.base import Place, Target
+from hugelab.workloads.command import ServerSide, default_server
+from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
+from hugelab.workloads.process_thp import wrap
+from hugelab.workloads.serverkeep import InPlace, keep_argv
+
+
+@dataclass(frozen=True)
+class InDomain:
+    """How a kind's server runs as its own daemon in a user's domain: on `port` (hugelab's,
+    not the server's default, which a user's own server may hold), `argv(argv, pidfile)` its
+    foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`."""
+
+    port: int
+    argv: Callable[[list[str], str], list[str]]
+    owner: str | None = None
+    log: str | None = None
+
+
+def watched_here(side: Any) -> bool:
+    """Whether a server side runs its servers where this process cannot read their /proc
+    (hugelab's own guest: the side declares `place`), so every server there is kept."""
+    return getattr(side, "place", Place.NATIVE) is Place.GUEST
+
+
+class Placement:
+    """Where a kind's server runs (`side`) and its argv there (`argv_for`)."""
+
+    tool: ClassVar[str]
+    domain: ClassVar[InDomain]
+    kind: str
+    port: int | None
+    process_thp: str | None
+    server: ServerSide | None
+
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def in_place(self, port: int) -> InPlace | None:
+        return None
+
+    def side(self, target: Target) -> ServerSide:
+        """Where this trial's server runs: a user's domain runs its own daemon (the client
+        beside it there); else the side given (hugelab's own guest), else this host."""
+        if in_domain(target):
+            refuse_process_thp(self.kind, self.process_thp)
+            d = self.domain
+            return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
+                                 owner=d.owner, log=d.log)
+        return default_server(self.server, target, self.tool, self.port)
+
+    def argv_for(self, target: Target | None, files: Path | None, watched: bool
+                 ) -> Callable[[int], list[str]]:
+        """The server's argv for a port: under the arm's process_thp, and kept (its
+        in_place, else the plain keeper) where this process cannot read its memory; a kind
+        with an in_place is kept here too, the keeper under process_thp with it."""
+        def argv(port: int) -> list[str]:
+            out, hooks = self.server_argv(port, files), self.in_place(port)
+            if watched:
+                return keep_argv(hooks or InPlace(), wrap(out, self.process_thp, target),
+                                 sys.executable)
+            if hooks is not None:
+                out = keep_argv(hooks, out, sys.executable)
+            return wrap(out, self.process_thp, target)
+        return argv
