@@ -106,3 +106,28 @@ def test_the_client_leads_its_blocks_with_every_server_equally_often(tmp_path: P
                 Counter({0: 10, 1: 10, 2: 10}), pos
     arms = [[w.arm for w in r.windows] for r in runs]
     assert arms[0] == arms[2] and arms[0] != arms[1]  # the seed's, and only the seed's
+    assert all(sorted(r.connect_order) == [0, 1, 2] for r in runs)
+    assert runs[0].connect_order == runs[2].connect_order
+
+
+@pytest.mark.server
+@pytest.mark.tools
+@pytest.mark.skipif(shutil.which("memcached") is None, reason="needs memcached")
+def test_the_client_connects_and_preloads_in_a_seeded_order_not_the_servers(
+        tmp_path: Path) -> None:
+    cflags, libs = reqmix_build.flags()
+    binary = tmp_path / "hugelab-reqmix"
+    assert reqmix_build.compile_reqmix(reqmix_build.SOURCE_DIR, binary, cflags, libs) == ""
+    port = rs.free_port()
+    with rs.server(rs.memcached_argv(port), port):
+        orders: Counter[tuple[int, ...]] = Counter()
+        for seed in range(1, 25):
+            s = ReqmixSettings(servers=(memcached_server("127.0.0.1", port),) * 3,
+                               window_ops=1, windows=6, duration_s=None, seed=seed,
+                               keyspace=5, preload=True)
+            cp = subprocess.run(reqmix_argv(binary, s), capture_output=True, text=True,
+                                timeout=60, check=True)
+            r = parse_output(cp.stdout)
+            assert [x.preloaded for x in r.latency] == [5, 5, 5]
+            orders[r.connect_order] += 1
+    assert orders[(0, 1, 2)] < 24 and len(orders) >= 4  # not the --server order every time

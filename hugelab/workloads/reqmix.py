@@ -171,6 +171,7 @@ class ReqmixResult:
     sys_ns: int
     latency: tuple[ArmLatency, ...]
     windows: tuple[Window, ...]
+    connect_order: tuple[int, ...] = ()  # servers connected and preloaded in this order
 
     def columns(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """(arms, blocks, ops, ns) of the windows, for hugelab.stats.windows."""
@@ -206,7 +207,8 @@ def parse_output(text: str) -> ReqmixResult:
         top = dict(raw, servers=tuple(raw["servers"]), user_ns=raw["rusage"]["user_ns"],
                    sys_ns=raw["rusage"]["sys_ns"],
                    latency=tuple(_build(ArmLatency, x) for x in raw["latency"]),
-                   windows=tuple(_build(Window, x) for x in raw["windows"]))
+                   windows=tuple(_build(Window, x) for x in raw["windows"]),
+                   connect_order=tuple(raw.get("connect_order", ())))
     except (KeyError, TypeError) as exc:
         raise ReqmixOutputError(f"hugelab-reqmix output is malformed: {exc}") from exc
     result: ReqmixResult = _build(ReqmixResult, top)

@@ -69,6 +69,9 @@ static void header_json(rm_run *r, FILE *f)
             (unsigned long long)o->seed);
     for (int s = 0; s < r->nserv; s++)
         fprintf(f, "%s\"%s\"", s ? "," : "", r->proto[s]->name);
+    fprintf(f, "],\"connect_order\":[");
+    for (int i = 0; i < r->nserv; i++)
+        fprintf(f, "%s%d", i ? "," : "", r->connect_order[i]);
     fprintf(f, "],\"blocks\":%ld,\"wall_ns\":%llu,", r->nwin / (2L * r->nserv),
             (unsigned long long)(r->t_end - r->t_begin));
 }

@@ -211,7 +211,12 @@ int rm_connect_all(rm_run *r, char *err)
         return -1;
     }
     char e[RM_ERRLEN];
-    for (int s = 0; s < n; s++) {
+    /* the servers connected and preloaded in a seeded random order, not the --server order
+     * (the order hugelab started them in): the last one loaded is not always the last started */
+    rm_rng crng = {r->o->seed ^ 0x6a09e667f3bcc908ULL};
+    shuffle(&crng, r->connect_order, n);
+    for (int i = 0; i < n; i++) {
+        int s = r->connect_order[i];
         for (int t = 0; t < k; t++) {
             if (r->proto[s]->open(r->proto[s], r->spec[s], r->o, t, &r->conns[t * n + s], e) != 0) {
                 rm_err(err, "%s server %d (%s): %s", r->proto[s]->name, s, r->spec[s], e);

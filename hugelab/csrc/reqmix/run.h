@@ -30,6 +30,7 @@ typedef struct rm_run {
     rm_rng sched;
     int cyc_first[RM_MAX_SERVERS];   /* this cycle of blocks: a random order */
     int cyc_rot[RM_MAX_SERVERS];     /* and the sequence of its rotations */
+    int connect_order[RM_MAX_SERVERS]; /* servers connected and preloaded in this order */
     uint64_t t_begin, t_end;
 } rm_run;
 
