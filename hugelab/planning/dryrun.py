@@ -119,11 +119,16 @@ def memory_cgroups(arms: list[Arm], host: dict[str, Any]) -> dict[str, Any] | No
             "limit_file": cg.get("limit_file"), "limits": limits}
 
 
-def builds(workload: Workload, per_arm: dict[str, Workload]) -> list[dict[str, Any]]:
+def builds(workload: Workload, per_arm: dict[str, Workload],
+           arms: list[str] | None = None) -> list[dict[str, Any]]:
     """What the run builds before its first trial (each workload's `builds()`, once each), with
-    the cost model's bytes and seconds; the dry run built none of it."""
+    the cost model's bytes and seconds; the dry run built none of it. `arms`: the arms that
+    run, each with its own workload where it has one (an experiment whose every arm runs in a
+    user's domain builds nothing on the host); None: every workload given."""
     out: dict[str, dict[str, Any]] = {}
-    for w in [workload, *per_arm.values()]:
+    ws = [workload, *per_arm.values()] if arms is None else \
+        [per_arm.get(a, workload) for a in arms]
+    for w in ws:
         for b in getattr(w, "builds", lambda: [])():
             size, secs = build_cost(b.recipe, b.amount)
             out.setdefault(b.what, {"what": b.what, "bytes": size, "seconds": secs,
@@ -189,7 +194,7 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
         "boot_s": est.boot_s, "boot_basis": est.boot_basis,
         "estimated_s": est.seconds, "budget_s": budget_s, "warnings": list(notes or []),
-        "builds": builds(workload, per_arm),
+        "builds": builds(workload, per_arm, [a.name for a in runnable]),
     }
     out["estimated_s"] += sum(b["seconds"] or 0.0 for b in out["builds"] if not b["cached"])
     if "unknown" in est.basis.values():
