@@ -36,9 +36,6 @@ ALLOWED = {
     # runs inside hugelab's guests, where only the standard library exists (no hugelab to
     # import): it runs each exec request's argv with subprocess.Popen itself
     "hugelab/vm/own/agent.py",
-    # `servermem.py watch` runs by its path inside a guest (standard library only), where it
-    # starts the server it watches and hands the server's own picture back in its output
-    "hugelab/workloads/servermem.py",
 }
 
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from hugelab.checks import CONTRADICTED, VERIFIED, Check
+from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
-from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
 from hugelab.workloads.guestside import in_domain
@@ -37,7 +36,15 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.serverkind import Running, ServerKind, answers, judge_switch, tell, version
+from hugelab.workloads.serverkind import (
+    Running,
+    ServerKind,
+    answers,
+    check_madvised,
+    judge_switch,
+    tell,
+    version,
+)
 from hugelab.workloads.serverplace import InDomain
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
@@ -214,23 +221,10 @@ def check_memcached(large_pages: bool, memory_mb: int, server: dict[str, Any]) -
     """memcached's own switch from its mappings, read just before it stopped: with -L it
     madvised (MADV_HUGEPAGE) a chunk of at least its -m and that chunk is in THP; without -L
     it madvised nothing."""
-    advised = int(server.get("madvised_kb", 0))
-    huge = int(server.get("madvised_thp_kb", 0))
-    total = int(server.get("anon_huge_kb", 0))
-    if not large_pages:
-        if advised:
-            return Check(CONTRADICTED, f"memcached without -L, yet {amount(advised)} of its "
-                                       "memory is madvised for THP", "app")
-        return Check(VERIFIED, f"memcached without -L madvised nothing ({amount(total)} in "
-                               "THP by the host's mode)", "app")
-    if advised < memory_mb * 1024:
-        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)}, less than its "
-                                   f"-m {memory_mb} MiB", "app")
-    if not huge:
-        return Check(CONTRADICTED, f"memcached -L madvised {amount(advised)} but none of it is "
-                                   "in THP (host THP never, or no huge page could be had)", "app")
-    return Check(VERIFIED, f"memcached -L: {amount(huge)} of its {amount(advised)} madvised "
-                           "memory in THP", "app")
+    return check_madvised("memcached -L" if large_pages else "memcached without -L",
+                          large_pages, server, least_kb=memory_mb * 1024,
+                          least=f"its -m {memory_mb} MiB", of_thp=" for THP",
+                          why_none=" (host THP never, or no huge page could be had)")
 
 
 def judge(evidence: Mapping[str, Any]) -> Check | None:

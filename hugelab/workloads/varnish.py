@@ -1,24 +1,22 @@
 """Varnish Cache with its malloc storage, loaded by wrk over 127.0.0.1, with jemalloc's own THP
 switch per arm.
 
-Server: `varnishd -F -n DIR -a 127.0.0.1:P -f DIR/hugelab.vcl -s malloc,MB -T none -j none` (no
-jail: its work directory DIR is in the trial's private scratch), kept by the base's keeper
-(hugelab.workloads.serverkeep, natively too), whose `InPlace` hooks here write the VCL into
-DIR. The VCL has no backend: every miss is answered by vcl_backend_error with a
-200 of `object_kb` and a TTL of an hour, so the objects live in the malloc storage, varnishd's
-memory where huge pages matter. Varnish's malloc storage is jemalloc's (Debian links varnishd
-against libjemalloc): app `jemalloc_thp` sets `MALLOC_CONF=thp:always|never` (jemalloc
-madvises its extents MADV_HUGEPAGE, or MADV_NOHUGEPAGE); `default` leaves jemalloc to the
-host's THP mode. `always` gives THP, so its arm's backing is `thp`.
-Client: wrk twice. First a preload (one connection asking each of the `objects` paths once,
-so every object is cached: varnishstat's MAIN.cache_miss), then `wrk -t T -c C -d D` on random paths
-among them (all hits); metric: the timed run's requests/s (wrk's own `Requests/sec`).
-Evidence: the keeper reads the THP picture of varnishd's cache process (the manager's child,
-`cache-main`, where the objects are: own_pid) every half second, and varnishd's own counters
-(`varnishstat -1`: report) just before it stops varnishd; the base files the picture as
-evidence["server"], the counters as evidence["varnish_stats"]. In hugelab's own guests the
-keeper is told to stop through the port forward: a GET of STOP_PATH, which the VCL passes
-(MAIN.s_pass: stop_asked), and readiness is a GET of READY_PATH (a synth 200).
+Server: `varnishd -F -n DIR -a 127.0.0.1:P -f DIR/hugelab.vcl -s malloc,MB -T none -j none`,
+kept by the base's keeper (hugelab.workloads.serverkeep, natively too; DIR its private
+directory in the trial's scratch, hence no jail). The VCL has no backend: every miss is
+answered by vcl_backend_error with a 200 of `object_kb` and a TTL of an hour, so the objects
+live in the malloc storage, jemalloc's memory (Debian links varnishd against libjemalloc): app
+`jemalloc_thp` sets `MALLOC_CONF=thp:always|never` (jemalloc madvises its extents
+MADV_HUGEPAGE, or MADV_NOHUGEPAGE); `default` leaves jemalloc to the host's THP mode.
+`always` gives THP, so its arm's backing is `thp`.
+Client: wrk twice: a preload (one connection asks each of the `objects` paths once, so every
+object is cached: MAIN.cache_miss), then `wrk -t T -c C -d D` on random paths among them (all
+hits); metric: the timed run's requests/s (wrk's own `Requests/sec`).
+Evidence (the keeper's hooks, `Kept`): the THP picture of varnishd's cache process (the
+manager's child, where the objects are) as evidence["server"], varnishd's own counters
+(`varnishstat -1`, read just before the stop) as evidence["varnish_stats"]. In hugelab's own
+guests the keeper stops varnishd once a GET of STOP_PATH, which the VCL passes, is counted
+(MAIN.s_pass); readiness is a GET of READY_PATH (a synth 200).
 """
 
 from __future__ import annotations
@@ -32,15 +30,21 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hugelab import proc
-from hugelab.checks import CONTRADICTED, VERIFIED, Check
+from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
-from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.serverkeep import InPlace, first_child
-from hugelab.workloads.serverkind import ServerKind, answers, judge_switch, tell, version
+from hugelab.workloads.serverkind import (
+    ServerKind,
+    answers,
+    check_madvised,
+    judge_switch,
+    tell,
+    version,
+)
 
 JEMALLOC_THP = ("default", "always", "never")
 APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}
@@ -220,20 +224,8 @@ class VarnishBenchmark(ServerKind):
 def check_varnish(jemalloc_thp: str, server: dict[str, Any]) -> Check:
     """jemalloc's switch from the cache process's mappings: thp:always madvised its storage
     and it is in THP; default and never madvised nothing."""
-    advised = int(server.get("madvised_kb", 0))
-    huge = int(server.get("madvised_thp_kb", 0))
-    total = int(server.get("anon_huge_kb", 0))
-    if jemalloc_thp != "always":
-        if advised:
-            return Check(CONTRADICTED, f"varnishd with jemalloc thp:{jemalloc_thp}, yet "
-                                       f"{amount(advised)} of its memory is madvised", "app")
-        return Check(VERIFIED, f"varnishd with jemalloc thp:{jemalloc_thp} madvised nothing "
-                               f"({amount(total)} in THP by the host's mode)", "app")
-    if not huge:
-        return Check(CONTRADICTED, f"varnishd with jemalloc thp:always madvised "
-                                   f"{amount(advised)} but none of it is in THP", "app")
-    return Check(VERIFIED, f"varnishd with jemalloc thp:always: {amount(huge)} of its "
-                           f"{amount(advised)} madvised memory in THP", "app")
+    return check_madvised(f"varnishd with jemalloc thp:{jemalloc_thp}", jemalloc_thp == "always",
+                          server)
 
 
 def judge(evidence: Mapping[str, Any]) -> Check | None:
