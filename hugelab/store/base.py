@@ -1,7 +1,7 @@
 """What every store does, written once in SQL both engines speak (`?` placeholders, no
 engine-specific functions but the JSON path `json_text`): runs, trials committed one by one,
-resume keys, the fast value path; what the report reads beyond values is `reads.py`, the run
-key's format `keys.py`. No SQL lives outside this package (tests/test_architecture.py).
+resume keys; what is read of a run's trials (rows, the fast value path, repetitions, and what
+the report reads beyond values) is `reads.py`, the run key's format `keys.py`. No SQL lives outside this package (tests/test_architecture.py).
 `sqlite.py` and `postgres.py` add a connection and a dialect; `locate.py` picks one from
 `--store`."""
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Self
 
 from hugelab.errors import RETRIED_CAUSES, StoreError
 from hugelab.store.reads import RunReads
-from hugelab.store.schema import JSON_FIELDS, MIGRATIONS, TRIAL_STATUSES, Trial
+from hugelab.store.schema import MIGRATIONS, TRIAL_STATUSES, Trial
 
 RUN_JSON = ("experiment", "host", "skipped", "sequential")
 
@@ -199,40 +199,6 @@ class SqlStore(RunReads):
                     json.dumps(no_nul(provenance)), t.flag, t.error, t.started, t.ended,
                     t.cause, attempts)))
 
-    def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
-        for r in self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position, target, id",
-                           (run_id,)):
-            d = dict(r)
-            for f in JSON_FIELDS:
-                d[f] = json.loads(d[f])
-            yield d
-
-    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
-        """(block, position, arm, target, status, value) — the fast path for statistics."""
-        return self.tuples(
-            "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
-            "ORDER BY block, position, target, id", (run_id,))
-
-    def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
-                                                  float | None, float | None, float | None,
-                                                  float | None]]:
-        """Ok trials that ran several repetitions in one guest boot (provenance `reps`):
-        (arm, target, block, rep values, rep wall times, boot_s, workload_s, started, ended),
-        in block order. Empty when no trial has repetitions."""
-        reps = self.json_text("provenance", "reps")
-        out = []
-        for arm, target, block, rep, boot_s, work_s, started, ended in self.tuples(
-                f"SELECT arm, target, block, {reps}, {self.json_text('provenance', 'boot_s')}, "
-                f"{self.json_text('provenance', 'workload_s')}, started, ended FROM trials "
-                f"WHERE run_id = ? AND status = 'ok' AND {reps} IS NOT NULL "  # noqa: S608
-                "ORDER BY block, position, target, id", (run_id,)):
-            r = json.loads(rep)
-            vals = [float(v) for v in r.get("values") or [] if v is not None]
-            walls = [float(w) for w in r.get("wall_s") or [] if w is not None]
-            out.append((arm, target, block, vals, walls, _float(boot_s), _float(work_s),
-                        started, ended))
-        return out
-
 
 def no_nul(obj: Any) -> Any:
     """`obj` with every NUL in its strings replaced (U+FFFD): PostgreSQL's text and jsonb
@@ -244,7 +210,3 @@ def no_nul(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return type(obj)(no_nul(v) for v in obj)
     return obj
-
-
-def _float(v: Any) -> float | None:
-    return None if v is None else float(v)

@@ -1,14 +1,17 @@
-"""What the report and the commands read of a run beyond its values: the queries behind
-`hugelab report`, the run summary and a fleet's progress, written once in the SQL both
+"""What the report and the commands read of a run's trials: their rows, the fast value path for
+statistics, repetitions per boot, and the queries behind `hugelab report`, the run summary and a
+fleet's progress, written once in the SQL both
 engines speak (JSON paths through `json_text`). JSON columns come back as their text (or,
 from a JSON path, as text or a number): the reader parses only what it keeps."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hugelab.store.keys import labelled_pattern
+from hugelab.store.schema import JSON_FIELDS
 
 FIRST_COLUMNS = ("unit", "better", "metric")  # columns `first_of` may read
 CHUNK = 500  # blocks per query of `sampled_trials` (SQLite allows 999 parameters)
@@ -21,6 +24,8 @@ class RunReads:
         def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
         def json_text(self, column: str, *path: str | int) -> str: ...
+
+        def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
     def not_ok_trials(self, run_id: int) -> list[tuple[str, str, str, str | None, str | None,
                                                       str | None]]:
@@ -101,3 +106,41 @@ class RunReads:
                            "ON t.run_id = r.id WHERE r.key LIKE ? AND r.label != '' "
                            "GROUP BY r.label", (labelled_pattern(experiment_key),))
         return {str(label): int(n) for label, n in rows}
+
+    def trials(self, run_id: int) -> Iterator[dict[str, Any]]:
+        for r in self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY block, position, target, id",
+                           (run_id,)):
+            d = dict(r)
+            for f in JSON_FIELDS:
+                d[f] = json.loads(d[f])
+            yield d
+
+    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
+        """(block, position, arm, target, status, value) — the fast path for statistics."""
+        return self.tuples(
+            "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
+            "ORDER BY block, position, target, id", (run_id,))
+
+    def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
+                                                  float | None, float | None, float | None,
+                                                  float | None]]:
+        """Ok trials that ran several repetitions in one guest boot (provenance `reps`):
+        (arm, target, block, rep values, rep wall times, boot_s, workload_s, started, ended),
+        in block order. Empty when no trial has repetitions."""
+        reps = self.json_text("provenance", "reps")
+        out = []
+        for arm, target, block, rep, boot_s, work_s, started, ended in self.tuples(
+                f"SELECT arm, target, block, {reps}, {self.json_text('provenance', 'boot_s')}, "
+                f"{self.json_text('provenance', 'workload_s')}, started, ended FROM trials "
+                f"WHERE run_id = ? AND status = 'ok' AND {reps} IS NOT NULL "  # noqa: S608
+                "ORDER BY block, position, target, id", (run_id,)):
+            r = json.loads(rep)
+            vals = [float(v) for v in r.get("values") or [] if v is not None]
+            walls = [float(w) for w in r.get("wall_s") or [] if w is not None]
+            out.append((arm, target, block, vals, walls, _float(boot_s), _float(work_s),
+                        started, ended))
+        return out
+
+
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)
