@@ -2,14 +2,16 @@
 
     PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py [--seeds 901,902,903]
         [--examples postgres-interleaved,redis-thp-interleaved,memcached-interleaved]
-        [--out results.json]
+        [--out results.json] [--keep DIR]
+    PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py --split STORE...
 
 Each run is the command the example's own comment gives, `hugelab run examples/X.toml
 --until-verdict --alpha 0.01 --margin 0.01`, on a copy of the file with only `seed` and `name`
 changed. Per run it prints every comparison's sequential decision at the last look, the
 report's effect and interval, the blocks run, the minutes and the blocks the report flagged as
-run under high machine load, so a miss is quoted with the load it ran under. Every run is
-printed, misses included. It waits for the host test lock, so it never runs beside the suite's
+run under high machine load, so a miss is quoted with the load it ran under, and the A/A
+twin's start-order split (`start_order_split`; `--split` computes it for kept stores). Every
+run is printed, misses included. It waits for the host test lock, so it never runs beside the suite's
 host tests.
 """
 
@@ -18,12 +20,15 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import re
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from cli_runs import run_and_report
+from scipy import stats
 
 LOCK = "/run/lock/hugelab-tests-host.lock"
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +53,39 @@ def _loaded(rep: dict[str, Any]) -> list[int]:
     return [sum(ld.get("high", 0) for ld in loads), sum(ld.get("trials", 0) for ld in loads)]
 
 
+def start_order_split(store: Path, baseline: str) -> dict[str, Any]:
+    """The A/A twin's per-block log-ratio to its baseline (trial values, ok trials, in %, sign
+    as the metric's better direction: + is the twin better), split by which of the two started
+    first (a trial's position in its block is its server's start slot): mean and n of each,
+    and the difference (second minus first) with a Welch 95% interval and p. Post hoc."""
+    twin = f"{baseline}-again"
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT block, position, arm, value, better FROM trials WHERE arm IN "
+                          "(?, ?) AND status = 'ok' AND value > 0", (baseline, twin)).fetchall()
+    by: dict[int, dict[str, tuple[int, float, str]]] = {}
+    for block, pos, arm, value, better in rows:
+        by.setdefault(block, {})[arm] = (pos, value, better)
+    split: dict[bool, list[float]] = {True: [], False: []}
+    for arms in by.values():
+        if len(arms) == 2:
+            (tp, tv, better), (bp, bv, _) = arms[twin], arms[baseline]
+            sign = -1.0 if better == "lower" else 1.0
+            split[tp < bp].append(100 * sign * math.log(tv / bv))
+    first, second = split[True], split[False]
+    out: dict[str, Any] = {"twin_first": [round(sum(first) / max(len(first), 1), 2),
+                                          len(first)],
+                           "twin_second": [round(sum(second) / max(len(second), 1), 2),
+                                           len(second)]}
+    if len(first) > 1 and len(second) > 1:
+        w = stats.ttest_ind(second, first, equal_var=False)
+        ci = w.confidence_interval(0.95)
+        out["second_minus_first"] = [round(float(sum(second) / len(second)
+                                                 - sum(first) / len(first)), 2),
+                                     round(float(ci.low), 2), round(float(ci.high), 2),
+                                     round(float(w.pvalue), 4)]
+    return out
+
+
 def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
     exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
     exp.write_text(held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed))
@@ -59,7 +97,8 @@ def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
         "decision"), "effect_pct": c["effect_pct"], "ci": [c["ci_low_pct"], c["ci_high_pct"]]}
         for c in rep["comparisons"]}
     return {"example": example, "seed": seed, "blocks": rep["blocks"], "look": last["look"],
-            "minutes": round(minutes, 2), "high_load_trials": _loaded(rep), "comparisons": comps}
+            "minutes": round(minutes, 2), "high_load_trials": _loaded(rep), "comparisons": comps,
+            "start_order": start_order_split(store, rep["run"]["baseline"])}
 
 
 def main() -> int:
@@ -67,13 +106,25 @@ def main() -> int:
     ap.add_argument("--examples", default=DEFAULT)
     ap.add_argument("--seeds", default="901,902,903")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--keep", type=Path, help="keep each run's experiment file and store here "
+                    "(default: a temporary directory, removed at the end)")
+    ap.add_argument("--split", type=Path, nargs="+", metavar="STORE",
+                    help="only print the start-order split of these kept stores (no run)")
     args = ap.parse_args()
+    if args.split:
+        for store in args.split:
+            with sqlite3.connect(store) as db:
+                exp = json.loads(db.execute("SELECT experiment FROM runs").fetchone()[0])
+            print(store, json.dumps(start_order_split(store, exp["baseline"])))
+        return 0
     results = []
     with open(LOCK, "a+") as lock, tempfile.TemporaryDirectory() as d:
+        where = args.keep or Path(d)
+        where.mkdir(parents=True, exist_ok=True)
         fcntl.flock(lock, fcntl.LOCK_EX)
         for example in args.examples.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
-                r = one_run(example, seed, Path(d))
+                r = one_run(example, seed, where)
                 results.append(r)
                 print(json.dumps(r), flush=True)
     if args.out:
