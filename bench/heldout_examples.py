@@ -3,14 +3,14 @@
     PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py [--seeds 901,902,903]
         [--examples postgres-interleaved,redis-thp-interleaved,memcached-interleaved]
         [--out results.json] [--keep DIR]
-    PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py --split STORE...
+    PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py --stores STORE...
 
 Each run is the command the example's own comment gives, `hugelab run examples/X.toml
 --until-verdict --alpha 0.01 --margin 0.01`, on a copy of the file with only `seed` and `name`
 changed. Per run it prints every comparison's sequential decision at the last look, the
 report's effect and interval, the blocks run, the minutes and the blocks the report flagged as
 run under high machine load, so a miss is quoted with the load it ran under, and the A/A
-twin's start-order split (`start_order_split`; `--split` computes it for kept stores). Every
+twin's start-order split (`start_order_split`; `--stores` summarizes kept stores). Every
 run is printed, misses included. It waits for the host test lock, so it never runs beside the suite's
 host tests.
 """
@@ -23,12 +23,15 @@ import json
 import math
 import re
 import sqlite3
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from cli_runs import run_and_report
+from cli_runs import HUGELAB, run_and_report
 from scipy import stats
+
+from hugelab.trial.load import high_load
 
 LOCK = "/run/lock/hugelab-tests-host.lock"
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,19 +89,45 @@ def start_order_split(store: Path, baseline: str) -> dict[str, Any]:
     return out
 
 
+def report_json(store: Path) -> dict[str, Any]:
+    """`hugelab report --json` of a kept store's run."""
+    return json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+def _flagged_blocks(store: Path) -> list[int]:
+    """[blocks with any trial under high machine load (the report's rule, `high_load`),
+    blocks]: an interleaved block's trials run at once and share one load reading."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT block, monitors FROM trials").fetchall()
+    flagged = {b for b, m in rows if high_load((json.loads(m) or {}).get("load") or {})}
+    return [len(flagged), len({b for b, _ in rows})]
+
+
+def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
+    """One finished run: each comparison's final sequential decision and the look it came at
+    (a comparison decided early, or stopped as futile, keeps that decision: it is absent from
+    later looks), the report's effect and interval, load, and the twin's start-order split."""
+    seq = rep["run"]["sequential"] or {"looks": [{"look": None}]}  # none: a --blocks run
+    decided = seq.get("decided") or {}
+    comps = {c["candidate"]: {"decision": (decided.get(c["candidate"]) or {}).get("decision"),
+                              "at_look": (decided.get(c["candidate"]) or {}).get("look"),
+                              "effect_pct": c["effect_pct"],
+                              "ci": [c["ci_low_pct"], c["ci_high_pct"]]}
+             for c in rep["comparisons"]}
+    return {"blocks": rep["blocks"], "look": seq["looks"][-1]["look"],
+            "high_load_trials": _loaded(rep), "high_load_blocks": _flagged_blocks(store),
+            "comparisons": comps, "start_order": start_order_split(store, rep["run"]["baseline"])}
+
+
 def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
     exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
     exp.write_text(held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed))
     rep, error, minutes = run_and_report(exp, store, ARGS, 1800)
     if rep is None:
         return {"example": example, "seed": seed, "error": error, "minutes": round(minutes, 2)}
-    last = rep["run"]["sequential"]["looks"][-1]
-    comps = {c["candidate"]: {"decision": last["decisions"].get(c["candidate"], {}).get(
-        "decision"), "effect_pct": c["effect_pct"], "ci": [c["ci_low_pct"], c["ci_high_pct"]]}
-        for c in rep["comparisons"]}
-    return {"example": example, "seed": seed, "blocks": rep["blocks"], "look": last["look"],
-            "minutes": round(minutes, 2), "high_load_trials": _loaded(rep), "comparisons": comps,
-            "start_order": start_order_split(store, rep["run"]["baseline"])}
+    return {"example": example, "seed": seed, "minutes": round(minutes, 2),
+            **summary(rep, store)}
 
 
 def main() -> int:
@@ -108,14 +137,17 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--keep", type=Path, help="keep each run's experiment file and store here "
                     "(default: a temporary directory, removed at the end)")
-    ap.add_argument("--split", type=Path, nargs="+", metavar="STORE",
-                    help="only print the start-order split of these kept stores (no run)")
+    ap.add_argument("--stores", type=Path, nargs="+", metavar="STORE",
+                    help="only summarize these kept stores' finished runs (no run; minutes "
+                    "from the run's own start and finish)")
     args = ap.parse_args()
-    if args.split:
-        for store in args.split:
+    if args.stores:
+        for store in args.stores:
             with sqlite3.connect(store) as db:
-                exp = json.loads(db.execute("SELECT experiment FROM runs").fetchone()[0])
-            print(store, json.dumps(start_order_split(store, exp["baseline"])))
+                created, finished = db.execute("SELECT created, finished FROM runs").fetchone()
+            rep = report_json(store)
+            print(json.dumps({"store": str(store), "run_minutes": round(
+                (finished - created) / 60, 2), **summary(rep, store)}), flush=True)
         return 0
     results = []
     with open(LOCK, "a+") as lock, tempfile.TemporaryDirectory() as d:
