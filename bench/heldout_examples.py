@@ -104,14 +104,31 @@ def _flagged_blocks(store: Path) -> list[int]:
     return [len(flagged), len({b for b, _ in rows})]
 
 
+def _minutes_at(store: Path, blocks: int | None) -> float | None:
+    """Minutes from the run's start to the end of its first `blocks` blocks (a look's time)."""
+    if blocks is None:
+        return None
+    with sqlite3.connect(store) as db:
+        t0, t1 = db.execute("SELECT r.created, MAX(t.ended) FROM runs r JOIN trials t ON "
+                            "t.run_id = r.id WHERE t.block < ?", (blocks,)).fetchone()
+    return round((t1 - t0) / 60, 2) if t1 is not None else None
+
+
 def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
     """One finished run: each comparison's final sequential decision and the look it came at
     (a comparison decided early, or stopped as futile, keeps that decision: it is absent from
     later looks), the report's effect and interval, load, and the twin's start-order split."""
     seq = rep["run"]["sequential"] or {"looks": [{"look": None}]}  # none: a --blocks run
     decided = seq.get("decided") or {}
-    comps = {c["candidate"]: {"decision": (decided.get(c["candidate"]) or {}).get("decision"),
-                              "at_look": (decided.get(c["candidate"]) or {}).get("look"),
+    sizes = (seq.get("plan") or {}).get("look_sizes") or []
+
+    def at(name: str) -> dict[str, Any]:
+        d = decided.get(name) or {}
+        n = sizes[d["look"] - 1] if d.get("look") and len(sizes) >= d["look"] else None
+        return {"decision": d.get("decision"), "at_look": d.get("look"), "at_blocks": n,
+                "at_minutes": _minutes_at(store, n)}
+
+    comps = {c["candidate"]: {**at(c["candidate"]),
                               "effect_pct": c["effect_pct"],
                               "ci": [c["ci_low_pct"], c["ci_high_pct"]]}
              for c in rep["comparisons"]}
