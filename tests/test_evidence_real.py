@@ -15,8 +15,9 @@ from hugelab.runner import Runner
 from hugelab.store import Store
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED, check_tree
 from hugelab.trial.native import NativeTarget
+from hugelab.vm.common.guestapi import GUEST_THP_ENABLED
 from hugelab.vm.common.spec import VmSpec
-from hugelab.vm.own.guest import GUEST_THP_ENABLED, Guest
+from hugelab.vm.own.guest import Guest
 from hugelab.vm.trial import _run_one, net_specs
 from hugelab.workloads.make_build import MakeBuild
 from hugelab.workloads.redis import RedisBenchmark

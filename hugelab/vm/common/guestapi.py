@@ -7,15 +7,16 @@ The kinds, and where each lives:
   to hugelab's in-guest agent over virtio-serial (`hugelab.vm.own.agenttarget.AgentTarget`);
 - the same guest started and owned by libvirtd (`hugelab.vm.own.libvirt_own.LibvirtGuest`);
 - a transient copy of a user's libvirt domain (`hugelab.vm.domains.libvirt_guest.DomainGuest`),
-  whose target is its qemu-guest-agent (`QgaTarget`) or, for a guest without one, SSH
-  (`hugelab.vm.domains.ssh.SshTarget`).
+  whose target is its qemu-guest-agent (`hugelab.vm.domains.qga.QgaTarget`) or, for a guest
+  without one, SSH (`hugelab.vm.domains.ssh.SshTarget`).
 
 A guest is a context manager: entering it boots the guest and makes its guest layer (THP
 modes, pools) true, or raises a `hugelab.errors.VMError` (a `HugelabError`) after cleaning up
 what it started; leaving it (or `close`) ends the guest and removes its files and records. A
 `close` while a workload still runs ends the guest under it (a server the guest cannot stop).
 
-`write_guest_mthp` writes the guest layer's multi-size THP through any guest's target.
+`apply_guest_layer` makes the guest layer true through any guest's target, the same way in
+every kind of guest (THP mode, multi-size THP with `write_guest_mthp`, pools read back).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from hugelab.errors import VMError
+from hugelab.units import exact
 from hugelab.vm.common.spec import VmSpec, guest_mthp_writes
 from hugelab.workloads.base import ExecResult
 
@@ -114,3 +116,33 @@ def write_guest_mthp(target: GuestTarget, spec: VmSpec) -> None:
             raise VMError(f"the guest cannot set {path} to {mode!r}: {exc.message}",
                           hint="multi-size THP needs a guest kernel of Linux 6.8 or later "
                                "offering that size") from exc
+
+
+GUEST_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def apply_guest_layer(target: GuestTarget, spec: VmSpec, *, write_pools: bool) -> None:
+    """Make the arm's guest layer true through any guest's target: its THP mode, its
+    multi-size THP, and its pools (written here with `write_pools`; hugelab's own guests
+    reserve theirs on the kernel command line), each pool checked against the ask.
+
+    `transparent_hugepage=` on a command line is not enough: a kernel with less than 512 MiB
+    of RAM turns THP off at boot whatever the command line says."""
+    if spec.guest_thp is not None:
+        target.write_file(GUEST_THP_ENABLED, spec.guest_thp)
+    write_guest_mthp(target, spec)
+    for size_kb, want in ((2048, spec.guest_hugepages_2m), (1048576, spec.guest_hugepages_1g)):
+        if not want:
+            continue
+        path = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
+        if write_pools:
+            target.write_file(path, str(want))
+        try:
+            got = int(target.read_file(path))
+        except VMError:
+            got = 0
+        if got < want:
+            raise VMError(f"the guest reserved {got} of the {want} huge pages of "
+                          f"{exact(size_kb)} it was asked for",
+                          hint="give the guest more memory, or (1G) a CPU with pdpe1gb")
+

@@ -36,3 +36,18 @@ def log_tail(path: Path, n: int = SERIAL_TAIL_LINES) -> str:
     except OSError:
         return ""
     return "\n".join(lines[-n:])
+
+
+def failure_detail(workdir: Path | None) -> str:
+    """The last lines of a guest's QEMU log and serial console in its working directory."""
+    if workdir is None:
+        return ""
+    parts = []
+    qlog = log_tail(workdir / "qemu.log", 10)
+    if qlog:
+        parts.append("QEMU says:\n" + qlog)
+    serial = log_tail(workdir / "serial.log")
+    if serial:
+        parts.append("serial console (last lines):\n" + serial)
+    return "\n".join(parts)
+

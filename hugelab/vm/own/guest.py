@@ -24,15 +24,14 @@ from typing import Any, Self
 from hugelab.errors import VMError
 from hugelab.proc import start as start_process
 from hugelab.proc import wait_for, which
-from hugelab.units import exact
 from hugelab.vm.common.evidence import qemu_memory_evidence
-from hugelab.vm.common.guestapi import write_guest_mthp
+from hugelab.vm.common.guestapi import apply_guest_layer
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own import accel
 from hugelab.vm.own.agentchannel import AgentChannel
 from hugelab.vm.own.agenttarget import AgentTarget
 from hugelab.vm.own.backingcheck import check_file_backing
-from hugelab.vm.own.bootfailure import failure_hint, log_tail
+from hugelab.vm.own.bootfailure import failure_detail, failure_hint
 from hugelab.vm.own.initramfs import (
     InitramfsSpec,
     cached_initramfs,
@@ -42,12 +41,11 @@ from hugelab.vm.own.initramfs import (
 )
 from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.own.qemurecords import register_pending, register_qemu, state_dir
-from hugelab.vm.own.qmp import QMP
+from hugelab.vm.own.qmp import QMP, stop_qemu
 
 BOOT_TIMEOUT_S = {"kvm": 60.0, "tcg": 180.0}
 EXEC_SLACK_S = {"kvm": 30.0, "tcg": 120.0}  # agent round trip on top of a command's own timeout
 
-GUEST_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 # --- the guest -----------------------------------------------------------------------------------
 
@@ -151,7 +149,7 @@ class Guest:
         try:
             self._launch(kernel, accel, initrd)
         except BaseException as exc:
-            detail = self._failure_detail()
+            detail = failure_detail(self._tmpdir)
             exited = self._proc.poll() if self._proc is not None else None
             self.close()
             if not isinstance(exc, Exception):
@@ -209,31 +207,7 @@ class Guest:
                                    "raise boot_timeout under TCG") from exc
             raise VMError("QEMU exited during boot") from exc
         self.boot_s = time.monotonic() - t0
-        self._apply_guest_layer()
-
-    def _apply_guest_layer(self) -> None:
-        """Make the guest layer true: THP mode via sysfs, pools checked against the ask.
-
-        `transparent_hugepage=` on the command line is not enough: a kernel with less than
-        512 MiB of RAM turns THP off at boot whatever the command line says.
-        """
-        t = self.target
-        if self.spec.guest_thp is not None:
-            t.write_file(GUEST_THP_ENABLED, self.spec.guest_thp)
-        write_guest_mthp(t, self.spec)
-        for size_kb, want in ((2048, self.spec.guest_hugepages_2m),
-                              (1048576, self.spec.guest_hugepages_1g)):
-            if not want:
-                continue
-            path = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
-            try:
-                got = int(t.read_file(path))
-            except VMError:
-                got = 0
-            if got < want:
-                raise VMError(f"the guest reserved {got} of the {want} huge pages of "
-                              f"{exact(size_kb)} it was asked for",
-                              hint="give the guest more memory, or (1G) a CPU with pdpe1gb")
+        apply_guest_layer(self.target, self.spec, write_pools=False)  # pools: on the cmdline
 
     def _wait_for_socket(self, path: Path, deadline: float) -> None:
         if not wait_for(path.exists, deadline - time.monotonic(), interval_s=0.02,
@@ -242,24 +216,12 @@ class Guest:
                 raise VMError("QEMU exited during startup")
             raise VMError(f"QEMU did not create {path.name} in time")
 
-    def _failure_detail(self) -> str:
-        if self._tmpdir is None:
-            return ""
-        parts = []
-        qlog = log_tail(self._tmpdir / "qemu.log", 10)
-        if qlog:
-            parts.append("QEMU says:\n" + qlog)
-        serial = log_tail(self._tmpdir / "serial.log")
-        if serial:
-            parts.append("serial console (last lines):\n" + serial)
-        return "\n".join(parts)
-
     # -- stop -----------------------------------------------------------------------------------
     def close(self) -> None:
         """QMP quit, then SIGTERM, then SIGKILL; then remove sockets, logs and the state record."""
         self._closed = True
         try:
-            self._stop_qemu()
+            stop_qemu(self._proc, self._qmp)
         finally:
             for closer in (self._channel.close if self._channel else None,
                            self._qmp.close if self._qmp else None):
@@ -273,29 +235,6 @@ class Guest:
             if self._record is not None:
                 self._record.unlink(missing_ok=True)
                 self._record = None
-
-    def _stop_qemu(self) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        try:
-            if proc.poll() is None and self._qmp is not None:
-                with contextlib.suppress(Exception):
-                    self._qmp.settimeout(3.0)
-                    self._qmp.cmd("quit")
-                self._wait(proc, 5.0)
-            if proc.poll() is None:
-                proc.terminate()
-                self._wait(proc, 5.0)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-    @staticmethod
-    def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(seconds)
 
 
 # --- the accelerator probe -----------------------------------------------------------------------

@@ -9,6 +9,8 @@ before the greeting is still an error."""
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 from typing import Any
 
 from qemu.qmp.error import ProtocolError
@@ -56,3 +58,28 @@ class QMP(QEMUMonitorProtocol):
     def early_events(self) -> list[dict[str, Any]]:
         """The events QEMU sent before its greeting on the last connect."""
         return self._qmp.early_events
+
+
+def stop_qemu(proc: subprocess.Popen[bytes] | None, qmp: QMP | None) -> None:
+    """End a guest's QEMU: QMP `quit`, then SIGTERM, then SIGKILL, a few seconds each."""
+    if proc is None:
+        return
+    try:
+        if proc.poll() is None and qmp is not None:
+            with contextlib.suppress(Exception):
+                qmp.settimeout(3.0)
+                qmp.cmd("quit")
+            _wait(proc, 5.0)
+        if proc.poll() is None:
+            proc.terminate()
+            _wait(proc, 5.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(seconds)
+
