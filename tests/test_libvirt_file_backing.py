@@ -11,7 +11,7 @@ import pytest
 from hugelab.experiment.parse import parse_experiment
 from hugelab.planning.domains import resolve_or_note
 from hugelab.vm.common.libvirtd import DomainError
-from hugelab.vm.domains.libvirt_guest import check_own_libvirt_file, resolve_experiment
+from hugelab.vm.domains.domainresolve import check_own_libvirt_file, resolve_experiment
 
 MOUNTS_NONE = "proc /proc proc rw 0 0\n"
 MOUNTS_2M = MOUNTS_NONE + "hugetlbfs /dev/hugepages hugetlbfs rw,pagesize=2M 0 0\n"

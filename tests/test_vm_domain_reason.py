@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hugelab.errors import WorkloadError
-from hugelab.vm.domains.libvirt_guest import QgaTarget
+from hugelab.vm.domains.qga import QgaTarget
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.command import check_exit
 

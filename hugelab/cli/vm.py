@@ -172,7 +172,7 @@ def cmd_libvirt_xml(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from hugelab.vm.common.libvirtd import connect
     from hugelab.vm.domains import domain as dx
-    from hugelab.vm.domains import libvirt_guest as lg
+    from hugelab.vm.domains import domainresolve as lg
     exp = load_experiment(args.experiment)
     arm = next((a for a in exp.arms if a.name == args.arm), None)
     if arm is None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from hugelab.experiment import Arm, Experiment
 from hugelab.vm.common.libvirtd import DomainError, connect
-from hugelab.vm.domains.libvirt_guest import check_own_libvirt_file, resolve
+from hugelab.vm.domains.domainresolve import check_own_libvirt_file, resolve
 
 UNCHECKED = ("that the domain exists", "its memory and vCPUs (the cells show the file's, or "
              "none)", "that it is shut off, or its disks read-only")

@@ -28,7 +28,7 @@ from hugelab.runner.record import TrialRecorder
 from hugelab.store import SqlStore
 from hugelab.store.keys import run_key
 from hugelab.trial import monitors
-from hugelab.vm.domains.libvirt_guest import resolve_experiment
+from hugelab.vm.domains.domainresolve import resolve_experiment
 from hugelab.vm.trial import GuestOutcome, vm_spec
 from hugelab.workloads import process_thp
 from hugelab.workloads.base import Target, Workload

@@ -18,8 +18,8 @@ from hugelab.proc import run
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.common.spec import safe_name
 from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.domainresolve import user_xml
 from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
-from hugelab.vm.domains.libvirt_guest import user_xml
 
 IMAGES_ROOT = Path("/var/lib/libvirt/images/hugelab-domains")  # define_image_domain's copies
 DOMAIN_VERSION = 3  # bump when image_domain_xml changes: older demo domains are defined again

@@ -295,7 +295,7 @@ def transient_xml(user_xml: str, spec: VmSpec, *, name: str,
                   nvram_copy: str | None = None, ssh_forward: tuple[int, int] | None = None
                   ) -> str:
     """The XML of the transient copy: `name`, no UUID, the spec's memory backing, memory and
-    vCPUs (the domain's own unless the arm set them: see libvirt_guest.resolve), and the disks
+    vCPUs (the domain's own unless the arm set them: see domainresolve.resolve), and the disks
     in `overlays` (image -> overlay path) redirected. `ssh_forward` (host port, guest port):
     a NIC of its own reaching the guest's SSH server from 127.0.0.1 (see `_ssh_nic`)."""
     root = copy.deepcopy(parse(user_xml))
