@@ -137,8 +137,9 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     pools = ", ".join(f"{x['pages']} x {x['size']}" + (f" on node {x['node']}" if x["node"]
                       is not None else "") for x in h["pools"]) or "none"
     measured = any(c["basis"] == "measured" for c in p["cells"])
-    con.print(f"trials: {p['trials_per_block']} per block, {p['trials']} in all; guests booted "
-              f"per block: {p['guests_per_block']} (boot {p['boot_s']:.1f} s, {p['boot_basis']})",
+    guests = f"; guests booted per block: {p['guests_per_block']} (boot {p['boot_s']:.1f} s, " \
+        f"{p['boot_basis']})" if p["guests_per_block"] else ""  # none: no boot to estimate
+    con.print(f"trials: {p['trials_per_block']} per block, {p['trials']} in all{guests}",
               highlight=False, markup=False)
     con.print(f"host changes (journaled, restored at the end): THP enabled/defrag {modes}; "
               f"pools {pools}; hugetlbfs mounts {', '.join(h['hugetlbfs_mounts']) or 'none'}",
