@@ -57,9 +57,10 @@ class PoolKeeper:
             try:
                 control.ensure_free(size_kb_from_name(size), pages, node)
             except PoolError as exc:
+                why = f"{exc.message}; hint: {exc.hint}" if exc.hint else exc.message
                 for name, need in needs.items():
                     if (size, node) in need:
-                        out[name] = exc.message
+                        out[name] = why
         return out
 
     def for_unit(self, control: HostControl, arms: list[Arm]) -> tuple[str | None, dict[str, Any]]:
