@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hugelab.workloads.mariadb import datadir, workload
+from hugelab.workloads.mariadb import datadir, template, workload
 from tests.hostguard import workload_processes
 
 TABLES, TABLE_SIZE = 1, 50
@@ -34,7 +34,7 @@ def _build(start: Any, out: Any) -> None:
     """In a child: wait for the other, then ask for the template; what it got, or the error."""
     start.wait(timeout=60)
     try:
-        out.put(("ok", str(workload.ensure_template(TABLES, TABLE_SIZE))))
+        out.put(("ok", str(template.ensure_template(TABLES, TABLE_SIZE))))
     except BaseException as exc:  # noqa: BLE001 - the parent reports it
         out.put(("error", f"{type(exc).__name__}: {exc}"))
 

@@ -16,10 +16,8 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import WorkloadResult
-from hugelab.workloads.command import first_version
 from hugelab.workloads.guestside import DomainHandle, DomainServers, GuestSide, Way
-from hugelab.workloads.mariadb import datadir, oltp, server, userdata
-from hugelab.workloads.servermem import server_tree
+from hugelab.workloads.mariadb import datadir, evidence, oltp, server, userdata
 
 PORT = 13306  # on the guest's loopback; not 3306, where the guest's own server may listen
 UNIT = "hugelab-mariadbd"
@@ -93,30 +91,20 @@ class DomainTrial:
     def _result(self, handle: DomainHandle, res: Any, large: bool) -> WorkloadResult:
         w = self.w
         metrics = oltp.parse(res.stdout)
-        rows = oltp.histogram(res.stdout)
-        if rows:
-            lat = np.repeat([v for v, _ in rows], [c for _, c in rows])
+        lat = oltp.latencies_ms(res.stdout)
+        if lat.size:
             for p in oltp.PERCENTILES:
                 metrics[f"p{p:g}_ms"] = float(np.percentile(lat, p))
         log = handle.side.way_read(f"{self.top}/error.log") or ""
         maps = server.hugetlb_mappings(handle.side.smaps(handle.pid))
-        memory = handle.memory()
         result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                                 better="higher")
-        result.evidence["mariadb"] = {"large_pages": large,
-                                      "buffer_pool_kb": w.buffer_pool_bytes() // 1024,
-                                      "mappings": maps, **server.report(log)}
-        result.evidence["server"] = memory
-        if memory:  # the server's own: the guest's sampled tree is sysbench's
-            hugetlb: dict[int, int] = {}
-            for m in maps:
-                hugetlb[m["page_kb"]] = hugetlb.get(m["page_kb"], 0) + m["size_kb"]
-            result.evidence["tree"] = {**server_tree("mariadbd", memory,
-                                                     f"guest {self.way.name}"),
-                                       "hugetlb_by_page_kb": hugetlb}
+        # the server's own tree: the guest's sampled tree is sysbench's
+        evidence.record(result, large, w.buffer_pool_bytes(), log, maps, handle.memory(),
+                        f"guest {self.way.name}")
         result.info.update({"tool": "sysbench", "script": w.script, "backing": self.backing,
                             "where": "domain", "client": f"guest {self.way.name}",
-                            "server_version": first_version(log, r"Version: '([^']+)'")})
+                            "server_version": evidence.server_version(log)})
         if w.dump:
             result.info["user_data"] = {"dump": w.dump}
         return result

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hugelab.errors import WorkloadError
 from hugelab.workloads.command import LOOPBACK, tail
 from hugelab.workloads.mariadb.datadir import DATABASE
@@ -48,6 +50,13 @@ def histogram(text: str) -> list[tuple[float, int]]:
     """(latency ms, count) rows of sysbench's --histogram output."""
     rows = re.findall(r"^\s*([0-9.]+)\s+\|\**\s+(\d+)\s*$", text, re.MULTILINE)
     return [(float(v), int(c)) for v, c in rows]
+
+
+def latencies_ms(text: str) -> np.ndarray:
+    """Every transaction's latency in ms from sysbench's --histogram output: each bucket's
+    value, as often as it counted (empty without a histogram)."""
+    rows = histogram(text)
+    return np.repeat([v for v, _ in rows], [c for _, c in rows]) if rows else np.empty(0)
 
 
 def percentile(rows: list[tuple[float, int]], p: float) -> float | None:

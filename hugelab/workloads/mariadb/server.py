@@ -1,13 +1,17 @@
-"""One trial's mariadbd: its argv (pure), the server's own report of large pages (its error
-log's warnings and `large_pages`), and its mappings read just before it stops."""
+"""One trial's mariadbd: its argv (pure), its start on a free loopback port (a failure led by
+its own error log), the running server (`Server`), the server's own report of large pages (its
+error log's warnings and `large_pages`), and its mappings read just before it stops."""
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hugelab.workloads.command import LOOPBACK
+from hugelab.errors import WorkloadError
+from hugelab.workloads.command import LOOPBACK, LocalServer, ServerHandle
 
 SERVER = "/usr/sbin/mariadbd"
 # hugelab's own settings, which an arm's app cannot change: a private datadir, socket and port
@@ -17,6 +21,8 @@ RESERVED = frozenset({"datadir", "socket", "port", "bind-address", "user", "pid-
 FIXED = ("--key-buffer-size=8M", "--aria-pagecache-buffer-size=8M",
          "--innodb-buffer-pool-dump-at-shutdown=0", "--innodb-buffer-pool-load-at-startup=0",
          "--innodb-fast-shutdown=2", "--skip-name-resolve", "--performance-schema=0")
+LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
+SMALL_CACHES = 2 * (8 << 20)  # key buffer and Aria page cache, as FIXED sets them
 _FAILED = re.compile(r"Couldn't allocate (\d+) bytes \(Large/HugeTLB memory page size (\d+)\)")
 
 
@@ -30,6 +36,14 @@ def argv(top: Path, port: int, buffer_pool: str, large_pages: bool,
            f"--innodb-buffer-pool-size={buffer_pool}", *FIXED]
     out += [f"--{k.replace('_', '-')}={_value(v)}" for k, v in settings]
     return out + (["--large-pages"] if large_pages else [])
+
+
+def large_pages_bytes(pool: int, page_size: int) -> int:
+    """Bytes the server maps with --large-pages in pages of `page_size`, for a buffer pool of
+    `pool` bytes: the pool (and its block descriptors, about 3%), two redo log buffers and two
+    small caches, each in whole pages (pure)."""
+    parts = (pool, math.ceil(pool * 0.03), LOG_BUFFERS, SMALL_CACHES, 4 << 20)
+    return sum(math.ceil(p / page_size) * page_size for p in parts)
 
 
 def _value(v: Any) -> str:
@@ -63,3 +77,36 @@ def mappings(pid: int) -> list[dict[str, int]]:
         return hugetlb_mappings(Path(f"/proc/{pid}/smaps").read_text())
     except OSError:
         return []
+
+
+@dataclass
+class Server:
+    """One trial's running mariadbd: its private directory, handle and settings."""
+
+    top: Path
+    handle: ServerHandle
+    large: bool
+    pool: int
+    sysbench_version: str | None = None
+
+    @property
+    def pid(self) -> int:
+        return int(getattr(getattr(self.handle, "proc", None), "pid", 0))
+
+    def log(self) -> str:
+        path = self.top / "error.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def start(top: Path, pool: str, large: bool, settings: tuple[tuple[str, Any], ...]
+          ) -> ServerHandle:
+    """mariadbd on a free loopback port; a failure leads with the server's own error log."""
+    try:
+        return LocalServer(ready_timeout_s=120.0).start(
+            lambda port: argv(top, port, pool, large, settings), "mariadbd")
+    except WorkloadError as exc:
+        log = top / "error.log"
+        said = report(log.read_text(errors="replace"))["errors"] if log.exists() else []
+        if not said:
+            raise
+        raise WorkloadError("mariadbd did not start: " + "; ".join(said)) from exc

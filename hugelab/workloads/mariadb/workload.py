@@ -28,41 +28,35 @@ error log, where it says which allocations it could not get in huge pages (a fal
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 import shutil
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.errors import ExperimentError, WorkloadError
-from hugelab.proc import run, which
-from hugelab.units import amount, parse_size
+from hugelab.proc import which
+from hugelab.units import parse_size
 from hugelab.workloads import interleave
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.command import (
-    LOOPBACK,
-    LocalServer,
-    ServerHandle,
-    check_exit,
-    first_version,
-    server_memory,
-)
+from hugelab.workloads.command import LOOPBACK, check_exit, first_version, server_memory
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, Tool
-from hugelab.workloads.mariadb import datadir, indomain, oltp, server, userdata
+from hugelab.workloads.mariadb import (
+    datadir,
+    evidence,
+    indomain,
+    oltp,
+    rules,
+    server,
+    template,
+    userdata,
+)
+from hugelab.workloads.mariadb.evidence import check
+from hugelab.workloads.mariadb.server import Server
 from hugelab.workloads.reqmix import mysql_server
-from hugelab.workloads.servermem import server_tree
-
-BACKINGS = ("4k", "hugetlb-2M")
-LOG_BUFFERS = 2 * (16 << 20)  # innodb_log_buffer_size (16 MiB), double-buffered
-SMALL_CACHES = 2 * (8 << 20)  # key buffer and Aria page cache, as server.FIXED sets them
-_TEMPLATES: dict[str, Path] = {}
 
 
 @dataclass(frozen=True)
@@ -89,32 +83,7 @@ class Mariadb:
     kind: str = field(default="mariadb", init=False)
 
     def __post_init__(self) -> None:
-        if self.script not in oltp.SCRIPTS and not self.script.endswith(".lua"):
-            raise ExperimentError(f"mariadb: script {self.script!r}: one of "
-                                  f"{', '.join(oltp.SCRIPTS)}, or a .lua file")
-        for name in ("tables", "table_size", "threads"):
-            if getattr(self, name) < 1:
-                raise ExperimentError(f"mariadb: {name} must be at least 1")
-        if self.duration_s < 1 or self.window_s < 1 or self.warmup_s < 0:
-            raise ExperimentError("mariadb: duration_s and window_s are whole seconds, at "
-                                  "least 1; warmup_s at least 0")
-        if self.window_ops is not None and (self.window_ops < 1 or self.warm_ops < 0):
-            raise ExperimentError("mariadb: window_ops is at least 1 and warm_ops at least 0")
-        object.__setattr__(self, "app", tuple(self.app))
-        for key, value in self.app:
-            if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
-                raise ExperimentError(f"mariadb: app sets {key}, which hugelab sets itself")
-            if key == "large_pages" and not isinstance(value, bool):
-                raise ExperimentError(f"mariadb: app large_pages must be true or false, "
-                                      f"got {value!r}")
-        self.buffer_pool_bytes()
-        for key in ("dump", "datadir"):
-            if getattr(self, key):
-                object.__setattr__(self, key, os.path.abspath(getattr(self, key)))
-        userdata.check(self.dump, self.datadir, self.script, self.database, self.tables,
-                       self.script in oltp.SCRIPTS or self.window_ops is not None)
-        if self.arm_backing is not None:
-            self._check_backing(self.arm_backing)
+        rules.validate(self)
 
     def buffer_pool_bytes(self) -> int:
         value = dict(self.app).get("innodb_buffer_pool_size", self.buffer_pool)
@@ -126,16 +95,6 @@ class Mariadb:
     def large_pages(self) -> bool:
         given = dict(self.app).get("large_pages")
         return bool(given) if given is not None else self.arm_backing == "hugetlb-2M"
-
-    def _check_backing(self, backing: str) -> None:
-        if backing not in BACKINGS:
-            raise ExperimentError(f"mariadb: backing {backing!r} is not one the server's "
-                                  f"memory can be given; use {', '.join(BACKINGS)}",
-                                  hint="4k without large pages, hugetlb-2M with them")
-        if self.large_pages() != (backing == "hugetlb-2M"):
-            raise ExperimentError(f"mariadb: large_pages = {self.large_pages()} does not go "
-                                  f"with backing {backing}",
-                                  hint="leave large_pages unset: it follows the backing")
 
     def for_arm(self, arm: Any) -> Mariadb:
         """This workload as `arm` runs it: its backing decides large_pages."""
@@ -154,10 +113,7 @@ class Mariadb:
             return None
         if not self.large_pages():
             return 0
-        page_size = parse_size(size)
-        pool = self.buffer_pool_bytes()
-        parts = (pool, math.ceil(pool * 0.03), LOG_BUFFERS, SMALL_CACHES, 4 << 20)
-        return sum(math.ceil(p / page_size) * page_size for p in parts)
+        return server.large_pages_bytes(self.buffer_pool_bytes(), parse_size(size))
 
     def settings(self) -> tuple[tuple[str, Any], ...]:
         return tuple((k, v) for k, v in self.app
@@ -165,14 +121,14 @@ class Mariadb:
 
     def preflight(self, backing: str) -> None:
         if self.domain_arm:  # the guest's own programs, checked in the trial
-            self._check_backing(backing)
+            rules.check_backing(self, backing)
             return
         for tool in ("sysbench", "mariadb-install-db", "mariadb"):
             which(tool)
         if not Path(server.SERVER).exists():
             raise WorkloadError(f"mariadb: {server.SERVER} is missing",
                                 hint=f"apt-get install {datadir.PACKAGE}")
-        self._check_backing(backing)
+        rules.check_backing(self, backing)
 
     def exec_timeout(self) -> float:
         return self.timeout_s or self.duration_s + self.warmup_s + 120.0
@@ -181,7 +137,7 @@ class Mariadb:
     def start(self, backing: str) -> Server:
         """A private datadir copied from the template, its server up with the arm's setting;
         the caller stops it (stop)."""
-        self._check_backing(backing)
+        rules.check_backing(self, backing)
         template = self.template()
         top = datadir.new_dir("trial")
         try:
@@ -193,19 +149,13 @@ class Mariadb:
             else:
                 datadir.copy_template(template, top)
             large, pool = self.large_pages(), self.buffer_pool_bytes()
-            return Server(top, start(top, str(pool), large, settings), large, pool)
+            return Server(top, server.start(top, str(pool), large, settings), large, pool)
         except BaseException:
             shutil.rmtree(top, ignore_errors=True)
             raise
 
     def template(self) -> Path:
-        """What each trial's datadir is copied from: the user's datadir, the one loaded from
-        their dump, or sysbench's tables (both cached)."""
-        if self.datadir:
-            return Path(self.datadir)
-        if self.dump:
-            return ensure_dump_template(self.dump, self.database)
-        return ensure_template(self.tables, self.table_size)
+        return template.source(self)
 
     def warm(self, target: Target, srv: Server) -> None:
         if self.warmup_s >= 1:
@@ -221,10 +171,7 @@ class Mariadb:
                           timeout=self.exec_timeout())
         check_exit(res, "sysbench")
         srv.sysbench_version = first_version(res.stdout, r"sysbench (\S+)")
-        rows = oltp.histogram(res.stdout)
-        lat = np.repeat([v * 1000.0 for v, _ in rows], [c for _, c in rows]) if rows \
-            else np.empty(0)
-        return oltp.parse(res.stdout), lat
+        return oltp.parse(res.stdout), oltp.latencies_ms(res.stdout) * 1000.0
 
     def finish(self, srv: Server, windows: list[dict[str, float]], latencies: np.ndarray,
                backing: str) -> WorkloadResult:
@@ -258,18 +205,11 @@ class Mariadb:
         """The arm's result: `metrics`, and its own server's evidence, read now."""
         result = WorkloadResult(metrics=metrics, primary=primary, unit="transactions/s",
                                 better="higher")
-        log, maps, memory = srv.log(), server.mappings(srv.pid), server_memory(srv.handle)
-        result.evidence["mariadb"] = {"large_pages": srv.large, "buffer_pool_kb": srv.pool // 1024,
-                                      "mappings": maps, **server.report(log)}
-        result.evidence["server"] = memory
-        if memory:  # its own server alone: an interleaved trial's tree holds every arm's
-            hugetlb: dict[int, int] = {}
-            for m in maps:
-                hugetlb[m["page_kb"]] = hugetlb.get(m["page_kb"], 0) + m["size_kb"]
-            result.evidence["tree"] = {**server_tree("mariadbd", memory),
-                                       "hugetlb_by_page_kb": hugetlb}
+        log = srv.log()  # its own tree alone: an interleaved trial's tree holds every arm's
+        evidence.record(result, srv.large, srv.pool, log, server.mappings(srv.pid),
+                        server_memory(srv.handle))
         result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
-                            "server_version": first_version(log, r"Version: '([^']+)'"),
+                            "server_version": evidence.server_version(log),
                             "sysbench_version": srv.sysbench_version})
         if self.dump or self.datadir:
             result.info["user_data"] = {"dump": self.dump} if self.dump else \
@@ -284,7 +224,7 @@ class Mariadb:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if in_domain(target):
-            self._check_backing(backing)
+            rules.check_backing(self, backing)
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if place_of(target) is not Place.NATIVE:
             raise WorkloadError("mariadb runs on the host and in a user's domain")
@@ -297,135 +237,6 @@ class Mariadb:
             return result
         finally:
             self.stop(srv)
-
-
-@dataclass
-class Server:
-    """One trial's running mariadbd: its private directory, handle and settings."""
-
-    top: Path
-    handle: ServerHandle
-    large: bool
-    pool: int
-    sysbench_version: str | None = None
-
-    @property
-    def pid(self) -> int:
-        return int(getattr(getattr(self.handle, "proc", None), "pid", 0))
-
-    def log(self) -> str:
-        path = self.top / "error.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-
-def start(top: Path, pool: str, large: bool, settings: tuple[tuple[str, Any], ...]
-          ) -> ServerHandle:
-    """mariadbd on a free loopback port; a failure leads with the server's own error log."""
-    try:
-        return LocalServer(ready_timeout_s=120.0).start(
-            lambda port: server.argv(top, port, pool, large, settings), "mariadbd")
-    except WorkloadError as exc:
-        log = top / "error.log"
-        said = server.report(log.read_text(errors="replace"))["errors"] if log.exists() else []
-        if not said:
-            raise
-        raise WorkloadError("mariadbd did not start: " + "; ".join(said)) from exc
-
-
-def ensure_template(tables: int, table_size: int) -> Path:
-    """The cached datadir for (server version, tables, table size), built once (minutes for
-    large tables) and copied per trial."""
-    version = run([server.SERVER, "--version"]).stdout.strip()
-    key = datadir.template_key(version, tables, table_size)
-    dest = _cached(key, lambda top: _build(top, tables, table_size))
-    datadir.check_template(dest)
-    return dest
-
-
-def ensure_dump_template(dump: str, database: str) -> Path:
-    """The cached datadir a user's SQL dump was loaded into once, by its sha256 and the
-    server's version; the dump is only read."""
-    path = Path(dump)
-    st = path.stat()
-    memo = f"{path}:{st.st_size}:{st.st_mtime_ns}:{database}"
-    if memo not in _TEMPLATES:
-        version = run([server.SERVER, "--version"]).stdout.strip()
-        key = userdata.dump_key(version, userdata.sha256(path), database)
-        _TEMPLATES[memo] = _cached(key, lambda top: _load_dump(top, path, database))
-    return _TEMPLATES[memo]
-
-
-def _cached(key: str, build: Callable[[Path], None]) -> Path:
-    """The template `key` from the cache, built once by `build` in a private directory of
-    its own (hugelab.owned.TemplateCache: under a lock, so two runs build it once)."""
-    if key not in _TEMPLATES:
-        _TEMPLATES[key] = datadir.templates().ensure(key, lambda tmp: _built(tmp, build))
-    return _TEMPLATES[key]
-
-
-def _built(tmp: Path, build: Callable[[Path], None]) -> None:
-    with datadir.private_dir("template") as top:
-        build(top)
-        run(["cp", "-a", "--", str(top / "data"), str(tmp)])
-
-
-def _load_dump(top: Path, dump: Path, database: str) -> None:
-    """A fresh datadir with the dump loaded (into `database` unless it says otherwise) and
-    the load's user, shut down cleanly."""
-    datadir.install(top / "data")
-    handle = start(top, "64M", False, (("innodb_fast_shutdown", 0),))
-    try:
-        sock = f"--socket={top / 'sock'}"
-        run(["mariadb", sock, "-uroot", "-e", f"CREATE DATABASE IF NOT EXISTS `{database}`; "
-             + userdata.GRANT], timeout=60)
-        run(userdata.load_argv(top / "sock", database, dump), timeout=3600)
-        run(["mariadb-admin", sock, "-uroot", "shutdown"], timeout=300)
-    finally:
-        handle.stop()
-
-
-def _build(top: Path, tables: int, table_size: int) -> None:
-    datadir.install(top / "data")
-    settings = (("innodb_fast_shutdown", 0),)
-    handle = start(top, "64M", False, settings)
-    try:
-        run(["mariadb", f"--socket={top / 'sock'}", "-uroot", "-e",
-             f"CREATE DATABASE {datadir.DATABASE}; CREATE USER '{oltp.USER}'@'%'; "
-             f"GRANT ALL ON {datadir.DATABASE}.* TO '{oltp.USER}'@'%'"], timeout=60)
-        run(oltp.argv("oltp_read_only", handle.client_port, tables, table_size, 2, 0,
-                      step="prepare"), timeout=3600)
-        run(["mariadb-admin", f"--socket={top / 'sock'}", "-uroot", "shutdown"], timeout=300)
-    finally:
-        handle.stop()
-
-
-def check(evidence: Mapping[str, Any]) -> Check | None:
-    """The app layer: --large-pages got the buffer pool into huge pages (mysqld's mapping of the
-    pool's size in pages larger than 4 KiB), or the server fell back and said so; without it,
-    no mapping of the server is in huge pages."""
-    m = evidence.get("mariadb")
-    if not isinstance(m, dict):
-        return None
-    maps = m.get("mappings") or []
-    huge_kb = sum(int(x["size_kb"]) for x in maps)
-    failed = m.get("large_page_failures") or []
-    said = f" (the server: couldn't allocate {failed[0]['bytes']} bytes in huge pages)" \
-        if failed else ""
-    if not m.get("large_pages"):
-        if huge_kb:
-            return Check(CONTRADICTED, f"mariadbd without --large-pages, yet "
-                                       f"{amount(huge_kb)} of its memory is in huge pages", "app")
-        return Check(VERIFIED, "mariadbd without --large-pages: none of its memory in huge "
-                               "pages", "app")
-    if not maps and not failed:
-        return Check(NOT_APPLICABLE, "mariadbd's mappings were not read (it ended first)", "app")
-    pool = int(m.get("buffer_pool_kb") or 0)
-    if not any(int(x["size_kb"]) >= pool for x in maps):
-        return Check(CONTRADICTED, f"asked for --large-pages, but the {amount(pool)} buffer "
-                                   f"pool is not in huge pages{said}", "app")
-    return Check(VERIFIED, f"--large-pages: the {amount(pool)} buffer pool in "
-                           f"{maps[0]['page_kb'] // 1024} MiB pages, {amount(huge_kb)} of "
-                           f"mysqld in huge pages{said}", "app")
 
 
 def leftovers() -> list[str]:
