@@ -15,7 +15,8 @@ import pytest
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment.parse import parse_experiment
 from hugelab.workloads import interleave
-from hugelab.workloads.postgres.workload import Postgres, installed
+from hugelab.workloads.postgres.cluster import installed
+from hugelab.workloads.postgres.workload import Postgres
 
 
 def test_order_mirrors_every_permutation():

@@ -14,7 +14,8 @@ import pytest
 
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.postgres import guestio
-from hugelab.workloads.postgres.workload import Postgres, installed
+from hugelab.workloads.postgres.cluster import installed
+from hugelab.workloads.postgres.workload import Postgres
 from tests.hostguard import host_state
 
 EXP = """\

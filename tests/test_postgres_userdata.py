@@ -21,7 +21,8 @@ import pytest
 from hugelab.errors import ExperimentError
 from hugelab.trial.evidence import check_workload
 from hugelab.workloads.postgres import cluster, server, userconf, userdata
-from hugelab.workloads.postgres.workload import Postgres, installed
+from hugelab.workloads.postgres.cluster import installed
+from hugelab.workloads.postgres.workload import Postgres
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 

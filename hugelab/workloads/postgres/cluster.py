@@ -125,3 +125,12 @@ def template_key(pg_version: str, scale: int) -> str:
 def copy_template(template: Path, cd: ClusterDir) -> None:
     """The template's data directory into `cd` (as root, keeping owners and modes)."""
     run(["cp", "-a", "--", str(template), str(cd.data)])
+
+
+def installed() -> bool:
+    """Whether this host has a PostgreSQL to run and setpriv to run it as postgres."""
+    try:
+        bindir()
+    except Exception:  # noqa: BLE001 - any reason means no
+        return False
+    return shutil.which("setpriv") is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hugelab.errors import WorkloadError
+from hugelab.workloads.interleave import geomean
 
 BUILTINS = ("select-only", "tpcb-like", "simple-update")
 PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0, "p99_ms": 99.0,
@@ -115,6 +116,22 @@ def percentiles_ms(latencies_us: np.ndarray) -> dict[str, float]:
         if n * (100.0 - q) / 100.0 >= MIN_TAIL_COUNT or q == 50.0 and n:
             out[name] = float(np.percentile(latencies_us, q)) / 1000.0
     return out
+
+
+def window_metrics(windows: list[dict[str, float]], latencies_us: np.ndarray
+                   ) -> dict[str, float]:
+    """A trial's metrics from its windows' summaries (one, in a paired trial; their tps's
+    geometric mean in an interleaved one) and every transaction's latency in µs (pure)."""
+    tps = [w["tps"] for w in windows]
+    metrics = {"tps": geomean(tps) if len(tps) > 1 else tps[0],
+               "transactions": sum(w.get("transactions", 0.0) for w in windows),
+               "failed_transactions": sum(w.get("failed_transactions", 0.0) for w in windows)}
+    if latencies_us.size:
+        metrics["latency_avg_ms"] = float(latencies_us.mean()) / 1000.0
+    elif "latency_avg_ms" in windows[0]:
+        metrics["latency_avg_ms"] = windows[0]["latency_avg_ms"]
+    metrics.update(percentiles_ms(latencies_us))
+    return metrics
 
 
 def log_files(prefix: Path) -> list[Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.proc import spawn, wait_for
+from hugelab.units import parse_size
 from hugelab.workloads.postgres import sysvshm
 from hugelab.workloads.postgres.cluster import AS_POSTGRES, ClusterDir, as_postgres
 
@@ -45,6 +46,15 @@ def server_options(cd: ClusterDir, settings: dict[str, object]) -> list[str]:
     for key, value in {**base, **settings}.items():
         out += ["-c", f"{key}={setting_text(value)}"]
     return out
+
+
+def shared_estimate(settings: dict[str, object]) -> int:
+    """PostgreSQL's shared memory from its settings, for a dry run that has no server to ask:
+    shared_buffers (8 kB pages when a bare number; default 128MB), plus about 6% and 8 MiB
+    for its other segments (15: 128MB gives a shared_memory_size of 143MB)."""
+    given = str(settings.get("shared_buffers", "128MB"))
+    buffers = int(given) * 8192 if given.isdigit() else parse_size(given)
+    return int(buffers * 1.06) + (8 << 20)
 
 
 def ask(bin_dir: Path, cd: ClusterDir, name: str, settings: dict[str, object]) -> str:

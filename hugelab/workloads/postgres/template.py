@@ -19,6 +19,7 @@ BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # nev
 # loads a fresh cluster through its socket directory; WorkloadError when it fails
 Load = Callable[[Path, cluster.ClusterDir], None]
 _DUMPS: dict[tuple[str, str, int, int], Path] = {}  # (dump, version, size, mtime) -> template
+_ASKED: dict[tuple[Any, ...], str] = {}  # (template, name, settings) -> the server's answer
 
 
 def source(w: Any, bin_dir: Path) -> Path:
@@ -35,6 +36,18 @@ def source(w: Any, bin_dir: Path) -> Path:
     if w.dump:
         return ensure_dump(bin_dir, w.dump)
     return ensure(bin_dir, w.scale)
+
+
+def ask(w: Any, bin_dir: Path, name: str) -> str:
+    """`postgres -C name` with the settings of a Postgres workload `w`'s arm, on a copy of
+    its template (each answer asked once)."""
+    tpl = source(w, bin_dir)
+    key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in w.settings().items())))
+    if key not in _ASKED:
+        with cluster.private_dir("ask") as cd:
+            userdata.copy(w, tpl, cd, settings_only=True)
+            _ASKED[key] = server.ask(bin_dir, cd, name, w.settings())
+    return _ASKED[key]
 
 
 HASH_IN_PREVIEW = 1 << 30  # a dry run hashes a dump up to this size to see if it is cached

@@ -25,8 +25,6 @@ smaps (segment.py). In hugelab's own guests the same trial runs inside the guest
 from __future__ import annotations
 
 import dataclasses
-import resource
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,6 @@ import numpy as np
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
-from hugelab.workloads import interleave
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.command import check_exit
 from hugelab.workloads.guestside import in_domain
@@ -48,18 +45,14 @@ from hugelab.workloads.postgres import (
     leftovers,
     pgbench,
     prewarm,
+    rules,
     segment,
     server,
     template,
-    userconf,
     userdata,
 )
 from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
-
-BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
-HUGE_PAGES = ("off", "on", "try")
-_ASKED: dict[tuple[Any, ...], str] = {}  # (template, name, settings) -> the server's answer
 
 
 @dataclass(frozen=True)
@@ -91,35 +84,11 @@ class Postgres:
                                                      repr=False)
 
     def __post_init__(self) -> None:
-        _validate(self)
+        rules.validate(self)
 
     # -- the arm's settings -----------------------------------------------------------------
-    def _check_backing(self, backing: str) -> None:
-        if backing not in BACKINGS:
-            raise ExperimentError(
-                f"postgres: backing {backing!r} is not one PostgreSQL's shared memory can be "
-                f"given; use {', '.join(BACKINGS)}",
-                hint="4k with app huge_pages = \"off\", hugetlb-2M or hugetlb-1G with \"on\" "
-                     "(or \"try\", to see whether it falls back)")
-        hp = dict(self.app).get("huge_pages")
-        if backing == "4k" and hp in ("on", "try"):
-            raise ExperimentError(f"postgres: huge_pages = {hp!r} needs a hugetlb backing "
-                                  "(hugetlb-2M or hugetlb-1G), not 4k")
-        if backing != "4k" and hp == "off":
-            raise ExperimentError(f"postgres: backing {backing} with huge_pages = 'off' would "
-                                  "never use the pool; use backing 4k")
-
     def preflight(self, backing: str) -> None:
-        """Before any host change: pgbench opens a connection (a file) per client and refuses
-        to start beyond this process's open-file limit, so every trial would fail."""
-        need = self.clients + 3  # pgbench's own count: clients + stdin, stdout, stderr
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != resource.RLIM_INFINITY and need > soft:
-            raise ExperimentError(
-                f"postgres: clients = {self.clients} needs {need} open files in pgbench; this "
-                f"host allows {soft} (ulimit -n; hard limit {hard})",
-                hint=f"lower clients to {max(1, soft - 3)} or raise the limit (ulimit -n "
-                     f"{need}) in the shell that runs hugelab")
+        rules.check_open_files(self.clients)
 
     def for_arm(self, arm: Any) -> Postgres:
         """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
@@ -143,16 +112,8 @@ class Postgres:
         return own
 
     def settings(self, backing: str | None = None) -> dict[str, object]:
-        """The server settings of this arm: the user's conf (less what hugelab owns), then
-        huge_pages explicit always, huge_page_size from the backing, then every app setting."""
-        backing = backing or self.arm_backing or "4k"
-        app = dict(self.app)
-        out: dict[str, object] = {"huge_pages": "off" if backing == "4k" else "on"}
-        if BACKINGS.get(backing):
-            out["huge_page_size"] = BACKINGS[backing]
-        out = {**userconf.kept(list(self.conf_items)), **out, **app}
-        out.setdefault("max_connections", max(100, self.clients + 10))
-        return out
+        """The server settings of this arm (rules.server_settings)."""
+        return rules.server_settings(self, backing or self.arm_backing or "4k")
 
     def settings_warnings(self, backing: str | None = None) -> list[str]:
         """What the user's files set that the arm overrides (also for `run --dry-run`)."""
@@ -170,41 +131,27 @@ class Postgres:
 
     def ask(self, name: str) -> str:
         """`postgres -C name` with this arm's settings, on a copy of the template."""
-        tpl = self.template()
-        key = (str(tpl), name, tuple(sorted((k, str(v)) for k, v in self.settings().items())))
-        if key not in _ASKED:
-            with cluster.private_dir("ask") as cd:
-                userdata.copy(self, tpl, cd, settings_only=True)
-                _ASKED[key] = server.ask(self._bin(), cd, name, self.settings())
-        return _ASKED[key]
+        return template.ask(self, self._bin(), name)
 
     def hugetlb_bytes_for(self, size: str | None) -> int:
         """Bytes of huge pages the server maps: PostgreSQL's own count (0: huge_pages off)."""
         settings = self.settings()
-        if settings["huge_pages"] == "off" or not BACKINGS.get(self.arm_backing or "4k") \
+        if settings["huge_pages"] == "off" or not rules.BACKINGS.get(self.arm_backing or "4k") \
                 or self.domain_arm:  # a domain's pool is grown in the trial, from its server
             return 0
         page = parse_size(str(settings.get("huge_page_size", "2MB")))  # "2MB", "1GB"
         if template.unbuilt(self, self._bin()):  # a dry run: no server to ask yet
-            return -(-shared_estimate(settings) // page) * page
+            return -(-server.shared_estimate(settings) // page) * page
         return max(int(self.ask("shared_memory_size_in_huge_pages")), 0) * page
 
     # -- one trial --------------------------------------------------------------------------
-    def pgbench_argv(self, cd: cluster.ClusterDir, seconds: float | None,
-                     log: bool) -> list[str]:
-        return pgbench.argv(self._bin() / "pgbench", cd.top, server.PORT,
-                            builtin=self.builtin, script=self.script, clients=self.clients,
-                            threads=self.threads, seconds=seconds,
-                            transactions=self.transactions if seconds is None else None,
-                            log_prefix=cd.top / "pgbench" if log else None)
-
     def exec_timeout(self, seconds: float) -> float:
         return self.timeout_s if self.timeout_s is not None else 120.0 + 3 * seconds
 
     def start(self, backing: str) -> server.Server:
         """A private cluster copied from the template, its server up with the arm's settings;
         the caller stops it (stop_and_remove)."""
-        self._check_backing(backing)
+        rules.check_backing(self, backing)
         bin_dir, tpl = self._bin(), self.template()
         cd = cluster.new_dir("trial")
         try:
@@ -230,7 +177,12 @@ class Postgres:
         prefix = srv.cd.top / "pgbench"
         for f in pgbench.log_files(prefix):
             f.unlink()
-        res = target.exec(self.pgbench_argv(srv.cd, seconds, log),
+        argv = pgbench.argv(self._bin() / "pgbench", srv.cd.top, server.PORT,
+                            builtin=self.builtin, script=self.script, clients=self.clients,
+                            threads=self.threads, seconds=seconds,
+                            transactions=self.transactions if seconds is None else None,
+                            log_prefix=prefix if log else None)
+        res = target.exec(argv,
                           timeout=self.exec_timeout(seconds or self.duration_s))
         check_exit(res, "pgbench")
         lat = pgbench.log_latencies_us(pgbench.log_files(prefix)) if log else np.empty(0)
@@ -245,30 +197,15 @@ class Postgres:
         """The trial's result from its windows (one, in a paired trial) and the segment's
         evidence, read now, with the server still up; WorkloadError without a segment."""
         evidence = segment.read_required(srv.pid)
-        tps = [w["tps"] for w in windows]
-        metrics = {"tps": interleave.geomean(tps) if len(tps) > 1 else tps[0],
-                   "transactions": sum(w.get("transactions", 0.0) for w in windows),
-                   "failed_transactions": sum(w.get("failed_transactions", 0.0)
-                                              for w in windows)}
-        if latencies.size:
-            metrics["latency_avg_ms"] = float(latencies.mean()) / 1000.0
-        elif "latency_avg_ms" in windows[0]:
-            metrics["latency_avg_ms"] = windows[0]["latency_avg_ms"]
-        metrics.update(pgbench.percentiles_ms(latencies))
-        info = self._info(srv, backing, "pgbench")
+        metrics = pgbench.window_metrics(windows, latencies)
+        info = _info(self, srv, backing, "pgbench")
         if len(windows) > 1:
             metrics["duration_s"] = self.window_s * len(windows)
+            tps = [w["tps"] for w in windows]
             info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
                             "wall_s": [self.window_s] * len(tps)}
         return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
                               better="higher", evidence=evidence, info=info)
-
-    def _info(self, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
-        return {"tool": tool, "version": cluster.version(self._bin()), "backing": backing,
-                "settings": self.settings(backing), "builtin": self.script or self.builtin,
-                "server_output_tail": srv.output(20),
-                "warnings": self.settings_warnings(backing), **userdata.info(self),
-                **({"prewarmed_blocks": srv.prewarmed_blocks} if self.prewarm else {})}
 
     # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
     def request_server(self, srv: server.Server) -> str:
@@ -286,7 +223,7 @@ class Postgres:
         """The arm's result: `metrics`, and its own segment's evidence, read now."""
         return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="transactions/s",
                               better="higher", evidence=segment.read_required(srv.pid),
-                              info=self._info(srv, backing, "hugelab-reqmix"))
+                              info=_info(self, srv, backing, "hugelab-reqmix"))
 
     def server_pid(self, srv: server.Server) -> int:
         return srv.pid
@@ -299,10 +236,10 @@ class Postgres:
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if in_domain(target):
-            self._check_backing(backing)
+            rules.check_backing(self, backing)
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if place_of(target) is Place.GUEST:
-            self._check_backing(backing)
+            rules.check_backing(self, backing)
             self.template()  # built here: the guest sees this host's root
             return guestio.run_in_own_guest(self, target, backing)
         srv = self.start(backing)
@@ -315,58 +252,13 @@ class Postgres:
             self.stop(srv)
 
 
-def shared_estimate(settings: dict[str, object]) -> int:
-    """PostgreSQL's shared memory from its settings, for a dry run that has no server to ask:
-    shared_buffers (8 kB pages when a bare number; default 128MB), plus about 6% and 8 MiB
-    for its other segments (15: 128MB gives a shared_memory_size of 143MB)."""
-    given = str(settings.get("shared_buffers", "128MB"))
-    buffers = int(given) * 8192 if given.isdigit() else parse_size(given)
-    return int(buffers * 1.06) + (8 << 20)
-
-
-def installed() -> bool:
-    try:
-        cluster.bindir()
-    except Exception:  # noqa: BLE001 - any reason means no
-        return False
-    return shutil.which("setpriv") is not None
-
-
-
-def _validate(w: Postgres) -> None:
-    """A Postgres workload's settings, checked once (ExperimentError naming what is wrong)."""
-    if w.script is None and w.builtin not in pgbench.BUILTINS:
-        raise ExperimentError(f"postgres: unknown builtin {w.builtin!r}; known: "
-                              f"{', '.join(pgbench.BUILTINS)} (or script = a file)")
-    if w.script is not None and (why := pgbench.script_problem(w.script)):
-        raise ExperimentError(f"postgres: script {w.script!r} {why}",
-                              hint="script = a pgbench script (pgbench -f): SQL statements "
-                                   "and \\set lines, e.g. SELECT abalance FROM "
-                                   "pgbench_accounts WHERE aid = :aid;")
-    for name in ("scale", "clients", "threads"):
-        if getattr(w, name) < 1:
-            raise ExperimentError(f"postgres: {name} must be at least 1")
-    if w.threads > w.clients:
-        raise ExperimentError("postgres: threads must not exceed clients (pgbench -j <= -c)")
-    if w.duration_s < 1 or w.window_s < 1 or w.warmup_s < 0:
-        raise ExperimentError("postgres: duration_s and window_s are whole seconds, at "
-                              "least 1 (pgbench -T); warmup_s at least 0")
-    if w.transactions is not None and w.transactions < 1:
-        raise ExperimentError("postgres: transactions must be at least 1")
-    if w.window_ops is not None and (w.window_ops < 1 or w.warm_ops < 0):
-        raise ExperimentError("postgres: window_ops is at least 1 and warm_ops at least 0")
-    object.__setattr__(w, "app", tuple(w.app))
-    app = dict(w.app)
-    if bad := sorted(k for k in app if k in server.RESERVED):
-        raise ExperimentError(f"postgres: app sets {bad[0]}, which hugelab sets itself "
-                              "(the server listens on a private socket only)")
-    hp = app.get("huge_pages")
-    if hp is not None and hp not in HUGE_PAGES:
-        raise ExperimentError(f"postgres: huge_pages must be one of {', '.join(HUGE_PAGES)}"
-                              f", not {hp!r}")
-    userdata.check_user_data(w)
-    if w.arm_backing is not None:
-        w._check_backing(w.arm_backing)
+def _info(w: Postgres, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
+    """A trial's info: its tool, the server's version, settings and output, the user's data."""
+    return {"tool": tool, "version": cluster.version(w._bin()), "backing": backing,
+            "settings": w.settings(backing), "builtin": w.script or w.builtin,
+            "server_output_tail": srv.output(20),
+            "warnings": w.settings_warnings(backing), **userdata.info(w),
+            **({"prewarmed_blocks": srv.prewarmed_blocks} if w.prewarm else {})}
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
