@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hugelab.errors import ExperimentError
+from hugelab.workloads.kind import check_app
 from hugelab.workloads.mariadb import oltp, server, userdata
 
 BACKINGS = ("4k", "hugetlb-2M")
@@ -29,9 +30,8 @@ def validate(w: Any) -> None:
     for key, value in w.app:
         if key.replace("_", "-") in server.RESERVED - {"large-pages"}:
             raise ExperimentError(f"mariadb: app sets {key}, which hugelab sets itself")
-        if key == "large_pages" and not isinstance(value, bool):
-            raise ExperimentError(f"mariadb: app large_pages must be true or false, "
-                                  f"got {value!r}")
+        if key == "large_pages":  # hugelab's own key; the others are the server's to judge
+            check_app("mariadb", ((key, value),), {"large_pages": bool})
     w.buffer_pool_bytes()
     for key in ("dump", "datadir"):
         if getattr(w, key):
