@@ -25,7 +25,7 @@ from hugelab.report.runload import percentile_of
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.command import LocalServer
-from hugelab.workloads.redis import RedisBenchmark, persist
+from hugelab.workloads.redis import RedisBenchmark, forks, persist, resp
 from hugelab.workloads.registry import build_workload
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
@@ -92,55 +92,55 @@ def test_guests_and_interleaved_servers_are_refused_before_any_trial():
 
 
 def test_replies_are_read_as_redis_writes_them():
-    assert persist.encode("GET", "k") == b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
-    assert persist.parse_reply(b"+OK\r\n+OK") == (b"OK", 5)
-    assert persist.parse_reply(b":3\r\n") == (3, 4)
-    assert persist.parse_reply(b"$-1\r\n") == (None, 5)
-    assert persist.parse_reply(b"$5\r\nhello\r\n") == (b"hello", 11)
-    assert persist.parse_reply(b"$5\r\nhel") is None and persist.parse_reply(b"+O") is None
+    assert resp.encode("GET", "k") == b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+    assert resp.parse_reply(b"+OK\r\n+OK") == (b"OK", 5)
+    assert resp.parse_reply(b":3\r\n") == (3, 4)
+    assert resp.parse_reply(b"$-1\r\n") == (None, 5)
+    assert resp.parse_reply(b"$5\r\nhello\r\n") == (b"hello", 11)
+    assert resp.parse_reply(b"$5\r\nhel") is None and resp.parse_reply(b"+O") is None
     with pytest.raises(WorkloadError, match="Background save already in progress"):
-        persist.parse_reply(b"-ERR Background save already in progress\r\n")
+        resp.parse_reply(b"-ERR Background save already in progress\r\n")
 
 
 def test_a_fork_is_what_info_says():
-    info = persist.parse_info(INFO.encode())
+    info = resp.parse_info(INFO.encode())
     assert info["latest_fork_usec"] == "669" and "# Memory" not in info
-    f = persist.fork_of("rdb", info, 1.0, 1.4)
+    f = forks.fork_of("rdb", info, 1.0, 1.4)
     assert (f.fork_usec, f.cow_bytes, f.fragmentation_ratio, f.total_forks) == \
         (669, 44216320, 1.17, 3)
-    assert persist.fork_of("aof", info, 1.0, 1.4).cow_bytes == 0
-    assert persist.save_done("rdb", info) and persist.save_done("aof", info)
+    assert forks.fork_of("aof", info, 1.0, 1.4).cow_bytes == 0
+    assert forks.save_done("rdb", info) and forks.save_done("aof", info)
     busy = {**info, "rdb_bgsave_in_progress": "1", "aof_rewrite_scheduled": "1"}
-    assert not persist.save_done("rdb", busy) and not persist.save_done("aof", busy)
+    assert not forks.save_done("rdb", busy) and not forks.save_done("aof", busy)
     with pytest.raises(WorkloadError, match="BGSAVE failed"):
-        persist.save_done("rdb", {**info, "rdb_last_bgsave_status": "err"})
+        forks.save_done("rdb", {**info, "rdb_last_bgsave_status": "err"})
     with pytest.raises(WorkloadError, match="no number 'latest_fork_usec'"):
-        persist.fork_of("rdb", {}, 0, 1)
+        forks.fork_of("rdb", {}, 0, 1)
 
 
-def fork(start: float, end: float, usec: float = 1000, cow: float = 4096) -> persist.Fork:
-    return persist.Fork(start, end, usec, cow, 1.1, 1)
+def fork(start: float, end: float, usec: float = 1000, cow: float = 4096) -> forks.Fork:
+    return forks.Fork(start, end, usec, cow, 1.1, 1)
 
 
 def test_samples_are_split_by_the_fork_windows():
     times = np.array([0.1, 0.5, 1.0, 1.2, 2.0, 3.0, 3.5])
     lat = np.array([1, 2, 30, 40, 5, 60, 7]) / 1e3
-    inside, outside = persist.split(times, lat, [fork(1.0, 1.2), fork(3.0, 3.1)])
+    inside, outside = forks.split(times, lat, [fork(1.0, 1.2), fork(3.0, 3.1)])
     assert list(inside * 1e3) == pytest.approx([30, 40, 60])
     assert list(outside * 1e3) == pytest.approx([1, 2, 5, 7])
-    t = persist.tails("forkwin", inside)
+    t = forks.tails("forkwin", inside)
     assert t["forkwin_max_ms"] == pytest.approx(60) and t["forkwin_p50_ms"] == pytest.approx(40)
     assert percentile_of("forkwin_p99_9_ms") == 99.9 and percentile_of("steady_p99_ms") == 99
     assert percentile_of("forkwin_max_ms") is None
-    assert persist.tails("steady", np.empty(0)) == {}
+    assert forks.tails("steady", np.empty(0)) == {}
 
 
 def test_app_costs_are_medians_and_maxima_of_the_forks():
-    forks = [fork(1, 2, 700, 40 << 20), fork(3, 4, 2500, 70 << 20), fork(5, 6, 3000, 16 << 20)]
-    costs = persist.app_costs(forks)
+    saves = [fork(1, 2, 700, 40 << 20), fork(3, 4, 2500, 70 << 20), fork(5, 6, 3000, 16 << 20)]
+    costs = forks.app_costs(saves)
     assert costs == {"forks": 3.0, "fork_ms": 2.5, "fork_max_ms": 3.0, "cow_kb": 40960.0,
                      "cow_max_kb": 71680.0, "fragmentation_ratio": 1.1}
-    out = persist.Outcome(forks, np.array([0.5, 1.5, 3.5]), np.array([0.001, 0.02, 0.03]))
+    out = forks.Outcome(saves, np.array([0.5, 1.5, 3.5]), np.array([0.001, 0.02, 0.03]))
     result = WorkloadResult(metrics={"set_rps": 1.0}, primary="set_rps", unit="requests/s",
                             better="higher")
     out.record(result, "rdb", 1.0)

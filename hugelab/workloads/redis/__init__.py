@@ -4,9 +4,11 @@ key-value servers' one life cycle (hugelab.workloads.serverkind). `workload.Redi
 the kind's class and `workload.KIND` its declaration, both named here too; the other modules
 each do one job: `bench` (redis-benchmark's tests, argv, CSV and interleaved windows),
 `control` (PING, SHUTDOWN and the server's argv as a daemon in a guest or a user's domain),
-`rdb` (a user's RDB file: checked, copied, its keys read back, leftovers), `persist` (BGSAVE /
-BGREWRITEAOF during the load and their price), `thp` (Redis's disable-thp judged from its
-server's own memory)."""
+`rdb` (a user's RDB file: checked, copied, its keys read back, leftovers), `persist` (the
+persistence settings, switches and private directory), `forkdriver` (BGSAVE / BGREWRITEAOF
+during the load, and the latency probe), `forks` (what each save cost, from Redis's INFO),
+`resp` (RESP and INFO over a socket), `preload` (every key SET before the load), `thp`
+(Redis's disable-thp judged from its server's own memory)."""
 
 from hugelab.workloads.redis.workload import KIND, RedisBenchmark, judge, load_seconds, validate
 

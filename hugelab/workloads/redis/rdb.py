@@ -8,14 +8,13 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import socket
 import time
 from pathlib import Path
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import WorkloadResult
-from hugelab.workloads.command import LOOPBACK
 from hugelab.workloads.redis import persist
+from hugelab.workloads.redis.resp import Conn
 
 RDB_NAME = "dump.rdb"
 RDB_PREFIX = persist.PRIVATE_PREFIX
@@ -50,30 +49,18 @@ def work_dir(rdb: str | None, persistence: str) -> Path | None:
     return persist.private_dir() if persistence != "off" else None
 
 
-def reply_complete(data: bytes) -> bool:
-    """Whether `data` holds a whole reply: a status or error line, or a bulk string (pure)."""
-    head, sep, body = data.partition(b"\r\n")
-    if not sep:
-        return False
-    return not head.startswith(b"$") or len(body) >= int(head[1:]) + 2
-
-
 def info_section(port: int, section: str, timeout: float = 5.0) -> str:
     """`INFO section` of the server on 127.0.0.1:port, read to the end of its reply."""
-    cmd = f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode()
-    data = b""
-    with socket.create_connection((LOOPBACK, port), timeout=timeout) as s:
-        s.sendall(cmd)
-        while not reply_complete(data) and (chunk := s.recv(65536)):
-            data += chunk
-    return data.decode(errors="replace")
+    with contextlib.closing(Conn(port, timeout)) as conn:
+        reply = conn.call("INFO", section)
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
 
 
 def loaded_keys(port: int, timeout: float = LOAD_TIMEOUT_S) -> int:
     """The keys a server holds once it has finished loading its RDB file."""
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(OSError):  # busy loading a large file: asked again
+        with contextlib.suppress(OSError, WorkloadError):  # busy loading: asked again
             if "loading:0" in info_section(port, "persistence"):
                 return keyspace_keys(info_section(port, "keyspace"))
         if time.monotonic() > deadline:

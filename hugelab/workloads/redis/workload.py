@@ -43,6 +43,8 @@ from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.redis import persist
 from hugelab.workloads.redis.bench import TESTS, BenchmarkRuns
 from hugelab.workloads.redis.control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
+from hugelab.workloads.redis.forkdriver import driver as fork_driver
+from hugelab.workloads.redis.preload import preload
 from hugelab.workloads.redis.rdb import (
     RDB_NAME,
     rdb_keys,
@@ -133,7 +135,7 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
 
     def load(self, client: Target, port: int, files: Path | None) -> Any:
         keys = self.filled(port, files, client)
-        with persist.driver(port, self.persistence, self.fork_every_s) as saving:
+        with fork_driver(port, self.persistence, self.fork_every_s) as saving:
             res = client.exec(self.benchmark_argv(port), timeout=self.exec_timeout())
         return res, keys, saving.outcome() if saving else None
 
@@ -155,7 +157,7 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
         keys = rdb_keys(port, self.rdb, rdb_dir if self.rdb else None)
         if self.preloads:
             cli = str(Path(self.benchmark_binary).with_name("redis-cli"))
-            persist.preload(client, cli, port, self.keyspace or 0, self.data_size)
+            preload(client, cli, port, self.keyspace or 0, self.data_size)
         return keys
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
