@@ -16,9 +16,9 @@ import pytest
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.experiment import Arm
-from hugelab.workloads import jvm_threads
 from hugelab.workloads.base import ExecResult
 from hugelab.workloads.jvm import JvmBenchmark
+from hugelab.workloads.jvm import threads as jvm_threads
 from hugelab.workloads.registry import build_workload, with_arm
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes

@@ -13,21 +13,20 @@ same moment, the JVM's own NMT summary (the VM.native_memory diagnostic command 
 in-process) and its /proc/self/smaps_rollup. Primary metric: `rss_mib`, the JVM's resident
 memory at that moment (lower is better); `start_ms` is the time to start and touch the threads.
 The NMT figures go to `evidence["app_costs"]` (nmt_thread_committed_kb, ...), the JVM's own
-reference beside the cost record's RSS of the tree.
+reference beside the cost record's RSS of the tree; jvm/nmt.py reads the program's report.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.errors import ExperimentError
 from hugelab.proc import run, which
 from hugelab.units import parse_size
 from hugelab.workloads.build import PACKAGE_DIR, candidate_dirs, first_writable, stamp_text
-from hugelab.workloads.command import format_size, tail
+from hugelab.workloads.command import format_size
 
 SOURCE = PACKAGE_DIR / "jsrc" / "HugelabThreads.java"
 MAIN = "HugelabThreads"
@@ -38,7 +37,6 @@ MIN_STACK = 136 << 10  # HotSpot's smallest -Xss on Linux x86-64 (JDK 17)
 MAX_STACK = 1 << 30    # HotSpot's largest ThreadStackSize
 STACK_MARGIN = 64 << 10  # room a thread keeps beyond its touch (its frames, guard zones)
 MAX_HOLD_S = 3600.0
-_KB = r"(\d+)KB"
 
 
 def check(threads: Any, thread_stack: Any, stack_touch: Any, hold_s: Any) -> None:
@@ -114,56 +112,3 @@ def main_args(threads: int, stack_touch: str, hold_s: float, classes: Path) -> l
     """`-cp DIR HugelabThreads THREADS TOUCH_KB HOLD_MS` (pure)."""
     return ["-cp", str(classes), MAIN, str(threads), str(parse_size(stack_touch) // 1024),
             str(round(hold_s * 1000))]
-
-
-def parse_nmt(text: str) -> dict[str, float]:
-    """The NMT summary's totals and its Thread category, in KiB (JDK 17's default scale)."""
-    want = {"nmt_total": rf"Total: reserved={_KB}, committed={_KB}",
-            "nmt_heap": rf"-\s+Java Heap \(reserved={_KB}, committed={_KB}\)",
-            "nmt_thread": rf"-\s+Thread \(reserved={_KB}, committed={_KB}\)",
-            "nmt_thread_stack": rf"\(stack: reserved={_KB}, committed={_KB}\)"}
-    out: dict[str, float] = {}
-    for name, pattern in want.items():
-        if m := re.search(pattern, text):
-            out[f"{name}_reserved_kb"] = float(m.group(1))
-            out[f"{name}_committed_kb"] = float(m.group(2))
-    if m := re.search(r"\(thread #(\d+)\)", text):
-        out["nmt_thread_count"] = float(m.group(1))
-    return out
-
-
-def parse_rollup(text: str) -> dict[str, float]:
-    """smaps_rollup's Rss, Pss, Anonymous and AnonHugePages (KiB) of the JVM."""
-    names = {"Rss": "jvm_rss_kb", "Pss": "jvm_pss_kb", "Anonymous": "jvm_anon_kb",
-             "AnonHugePages": "jvm_anon_huge_kb"}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in names and (m := re.match(r"\s*(\d+) kB", rest)):
-            out[names[key]] = float(m.group(1))
-    return out
-
-
-def parse_output(stdout: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(metrics, app_costs) of one run of the program (pure): WorkloadError when it printed
-    no NMT summary (NMT off) or no smaps_rollup."""
-    started = re.search(r"started (\d+) threads in ([0-9.]+) ms", stdout)
-    rollup = re.search(r"--- smaps_rollup\n(.*?)\n--- native memory\n(.*?)\n--- end", stdout,
-                       re.DOTALL)
-    if started is None or rollup is None:
-        raise WorkloadError("java: HugelabThreads printed no report"
-                            f"\n  {tail(stdout, 5) or '(no output)'}")
-    mem = parse_rollup(rollup.group(1))
-    nmt = parse_nmt(rollup.group(2))
-    if "nmt_thread_committed_kb" not in nmt or "nmt_total_committed_kb" not in nmt:
-        raise WorkloadError("java: no Native Memory Tracking summary in HugelabThreads' report "
-                            f"(-XX:NativeMemoryTracking=summary off?)\n  "
-                            f"{tail(rollup.group(2), 3) or '(empty)'}")
-    if "jvm_rss_kb" not in mem:
-        raise WorkloadError("java: no Rss in HugelabThreads' smaps_rollup")
-    costs = {**nmt, **mem, "start_ms": float(started.group(2))}
-    metrics = {"rss_mib": mem["jvm_rss_kb"] / 1024, "start_ms": float(started.group(2)),
-               "threads": float(started.group(1)),
-               "thread_committed_mib": nmt["nmt_thread_committed_kb"] / 1024,
-               "anon_huge_mib": mem.get("jvm_anon_huge_kb", 0.0) / 1024}
-    return metrics, costs
