@@ -93,10 +93,13 @@ def test_two_redis_servers_request_by_request_each_judged_alone():
         assert r.primary == "ops_per_s" and r.value > 0 and r.metrics["windows"] >= 4
         assert r.metrics["server_cpu_us_per_op"] > 0 and 0 < r.metrics["client_cpu_share"] < 2
         assert r.info["interleaved"]["design"] == "requests"
+        assert r.info["interleaved"]["start_slot"] == r.info["interleaved"]["index"]
         assert r.info["interleaved"]["pinning"] == pinning(sorted(os.sched_getaffinity(0)))
         assert check_tree("4k", r.evidence["tree"]).status != "contradicted"
         assert set(r.info["thp_daemons_cpu_s"]) == {"khugepaged", "kcompactd"}
     assert b.metrics["window_effect_lo_pct"] <= b.metrics["window_effect_pct"]
+    # the client's own connect order, one slot per server, recorded with each arm's trial
+    assert sorted(r.info["interleaved"]["connect_slot"] for r in (a, b)) == [0, 1]
     assert app_check(b.evidence, judge) is not None
     assert Path(f"/proc/{os.getpid()}").exists()
 
@@ -124,3 +127,10 @@ def test_every_server_is_stopped_even_when_one_stop_fails_and_its_error_is_raise
         stop_all([(s, s) for s in servers])
     assert sorted(stopped) == ["a", "b", "c"]
     stop_all([])
+
+
+def test_an_arms_slots_name_its_start_and_connect_order():
+    from hugelab.workloads.requests import slots
+    assert slots(0, (2, 0, 1)) == {"start_slot": 0, "connect_slot": 1}
+    assert slots(2, (2, 0, 1)) == {"start_slot": 2, "connect_slot": 0}
+    assert slots(1, ()) == {"start_slot": 1}  # a client that does not say: start slot only

@@ -119,6 +119,16 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
         stop_all([(wl, srv) for (wl, _b), srv in zip(arms, servers, strict=False)])
 
 
+def slots(index: int, connect_order: Sequence[int]) -> dict[str, int]:
+    """Where arm `index` stood in its trial: its server's start slot (the block's order) and,
+    where the client reports it, the slot it was connected and preloaded in, so start order
+    and load order can be told apart in the analysis (issue 39's twins' lean)."""
+    out = {"start_slot": index}
+    if index in connect_order:
+        out["connect_slot"] = list(connect_order).index(index)
+    return out
+
+
 def stop_all(running: Sequence[tuple[Any, Any]]) -> None:
     """Stop every (workload, server) at once, each in its own thread, and re-raise the first
     failure after all have ended: a server's own shutdown may take its time (memcached's
@@ -157,7 +167,8 @@ def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers:
         r = wl.request_result(srv, metrics, backing)
         r.info["interleaved"] = {"design": "requests", "servers": len(arms), "index": i,
                                  "window_ops": settings.window_ops, "clients": settings.clients,
-                                 "blocks": report.blocks, "pinning": pins, "seed": settings.seed}
+                                 "blocks": report.blocks, "pinning": pins, "seed": settings.seed,
+                                 **slots(i, report.connect_order)}
         r.info["thp_daemons_cpu_s"] = daemons
         out.append(r)
     return out
