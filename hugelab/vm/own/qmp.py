@@ -19,6 +19,8 @@ from qemu.qmp.message import Message
 from qemu.qmp.models import Greeting
 from qemu.qmp.qmp_client import GreetingError, QMPClient
 
+from hugelab.proc import end
+
 MAX_EARLY_EVENTS = 64  # events skipped before the greeting before giving up
 
 
@@ -61,25 +63,13 @@ class QMP(QEMUMonitorProtocol):
 
 
 def stop_qemu(proc: subprocess.Popen[bytes] | None, qmp: QMP | None) -> None:
-    """End a guest's QEMU: QMP `quit`, then SIGTERM, then SIGKILL, a few seconds each."""
+    """End a guest's QEMU: QMP `quit` (5 s to exit), then hugelab's one TERM-then-KILL."""
     if proc is None:
         return
-    try:
-        if proc.poll() is None and qmp is not None:
-            with contextlib.suppress(Exception):
-                qmp.settimeout(3.0)
-                qmp.cmd("quit")
-            _wait(proc, 5.0)
-        if proc.poll() is None:
-            proc.terminate()
-            _wait(proc, 5.0)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def _wait(proc: subprocess.Popen[bytes], seconds: float) -> None:
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(seconds)
-
+    if proc.poll() is None and qmp is not None:
+        with contextlib.suppress(Exception):
+            qmp.settimeout(3.0)
+            qmp.cmd("quit")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5.0)
+    end(proc, grace_s=5.0)
