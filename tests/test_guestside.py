@@ -9,7 +9,6 @@ import pytest
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.workloads import memcached, redis
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.command import listens
 from hugelab.workloads.guestside import (
     GUEST_DIR,
     DomainServers,
@@ -20,6 +19,7 @@ from hugelab.workloads.guestside import (
 from hugelab.workloads.postgres import indomain
 from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.redis import control as redis_control
+from hugelab.workloads.serverside import listens
 
 POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 TCP = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"

@@ -160,9 +160,9 @@ def test_mthp_arm_sizes_the_kernel_does_not_offer_are_skipped(tmp_path):
 
 def test_backing_vocabulary_is_one_source():
     from hugelab.experiment import backings, model
-    from hugelab.workloads import command, hugelab_mem
+    from hugelab.workloads import hugelab_mem
 
-    assert model.BACKINGS is command.BACKINGS is hugelab_mem.BACKINGS is backings.BACKINGS
+    assert model.BACKINGS is hugelab_mem.BACKINGS is backings.BACKINGS
     assert backings.mthp_size_kb("mthp-64K") == 64 and backings.mthp_size_kb("mthp-1M") == 1024
     assert backings.mthp_size_kb("thp") is None and backings.mthp_size_kb("mthp-3K") is None
     # any size of the kernel's form: which ones exist is the host's to say (unsupported_arms)
@@ -176,7 +176,7 @@ def test_backing_vocabulary_is_one_source():
 
 def test_outside_programs_refuse_backings_they_cannot_request():
     from hugelab.errors import WorkloadError
-    from hugelab.workloads.command import check_backing
+    from hugelab.workloads.toolrun import check_backing
 
     check_backing("mthp-16K")
     with pytest.raises(WorkloadError, match="needs a workload that maps its own memory"):

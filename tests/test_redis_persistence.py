@@ -24,9 +24,9 @@ from hugelab.experiment import Arm, VmLayer
 from hugelab.report.runload import percentile_of
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import WorkloadResult
-from hugelab.workloads.command import LocalServer
 from hugelab.workloads.redis import RedisBenchmark, forks, persist, resp
 from hugelab.workloads.registry import build_workload
+from hugelab.workloads.serverside import LocalServer
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state, workload_processes
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import ExperimentError
-from hugelab.workloads.command import free_port
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis import rdb as redis_rdb
+from hugelab.workloads.serverside import free_port
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state
 

@@ -14,7 +14,7 @@ import pytest
 from hugelab.errors import WorkloadError
 from hugelab.vm.domains.qga import QgaTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.command import check_exit
+from hugelab.workloads.toolrun import check_exit
 
 VMSTAT = "nr_free_pages 1000\noom_kill {n}\npgfault 5\n"
 

@@ -376,7 +376,7 @@ def test_libvirtd_starts_a_pinned_guest_with_port_forwards():
     reason = libvirt_missing()
     if reason:
         pytest.skip(reason)
-    from hugelab.workloads.command import free_port
+    from hugelab.workloads.serverside import free_port
 
     name = f"n{uuid.uuid4().hex[:8]}"
     domain = f"hugelab-{name}"

@@ -25,12 +25,12 @@ from hugelab.vm.own import initramfs as ir
 from hugelab.vm.own.guest import Guest
 from hugelab.vm.own.qemu_args import QemuPaths, guest_cmdline, qemu_argv
 from hugelab.vm.trial import net_specs, run_guest_trial, server_guest_port, vm_spec
-from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.iperf3 import KIND as IPERF3
 from hugelab.workloads.iperf3 import IPerf3, never_connected
 from hugelab.workloads.redis import KIND as REDIS
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis import judge as redis_judge
+from hugelab.workloads.serverside import LOOPBACK, free_port
 from tests.hostguard import qemu_children
 
 PATHS = QemuPaths(Path("/r/serial.log"), Path("/r/qmp.sock"), Path("/r/agent.sock"),

@@ -19,7 +19,7 @@ import pytest
 
 from hugelab.errors import CommandError, ToolMissingError
 from hugelab.vm.domains.ssh import Ssh, SshError, SshTarget, known_hosts_line, remove_dead_dirs
-from hugelab.workloads.command import free_port
+from hugelab.workloads.serverside import free_port
 from tests.hostguard import clear_stale_pyenv_lock
 
 pytestmark = pytest.mark.server  # sshd servers

@@ -10,12 +10,8 @@ from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.command import (
-    CommandWorkload,
-    error_summary,
-    format_size,
-    json_lookup,
-)
+from hugelab.workloads.command import CommandWorkload, json_lookup
+from hugelab.workloads.toolrun import error_summary, format_size
 
 PY = sys.executable
 
@@ -111,7 +107,7 @@ def test_helpers():
 def test_a_failure_leads_with_the_tools_own_words_then_the_command():
     """A report's "why failed" cell shows the first line: pgbench's error, not its argv."""
     from hugelab.workloads.base import ExecResult
-    from hugelab.workloads.command import failure_text
+    from hugelab.workloads.toolrun import failure_text
     argv = ["/usr/lib/postgresql/15/bin/pgbench", "-h", "/var/tmp/hugelab-postgres/x" * 5,
             "-c", "100000", "-f", "/etc/hostname"]
     res = ExecResult(argv, 1, "", "pgbench: error: ERROR:  syntax error at or near \"x\"\n", 0.1)

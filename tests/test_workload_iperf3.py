@@ -12,8 +12,8 @@ import pytest
 from hugelab.errors import ToolMissingError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.command import LocalServer, ServerHandle, free_port, listening
 from hugelab.workloads.iperf3 import IPerf3, parse_json
+from hugelab.workloads.serverside import LocalServer, ServerHandle, free_port, listening
 
 DATA = Path(__file__).parent / "data"
 needs_iperf3 = pytest.mark.skipif(shutil.which("iperf3") is None,

@@ -10,9 +10,9 @@ import pytest
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.command import LocalServer, listening
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis.bench import parse_csv
+from hugelab.workloads.serverside import LocalServer, listening
 
 DATA = Path(__file__).parent / "data"
 needs_redis = pytest.mark.skipif(

@@ -11,7 +11,7 @@ import pytest
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.trial.native import NativeTarget
-from hugelab.workloads.command import LocalServer, ServerHandle
+from hugelab.workloads.serverside import LocalServer, ServerHandle
 from hugelab.workloads.varnish import (
     VarnishBenchmark,
     check_varnish,

@@ -37,8 +37,9 @@ from typing import ClassVar
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
 from hugelab.vm.own.initramfs import GUEST_NET_ADDR
 from hugelab.workloads.base import ExecResult, Place, Target
-from hugelab.workloads.command import LOOPBACK, ServerHandle, tail
 from hugelab.workloads.kind import ServerInGuest
+from hugelab.workloads.serverside import LOOPBACK, ServerHandle
+from hugelab.workloads.toolrun import tail
 
 
 def guest_argv(argv: list[str], how: ServerInGuest | None = None) -> list[str]:

@@ -29,8 +29,8 @@ from hugelab.vm.common.guestapi import Guest
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GuestServer
 from hugelab.workloads.base import Target, Workload, WorkloadResult
-from hugelab.workloads.command import LOOPBACK, free_port
 from hugelab.workloads.registry import kind_of
+from hugelab.workloads.serverside import LOOPBACK, free_port
 
 GUEST_VMSTAT_PREFIXES = ("thp_", "compact_", "pgfault", "htlb_")
 

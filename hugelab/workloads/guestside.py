@@ -22,7 +22,8 @@ from typing import Any, Protocol
 from hugelab import kernel
 from hugelab.errors import HugelabError, ToolMissingError, WorkloadError
 from hugelab.workloads.base import ExecResult, Place, place_of
-from hugelab.workloads.command import check_exit, listens
+from hugelab.workloads.serverside import listens
+from hugelab.workloads.toolrun import check_exit
 
 GUEST_DIR = "/var/tmp/hugelab"  # everything a trial writes in the guest, removed at its end
 POOL = "/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages"
@@ -176,7 +177,7 @@ READY_S = 120.0  # a server's start under TCG
 
 
 class DomainServers:
-    """A ServerSide (hugelab.workloads.command) for a server in a user's domain: `daemon(argv,
+    """A ServerSide (hugelab.workloads.serverside) for a server in a user's domain: `daemon(argv,
     pidfile)` turns the kind's foreground argv into its own daemon mode (redis --daemonize
     yes, memcached -d -P), so the server outlives its exec and the client runs next to it in
     the guest against the guest's 127.0.0.1:`port` (`client_port` is that guest port). Ports are

@@ -5,7 +5,7 @@ Server: `iperf3 -s -1 -p PORT -B 127.0.0.1` (exits after one test). Client:
 The client runs in the Target; the server runs wherever the `server` side puts it:
 natively a `LocalServer` (a subprocess of hugelab, stopped in `finally`); for a guest the VM
 code passes a ServerSide that starts it in the guest and returns the host end of a port
-forward (see hugelab.workloads.command.ServerSide). Primary: receiver Gbit/s (higher).
+forward (see hugelab.workloads.serverside.ServerSide). Primary: receiver Gbit/s (higher).
 Such a handle may carry `retry_until` (time.monotonic()): a one-off server cannot be probed for
 readiness without using up its test, so the client is retried while its JSON says it never got
 a connection to a server (hugelab.vm.netserver).
@@ -22,18 +22,10 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import (
-    LOOPBACK,
-    THP_ONLY_NOTE,
-    ServerHandle,
-    ServerSide,
-    check_backing,
-    check_exit,
-    default_server,
-    tail,
-)
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
+from hugelab.workloads.serverside import LOOPBACK, ServerHandle, ServerSide, default_server
+from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, tail
 
 RETRY_PAUSE_S = 0.5
 

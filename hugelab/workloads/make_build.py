@@ -26,15 +26,15 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, HugelabError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import (
+from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.process_thp import check_mode, target_for
+from hugelab.workloads.toolrun import (
     THP_ONLY_NOTE,
     check_backing,
     check_exit,
     first_version,
     rusage_metrics,
 )
-from hugelab.workloads.kind import Key, Kind, Tool
-from hugelab.workloads.process_thp import check_mode, target_for
 
 SHORT_BUILD_S = 1.0
 

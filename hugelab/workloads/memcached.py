@@ -30,7 +30,6 @@ from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
@@ -46,6 +45,8 @@ from hugelab.workloads.serverkind import (
     version,
 )
 from hugelab.workloads.serverplace import InDomain
+from hugelab.workloads.serverside import LOOPBACK, ServerSide
+from hugelab.workloads.toolrun import check_exit, first_version, tail
 
 MIN_LARGE_PAGES_MB = 48  # one 1 MiB page per slab class, preallocated by -L
 APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": int}

@@ -32,11 +32,11 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.command import check_exit
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
 from hugelab.workloads.reqmix_build import ensure_reqmix
 from hugelab.workloads.servercpu import daemons_cpu_s, pin_tree, tree_cpu_s
+from hugelab.workloads.toolrun import check_exit
 
 DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
 

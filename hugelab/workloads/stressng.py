@@ -19,15 +19,9 @@ from typing import Any
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import (
-    THP_ONLY_NOTE,
-    check_backing,
-    check_exit,
-    format_size,
-    tail,
-)
 from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
+from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, format_size, tail
 
 STRESSORS = ("remap", "malloc", "mlock", "vm", "mmaphuge")
 BYTES_OPTION = {"vm": "--vm-bytes", "malloc": "--malloc-bytes", "mlock": None,

@@ -21,15 +21,9 @@ from typing import Any, Literal
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import (
-    check_backing,
-    check_exit,
-    first_version,
-    format_size,
-    tail,
-)
 from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
+from hugelab.workloads.toolrun import check_backing, check_exit, first_version, format_size, tail
 
 TLB_REACH_4K = 8 << 20      # ~STLB entries x 4 KiB on current x86 (1536-2048 x 4 KiB)
 MIN_USEFUL_BLOCK = 64 << 20  # a buffer this big overflows the 4 KiB TLB reach many times

@@ -33,7 +33,6 @@ from hugelab import proc
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import LOOPBACK, ServerSide, check_exit, first_version, tail
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.serverkeep import InPlace, first_child
@@ -45,6 +44,8 @@ from hugelab.workloads.serverkind import (
     tell,
     version,
 )
+from hugelab.workloads.serverside import LOOPBACK, ServerSide
+from hugelab.workloads.toolrun import check_exit, first_version, tail
 
 JEMALLOC_THP = ("default", "always", "never")
 APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}

@@ -41,7 +41,7 @@ from hugelab.vm.domains import domain as dx
 from hugelab.vm.domains.domainresolve import lookup, user_xml
 from hugelab.vm.domains.qga import Agent, QgaTarget
 from hugelab.vm.domains.ssh import Ssh, SshTarget
-from hugelab.workloads.command import free_port
+from hugelab.workloads.serverside import free_port
 
 AGENT_WAIT_S = {"kvm": 120.0, "tcg": 300.0}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hugelab.workloads.command import format_size
+from hugelab.workloads.toolrun import format_size
 
 SUNFLOW_JARS = ("/usr/share/java/sunflow.jar", "/usr/share/java/sunflowGUI.jar")
 SUNFLOW_MAIN = ("SunflowGUI", "-nogui", "-rtbench")

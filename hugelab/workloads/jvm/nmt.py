@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.command import tail
+from hugelab.workloads.toolrun import tail
 
 _KB = r"(\d+)KB"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hugelab.errors import WorkloadError
 from hugelab.units import page_kb
-from hugelab.workloads.command import tail
+from hugelab.workloads.toolrun import tail
 
 SUNFLOW_REGEX = r"Average FPS:\s*([0-9.]+)"
 

@@ -26,7 +26,7 @@ from hugelab.errors import ExperimentError
 from hugelab.proc import run, which
 from hugelab.units import parse_size
 from hugelab.workloads.build import PACKAGE_DIR, candidate_dirs, first_writable, stamp_text
-from hugelab.workloads.command import format_size
+from hugelab.workloads.toolrun import format_size
 
 SOURCE = PACKAGE_DIR / "jsrc" / "HugelabThreads.java"
 MAIN = "HugelabThreads"

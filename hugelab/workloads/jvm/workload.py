@@ -13,7 +13,6 @@ from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.proc import which
 from hugelab.units import parse_size
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import check_exit
 from hugelab.workloads.guestside import GuestSide, in_domain, refuse_process_thp
 from hugelab.workloads.jvm import threads as jvm_threads
 from hugelab.workloads.jvm.evidence import judge
@@ -35,6 +34,7 @@ from hugelab.workloads.jvm.output import (
 from hugelab.workloads.jvm.userjar import check_jar, put_jar
 from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.process_thp import check_mode, target_for
+from hugelab.workloads.toolrun import check_exit
 
 APP_KEYS: dict[str, type] = {"UseLargePages": bool, "UseTransparentHugePages": bool,
                              "LargePageSizeInBytes": str, "AlwaysPreTouch": bool, "heap": str,

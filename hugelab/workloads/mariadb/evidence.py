@@ -10,9 +10,9 @@ from typing import Any
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.units import amount
 from hugelab.workloads.base import WorkloadResult
-from hugelab.workloads.command import first_version
 from hugelab.workloads.mariadb import server
 from hugelab.workloads.servermem import server_tree
+from hugelab.workloads.toolrun import first_version
 
 
 def record(result: WorkloadResult, large: bool, pool: int, log: str,

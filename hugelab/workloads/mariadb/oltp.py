@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.command import LOOPBACK, tail
 from hugelab.workloads.mariadb.datadir import DATABASE
+from hugelab.workloads.serverside import LOOPBACK
+from hugelab.workloads.toolrun import tail
 
 SCRIPTS = ("oltp_read_only", "oltp_point_select", "oltp_read_write", "oltp_write_only",
            "select_random_points", "select_random_ranges")

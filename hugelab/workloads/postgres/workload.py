@@ -34,7 +34,6 @@ import numpy as np
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.command import check_exit
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind
@@ -53,6 +52,7 @@ from hugelab.workloads.postgres import (
 )
 from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
+from hugelab.workloads.toolrun import check_exit
 
 
 @dataclass(frozen=True)

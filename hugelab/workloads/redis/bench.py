@@ -18,9 +18,10 @@ import numpy as np
 from hugelab.errors import WorkloadError
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.command import LOOPBACK, check_exit, first_version, tail
 from hugelab.workloads.process_thp import target_for
 from hugelab.workloads.serverkind import Running
+from hugelab.workloads.serverside import LOOPBACK
+from hugelab.workloads.toolrun import check_exit, first_version, tail
 
 TESTS = ("ping_inline", "ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop",
          "sadd", "hset", "spop", "zadd", "zpopmin", "lrange", "lrange_100", "lrange_300",

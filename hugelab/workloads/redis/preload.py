@@ -6,7 +6,7 @@ from __future__ import annotations
 from hugelab import proc
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target
-from hugelab.workloads.command import LOOPBACK
+from hugelab.workloads.serverside import LOOPBACK
 
 # server-side: SET key:%012d (redis-benchmark's keys) to `size` bytes for keys first..first+n-1
 PRELOAD_LUA = ("local first, n = tonumber(ARGV[1]), tonumber(ARGV[2]) "

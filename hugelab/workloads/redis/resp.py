@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.command import LOOPBACK
+from hugelab.workloads.serverside import LOOPBACK
 
 
 def encode(*args: str | bytes) -> bytes:

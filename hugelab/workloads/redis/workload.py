@@ -9,7 +9,7 @@ own switch, its default). Evidence for it: the server's THP_enabled and THP, rea
 it stops (hugelab.trial.appevidence.check_redis).
 Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,get --csv`; its
 CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
-requests/s (higher). The server side is pluggable like iperf3's (see command.ServerSide).
+requests/s (higher). The server side is pluggable like iperf3's (see serverside.ServerSide).
 
 A user's data: `rdb = "/path/dump.rdb"` (an RDB file, e.g. from `redis-cli --rdb` or a SAVE):
 each server starts from a copy of it in a private directory (`--dir DIR --dbfilename
@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.command import LOOPBACK, THP_ONLY_NOTE, ServerSide
 from hugelab.workloads.guestside import GUEST_DIR
 from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
 from hugelab.workloads.process_thp import check_mode
@@ -57,6 +56,8 @@ from hugelab.workloads.redis.thp import check_redis
 from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.serverkind import Running, ServerKind, judge_switch, version
 from hugelab.workloads.serverplace import InDomain
+from hugelab.workloads.serverside import LOOPBACK, ServerSide
+from hugelab.workloads.toolrun import THP_ONLY_NOTE
 
 
 @dataclass(frozen=True)
