@@ -148,6 +148,10 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         con.print(text, highlight=False, markup=False)
     for text in build_lines(p.get("builds") or []):
         con.print(text, highlight=False, markup=False)
+    for g in p.get("guest_builds") or []:
+        con.print(f"every trial builds in its domain's guest (not built by this dry run): "
+                  f"{g['what']}: about {human(g['seconds'])} under {g['accel'].upper()}, "
+                  f"counted in s/trial", highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \
         " (configured or estimated workload time + 0.5 s per trial + boot + builds)"

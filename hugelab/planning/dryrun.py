@@ -16,7 +16,7 @@ from hugelab.host.paths import REAL, HostPaths, read_text
 from hugelab.owned import state_dir
 from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
-from hugelab.planning.cost import Measured, build_cost, estimate
+from hugelab.planning.cost import Measured, build_cost, estimate, in_guest_build, in_guest_build_s
 from hugelab.planning.poolreach import reach_plan
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.keys import experiment_key_of
@@ -136,6 +136,18 @@ def builds(workload: Workload, per_arm: dict[str, Workload],
     return list(out.values())
 
 
+def guest_builds(arms: list[Arm], exp: Experiment, accel: str) -> list[dict[str, Any]]:
+    """What every trial of an arm in a user's domain builds in the guest, and the seconds the
+    cost model counts for it (in the arm's s/trial); once per distinct build."""
+    out: dict[str, dict[str, Any]] = {}
+    for a in arms:
+        table = exp.workload_for(a)
+        if a.vm is not None and a.vm.domain is not None and (what := in_guest_build(table)):
+            out.setdefault(what, {"what": what, "seconds": in_guest_build_s(table, accel),
+                                  "accel": accel})
+    return list(out.values())
+
+
 def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
          store_path: Path, budget_s: float | None, notes: list[str] | None = None,
          paths: HostPaths = REAL) -> dict[str, Any]:
@@ -197,6 +209,7 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         "builds": builds(workload, per_arm, [a.name for a in runnable]),
     }
     out["estimated_s"] += sum(b["seconds"] or 0.0 for b in out["builds"] if not b["cached"])
+    out["guest_builds"] = guest_builds(runnable, exp, accel or "tcg")
     if "unknown" in est.basis.values():
         out["warnings"].append("the workload does not say how long it runs (no timeout_s): its "
                                "trials count as 0 s; run one block first (--blocks 1) to measure")
