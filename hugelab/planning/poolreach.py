@@ -6,13 +6,21 @@ compaction (or reclaim) could make them. It reads only.
 A 2 MiB page needs a free block of order 9: buddyinfo shows those, so the pages ready now are
 known. A 1 GiB page needs order 18, and buddyinfo shows blocks up to order 10 (4 MiB): free
 memory in order-10 blocks is only an upper bound on the 1 GiB pages ready now, and whether they
-lie together compaction decides. Pools reserved at boot do not depend on either."""
+lie together compaction decides. Pools reserved at boot do not depend on either.
+
+That bound is far off on a host that has run a while: a 1 GiB page needs a whole aligned range
+with no unmovable page in it, and the free lists show where those are scattered as free memory
+in blocks below a 2 MiB page's order (the unusable free space index, buddyinfo.unusable). Where
+that share is above AGED_UNUSABLE, the dry run says the 1 GiB pool will probably not be met even
+with compaction. This host, up 16 h with 19 GiB of 24 free and 13 GiB of it in order-10 blocks,
+had 22% of its free memory below order 9, and a run could not compact two 1 GiB pages
+(examples/004, issue 40); a fresh boot has about none there."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hugelab.host.buddyinfo import PoolReach, Snapshot, pool_reach
+from hugelab.host.buddyinfo import PoolReach, Snapshot, pool_reach, unusable
 from hugelab.planning.pools import PoolKey
 from hugelab.units import amount, exact
 
@@ -32,12 +40,29 @@ def _grows_by(host: dict[str, Any], size: str, node: int | None, pages: int) -> 
     return max(pages - max(free, 0), 0)
 
 
-def verdict(more: int, reach: PoolReach) -> str:
-    """'ready' (free blocks of the page's order hold them), 'compaction' (free memory holds
-    them, in smaller blocks) or 'reclaim' (free memory does not hold them)."""
+AGED_UNUSABLE = 0.10  # free memory's share below order 9 past which 1 GiB pages are unlikely
+
+
+def verdict(more: int, reach: PoolReach, aged: float | None = None) -> str:
+    """'ready' (free blocks of the page's order hold them), 'aged' (a page above buddyinfo's
+    top order on free lists whose share `aged` below order 9 says unmovable pages are
+    scattered: probably not met), 'compaction' (free memory holds them, in smaller blocks) or
+    'reclaim' (free memory does not hold them)."""
     if more <= reach.ready:
-        return "ready"
+        return "aged" if not reach.seen and (aged or 0.0) > AGED_UNUSABLE else "ready"
     return "compaction" if more <= reach.most else "reclaim"
+
+
+def _aged_warning(size: str, node: int | None, pages: int, more: int, reach: PoolReach,
+                  aged: float) -> str:
+    label = exact(reach.size_kb)
+    where = f" on node {node}" if node is not None else ""
+    return (f"the {label} pool{where} asks for {more} more page{'s' if more != 1 else ''}, and "
+            f"will probably not be met: {aged:.0%} of free memory lies in blocks smaller than "
+            f"2 MiB (/proc/buddyinfo), the free lists of a host that has run a while, whose "
+            f"unmovable pages sit in most {label} ranges; compaction cannot move them (the "
+            f"{amount(reach.top_kb)} in order-{reach.top_order} blocks bound it at "
+            f"{reach.ready}) — reserve at boot with hugepagesz={size} hugepages={pages}")
 
 
 def warning(size: str, node: int | None, pages: int, more: int, reach: PoolReach) -> str:
@@ -74,8 +99,19 @@ def reach_plan(host: dict[str, Any], pools: dict[PoolKey, int], snap: Snapshot
         if more is None or size_kb is None or more == 0:
             continue
         reach = pool_reach(snap, size_kb, node)
+        aged = _unusable(snap, node)
+        said = verdict(more, reach, aged)
         rows.append({"size": size, "node": node, "pages": pages, "more": more,
-                     "reach": verdict(more, reach), **reach.to_json()})
-        if verdict(more, reach) != "ready":
+                     "reach": said, "unusable_2m": aged, **reach.to_json()})
+        if said == "aged":
+            out.append(_aged_warning(size, node, pages, more, reach, aged or 0.0))
+        elif said != "ready":
             out.append(warning(size, node, pages, more, reach))
     return rows, out
+
+
+def _unusable(snap: Snapshot, node: int | None) -> float | None:
+    """The share of free memory (node `node`'s zones, or all) in blocks below order 9."""
+    zones = [z for z in snap.zones if node is None or z.node == node]
+    o = snap.order
+    return unusable(sum(z.free_pages() for z in zones), sum(z.free_pages(o) for z in zones))
