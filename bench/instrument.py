@@ -30,8 +30,10 @@ from hugelab.errors import CommandError, WorkloadError
 from hugelab.host.paths import REAL, parse_selected
 from hugelab.proc import run, which
 from hugelab.trial.native import NativeTarget
+from hugelab.units import parse_size
 from hugelab.workloads.build import ensure_hugelab_mem
-from hugelab.workloads.hugelab_mem import HugelabMem, backing_problem, parse_size
+from hugelab.workloads.hugelab_mem import HugelabMem
+from hugelab.workloads.hugelab_mem.evidence import backing_problem
 
 CHASE_BACKINGS = ("4k", "thp", "hugetlb-2M", "hugetlb-1G")
 SYSBENCH_RE = re.compile(r"([\d.]+) MiB transferred \(([\d.]+) MiB/sec\)")

@@ -20,15 +20,12 @@ import pytest
 from hugelab.errors import ExperimentError, ToolMissingError, WorkloadError
 from hugelab.host.paths import REAL, parse_selected
 from hugelab.trial.native import NativeTarget
+from hugelab.units import parse_size
 from hugelab.workloads import build
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.hugelab_mem import (
-    BACKINGS,
-    WORKLOADS,
-    HugelabMem,
-    backing_problem,
-    parse_size,
-)
+from hugelab.workloads.hugelab_mem import HugelabMem
+from hugelab.workloads.hugelab_mem.evidence import backing_problem
+from hugelab.workloads.hugelab_mem.workload import BACKINGS, WORKLOADS
 
 MiB = 1 << 20
 

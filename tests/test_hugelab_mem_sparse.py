@@ -26,12 +26,9 @@ from hugelab.host.paths import REAL, parse_selected
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads import build
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.hugelab_mem import (
-    HugelabMem,
-    interleave_problem,
-    layout_evidence,
-    touched_pages,
-)
+from hugelab.workloads.hugelab_mem import HugelabMem
+from hugelab.workloads.hugelab_mem.evidence import layout_evidence, touched_pages
+from hugelab.workloads.hugelab_mem.interleave import interleave_problem
 from hugelab.workloads.registry import build_for, build_workload, check_places
 
 MiB = 1 << 20

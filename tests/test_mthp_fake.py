@@ -160,7 +160,7 @@ def test_mthp_arm_sizes_the_kernel_does_not_offer_are_skipped(tmp_path):
 
 def test_backing_vocabulary_is_one_source():
     from hugelab.experiment import backings, model
-    from hugelab.workloads import hugelab_mem
+    from hugelab.workloads.hugelab_mem import workload as hugelab_mem
 
     assert model.BACKINGS is hugelab_mem.BACKINGS is backings.BACKINGS
     assert backings.mthp_size_kb("mthp-64K") == 64 and backings.mthp_size_kb("mthp-1M") == 1024

@@ -26,7 +26,7 @@ import pytest
 
 from hugelab.stats import compare, signedrank
 from hugelab.stats.paired import analyse, verdict_codes, verdicts
-from hugelab.workloads.hugelab_mem import reps_geomean
+from hugelab.workloads.hugelab_mem.output import reps_geomean
 from tests import simnoise
 
 N_SIM = 4000
