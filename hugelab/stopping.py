@@ -11,18 +11,26 @@ blocks on, each open comparison also records what its budget can still reach
 verdict stops `inconclusive` there (a non-binding futility stop: no false claim added).
 The run stops when every comparison has stopped. Alpha is split evenly across comparisons
 (Bonferroni), which keeps the family-wise error at alpha. No "stop when it looks stable".
+
+In a request-interleaved run (every arm's server of a block up at once, started in the block's
+order, which each trial's position records) the log-ratios are adjusted for start order at
+every look (hugelab.stats.startslot: slot effects fitted on every arm of every complete block
+so far), the same adjustment the report's intervals make for that run; `describe` says so
+(`start_slot_adjusted`), and each look keeps the slot effects it subtracted.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from hugelab.experiment import Experiment
+from hugelab.stats import startslot
 from hugelab.stats.reach import reach
 from hugelab.stats.sequential import (
     SequentialPlan,
@@ -46,6 +54,30 @@ def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], 
     return np.log(c / b)
 
 
+def slot_matrices(rows: list[tuple[int, int, str, str, str, float | None]], arms: list[str],
+                  upto_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(blocks x arms) log values of ok trials (NaN elsewhere) and positions (start slots of a
+    request-interleaved block; -1 where no trial) of the blocks before `upto_block`."""
+    blocks = sorted({r[0] for r in rows if r[0] < upto_block})
+    at = {b: i for i, b in enumerate(blocks)}
+    col = {a: j for j, a in enumerate(arms)}
+    y = np.full((len(blocks), len(arms)), np.nan)
+    slot = np.full((len(blocks), len(arms)), -1, dtype=np.int64)
+    for block, pos, name, _target, status, value in rows:
+        if block in at and name in col:
+            slot[at[block], col[name]] = pos
+            if status == "ok" and value is not None and value > 0:
+                y[at[block], col[name]] = math.log(value)
+    return y, slot
+
+
+def request_interleaved(trial: dict[str, Any]) -> bool:
+    """Whether a trial ran as one of a request-interleaved block's servers."""
+    prov = trial.get("provenance")
+    inter = prov.get("interleaved") if isinstance(prov, dict) else None
+    return isinstance(inter, dict) and inter.get("design") == "requests"
+
+
 @dataclass
 class SequentialStopper:
     exp: Experiment
@@ -58,6 +90,8 @@ class SequentialStopper:
     history: list[dict[str, Any]] = field(default_factory=list)
     decided: dict[str, dict[str, Any]] = field(default_factory=dict)
     unreachable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    adjust_slots: bool = True  # False: the unadjusted log-ratios (a replay's "before")
+    slot_adjusted: bool = False  # set at the first look: a request-interleaved run
 
     def __post_init__(self) -> None:
         # every cell against the baseline cell of its scenario (a flat experiment: one baseline)
@@ -70,10 +104,13 @@ class SequentialStopper:
             better=self.better, target_effect=self.target_effect, look_sizes=sizes)
 
     def describe(self) -> dict[str, Any]:
-        return {"plan": self.plan.to_dict(), "family_alpha": self.alpha,
-                "comparisons": self.comparisons, "looks": self.history,
-                "decided": self.decided, "unreachable": self.unreachable,
-                "stopped_at_look": self.history[-1]["look"] if self.history and self.done else None}
+        out = {"plan": self.plan.to_dict(), "family_alpha": self.alpha,
+               "comparisons": self.comparisons, "looks": self.history,
+               "decided": self.decided, "unreachable": self.unreachable,
+               "stopped_at_look": self.history[-1]["look"] if self.history and self.done else None}
+        if self.slot_adjusted:
+            out["start_slot_adjusted"] = True
+        return out
 
     @property
     def done(self) -> bool:
@@ -86,14 +123,19 @@ class SequentialStopper:
         look = self.plan.look_sizes.index(blocks_done) + 1
         rows = self.store.values(run_id)
         if look == 1 or not self.history:  # direction comes from the workload's own metric
-            better = next((t["better"] for t in self.store.trials(run_id) if t["better"]), None)
+            trials = list(self.store.trials(run_id))
+            better = next((t["better"] for t in trials if t["better"]), None)
             if better in ("lower", "higher") and better != self.plan.better:
                 self.plan = replace(self.plan, better=better)
+            self.slot_adjusted = self.adjust_slots and self.exp.design == "interleaved" and \
+                any(request_interleaved(t) for t in trials)
         entry: dict[str, Any] = {"look": look, "blocks": blocks_done, "decisions": {}}
+        ratios = self._slot_ratios(rows, blocks_done, entry) if self.slot_adjusted else None
         for arm in self.comparisons:
             if arm in self.decided or arm in skipped:
                 continue
-            d = paired_log_ratios(rows, self.exp.baseline_of(arm), arm, blocks_done)
+            d = ratios(arm) if ratios is not None else \
+                paired_log_ratios(rows, self.exp.baseline_of(arm), arm, blocks_done)
             if d.size < 6:
                 continue
             dec = sequential_decision(d, look, self.plan).to_dict()
@@ -107,6 +149,19 @@ class SequentialStopper:
             self.decided.setdefault(arm, {"decision": "skipped", "look": look})
         self.history.append(entry)
         return self.done
+
+    def _slot_ratios(self, rows: list[tuple[int, int, str, str, str, float | None]],
+                     blocks: int, entry: dict[str, Any]) -> Callable[[str], np.ndarray] | None:
+        """Each arm's log-ratios adjusted for start order from the blocks so far (None when
+        too few complete blocks fit the slot effects: the plain ones then)."""
+        arms = [a.name for a in self.exp.arms]
+        y, slot = slot_matrices(rows, arms, blocks)
+        found = startslot.fit(y, slot)
+        if found is None:
+            return None
+        entry["start_slots_pct"] = found.effects_pct
+        return lambda arm: startslot.adjust(y, slot, arms.index(arm),
+                                            arms.index(self.exp.baseline_of(arm)), found)
 
     def _reach(self, arm: str, dec: dict[str, Any], d: np.ndarray, look: int,
                blocks: int) -> None:

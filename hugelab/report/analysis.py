@@ -50,6 +50,7 @@ from hugelab.report.model.series import Series
 from hugelab.report.perseries import series_rows
 from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.report.runload import RunData
+from hugelab.report.startorder import StartOrder, start_order
 from hugelab.stats import components, drift, grid, multiple, paired, tails, windows
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
@@ -205,9 +206,12 @@ def make_paired(data: RunData, m: Matrix, base: str, cand: str) -> Paired:
 
 # --- comparisons ------------------------------------------------------------------------------
 
-def _compare(p: Paired, opts: Options) -> paired.Comparison:
+def _compare(p: Paired, opts: Options, data: RunData, order: StartOrder | None = None
+             ) -> paired.Comparison:
     # one pair per block, so the labels never repeat: the pair is the unit, every pair counts
-    return paired.compare(p.b, p.c, better=p.better,  # type: ignore[arg-type]
+    c = p.c if order is None else order.candidate(data.index(p.baseline),
+                                                  data.index(p.candidate), p.b)
+    return paired.compare(p.b, c, better=p.better,  # type: ignore[arg-type]
                           alpha=opts.alpha, margin=opts.margin, blocks=p.blocks)
 
 
@@ -235,7 +239,11 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
     pairs = list(opts.pairs) or default_pairs(data)
     check_pairs(data, pairs)
     ps = [make_paired(data, m, a, b) for a, b in pairs]
-    raw = {p.name: _compare(p, opts) for p in ps}
+    order = start_order(data, m.blocks, m.values)  # request-interleaved runs only
+    if order is not None:
+        for p in ps:
+            p.notes.append(order.note)
+    raw = {p.name: _compare(p, opts, data, order) for p in ps}
     extra = {f"claim:{k}": v for k, v in (extra or {}).items()}
     adjusted = multiple.adjust({**raw, **extra}) if raw or extra else {}
     out = []

@@ -83,6 +83,8 @@ class RunData:
     server_cpu: ServerCpuData | None = None
     # each ok trial's cost record (hugelab.trial.costs): figure -> (block, series) -> value
     costs: Latencies = field(default_factory=dict)
+    # each trial's position in its block (an interleaved block's start order); None: not read
+    position: NDArray[np.int64] | None = None
 
     @property
     def n_trials(self) -> int:
@@ -108,6 +110,7 @@ def from_rows(run: dict[str, Any], rows: list[tuple[int, int, str, str, str, flo
     status = np.fromiter((smap.get(r[4], 2) for r in rows), dtype=np.int8, count=n)
     block = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
     value = np.fromiter((np.nan if r[5] is None else r[5] for r in rows), dtype=float, count=n)
+    position = np.fromiter((r[1] for r in rows), dtype=np.int64, count=n)
     arm_order = [a.get("name") for a in run.get("experiment", {}).get("arms", [])]
     pairs = sorted(keys, key=lambda k: (k[1] != "native", k[1],
                                         arm_order.index(k[0]) if k[0] in arm_order else 1 << 30,
@@ -120,7 +123,7 @@ def from_rows(run: dict[str, Any], rows: list[tuple[int, int, str, str, str, flo
     return RunData(run=run, series=[series_label(a, t, multi) for a, t in pairs],
                    series_arm=[a for a, _ in pairs], series_target=[t for _, t in pairs],
                    block=block, code=code, status=status, value=value,
-                   details=[SeriesDetails() for _ in pairs])
+                   details=[SeriesDetails() for _ in pairs], position=position)
 
 
 def _sample_blocks(data: RunData, per_series: int) -> list[int]:
