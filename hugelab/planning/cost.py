@@ -4,7 +4,6 @@ time key comes from its declaration (hugelab.workloads.kind)."""
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Experiment
 from hugelab.workloads.kind import Kind
-from hugelab.workloads.postgres.userdata import SNIFF, dump_format
+from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.registry import kinds
 
 OVERHEAD_S = 0.5  # per trial: starting processes, evidence, committing
@@ -180,54 +179,28 @@ def build_cost(recipe: str, amount: float) -> tuple[int | None, float | None]:
     return int(size), BUILD_FIXED_S + size / BUILD_BYTES_PER_S
 
 
-# A trial in a user's domain builds its PostgreSQL in the guest, every trial
-# (workloads/postgres/indomain.py): initdb, the server started, pgbench -i or the user's dump
-# restored, pg_prewarm, the warmup, then the load; the server stopped and every guest change
-# undone after. examples/postgres-domain-2x2.toml (demo domain: Debian 12, 512 MiB,
-# PostgreSQL 15; scale 1, 3 s of load) took 35-38 s a trial under TCG, 15-17 s of it the boot:
-# about 17 s of build. Under TCG the guest's CPU is about 5x slower than the host's.
-GUEST_BUILD_FIXED_S = {"kvm": 4.0, "tcg": 14.0}  # initdb, server start and stop, the undo
-GUEST_SLOWDOWN = {"kvm": 1.0, "tcg": 5.0}        # the data's load and prewarm
-PREWARM_BYTES_PER_S = 200e6                      # pg_prewarm reading the data just loaded
+# What a trial in a user's domain builds in the guest (a kind's `guest_build`) is sized here:
+# its data loaded at the build's rate and, where it reads it again (a prewarm), at the page
+# cache's, under TCG about 5x slower than on the host's CPU (the demo domain's PostgreSQL, scale
+# 1: about 17 s of build a trial in all, workloads/postgres/guestcost.py).
+GUEST_SLOWDOWN = {"kvm": 1.0, "tcg": 5.0}
+REREAD_BYTES_PER_S = 200e6
 
 
-def _dump_recipe(path: str) -> tuple[str, float]:
-    """A dump's restore recipe and bytes, read (its first bytes and size); a dump that
-    cannot be read counts as an empty plain one (the run says what is wrong)."""
-    try:
-        with open(path, "rb") as f:
-            fmt = dump_format(f.read(SNIFF))
-        return f"restore_{fmt}", float(os.path.getsize(path))
-    except (OSError, ValueError):
-        return "restore_plain", 0.0
-
-
-def in_guest_build(table: dict[str, Any]) -> str | None:
+def in_guest_build(table: dict[str, Any]) -> GuestBuild | None:
     """What a trial of `table` in a user's domain builds in the guest (None: nothing)."""
-    if table.get("kind") != "postgres":
-        return None
-    _, table = _declared(table)
-    data = f"{table['dump']} restored" if table.get("dump") else \
-        f"pgbench -i -s {table.get('scale', 10)}"
-    return "PostgreSQL: initdb, " + data + \
-        (", pg_prewarm" if table.get("prewarm", True) else "") + \
-        (", the warmup" if _duration(table.get("warmup_s", 2.0)) else "")
+    declared, table = _declared(table)
+    return declared.guest_build(table) if declared and declared.guest_build else None
 
 
 def in_guest_build_s(table: dict[str, Any], accel: str = "tcg") -> float:
-    """Seconds a trial of `table` in a user's domain spends building its workload in the guest
-    before its load (PostgreSQL: initdb, pgbench -i or the dump restored, pg_prewarm, the
-    warmup); 0 for a kind whose trial builds nothing there."""
-    if table.get("kind") != "postgres":
+    """Seconds a trial of `table` in a user's domain spends building in the guest before its
+    load; 0 for a kind whose trial builds nothing there."""
+    g = in_guest_build(table)
+    if g is None:
         return 0.0
-    _, table = _declared(table)
-    dump = table.get("dump")
-    recipe, amount = _dump_recipe(str(dump)) if dump else \
-        ("pgbench_init", float(table.get("scale", 10)))
-    size, _ = build_cost(recipe, amount)
+    size = build_cost(g.recipe, g.amount)[0] or 0
     slow = GUEST_SLOWDOWN.get(accel, GUEST_SLOWDOWN["tcg"])
-    load = (size or 0) / BUILD_BYTES_PER_S
-    prewarm = (size or 0) / PREWARM_BYTES_PER_S if table.get("prewarm", True) else 0.0
-    warmup = _duration(table.get("warmup_s", 2.0)) or 0.0
-    return GUEST_BUILD_FIXED_S.get(accel, GUEST_BUILD_FIXED_S["tcg"]) + slow * (load + prewarm) \
-        + warmup
+    reread = size / REREAD_BYTES_PER_S if g.reread else 0.0
+    fixed = g.fixed_s.get(accel, max(g.fixed_s.values(), default=0.0))
+    return fixed + slow * (size / BUILD_BYTES_PER_S + reread) + g.warmup_s

@@ -142,9 +142,9 @@ def guest_builds(arms: list[Arm], exp: Experiment, accel: str) -> list[dict[str,
     out: dict[str, dict[str, Any]] = {}
     for a in arms:
         table = exp.workload_for(a)
-        if a.vm is not None and a.vm.domain is not None and (what := in_guest_build(table)):
-            out.setdefault(what, {"what": what, "seconds": in_guest_build_s(table, accel),
-                                  "accel": accel})
+        if a.vm is not None and a.vm.domain is not None and (g := in_guest_build(table)):
+            out.setdefault(g.what, {"what": g.what, "seconds": in_guest_build_s(table, accel),
+                                    "accel": accel})
     return list(out.values())
 
 

@@ -23,7 +23,9 @@ The fields, and who reads them:
 - `duration`: the experiment-file key holding the load's seconds and its default, for cost
   estimates; None where the load has no fixed length (a build). `seconds`: for a load of
   counted requests or a fixed job, its seconds from the table (the file's keys) at the kind's
-  own assumed rate, used where the table does not set the `duration` key.
+  own assumed rate, used where the table does not set the `duration` key. `guest_build`: what
+  every trial in a user's domain builds in the guest before its load (a
+  hugelab.workloads.preview.GuestBuild from the table), which the cost model adds to the trial.
 - `server`: how its server runs in hugelab's own guests (port, readiness probe, stopper,
   argv changes for the guest NIC); None for kinds without a server.
 - `judge`: the rule that turns what the kind recorded about its application's own switch
@@ -66,6 +68,7 @@ from typing import Any, Literal
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError
 from hugelab.proc import register_packages
+from hugelab.workloads.preview import GuestBuild
 
 Role = Literal["process", "server", "client-server"]
 Where = Literal["host", "guest", "domain", "interleaved"]
@@ -125,6 +128,7 @@ class Kind:
     test_packages: tuple[str, ...] = ()
     duration: tuple[str, float | None] | None = None
     seconds: Callable[[dict[str, Any]], float] | None = None
+    guest_build: Callable[[dict[str, Any]], GuestBuild | None] | None = None
     server: ServerInGuest | None = None
     judge: Callable[[Mapping[str, Any]], Check | None] | None = None
     file_keys: Callable[[dict[str, Any]], dict[str, Any]] | None = None

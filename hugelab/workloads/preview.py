@@ -9,7 +9,7 @@ workload's `builds()` hook (a list of `Build`), which `run --dry-run` shows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -28,6 +28,22 @@ class Build:
     amount: float          # / "restore_tar" (amount: the dump's bytes)
     cached: bool | None    # already in the cache (the run reuses it); None: not known
     note: str = ""         # what the dry run could not check
+
+
+@dataclass(frozen=True)
+class GuestBuild:
+    """What every trial in a user's domain builds in the guest before its load (a kind's
+    `guest_build`; the dry run builds none of it): the data it loads (a Build's recipe and
+    amount, which the cost model sizes), the rest in seconds per accelerator (an initdb, a
+    server started and stopped), whether it reads the data again (a prewarm), and an untimed
+    warmup's seconds."""
+
+    what: str                    # "PostgreSQL: initdb, pgbench -i -s 1, pg_prewarm"
+    recipe: str
+    amount: float
+    fixed_s: Mapping[str, float]  # "kvm" / "tcg" -> seconds
+    reread: bool = False
+    warmup_s: float = 0.0
 
 
 def active() -> bool:

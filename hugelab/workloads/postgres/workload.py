@@ -39,6 +39,7 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind
 from hugelab.workloads.postgres import (
     cluster,
+    guestcost,
     guestio,
     indomain,
     leftovers,
@@ -292,4 +293,4 @@ KIND = Kind(
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     test_packages=("postgresql",), duration=("duration_s", 10.0), interleave=server_problem,
-    leftovers=leftovers.remove_leftovers)
+    leftovers=leftovers.remove_leftovers, guest_build=guestcost.guest_build)
