@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import time
 import uuid
@@ -99,6 +100,17 @@ def owner_alive(top: Path) -> bool:
     hugelab's (every one it writes has one), and so names no live owner."""
     rec = owner_record(top)
     return identity.BOOT_KEY in rec and identity.recorded_alive(rec)
+
+
+def account_ids(user: str, missing: Exception) -> tuple[int, int]:
+    """(uid, gid) of the system account `user`, the one a server runs as and its owned
+    directories are handed to; `missing` is raised when there is no such account (the package
+    that creates it is not installed)."""
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError as exc:
+        raise missing from exc
+    return pw.pw_uid, pw.pw_gid
 
 
 def new_owned_dir(work: Path, kind: str, owner: tuple[int, int] | None = None) -> Path:

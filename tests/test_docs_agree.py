@@ -10,8 +10,7 @@ from pathlib import Path
 
 from hugelab.cli.examples import EXAMPLES
 from hugelab.cli.main import build_parser
-from hugelab.workloads.postgres.indomain import check_user_data
-from hugelab.workloads.postgres.userdata import dump_format
+from hugelab.workloads.postgres.userdata import check_user_data, dump_format
 from hugelab.workloads.registry import kinds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,16 +43,20 @@ def test_the_demo_domain_has_one_name_everywhere():
     assert said and {m for _, m in said} == {name}, sorted(x for x in said if x[1] != name)
 
 
-def test_the_pages_on_a_users_vm_name_every_dump_format_restored_there():
+def test_the_pages_on_a_users_vm_name_every_dump_format_restored_there(tmp_path):
     tar = bytearray(512)
     tar[257:262] = b"ustar"
     formats = {dump_format(b"PGDMP\x01"): "-Fc", dump_format(bytes(tar)): "-Ft",
                dump_format(b"--\n-- PostgreSQL database dump\n"): "plain SQL"}
     assert set(formats) == {"custom", "tar", "plain"}
 
-    class Dumped:  # a domain arm's postgres workload with a dump: taken, not refused
-        datadir, dump = None, "/srv/db.dump"
-    check_user_data(Dumped())
+    for name, head in (("c.dump", b"PGDMP\x01"), ("t.tar", bytes(tar)), ("p.sql", b"--\n")):
+        (tmp_path / name).write_bytes(head)
+
+        class Dumped:  # a domain arm's postgres workload with a dump: taken, not refused
+            dump, datadir, conf, script, builtin = str(tmp_path / name), None, None, "x", "x"
+            domain_arm = True
+        check_user_data(Dumped())
     for page, title in (("applications.md", "### In your own VM"),
                         ("vms.md", "### Servers in your own VMs")):
         text = " ".join(section(page, title).split())

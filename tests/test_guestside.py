@@ -184,12 +184,13 @@ def test_postgres_users_data_in_a_domain(tmp_path):
     custom.write_bytes(b"PGDMP\x01\x0e")
     script = tmp_path / "load.sql"
     script.write_text("SELECT a FROM t;\n")
-    indomain.check_user_data(Postgres(dump=str(plain), script=str(script)))
     from hugelab.workloads.postgres import userdata
+    userdata.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
+                                   domain_arm=True))
     assert userdata.check_dump(str(custom)) == "custom" and userdata.check_dump(str(plain)) == "plain"
     with pytest.raises(ExperimentError, match="guest's own PostgreSQL"):
-        indomain.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
-                                       dump=None, datadir=str(tmp_path)))
+        userdata.check_user_data(_with(Postgres(dump=str(plain), script=str(script)),
+                                       dump=None, datadir=str(tmp_path), domain_arm=True))
 
 
 def _with(w: Postgres, **fields: object) -> Postgres:

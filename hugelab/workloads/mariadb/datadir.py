@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import json
 import os
-import pwd
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +35,7 @@ def templates() -> owned.TemplateCache:
 
 
 def user_ids() -> tuple[int, int]:
-    try:
-        pw = pwd.getpwnam(USER)
-    except KeyError as exc:
-        raise ToolMissingError("mariadbd", PACKAGE) from exc
-    return pw.pw_uid, pw.pw_gid
+    return owned.account_ids(USER, ToolMissingError("mariadbd", PACKAGE))
 
 
 def new_dir(kind: str) -> Path:

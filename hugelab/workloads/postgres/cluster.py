@@ -66,12 +66,7 @@ def version(bin_dir: Path) -> str:
 
 
 def user_ids() -> tuple[int, int]:
-    import pwd
-    try:
-        pw = pwd.getpwnam(USER)
-    except KeyError as exc:
-        raise ToolMissingError("postgres", PACKAGE) from exc
-    return pw.pw_uid, pw.pw_gid
+    return owned.account_ids(USER, ToolMissingError("postgres", PACKAGE))
 
 
 def as_postgres(argv: list[str | Path], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hugelab.errors import ExperimentError, PoolBusyError, WorkloadError
+from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.guestside import PAGE_KB, GuestSide, Way
 from hugelab.workloads.postgres import pgbench, prewarm, segment, server, userdata
@@ -55,17 +55,6 @@ def latencies_us(texts: list[str]) -> np.ndarray:
     parts = [np.loadtxt(io.StringIO(t), usecols=2, dtype=np.float64, ndmin=1)
              for t in texts if t.strip()]
     return np.concatenate(parts) if parts else np.empty(0)
-
-
-def check_user_data(w: Any) -> None:
-    """What of a user's data a domain arm can take: a dump (plain SQL or custom format) and a
-    script, not a data directory of this host (its server version is the host's, not the
-    guest's)."""
-    if w.datadir:
-        raise ExperimentError("postgres: datadir is a data directory of this host; a domain "
-                              "runs the guest's own PostgreSQL",
-                              hint="give a dump (pg_dump, plain or -Fc) as dump = ...; it is "
-                                   "restored in the guest per trial")
 
 
 class DomainTrial:

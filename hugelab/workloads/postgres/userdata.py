@@ -198,9 +198,17 @@ def restore_failed(argv: list[str], code: int, output: str) -> WorkloadError:
 
 def check_user_data(w: Any) -> None:
     """A Postgres workload's dump / datadir / conf, checked (paths made absolute) and the
-    conf's settings read into `w.conf_items`, before any trial; ExperimentError otherwise."""
+    conf's settings read into `w.conf_items`, before any trial; ExperimentError otherwise.
+    The one check for every arm: a user's domain (`w.domain_arm`) takes a dump (plain SQL,
+    custom or tar format) and a script, not a data directory of this host (its server version
+    is the host's, not the guest's)."""
     if w.dump and w.datadir:
         raise ExperimentError("postgres: give dump or datadir, not both")
+    if w.datadir and w.domain_arm:
+        raise ExperimentError("postgres: datadir is a data directory of this host; a domain "
+                              "runs the guest's own PostgreSQL",
+                              hint="give a dump (pg_dump, plain or -Fc) as dump = ...; it is "
+                                   "restored in the guest per trial")
     for key in ("dump", "datadir", "conf"):
         if getattr(w, key):
             object.__setattr__(w, key, os.path.abspath(getattr(w, key)))

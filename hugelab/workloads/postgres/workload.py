@@ -98,9 +98,8 @@ class Postgres:
         domain = vm is not None and vm.domain is not None
         try:
             own = dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
-            if domain:  # the guest's server judges the settings, in the trial
-                indomain.check_user_data(own)
-                return own
+            if domain:  # the guest's server judges the settings, in the trial; its user
+                return own  # data was checked by replace (userdata.check_user_data)
         except ExperimentError as exc:
             raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
         if template.unbuilt(own, own._bin()):
