@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind
+from hugelab.workloads.kind import METRIC_KEYS, Key, Kind, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 
 # Until their own engineers switch their import lines to serverside/toolrun (issue 37),
@@ -170,10 +170,8 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('json_path', '', 'metric "json": the number\'s path ("a.b.0")'),
     Key('regex', '', 'metric "regex": one group matching the number'),
     Key('stream', '', 'which output the json or regex metric reads'),
-    Key('better', '', 'whether a lower or higher value is better'),
-    Key('unit', '', "the metric's unit, for the report"),
-    Key('name', '', "the metric's name, for the report"),
-    Key('timeout_s', 's', 'the longest a run may take (none: no limit)'),
+    *METRIC_KEYS,
+    timeout("a run", "no limit"),
 )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import SERVER_PORT, Key, Kind, ServerInGuest, Tool, program
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.serverside import LOOPBACK, ServerHandle, ServerSide, default_server
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, tail
@@ -170,8 +170,8 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('duration_s', 's', 'iperf3 -t: how long the client sends'),
     Key('reverse', '', 'iperf3 -R: the server sends'),
     Key('parallel', '', 'iperf3 -P: parallel streams'),
-    Key('port', '', "the server's port (none: a free one)"),
-    Key('binary', '', 'the iperf3 client program'),
+    SERVER_PORT,
+    program('binary', 'iperf3 client'),
     Key('server_binary', '', "the server's program (none: binary)"),
 )
 

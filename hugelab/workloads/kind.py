@@ -96,6 +96,37 @@ class Key:
     doc: str
 
 
+# The keys many kinds share, each said once: a kind's KEYS names these instead of its own copy.
+SERVER_PORT = Key("port", "", "the server's port (none: a free one)")
+METRIC_KEYS = (  # a kind whose metric the user names (command, a jar's)
+    Key("better", "", "whether a lower or higher value is better"),
+    Key("unit", "", "the metric's unit, for the report"),
+    Key("name", "", "the metric's name, for the report"),
+)
+
+
+def program(name: str, program: str) -> Key:
+    """A key naming a program the kind runs: `binary = "/opt/x/bin/sysbench"`."""
+    return Key(name, "", f"the {program} program")
+
+
+def timeout(of: str, none: str = "") -> Key:
+    """`timeout_s`: the longest `of` ("a trial", "a run", "a build") may take; `none` says
+    what no value means."""
+    said = f"the longest {of} may take"
+    return Key("timeout_s", "s", f"{said} (none: {none})" if none else said)
+
+
+def interleaved(name: str, unit: str, doc: str) -> Key:
+    """A key that design "interleaved" reads."""
+    return Key(name, unit, f'design "interleaved": {doc}')
+
+
+def warm_ops(unit: str) -> Key:
+    """`warm_ops`: a request-interleaved window's untimed `unit`s (requests, transactions)."""
+    return Key("warm_ops", unit, "per window and connection, untimed (the other arm's caches)")
+
+
 # dataclass fields no experiment file sets: the arm's (process_thp, the backing for_arm binds),
 # hugelab's own (a server's side, the kind)
 INTERNAL = frozenset({"kind", "process_thp", "server", "arm_backing", "domain_arm"})

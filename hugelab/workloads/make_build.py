@@ -26,7 +26,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, HugelabError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool, program, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import (
     THP_ONLY_NOTE,
@@ -138,8 +138,8 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('make_target', '', 'the make target ("": the default)'),
     Key('clean', '', 'make clean before each build'),
     Key('scratch_dir', '', 'where the copy is built ("": the trial\'s own directory)'),
-    Key('make_binary', '', 'the make program'),
-    Key('timeout_s', 's', 'the longest a build may take'),
+    program('make_binary', 'make'),
+    timeout("a build"),
 )
 
 

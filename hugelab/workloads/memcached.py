@@ -32,7 +32,17 @@ from hugelab.proc import which
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import (
+    SERVER_PORT,
+    Key,
+    Kind,
+    ServerInGuest,
+    Tool,
+    interleaved,
+    program,
+    timeout,
+    warm_ops,
+)
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
 from hugelab.workloads.serverkind import (
@@ -263,15 +273,15 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('execute_number', 'requests', 'memcslap --execute-number: keys loaded first (random '
         'values up to ~5 KB), then requests per connection'),
     Key('binary_protocol', '', 'memcslap --binary'),
-    Key('port', '', "the server's port (none: a free one)"),
-    Key('server_binary', '', 'the memcached program'),
-    Key('client_binary', '', 'the memcslap program'),
-    Key('timeout_s', 's', 'the longest a trial may take'),
-    Key('duration_s', 's', 'design "interleaved": seconds of requests per trial'),
-    Key('window_ops', 'requests', 'design "interleaved": windows of this many requests'),
-    Key('warm_ops', 'requests', "per window and connection, untimed (the other arm's caches)"),
-    Key('keyspace', 'keys', 'design "interleaved": keys, every one written first'),
-    Key('value_size', 'bytes', 'design "interleaved": bytes per value'),
+    SERVER_PORT,
+    program('server_binary', 'memcached'),
+    program('client_binary', 'memcslap'),
+    timeout("a trial"),
+    interleaved('duration_s', 's', 'seconds of requests per trial'),
+    interleaved('window_ops', 'requests', 'windows of this many requests'),
+    warm_ops('requests'),
+    interleaved('keyspace', 'keys', 'keys, every one written first'),
+    interleaved('value_size', 'bytes', 'bytes per value'),
     Key('app', '', "memcached's own switches for the arm, e.g. { large_pages = true }"),
 )
 

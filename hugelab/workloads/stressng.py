@@ -19,7 +19,7 @@ from typing import Any
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool, program
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, format_size, tail
 
@@ -241,7 +241,7 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('timeout_s', 's', '--timeout: how long it runs'),
     Key('bytes_per_worker', 'bytes',
         "the stressor's size per worker, where it has one (none: its default)"),
-    Key('binary', '', 'the stress-ng program'),
+    program('binary', 'stress-ng'),
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool, program
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import check_backing, check_exit, first_version, format_size, tail
 
@@ -219,7 +219,7 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('access_mode', '', '--memory-access-mode: sequential or random'),
     Key('threads', '', 'sysbench threads'),
     Key('time_s', 's', '--time: how long the load runs'),
-    Key('binary', '', 'the sysbench program'),
+    program('binary', 'sysbench'),
 )
 
 

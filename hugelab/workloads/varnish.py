@@ -33,7 +33,7 @@ from hugelab import proc
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import SERVER_PORT, Key, Kind, ServerInGuest, Tool, program, timeout
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.serverkeep import InPlace, first_child
 from hugelab.workloads.serverkind import (
@@ -275,11 +275,11 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key("threads", "", "wrk --threads"),
     Key("connections", "", "wrk --connections of the timed run"),
     Key("duration_s", "s", "wrk --duration of the timed run"),
-    Key("port", "", "the server's port (none: a free one)"),
-    Key("server_binary", "", "the varnishd program"),
-    Key("client_binary", "", "the wrk program"),
+    SERVER_PORT,
+    program("server_binary", "varnishd"),
+    program("client_binary", "wrk"),
     Key("stat_binary", "", "the varnishstat program (varnishd's own counters)"),
-    Key("timeout_s", "s", "the longest a trial may take"),
+    timeout("a trial"),
     Key("app", "", 'jemalloc\'s THP switch for the arm, e.g. { jemalloc_thp = "always" }'),
 )
 

@@ -20,7 +20,7 @@ from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem.evidence import REGION, touched_pages
 from hugelab.workloads.hugelab_mem.interleave import interleave_problem
 from hugelab.workloads.hugelab_mem.output import parse_interleaved_output, parse_output
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import Key, Kind, Tool, interleaved
 
 WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
 
@@ -179,7 +179,7 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('duration_s', 's', 'how long the walk runs (a file may write duration = "500ms")'),
     Key('seed', '', "the random pattern's seed"),
     Key('stride_bytes', 'bytes', "chase only: the slot size (none: the tool's 64)"),
-    Key('window_ms', 'ms', 'design "interleaved": each measurement window'),
+    interleaved('window_ms', 'ms', 'each measurement window'),
     Key('warmup_ms', 'ms', "untimed walking before the measurement (none: the tool's default)"),
     Key('touch_fraction', '',
         'the share of the buffer touched (1.0: all; 0.125 leaves it sparse)'),

@@ -32,7 +32,7 @@ from hugelab.workloads.jvm.output import (
     parse_jvm_report,
 )
 from hugelab.workloads.jvm.userjar import check_jar, put_jar
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import METRIC_KEYS, Key, Kind, Tool, program, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import check_exit
 
@@ -252,11 +252,9 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('jar', '', 'your own benchmark (java -jar JAR ARGS) instead of Sunflow'),
     Key('args', '', "the jar's arguments"),
     Key('regex', '', "the jar's metric: one group matching a number in its output"),
-    Key('better', '', 'whether a lower or higher value is better'),
-    Key('unit', '', "the metric's unit, for the report"),
-    Key('name', '', "the metric's name, for the report"),
-    Key('java', '', 'the java program'),
-    Key('timeout_s', 's', 'the longest a run may take'),
+    *METRIC_KEYS,
+    program('java', 'java'),
+    timeout("a run"),
     Key('app', '', "the JVM's own switches for the arm (UseLargePages, UseTransparentHugePages)"),
     Key('threads', '', ">0: hugelab's many-threads program instead of Sunflow"),
     Key('thread_stack', 'bytes', "those threads' -Xss (none: the JVM's default)"),

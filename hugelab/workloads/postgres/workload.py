@@ -36,7 +36,7 @@ from hugelab.units import parse_size
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Key, Kind
+from hugelab.workloads.kind import Key, Kind, interleaved, timeout, warm_ops
 from hugelab.workloads.postgres import (
     cluster,
     guestcost,
@@ -272,12 +272,12 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('duration_s', 's', 'pgbench -T: how long the load runs'),
     Key('transactions', '', 'pgbench -t per client instead of duration_s'),
     Key('warmup_s', 's', 'untimed load before the measured one'),
-    Key('window_s', 's', 'design "interleaved": each arm\'s pgbench window'),
-    Key('window_ops', 'transactions', 'design "interleaved": windows of this many instead'),
-    Key('warm_ops', 'transactions', "per window and connection, untimed (the other arm's caches)"),
+    interleaved('window_s', 's', "each arm's pgbench window"),
+    interleaved('window_ops', 'transactions', 'windows of this many instead'),
+    warm_ops('transactions'),
     Key('prewarm', '', 'pg_prewarm fills shared buffers before the load'),
     Key('bindir', '', "the directory of postgres, initdb and pgbench (none: Debian's newest)"),
-    Key('timeout_s', 's', 'the longest a trial may take (none: 120 s + 3 x the load)'),
+    timeout("a trial", "120 s + 3 x the load"),
     Key('app', '',
         'server settings for the arm, e.g. { shared_buffers = "1GB" }; huge_pages follows the backing'),
     Key('dump', '', 'your pg_dump file (plain, -Fc or -Ft): restored once into a cached template'),

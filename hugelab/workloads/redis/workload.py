@@ -37,7 +37,17 @@ from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import GUEST_DIR
-from hugelab.workloads.kind import Key, Kind, ServerInGuest, Tool
+from hugelab.workloads.kind import (
+    SERVER_PORT,
+    Key,
+    Kind,
+    ServerInGuest,
+    Tool,
+    interleaved,
+    program,
+    timeout,
+    warm_ops,
+)
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.redis import persist
 from hugelab.workloads.redis.bench import TESTS, BenchmarkRuns
@@ -251,16 +261,16 @@ KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('keyspace', 'keys',
         'redis-benchmark -r: random keys from this many (none: one key, which no page size can matter for)'),
     Key('threads', '', 'redis-benchmark --threads (none: one)'),
-    Key('port', '', "the server's port (none: a free one)"),
+    SERVER_PORT,
     Key('app', '',
         'Redis\'s own settings for the arm, e.g. { disable-thp = "yes" } (applications.md)'),
-    Key('server_binary', '', 'the redis-server program'),
-    Key('benchmark_binary', '', 'the redis-benchmark program'),
-    Key('timeout_s', 's', "the longest a trial's load may take (none: hugelab's)"),
-    Key('duration_s', 's', 'design "interleaved": seconds of load per arm and trial'),
-    Key('window_s', 's', 'design "interleaved": each window\'s length'),
-    Key('window_ops', 'requests', 'design "interleaved": windows of this many requests instead'),
-    Key('warm_ops', 'requests', "per window and connection, untimed (the other arm's caches)"),
+    program('server_binary', 'redis-server'),
+    program('benchmark_binary', 'redis-benchmark'),
+    timeout("a trial's load", "hugelab's"),
+    interleaved('duration_s', 's', 'seconds of load per arm and trial'),
+    interleaved('window_s', 's', "each window's length"),
+    interleaved('window_ops', 'requests', 'windows of this many requests instead'),
+    warm_ops('requests'),
     Key('rdb', '', "a user's RDB file, loaded from a copy at each server's start"),
     Key('persistence', '', '"off", or "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load'),
     Key('fork_every_s', 's', 'persistence: seconds of load before each save'),
