@@ -19,6 +19,11 @@ spread correction). A first table looks once, at a fixed number of blocks, with 
 runs: the spread correction's own part in the coverage and the false positives.
 
 Run: PYTHONPATH=. .venv/bin/python bench/slot_adjust_sim.py [--sims 4000] [--fixed-sims 20000] [--seed 1]
+
+With `--stores A.db B.db ...` (kept stores of interleaved runs with `--until-verdict`) it
+replays each run's looks instead, with the stopper as it is now, plain and adjusted, and prints
+per store the fitted slot effects, the A/A twin's per-block SD and 95% interval before and
+after, and the twin's decision at each look (a replay ends where the store's blocks end).
 """
 
 from __future__ import annotations
@@ -32,11 +37,14 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
+from hugelab.experiment import Experiment
 from hugelab.experiment.model import balanced_orders
 from hugelab.stats import sequential_plan, signedrank, startslot
 from hugelab.stats.plan import MIN_PILOT
 from hugelab.stats.reach import GAMMA, sd_bounds, unit_sds
 from hugelab.stats.sequential import SequentialPlan, look_schedule
+from hugelab.stopping import SequentialStopper, paired_log_ratios, slot_matrices
+from hugelab.store.locate import open_store
 
 ALPHA, MARGIN, BLOCK_SD, OTHER = 0.005, 0.01, 0.05, 0.10
 PG_SLOTS = (0.0, 0.012, 0.05)
@@ -49,7 +57,8 @@ def slots(sims: int, blocks: int, arms: int, seed: int) -> np.ndarray:
     for r in range(sims):
         orders: list[list[int]] = []
         while len(orders) < blocks:
-            orders += balanced_orders(list(range(arms)), rnd)
+            orders += [[int(x) for x in o] for o in balanced_orders(
+                [str(k) for k in range(arms)], rnd)]
         for b in range(blocks):
             out[r, b, orders[b]] = np.arange(arms)
     return out
@@ -190,18 +199,74 @@ def fixed(sims: int, n: int, seed: int) -> str:
     return f"| {n} | {factor.mean():.3f} | " + " | ".join(cells) + " |"
 
 
+def looks(exp: Experiment, store: object, seq: dict[str, object], blocks: int, twin: str,
+          adjust: bool) -> str:
+    """The twin's decision at each look of a replay of the stored run."""
+    plan = seq["plan"]
+    assert isinstance(plan, dict)
+    stop = SequentialStopper(exp, store, looks=None,  # type: ignore[arg-type]
+                             alpha=float(seq["family_alpha"]),  # type: ignore[arg-type]
+                             margin=float(plan["margin"]), adjust_slots=adjust)
+    for b in range(1, blocks + 1):
+        if stop(1, b, {}):
+            break
+    out = []
+    for entry in stop.history:
+        dec = entry["decisions"].get(twin)
+        if dec:
+            said = dec["decision"] + (" (futile)" if "futile" in dec["reason"] else "")
+            out.append(f"{entry['blocks']}: {said}")
+    return "; ".join(out)
+
+
+def stores(paths: list[str]) -> None:
+    print("| store | blocks | slot effects 1-3 | twin per-block SD | twin 95% interval | "
+          "looks, plain | looks, adjusted |")
+    print("|---|---|---|---|---|---|---|")
+    for path in paths:
+        st = open_store(path)
+        run = st.run(1)
+        exp = Experiment.from_dict(run["experiment"])
+        seq, rows = run["sequential"], st.values(1)
+        blocks = max(r[0] for r in rows) + 1
+        arms = [a.name for a in exp.arms]
+        twin = next(a for a in seq["comparisons"] if a.endswith("-again"))
+        i, j = arms.index(twin), arms.index(exp.baseline_of(twin))
+        y, slot = slot_matrices(rows, arms, blocks)
+        found = startslot.fit(y, slot)
+        assert found is not None
+        before = paired_log_ratios(rows, arms[j], twin, blocks)
+        both = np.isfinite(y[:, i]) & np.isfinite(y[:, j])
+        raw = before - (found.effects[slot[both, i]] - found.effects[slot[both, j]])
+        after = startslot.adjust(y, slot, i, j, found)
+        ci = []
+        for d in (before, after):
+            hl, lo, hi, _ = signedrank.hl_and_interval(d[None], 0.05)
+            ci.append(f"{100 * math.expm1(hl[0]):+.2f}% [{100 * math.expm1(lo[0]):+.2f}, "
+                      f"{100 * math.expm1(hi[0]):+.2f}]")
+        name = path.rsplit("/", 1)[-1].removesuffix(".db")
+        print(f"| {name} | {blocks} | " + ", ".join(f"{e:+.1f}" for e in found.effects_pct)
+              + f"% | {100 * before.std(ddof=1):.2f} → {100 * raw.std(ddof=1):.2f}% | "
+              f"{ci[0]} → {ci[1]} | {looks(exp, st, seq, blocks, twin, False)} | "
+              f"{looks(exp, st, seq, blocks, twin, True)} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sims", type=int, default=4000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--blocks", default="20,30")
     p.add_argument("--fixed-sims", type=int, default=20000)
+    p.add_argument("--stores", nargs="+", help="replay these kept runs' looks instead")
     args = p.parse_args()
+    if args.stores:
+        stores(args.stores)
+        return
     t0 = time.monotonic()
     print("| blocks | spread factor f | adjusted, uncorrected: cover95 / p<0.01 | adjusted, "
           "corrected | plain, no slot effects |")
     print("|---|---|---|---|---|")
-    for n in (10, 17, 20, 30):
+    for n in (6, 10, 17, 20, 30):
         print(fixed(args.fixed_sims, n, args.seed + 100 + n), flush=True)
     print()
     print("| N | slot effects | noise SD | analysis | false faster/slower | equivalent | "
