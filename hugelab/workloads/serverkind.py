@@ -30,10 +30,18 @@ What a kind supplies
     admit(backing)                a backing it cannot have refused before a server starts
                                   (default: check_backing; a kind's preflight may be stricter)
     own_files(target)             its private directory for one server (Redis: a copy of a
-                                  user's RDB), removed by drop_files after the server stopped
+                                  user's RDB; MariaDB: its datadir, copied from a template),
+                                  removed by drop_files after the server stopped
     filled(port, files, client)   what it writes into a fresh server before any load (Redis:
                                   the keys its RDB brought, the preload), kept as `loaded`
     served(result, srv)           the request-level result's info (tool, versions)
+    last_look(load, handle, files)  what it reads of its server after the load, while it
+                                  still runs (MariaDB: its error log, its huge-page
+                                  mappings); returns the load as `loaded` takes it
+    unit, output_evidence         class attributes: its results' unit ("requests/s"), and
+                                  whether its server's output is evidence (MariaDB: no, its
+                                  error log is its own report)
+    ready_timeout_s, start_failed  its start here (hugelab.workloads.serverplace)
     in_place(port)                what it does where its server runs (an InPlace of
                                   hugelab.workloads.serverkeep: a private directory, the
                                   process whose memory is its own, its own report, a stop that
@@ -65,27 +73,25 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hugelab import proc
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.units import amount
 from hugelab.workloads.base import Target, WorkloadResult
-from hugelab.workloads.command import (
-    LOOPBACK,
-    LocalServer,
-    ServerHandle,
-    ServerSide,
-    check_backing,
-    exchange,
-    first_version,
-    server_memory,
-)
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.process_thp import target_for
 from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, marked
 from hugelab.workloads.servermem import server_tree
 from hugelab.workloads.serverplace import Placement, watched_here
+from hugelab.workloads.serverside import (
+    LOOPBACK,
+    ServerHandle,
+    ServerSide,
+    exchange,
+    server_memory,
+)
+from hugelab.workloads.toolrun import check_backing, first_version
 
 
 @dataclass
@@ -96,6 +102,7 @@ class Running:
     files: Path | None = None  # its private directory, removed when it stops
     loaded: Any = None         # what `filled` wrote into it (Redis: the RDB's keys)
     rate: float = 0.0          # windows of client runs: its warm-up's requests per second
+    client_version: str | None = None  # windows of client runs: as the load printed it
 
     @property
     def port(self) -> int:
@@ -167,6 +174,9 @@ class ServerKind(Placement):
     """The life cycle every server kind shares; see the module docstring for the contract.
     Where its server runs, and its argv there: Placement (hugelab.workloads.serverplace)."""
 
+    unit: ClassVar[str] = "requests/s"
+    output_evidence: ClassVar[bool] = True
+
     # -- what each kind supplies (server_argv: Placement's) -------------------------------------
     def load(self, client: Target, port: int, files: Path | None) -> Any:
         raise NotImplementedError
@@ -196,6 +206,9 @@ class ServerKind(Placement):
     def served(self, result: WorkloadResult, srv: Running) -> None:
         return None
 
+    def last_look(self, load: Any, handle: ServerHandle, files: Path | None) -> Any:
+        return load
+
     @staticmethod
     def own_report(output: str) -> dict[str, Any]:
         """The report its InPlace read just before the server stopped ({}: none)."""
@@ -222,18 +235,19 @@ class ServerKind(Placement):
 
     def _trial(self, target: Target, side: ServerSide, backing: str,
                files: Path | None) -> WorkloadResult:
-        handle = side.start(self.argv_for(target, files, watched_here(side)), self.tool)
+        handle = self.launch(side, self.argv_for(target, files, watched_here(side)), files)
         client = target_for(target, self.process_thp)
         memory: dict[str, object] = {}
         try:
-            load = self.load(client, handle.client_port, files)
+            load = self.last_look(self.load(client, handle.client_port, files), handle, files)
             if self.in_place(handle.client_port) is None:  # else the keeper's, from its output
                 memory = server_memory(handle)
         finally:
             output = handle.stop()
         memory = memory or marked(output, MEMORY_MARK)
         result = self.loaded(load, output, client)
-        result.evidence["server_output_tail"] = output
+        if self.output_evidence:
+            result.evidence["server_output_tail"] = output
         result.evidence["server"] = memory
         if in_domain(target) and memory:  # the daemon's own: the guest's tree is the client's
             result.evidence["tree"] = server_tree(self.tool, memory, f"guest {target.name}")
@@ -246,7 +260,7 @@ class ServerKind(Placement):
         self.admit(backing)
         files = self.own_files(None)
         try:
-            handle = LocalServer().start(self.argv_for(None, files, False), self.tool)
+            handle = self.launch(self.local(None), self.argv_for(None, files, False), files)
         except BaseException:
             self.drop_files(files)
             raise
@@ -274,7 +288,7 @@ class ServerKind(Placement):
                        primary: str = "ops_per_s") -> WorkloadResult:
         """The arm's result: `metrics`, and its own server's evidence, read now."""
         memory = server_memory(srv.handle)
-        result = WorkloadResult(metrics=metrics, primary=primary, unit="requests/s",
+        result = WorkloadResult(metrics=metrics, primary=primary, unit=self.unit,
                                 better="higher", evidence={"server": memory})
         if memory:  # judged alone: the host-wide tree holds every arm's server
             result.evidence["tree"] = server_tree(self.tool, memory)

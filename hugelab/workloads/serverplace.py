@@ -4,7 +4,14 @@ free one); in hugelab's own guest (the ServerSide the guest trial passes in as `
 servers this process cannot see, so every one runs under the keeper,
 hugelab.workloads.serverkeep); or as its own daemon in a user's libvirt domain (`InDomain`,
 hugelab.workloads.guestside). The argv is the kind's `server_argv` under the arm's
-process_thp, and under the keeper where the kind keeps its server itself (`in_place`)."""
+process_thp, and under the keeper where the kind keeps its server itself (`in_place`).
+
+Two optional hooks of a kind's start here (the defaults are every key-value kind's):
+  ready_timeout_s          how long its server may take to listen on this host (MariaDB:
+                           InnoDB's start, 120 s; default 10 s)
+  start_failed(exc, files) a start that failed, in the server's own words where it keeps
+                           them apart from its output (MariaDB: its error log in `files`);
+                           default: `exc` as it is"""
 
 from __future__ import annotations
 
@@ -14,11 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target
-from hugelab.workloads.command import ServerSide, default_server
 from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
 from hugelab.workloads.process_thp import wrap
 from hugelab.workloads.serverkeep import InPlace, keep_argv
+from hugelab.workloads.serverside import (
+    LocalServer,
+    ServerHandle,
+    ServerSide,
+    default_server,
+)
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,31 @@ class Placement:
     port: int | None
     process_thp: str | None
     server: ServerSide | None
+    ready_timeout_s: ClassVar[float] = 10.0
 
     def server_argv(self, port: int, files: Path | None = None) -> list[str]:
         raise NotImplementedError
 
     def in_place(self, port: int) -> InPlace | None:
         return None
+
+    def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
+        return exc
+
+    def local(self, port: int | None) -> LocalServer:
+        """Its server as a subprocess of this process (natively, or one arm's interleaved)."""
+        return LocalServer(port=port, ready_timeout_s=self.ready_timeout_s)
+
+    def launch(self, side: ServerSide, argv: Callable[[int], list[str]], files: Path | None
+               ) -> ServerHandle:
+        """Its server started on `side`; a failed start as start_failed tells it."""
+        try:
+            return side.start(argv, self.tool)
+        except WorkloadError as exc:
+            told = self.start_failed(exc, files)
+            if told is exc:
+                raise
+            raise told from exc
 
     def side(self, target: Target) -> ServerSide:
         """Where this trial's server runs: a user's domain runs its own daemon (the client
@@ -63,7 +95,8 @@ class Placement:
             d = self.domain
             return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
                                  owner=d.owner, log=d.log)
-        return default_server(self.server, target, self.tool, self.port)
+        side = default_server(self.server, target, self.tool, self.port)
+        return side if side is self.server else self.local(self.port)
 
     def argv_for(self, target: Target | None, files: Path | None, watched: bool
                  ) -> Callable[[int], list[str]]:
