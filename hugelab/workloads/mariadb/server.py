@@ -1,17 +1,16 @@
 """One trial's mariadbd: its argv (pure), its start on a free loopback port (a failure led by
-its own error log), the running server (`Server`), the server's own report of large pages (its
+its own error log), the server's own report of large pages (its
 error log's warnings and `large_pages`), and its mappings read just before it stops."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.command import LOOPBACK, LocalServer, ServerHandle
+from hugelab.workloads.serverside import LOOPBACK, LocalServer, ServerHandle
 
 SERVER = "/usr/sbin/mariadbd"
 # hugelab's own settings, which an arm's app cannot change: a private datadir, socket and port
@@ -79,34 +78,32 @@ def mappings(pid: int) -> list[dict[str, int]]:
         return []
 
 
-@dataclass
-class Server:
-    """One trial's running mariadbd: its private directory, handle and settings."""
+def error_log(top: Path | None) -> str:
+    """The error log of the server over the datadir in `top` ("" before it wrote one)."""
+    path = Path(top or "/nonexistent") / "error.log"
+    return path.read_text(errors="replace") if path.exists() else ""
 
-    top: Path
-    handle: ServerHandle
-    large: bool
-    pool: int
-    sysbench_version: str | None = None
 
-    @property
-    def pid(self) -> int:
-        return int(getattr(getattr(self.handle, "proc", None), "pid", 0))
+def pid_of(handle: ServerHandle) -> int:
+    return int(getattr(getattr(handle, "proc", None), "pid", 0))
 
-    def log(self) -> str:
-        path = self.top / "error.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+
+def start_failed(exc: WorkloadError, top: Path | None) -> WorkloadError:
+    """A start that failed, led by the server's own error log in `top` (`exc` when it said
+    nothing)."""
+    said = report(error_log(top))["errors"]
+    return WorkloadError("mariadbd did not start: " + "; ".join(said)) if said else exc
 
 
 def start(top: Path, pool: str, large: bool, settings: tuple[tuple[str, Any], ...]
           ) -> ServerHandle:
-    """mariadbd on a free loopback port; a failure leads with the server's own error log."""
+    """mariadbd on a free loopback port (a template's build); a failure leads with the
+    server's own error log."""
     try:
         return LocalServer(ready_timeout_s=120.0).start(
             lambda port: argv(top, port, pool, large, settings), "mariadbd")
     except WorkloadError as exc:
-        log = top / "error.log"
-        said = report(log.read_text(errors="replace"))["errors"] if log.exists() else []
-        if not said:
+        told = start_failed(exc, top)
+        if told is exc:
             raise
-        raise WorkloadError("mariadbd did not start: " + "; ".join(said)) from exc
+        raise told from exc

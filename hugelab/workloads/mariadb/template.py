@@ -6,6 +6,7 @@ build it once."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,22 @@ def source(w: Any) -> Path:
     if w.dump:
         return ensure_dump_template(w.dump, w.database)
     return ensure_template(w.tables, w.table_size)
+
+
+def trial_dir(w: Any) -> Path:
+    """A trial's private datadir (mysql's, 0700, under datadir.work_path()) copied from what
+    `source` gives; the caller removes it."""
+    tpl = source(w)
+    top = datadir.new_dir("trial")
+    try:
+        if w.datadir:
+            userdata.copy_datadir(tpl, top)
+        else:
+            datadir.copy_template(tpl, top)
+    except BaseException:
+        shutil.rmtree(top, ignore_errors=True)
+        raise
+    return top
 
 
 def ensure_template(tables: int, table_size: int) -> Path:

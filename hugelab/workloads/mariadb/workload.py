@@ -31,7 +31,7 @@ import dataclasses
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,28 +39,26 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import which
 from hugelab.units import parse_size
 from hugelab.workloads import interleave
-from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.command import LOOPBACK, check_exit, first_version, server_memory
+from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, Tool
-from hugelab.workloads.mariadb import (
-    datadir,
-    evidence,
-    indomain,
-    oltp,
-    rules,
-    server,
-    template,
-    userdata,
-)
+from hugelab.workloads.mariadb import datadir, evidence, indomain, oltp, rules, server, template
 from hugelab.workloads.mariadb.evidence import check
-from hugelab.workloads.mariadb.server import Server
+from hugelab.workloads.mariadb.userdata import INIT_FILE
 from hugelab.workloads.reqmix import mysql_server
+from hugelab.workloads.serverkind import Running, ServerKind
+from hugelab.workloads.serverplace import InDomain
+from hugelab.workloads.serverside import ServerHandle
+from hugelab.workloads.toolrun import check_exit, first_version
+
+# its own daemon in a user's domain (that trial is still indomain.DomainTrial's)
+DOMAIN = InDomain(indomain.PORT, indomain.daemon_argv, owner=datadir.USER,
+                  log="/var/tmp/hugelab/error.log")
 
 
 @dataclass(frozen=True)
-class Mariadb:
+class Mariadb(ServerKind):
     """MariaDB + sysbench OLTP; metrics tps, qps, latency_avg_ms, p50_ms, p95_ms, p99_ms."""
 
     script: str = "oltp_read_only"
@@ -81,6 +79,16 @@ class Mariadb:
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides large_pages
     domain_arm: bool = False  # set by for_arm: a user's domain runs its own MariaDB
     kind: str = field(default="mariadb", init=False)
+
+    # the base's (hugelab.workloads.serverkind): on the host, a free port, no process_thp
+    port = None
+    process_thp = None
+    server = None
+    tool: ClassVar[str] = "mariadbd"
+    domain: ClassVar[InDomain] = DOMAIN
+    unit: ClassVar[str] = "transactions/s"
+    output_evidence: ClassVar[bool] = False  # its error log is its own report
+    ready_timeout_s: ClassVar[float] = 120.0  # InnoDB's start
 
     def __post_init__(self) -> None:
         rules.validate(self)
@@ -133,50 +141,84 @@ class Mariadb:
     def exec_timeout(self) -> float:
         return self.timeout_s or self.duration_s + self.warmup_s + 120.0
 
-    # -- one server: start, warm, windows of load, finish (evidence), stop ----------------
-    def start(self, backing: str) -> Server:
-        """A private datadir copied from the template, its server up with the arm's setting;
-        the caller stops it (stop)."""
+    # -- its server, over the base (hugelab.workloads.serverkind.ServerKind) ----------------
+    def admit(self, backing: str) -> None:
         rules.check_backing(self, backing)
-        template = self.template()
-        top = datadir.new_dir("trial")
-        try:
-            settings = self.settings()
-            if self.datadir:
-                userdata.copy_datadir(template, top)
-                settings += (("init_file", top / userdata.INIT_FILE),
-                             ("skip_slave_start", True))
-            else:
-                datadir.copy_template(template, top)
-            large, pool = self.large_pages(), self.buffer_pool_bytes()
-            return Server(top, server.start(top, str(pool), large, settings), large, pool)
-        except BaseException:
-            shutil.rmtree(top, ignore_errors=True)
-            raise
 
-    def template(self) -> Path:
-        return template.source(self)
+    def own_files(self, target: Target | None) -> Path:
+        return template.trial_dir(self)
 
-    def warm(self, target: Target, srv: Server) -> None:
+    def drop_files(self, files: Path | None) -> None:
+        if files is not None:
+            shutil.rmtree(files, ignore_errors=True)
+
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
+        """mariadbd over the datadir in `files` with the arm's setting (pure); a user's
+        datadir's copy gives the load its user through --init-file."""
+        assert files is not None
+        settings = self.settings()
+        if self.datadir:
+            settings += (("init_file", files / INIT_FILE), ("skip_slave_start", True))
+        return server.argv(files, port, str(self.buffer_pool_bytes()), self.large_pages(),
+                           settings)
+
+    def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
+        return server.start_failed(exc, files)
+
+    def sysbench(self, client: Target, port: int, seconds: float) -> ExecResult:
+        res = client.exec(oltp.argv(self.script, port, self.tables, self.table_size,
+                                    self.threads, seconds, database=self.database),
+                          timeout=self.exec_timeout())
+        check_exit(res, "sysbench")
+        return res
+
+    def load(self, client: Target, port: int, files: Path | None) -> ExecResult:
+        if self.warmup_s >= 1:
+            self.sysbench(client, port, self.warmup_s)
+        return self.sysbench(client, port, self.duration_s)
+
+    def last_look(self, load: ExecResult, handle: ServerHandle, files: Path | None
+                  ) -> tuple[ExecResult, str, list[dict[str, int]]]:
+        """Its error log and its mappings in huge pages, read while it still runs."""
+        return load, server.error_log(files), server.mappings(server.pid_of(handle))
+
+    def loaded(self, load: tuple[ExecResult, str, list[dict[str, int]]], output: str,
+               client: Target) -> WorkloadResult:
+        res, log, maps = load
+        result = WorkloadResult(metrics=oltp.parse(res.stdout), primary="tps", unit=self.unit,
+                                better="higher")
+        # its memory (evidence["server"]) is the base's; a paired trial's tree is the trial's
+        evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log, maps, {})
+        self.tell(result, log, first_version(res.stdout, r"sysbench (\S+)"))
+        return result
+
+    def tell(self, result: WorkloadResult, log: str, sysbench_version: str | None) -> None:
+        result.info.update({"tool": "sysbench", "script": self.script, "backing": None,
+                            "server_version": evidence.server_version(log),
+                            "sysbench_version": sysbench_version})
+        if self.dump or self.datadir:
+            result.info["user_data"] = {"dump": self.dump} if self.dump else \
+                {"datadir": self.datadir}
+
+    def describe(self, result: WorkloadResult, backing: str) -> None:
+        result.info["backing"] = backing
+
+    # -- interleaved: windows of sysbench runs (interleave) or of requests (requests) -------
+    def warm(self, target: Target, srv: Running) -> None:
         if self.warmup_s >= 1:
             self.window(target, srv, self.warmup_s)
 
-    def window(self, target: Target, srv: Server, seconds: float
+    def window(self, target: Target, srv: Running, seconds: float
                ) -> tuple[dict[str, float], np.ndarray]:
         """One sysbench run of `seconds` against `srv`: its summary, and its latencies in µs
         (from sysbench's histogram: each bucket's value, as often as it counted)."""
-        res = target.exec(oltp.argv(self.script, srv.handle.client_port, self.tables,
-                                    self.table_size, self.threads, seconds,
-                                    database=self.database),
-                          timeout=self.exec_timeout())
-        check_exit(res, "sysbench")
-        srv.sysbench_version = first_version(res.stdout, r"sysbench (\S+)")
+        res = self.sysbench(target, srv.port, seconds)
+        srv.client_version = first_version(res.stdout, r"sysbench (\S+)")
         return oltp.parse(res.stdout), oltp.latencies_ms(res.stdout) * 1000.0
 
-    def finish(self, srv: Server, windows: list[dict[str, float]], latencies: np.ndarray,
+    def finish(self, srv: Running, windows: list[dict[str, float]], latencies: np.ndarray,
                backing: str) -> WorkloadResult:
-        """The trial's result from its windows (one, in a paired trial) and the server's own
-        evidence, read now, with the server still up."""
+        """The trial's result from its windows and the server's own evidence, read now."""
         metrics = dict(windows[0]) if len(windows) == 1 else \
             {"tps": interleave.geomean([w["tps"] for w in windows])}
         if len(windows) > 1 and latencies.size:
@@ -184,43 +226,24 @@ class Mariadb:
                 metrics[f"p{p:g}_ms"] = float(np.percentile(latencies, p)) / 1000.0
         return self.request_result(srv, metrics, backing, "tps")
 
-    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    def served(self, result: WorkloadResult, srv: Running) -> None:
+        """Its own evidence beside the base's memory: its tree alone (every arm's server is
+        in an interleaved trial's tree) with its huge-page mappings, and its info."""
+        log = server.error_log(srv.files)
+        evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log,
+                        server.mappings(self.server_pid(srv)), result.evidence["server"])
+        self.tell(result, log, srv.client_version)
+
     @property
     def clients(self) -> int:
         return self.threads
 
-    def request_server(self, srv: Server) -> str:
-        return mysql_server(self.database, host=LOOPBACK, port=srv.handle.client_port,
-                            user=oltp.USER)
+    def reqmix_server(self, host: str, port: int) -> str:
+        return mysql_server(self.database, host=host, port=port, user=oltp.USER)
 
     def request_load(self) -> dict[str, Any]:
         """oltp_read_only's transaction over the datadir's tables (each op one transaction)."""
         return {"tables": self.tables, "table_size": self.table_size}
-
-    def server_pid(self, srv: Server) -> int:
-        return srv.pid
-
-    def request_result(self, srv: Server, metrics: dict[str, float], backing: str,
-                       primary: str = "ops_per_s") -> WorkloadResult:
-        """The arm's result: `metrics`, and its own server's evidence, read now."""
-        result = WorkloadResult(metrics=metrics, primary=primary, unit="transactions/s",
-                                better="higher")
-        log = srv.log()  # its own tree alone: an interleaved trial's tree holds every arm's
-        evidence.record(result, srv.large, srv.pool, log, server.mappings(srv.pid),
-                        server_memory(srv.handle))
-        result.info.update({"tool": "sysbench", "script": self.script, "backing": backing,
-                            "server_version": evidence.server_version(log),
-                            "sysbench_version": srv.sysbench_version})
-        if self.dump or self.datadir:
-            result.info["user_data"] = {"dump": self.dump} if self.dump else \
-                {"datadir": self.datadir}
-        return result
-
-    def stop(self, srv: Server) -> None:
-        try:
-            srv.handle.stop()
-        finally:
-            shutil.rmtree(srv.top, ignore_errors=True)
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
         if in_domain(target):
@@ -228,15 +251,7 @@ class Mariadb:
             return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
         if place_of(target) is not Place.NATIVE:
             raise WorkloadError("mariadb runs on the host and in a user's domain")
-        srv = self.start(backing)
-        try:
-            self.warm(target, srv)
-            summary, lat = self.window(target, srv, self.duration_s)
-            result = self.finish(srv, [summary], lat, backing)
-            result.evidence.pop("tree", None)  # a paired trial's tree is the whole trial's
-            return result
-        finally:
-            self.stop(srv)
+        return super().run(target, backing)
 
 
 def leftovers() -> list[str]:
