@@ -11,9 +11,11 @@ import os
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hugelab.errors import WorkloadError
+from hugelab.stats.windows import block_log_ratios
 from hugelab.workloads.reqmix import parse_output
 from hugelab.workloads.requests import arm_metrics, pinning, wants_requests
 from hugelab.workloads.servercpu import TICK, tree, tree_cpu_s
@@ -51,6 +53,43 @@ def test_an_arms_rate_is_the_geometric_mean_of_its_windows_and_drift_cancels():
     assert other["window_effect_lo_pct"] - 1e-6 <= 2.0 <= other["window_effect_hi_pct"] + 1e-6
     assert base["p99_ms"] == pytest.approx(0.3) and base["client_cpu_share"] == pytest.approx(0.25)
     assert "window_effect_pct" not in base
+
+
+def noisy(blocks: int, arms: int, seed: int, sd: float = 0.01) -> list[list[float]]:
+    """Rates per block and arm: a drifting machine, identical arms, log-normal window noise."""
+    rng = random.Random(seed)
+    return [[1000 * (1 + 0.3 * math.sin(b)) * math.exp(rng.gauss(0, sd)) for _ in range(arms)]
+            for b in range(blocks)]
+
+
+@pytest.mark.parametrize("arms", [2, 3])
+def test_a_few_preempted_windows_barely_move_an_arms_rate(arms):
+    # 60 blocks; in 4 of them arm 1's window ran at half its rate (its vCPU preempted): the
+    # plain geometric mean loses 4/60 of log 2 (-4.5%), the recorded rate should not
+    rates = noisy(60, arms, seed=arms)
+    hit = [row[:] for row in rates]
+    for b in (5, 17, 33, 48):
+        hit[b][1] /= 2
+    clean, cut = parse_output(report(rates)), parse_output(report(hit))
+    for a in range(arms):
+        assert arm_metrics(cut, a)["ops_per_s"] == pytest.approx(
+            arm_metrics(clean, a)["ops_per_s"], rel=0.004)
+    old = arm_metrics(cut, 1)["ops_per_s_mean"] / arm_metrics(clean, 1)["ops_per_s_mean"]
+    assert old == pytest.approx(math.exp(-4 * math.log(2) / 60), rel=1e-6)  # what it was
+
+
+def test_two_arms_rates_ratio_is_the_median_of_their_block_log_ratios():
+    res = parse_output(report(noisy(41, 2, seed=7, sd=0.05)))
+    d = block_log_ratios(*res.columns(), 1, 0)
+    m0, m1 = arm_metrics(res, 0), arm_metrics(res, 1)
+    assert math.log(m1["ops_per_s"] / m0["ops_per_s"]) == pytest.approx(float(np.median(d)))
+    # still a throughput: the pair's geometric mean near the plain geometric-mean rate
+    both = math.sqrt(m0["ops_per_s"] * m1["ops_per_s"])
+    assert both == pytest.approx(math.sqrt(m0["ops_per_s_mean"] * m1["ops_per_s_mean"]),
+                                 rel=0.05)
+    # the median's standard error agrees with the normal theory for a median (1.2533 sd/sqrt n)
+    se = m1["window_median_se_log"]
+    assert 0.6 < se / (1.2533 * float(np.std(d, ddof=1)) / math.sqrt(d.size)) < 1.6
 
 
 def test_only_a_server_kind_with_window_ops_asks_for_requests():

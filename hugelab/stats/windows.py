@@ -11,7 +11,9 @@ The trial's estimate is the mean of those per-block log-ratios; its interval com
 batch means (contiguous runs of blocks averaged first), so that noise correlated over a few
 blocks does not make the interval too narrow. The ratio is a ratio of geometric means of
 the window rates: `exp(log_ratio)` above 1 means the arm served more ops per second than the
-reference. A trial stays the unit of a verdict: this interval says how well one set of
+reference. An arm's recorded rate (robust_arm_rates) is instead the median of those
+per-block log-ratios about the blocks' geometric mean: a few windows slowed by a preempted
+vCPU move a mean by their whole share and a median hardly at all. A trial stays the unit of a verdict: this interval says how well one set of
 servers was measured, not how a fresh set would differ.
 """
 
@@ -26,6 +28,7 @@ from scipy import stats
 from hugelab.stats._util import FloatArray, StatsInputError, as_1d
 
 DEFAULT_BATCHES = 20
+SLOW_MADS = 4.0  # a window this many robust SDs slow against its block is left out of the level
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,69 @@ def arm_rates(arms: ArrayLike, ops: ArrayLike, ns: ArrayLike) -> dict[int, float
     y = _log_rates(ops, ns)
     a = np.asarray(arms)
     return {int(k): float(np.exp(y[a == k].mean()) * 1e9) for k in np.unique(a)}
+
+
+def block_arm_means(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: ArrayLike
+                    ) -> tuple[FloatArray, FloatArray]:
+    """(arm labels, y): y[k, j] the mean log rate (ops/ns) of arm labels[j] in the k-th block
+    that has every arm (blocks in order; a block cut short is left out)."""
+    y = _log_rates(ops, ns)
+    a, b = np.asarray(arms), np.asarray(blocks)
+    if a.shape != y.shape or b.shape != y.shape:
+        raise StatsInputError("arms, blocks, ops and ns must have one value per window")
+    arm_labels, ai = np.unique(a, return_inverse=True)
+    _, bi = np.unique(b, return_inverse=True)
+    count = np.zeros((bi.max() + 1, arm_labels.size))
+    total = np.zeros_like(count)
+    np.add.at(count, (bi, ai), 1.0)
+    np.add.at(total, (bi, ai), y)
+    full = np.all(count > 0, axis=1)
+    return arm_labels.astype(np.float64), total[full] / count[full]
+
+
+def robust_arm_rates(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: ArrayLike
+                     ) -> dict[int, float]:
+    """Per arm, a trial's rate in ops per second that a few preempted windows cannot move, and
+    that keeps the arms paired (pure). Over the blocks that have every arm, with y[k, a] the
+    arm's mean log rate in block k and c[k] the block's mean over the arms:
+
+        rate_a = exp(level + m_a),  m_a = median_k(y[k, a] - c[k])
+
+    Each arm stands off the trial's level by its median deviation from the block's centre. The
+    level is the mean over blocks of each block's level, the mean of y[k, a] - m_a over its
+    arms less those that ran slow by more than SLOW_MADS robust SDs (1.4826 MAD) of all the
+    residuals y[k, a] - c[k] - m_a: a preempted window does not pull the level down either,
+    the drift of the machine over the trial stays in it, and without slow windows exp(level)
+    is the geometric-mean rate over the blocks. The level is the same for every arm, so it
+    cancels in a ratio. With two arms log(rate_a / rate_b) is exactly
+    the median of the paired per-block log-ratios (with three, close to it): a window slowed
+    by a preempted vCPU moves a mean of log-ratios by its whole share, a median hardly at all.
+    Without a complete block (one arm, or every block cut short) it is arm_rates'."""
+    labels, y = block_arm_means(arms, blocks, ops, ns)
+    if y.shape[0] == 0:
+        return arm_rates(arms, ops, ns)
+    c = y.mean(axis=1)
+    dev = np.median(y - c[:, None], axis=0)
+    resid = y - c[:, None] - dev
+    scale = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+    keep = resid >= -SLOW_MADS * scale
+    keep[~keep.any(axis=1)] = True
+    own = np.where(keep, y - dev, 0.0).sum(axis=1) / np.maximum(keep.sum(axis=1), 1)
+    level = float(own.mean())
+    return {int(k): float(np.exp(level + dev[j]) * 1e9) for j, k in enumerate(labels)}
+
+
+def median_se(values: ArrayLike) -> float:
+    """The standard error of a sample's median from its distribution-free 95% interval (the
+    order statistics n/2 -+ 1.96 sqrt(n)/2, as in the sign test), divided by 2 x 1.96 (pure):
+    what robust_arm_rates' paired median is uncertain by within one trial. NaN below 6."""
+    x = np.sort(as_1d(values, "values"))
+    n = x.size
+    if n < 6:
+        return float("nan")
+    half = 1.959964 * np.sqrt(n) / 2
+    lo, hi = max(int(np.floor(n / 2 - half)), 0), min(int(np.ceil(n / 2 + half)), n - 1)
+    return float((x[hi] - x[lo]) / (2 * 1.959964))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
+from hugelab.stats.windows import block_log_ratios, median_se, robust_arm_rates
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
@@ -71,16 +72,23 @@ def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
 
 
 def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str, float]:
-    """One arm's trial metrics from the client's windows (pure): ops/s the geometric mean of
-    its windows' rates (two arms' log-ratio is then the mean of their windows'), latency
-    percentiles in ms, the client's CPU share, and (other arms) the within-trial window effect
-    against the reference with its 95% interval."""
+    """One arm's trial metrics from the client's windows (pure): `ops_per_s` the arm's rate
+    robust to preempted windows (stats.windows.robust_arm_rates: the blocks' geometric-mean
+    rate times the arm's median per-block standing, so two arms' log-ratio is the median of
+    their per-block log-ratios), `ops_per_s_mean` the plain geometric mean of its windows'
+    rates (whose log-ratio is the mean), latency percentiles in ms, the client's CPU share,
+    and (other arms) the within-trial window effect against the reference (the mean) with its
+    95% interval, and the standard error of the median's log-ratio (`window_median_se_log`)."""
     mine = [w for w in result.windows if w.arm == arm and w.ns > 0 and w.ops > 0]
     if not mine:
         raise WorkloadError(f"hugelab-reqmix timed no window of arm {arm}")
-    rate = math.exp(float(np.mean([math.log(w.ops * 1e9 / w.ns) for w in mine])))
+    mean = math.exp(float(np.mean([math.log(w.ops * 1e9 / w.ns) for w in mine])))
+    timed = [w for w in result.windows if w.ns > 0 and w.ops > 0]
+    rate = robust_arm_rates([w.arm for w in timed], [w.block for w in timed],
+                            [w.ops for w in timed], [w.ns for w in timed])[arm]
     lat = next(x for x in result.latency if x.arm == arm)
-    out = {"ops_per_s": rate, "ops": float(lat.ops_total), "windows": float(len(mine)),
+    out = {"ops_per_s": rate, "ops_per_s_mean": mean, "ops": float(lat.ops_total),
+           "windows": float(len(mine)),
            "latency_avg_ms": lat.mean_ns / 1e6, "p50_ms": lat.p50_ns / 1e6,
            "p99_ms": lat.p99_ns / 1e6, "p99_9_ms": lat.p999_ns / 1e6,
            "client_cpu_share": result.client_cpu_share(arm)}
@@ -89,7 +97,9 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
         mid, lo, hi = e.percent
         out.update({"window_effect_pct": mid, "window_effect_lo_pct": lo,
                     "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd,
-                    "window_log_ratio": e.log_ratio, "window_se_log": e.se})
+                    "window_log_ratio": e.log_ratio, "window_se_log": e.se,
+                    "window_median_se_log": median_se(block_log_ratios(
+                        *result.columns(), arm, reference))})
     return out
 
 
