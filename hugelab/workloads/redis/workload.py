@@ -48,8 +48,9 @@ from hugelab.workloads.kind import (
     timeout,
     warm_ops,
 )
+from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.process_thp import check_mode
-from hugelab.workloads.redis import persist
+from hugelab.workloads.redis import guestcost, persist
 from hugelab.workloads.redis.bench import TESTS, BenchmarkRuns
 from hugelab.workloads.redis.control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
 from hugelab.workloads.redis.forkdriver import driver as fork_driver
@@ -239,17 +240,28 @@ ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopb
 ASSUMED_PRELOAD_PER_S = 300_000  # pipelined SETs a second
 
 
-def load_seconds(table: dict[str, Any]) -> float:
-    """About how long a trial's load takes, for the cost estimate: the preload, then every
-    test's requests at ASSUMED_RPS (times the pipeline depth)."""
+def load_size(table: dict[str, Any]) -> tuple[int, int, int]:
+    """A trial's load from the table: (keys preloaded, requests of every test, pipeline)."""
     def get(key: str) -> Any:
         return RedisBenchmark.setting(table, key)
     keys = get("keyspace") or 0
     preload = get("preload")
     fill = keys if (preload if preload is not None else not get("rdb")) else 0
     tests = len(get("tests") or ()) or 1
-    return fill / ASSUMED_PRELOAD_PER_S + \
-        int(get("requests")) * tests / (ASSUMED_RPS * max(1, int(get("pipeline"))))
+    return int(fill), int(get("requests")) * tests, max(1, int(get("pipeline")))
+
+
+def load_seconds(table: dict[str, Any]) -> float:
+    """About how long a trial's load takes, for the cost estimate: the preload, then every
+    test's requests at ASSUMED_RPS (times the pipeline depth)."""
+    fill, requests, pipeline = load_size(table)
+    return fill / ASSUMED_PRELOAD_PER_S + requests / (ASSUMED_RPS * pipeline)
+
+
+def guest_build(table: dict[str, Any]) -> GuestBuild:
+    """What a trial in a user's domain does in the guest beyond its load at the host's rate
+    (hugelab.workloads.redis.guestcost)."""
+    return guestcost.guest_build(*load_size(table), load_seconds(table))
 
 
 KEYS = (  # the [workload] keys, for docs/kinds.md
@@ -287,6 +299,6 @@ KIND = Kind(
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools"),
            Tool("redis-cli", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
-    duration=("timeout_s", None), seconds=load_seconds, judge=judge,
+    duration=("timeout_s", None), seconds=load_seconds, guest_build=guest_build, judge=judge,
     interleave=persist.interleave_problem, leftovers=rdb_leftovers,
     app={"disable-thp": ("yes", "no", True, False)})
