@@ -159,6 +159,13 @@ def robust_arm_rates(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: Arr
     labels, y = block_arm_means(arms, blocks, ops, ns)
     if y.shape[0] == 0:
         return arm_rates(arms, ops, ns)
+    level, dev = robust_standing(y)
+    return {int(k): float(np.exp(level + dev[j]) * 1e9) for j, k in enumerate(labels)}
+
+
+def robust_standing(y: FloatArray) -> tuple[float, FloatArray]:
+    """(level, m): robust_arm_rates' log level and each arm's median standing m_a, from
+    y[k, a], the arms' mean log rates per complete block (pure)."""
     c = y.mean(axis=1)
     dev = np.median(y - c[:, None], axis=0)
     resid = y - c[:, None] - dev
@@ -166,8 +173,7 @@ def robust_arm_rates(arms: ArrayLike, blocks: ArrayLike, ops: ArrayLike, ns: Arr
     keep = resid >= -SLOW_MADS * scale
     keep[~keep.any(axis=1)] = True
     own = np.where(keep, y - dev, 0.0).sum(axis=1) / np.maximum(keep.sum(axis=1), 1)
-    level = float(own.mean())
-    return {int(k): float(np.exp(level + dev[j]) * 1e9) for j, k in enumerate(labels)}
+    return float(own.mean()), dev
 
 
 def median_se(values: ArrayLike) -> float:
