@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from hugelab import identity, owned
 from hugelab.errors import ExperimentError
-from hugelab.workloads.redis import RedisBenchmark
+from hugelab.workloads.redis import RedisBenchmark, persist
 from hugelab.workloads.redis import rdb as redis_rdb
 from hugelab.workloads.serverside import free_port
 from tests.helpers import HUGELAB
@@ -58,13 +59,29 @@ def test_the_server_loads_its_copy_and_still_never_saves():
 
 
 def test_copies_of_dead_runs_are_removed(tmp_path):
-    dead = tmp_path / "hugelab-redis-4194305-abc"
-    live = tmp_path / f"hugelab-redis-{os.getpid()}-def"
-    for d in (dead, live):
-        d.mkdir()
+    """Redis's private directories are owned ones (hugelab.owned), like PostgreSQL's and
+    MariaDB's: a killed run's is removed, a live run's kept, whatever its pid became."""
+    live = persist.private_dir(tmp_path)
+    assert live.parent == tmp_path and live.stat().st_mode & 0o777 == 0o700
+    assert owned.owner_record(live)["owner_pid"] == os.getpid()
+    dead = tmp_path / "redis-dead"
+    dead.mkdir()
+    (dead / owned.OWNER_FILE).write_text(json.dumps({**identity.record(),
+                                                     "owner_pid": 2 ** 22 + 1}))
+    reused = tmp_path / "redis-reused"  # a dead run's whose pid is this process's now
+    reused.mkdir()
+    (reused / owned.OWNER_FILE).write_text(json.dumps({**identity.record(),
+                                                       "owner_starttime": 1}))
+    for d in (dead, live, reused):
         (d / "dump.rdb").write_bytes(b"REDIS0011")
-    assert redis_rdb.rdb_leftovers(tmp_path) == [str(dead)]
-    assert live.is_dir() and not dead.exists()
+    assert redis_rdb.rdb_leftovers(tmp_path) == [str(dead), str(reused)]
+    assert live.is_dir() and not dead.exists() and not reused.exists()
+
+
+def copies_of(pid: int) -> list[Path]:
+    """The private directories process `pid` made and left."""
+    return [d for d in redis_rdb.RDB_WORK.glob("redis-*")
+            if owned.owner_record(d).get("owner_pid") == pid]
 
 
 def make_rdb(d: Path, keys: int) -> Path:
@@ -136,7 +153,7 @@ def test_a_users_rdb_is_loaded_by_every_trial_and_left_as_it_was(tmp_path):
         assert t["provenance"]["rdb"] == {"file": str(rdb), "keys_loaded": 300}
         assert t["metrics"]["get_rps"] > 0
     assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
-    assert not list(redis_rdb.RDB_WORK.glob(f"{redis_rdb.RDB_PREFIX}{p.pid}-*")), "a copy is left"
+    assert not copies_of(p.pid), "a copy is left"
     assert host_state() == before
 
 
@@ -154,4 +171,4 @@ def test_interleaved_servers_each_load_their_own_copy(tmp_path):
     a, b = serve(NativeTarget(), [(w, "4k"), (w, "4k")], random.Random(1))
     assert a.info["rdb"] == b.info["rdb"] == {"file": str(rdb), "keys_loaded": 120}
     assert hashlib.sha256(rdb.read_bytes()).hexdigest() == digest
-    assert not list(redis_rdb.RDB_WORK.glob(f"{redis_rdb.RDB_PREFIX}{os.getpid()}-*")), "a copy is left"
+    assert not copies_of(os.getpid()), "a copy is left"

@@ -34,18 +34,16 @@ it once.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from hugelab import owned
 from hugelab.errors import ExperimentError
 from hugelab.workloads.interleave import server_problem
 
 MODES = ("off", "rdb", "aof")
-PRIVATE_PREFIX = "hugelab-redis-"
-PRIVATE_WORK = Path("/var/tmp")
+PRIVATE_WORK = Path("/var/tmp/hugelab-redis")  # the servers' private directories (owned.py)
 
 
 def check(persistence: str, fork_every_s: float, preload: bool, keyspace: int | None) -> None:
@@ -79,9 +77,10 @@ def interleave_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[st
     return server_problem(arms, table)
 
 
-def private_dir() -> Path:
-    """A private directory (0700, named by this process) under /var/tmp."""
-    return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-", dir=PRIVATE_WORK))
+def private_dir(work: Path = PRIVATE_WORK) -> Path:
+    """A fresh private directory (0700) under `work`, with its owner record (hugelab.owned), so
+    that `hugelab recover` removes a killed run's and never a live run's."""
+    return owned.new_owned_dir(work, "redis")
 
 
 def server_args(persistence: str, work: Path | None) -> list[str]:

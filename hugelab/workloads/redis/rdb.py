@@ -1,5 +1,5 @@
 """A user's RDB file for Redis (`rdb = "/path/dump.rdb"`): checked to be one, copied into a
-private directory (0700, named by this process; the original never opened by the server), the
+private directory (0700, with its owner record; the original never opened by the server), the
 keys the server loaded from it read back (INFO keyspace, before any load) as the trial's
 evidence, and a killed run's copies removed by `hugelab recover`."""
 
@@ -11,13 +11,13 @@ import shutil
 import time
 from pathlib import Path
 
+from hugelab import owned
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.redis import persist
 from hugelab.workloads.redis.resp import Conn
 
 RDB_NAME = "dump.rdb"
-RDB_PREFIX = persist.PRIVATE_PREFIX
 RDB_WORK = persist.PRIVATE_WORK
 LOAD_TIMEOUT_S = 600.0
 
@@ -35,7 +35,7 @@ def keyspace_keys(info: str) -> int:
 
 
 def rdb_copy(rdb: str) -> Path:
-    """A private directory (0700, named by this process) holding a copy of the RDB file."""
+    """A private directory (persist.private_dir) holding a copy of the RDB file."""
     d = persist.private_dir()
     shutil.copyfile(rdb, d / RDB_NAME)
     return d
@@ -86,11 +86,10 @@ def record_rdb(result: WorkloadResult, rdb: str | None, keys: int | None) -> Non
 
 
 def rdb_leftovers(work: Path = RDB_WORK) -> list[str]:
-    """RDB copies whose run is gone (after a kill): removed, for `hugelab recover`."""
+    """Private directories (RDB copies, persistence's files) whose run is gone (after a kill):
+    removed, for `hugelab recover`."""
     gone = []
-    for d in sorted(work.glob(f"{RDB_PREFIX}*")):
-        pid = d.name[len(RDB_PREFIX):].split("-")[0]
-        if d.is_dir() and pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(d, ignore_errors=True)
-            gone.append(str(d))
+    for top in owned.dead_owned(work):
+        shutil.rmtree(top, ignore_errors=True)
+        gone.append(str(top))
     return gone
