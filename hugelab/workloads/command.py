@@ -16,19 +16,7 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import METRIC_KEYS, Key, Kind, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
-
-# Until their own engineers switch their import lines to serverside/toolrun (issue 37),
-# serverkind.py, serverplace.py, mariadb/workload.py and mariadb/server.py still import the
-# names below with `as` from here; nothing else may. Remove these lines with theirs.
-from hugelab.workloads.serverside import LOOPBACK as LOOPBACK
-from hugelab.workloads.serverside import LocalServer as LocalServer
-from hugelab.workloads.serverside import ServerHandle as ServerHandle
-from hugelab.workloads.serverside import ServerSide as ServerSide
-from hugelab.workloads.serverside import default_server as default_server
-from hugelab.workloads.serverside import exchange as exchange
-from hugelab.workloads.serverside import server_memory as server_memory
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, rusage_metrics, tail
-from hugelab.workloads.toolrun import first_version as first_version
 
 MetricSource = Literal["wall", "json", "regex"]
 Stream = Literal["stdout", "stderr", "both"]
