@@ -42,7 +42,9 @@ The fields, and who reads them:
   them before the workload is built (registry.build_workload, with_arm); None where `app` is
   open (any of the server's own settings: PostgreSQL, MariaDB, checked against the server).
 - `keys`: every key of its `[workload]` table (`Key`: name, unit, one line on what it does);
-  the type and default are the dataclass field's. docs/kinds.md is generated from them
+  the type and default are the dataclass field's; keys many kinds share are declared once
+  below (`SERVER_PORT`, `METRIC_KEYS`, `program`, `timeout`, `interleaved`, `warm_ops`).
+  docs/kinds.md is generated from them
   (`python -m hugelab.workloads.keydoc`), and a test checks that every field a file may set
   has one (fields the arm or hugelab sets, `INTERNAL`, have none).
 
