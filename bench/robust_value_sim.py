@@ -4,8 +4,9 @@ the A/A per-block SD and mean, the sequential decision's false `faster`/`slower`
 
 A trial value was the geometric mean of the arm's window rates, so a block's d_b (the log-ratio
 of two arms' trial values) was the mean of the trial's per-ABBA-block log-ratios; now it is
-their median (stats.windows.robust_arm_rates; with three arms the median standing about the
-block centre). The Hodges-Lehmann shift of the per-block log-ratios is shown beside them.
+their Hodges-Lehmann shift (stats.windows.robust_arm_rates, `hl`). Their median is shown
+beside them (`median`; the first version of the change), all three from
+stats.windows.paired_shifts, arm 1 against arm 0.
 
 Data, real: JSON files of trials, each either a list of per-block log-ratios of an A/A pair
 (two servers; /tmp/win/redis16.json) or {"arms", "blocks", "ops", "ns"} of every window
@@ -36,7 +37,7 @@ from slot_adjust_sim import ALPHA, MARGIN, replay
 from hugelab.stats import sequential_plan
 from hugelab.stats.sequential import look_schedule
 from hugelab.stats.signedrank import hl_and_interval
-from hugelab.stats.windows import block_arm_means, robust_standing
+from hugelab.stats.windows import block_arm_means, paired_shifts
 
 Trial = np.ndarray  # (blocks, arms) mean log rate per complete block; 2 arms: col 1 the d
 
@@ -54,16 +55,9 @@ def load(path: str) -> list[Trial]:
     return out
 
 
-def hl(d: np.ndarray) -> float:
-    i, j = np.triu_indices(d.size)
-    return float(np.median((d[i] + d[j]) / 2))
-
-
 ESTIMATORS: dict[str, Callable[[np.ndarray], float]] = {
-    "mean (old)": lambda y: float(np.mean(y[:, 1] - y[:, 0])),
-    "median (new)": lambda y: float(np.diff(robust_standing(y)[1][:2])[0]),
-    "Hodges-Lehmann": lambda y: hl(y[:, 1] - y[:, 0]),
-}
+    how: (lambda y, how=how: float(paired_shifts(y, 0, how)[1]))
+    for how in ("mean", "median", "hl")}
 
 
 def draws(trials: list[Trial], sims: int, blocks: int, shift: float, seed: int

@@ -79,18 +79,35 @@ def test_a_few_preempted_windows_barely_move_an_arms_rate(arms):
     assert old == pytest.approx(math.exp(-4 * math.log(2) / 60), rel=1e-6)  # what it was
 
 
-def test_two_arms_rates_ratio_is_the_median_of_their_block_log_ratios():
-    res = parse_output(report(noisy(41, 2, seed=7, sd=0.05)))
-    d = block_log_ratios(*res.columns(), 1, 0)
-    m0, m1 = arm_metrics(res, 0), arm_metrics(res, 1)
-    assert math.log(m1["ops_per_s"] / m0["ops_per_s"]) == pytest.approx(float(np.median(d)))
-    # still a throughput: the pair's geometric mean near the plain geometric-mean rate
-    both = math.sqrt(m0["ops_per_s"] * m1["ops_per_s"])
-    assert both == pytest.approx(math.sqrt(m0["ops_per_s_mean"] * m1["ops_per_s_mean"]),
-                                 rel=0.05)
-    # the median's standard error agrees with the normal theory for a median (1.2533 sd/sqrt n)
-    se = m1["window_median_se_log"]
-    assert 0.6 < se / (1.2533 * float(np.std(d, ddof=1)) / math.sqrt(d.size)) < 1.6
+@pytest.mark.parametrize("arms", [2, 3])
+def test_an_arms_ratio_to_the_reference_is_the_hodges_lehmann_shift_of_their_blocks(arms):
+    res = parse_output(report(noisy(41, arms, seed=7, sd=0.05)))
+    m = [arm_metrics(res, a) for a in range(arms)]
+    for a in range(1, arms):
+        d = block_log_ratios(*res.columns(), a, 0)
+        i, j = np.triu_indices(d.size)
+        hl = float(np.median((d[i] + d[j]) / 2))
+        assert math.log(m[a]["ops_per_s"] / m[0]["ops_per_s"]) == pytest.approx(hl)
+        assert m[a]["window_hl_log_ratio"] == pytest.approx(hl)
+        assert m[a]["window_median_log_ratio"] == pytest.approx(float(np.median(d)))
+        # standard errors of the two shifts against normal theory (sd/sqrt(n) over 0.955
+        # and 0.637 efficiency): within a factor 1.6
+        sd = float(np.std(d, ddof=1)) / math.sqrt(d.size)
+        assert 0.6 < m[a]["window_hl_se_log"] / (sd / math.sqrt(0.955)) < 1.6
+        assert 0.6 < m[a]["window_median_se_log"] / (sd / math.sqrt(0.637)) < 1.6
+    # still a throughput: the arms' geometric mean near the plain geometric-mean rate
+    both = math.exp(sum(math.log(x["ops_per_s"]) for x in m) / arms)
+    plain = math.exp(sum(math.log(x["ops_per_s_mean"]) for x in m) / arms)
+    assert both == pytest.approx(plain, rel=0.02)
+
+
+def test_the_reference_need_not_be_the_first_arm():
+    rates = [[r * 1.0, r * 1.05, r * 0.9] for r in (1000, 1200, 900, 1100)]
+    res = parse_output(report(rates))
+    m = [arm_metrics(res, a, reference=2) for a in range(3)]
+    assert m[0]["ops_per_s"] / m[2]["ops_per_s"] == pytest.approx(1 / 0.9)
+    assert m[1]["ops_per_s"] / m[2]["ops_per_s"] == pytest.approx(1.05 / 0.9)
+    assert "window_hl_log_ratio" not in m[2]
 
 
 def test_only_a_server_kind_with_window_ops_asks_for_requests():

@@ -31,7 +31,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.stats.windows import block_log_ratios, median_se, robust_arm_rates
+from hugelab.stats.signedrank import hl_and_interval
+from hugelab.stats.windows import block_log_ratios, hl_shift, median_se, robust_arm_rates
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
@@ -73,19 +74,19 @@ def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
 
 def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str, float]:
     """One arm's trial metrics from the client's windows (pure): `ops_per_s` the arm's rate
-    robust to preempted windows (stats.windows.robust_arm_rates: the blocks' geometric-mean
-    rate times the arm's median per-block standing, so two arms' log-ratio is the median of
-    their per-block log-ratios), `ops_per_s_mean` the plain geometric mean of its windows'
-    rates (whose log-ratio is the mean), latency percentiles in ms, the client's CPU share,
-    and (other arms) the within-trial window effect against the reference (the mean) with its
-    95% interval, and the standard error of the median's log-ratio (`window_median_se_log`)."""
+    robust to preempted windows (stats.windows.robust_arm_rates: its log-ratio to the
+    reference arm's is the Hodges-Lehmann shift of their paired per-block log-ratios),
+    `ops_per_s_mean` the plain geometric mean of its windows' rates (whose log-ratio is their
+    mean), latency percentiles in ms, the client's CPU share, and (other arms) the
+    within-trial window effect against the reference (the mean) with its 95% interval, and
+    the Hodges-Lehmann and median log-ratios with their standard errors (robust_effects)."""
     mine = [w for w in result.windows if w.arm == arm and w.ns > 0 and w.ops > 0]
     if not mine:
         raise WorkloadError(f"hugelab-reqmix timed no window of arm {arm}")
     mean = math.exp(float(np.mean([math.log(w.ops * 1e9 / w.ns) for w in mine])))
     timed = [w for w in result.windows if w.ns > 0 and w.ops > 0]
     rate = robust_arm_rates([w.arm for w in timed], [w.block for w in timed],
-                            [w.ops for w in timed], [w.ns for w in timed])[arm]
+                            [w.ops for w in timed], [w.ns for w in timed], reference)[arm]
     lat = next(x for x in result.latency if x.arm == arm)
     out = {"ops_per_s": rate, "ops_per_s_mean": mean, "ops": float(lat.ops_total),
            "windows": float(len(mine)),
@@ -98,9 +99,20 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
         out.update({"window_effect_pct": mid, "window_effect_lo_pct": lo,
                     "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd,
                     "window_log_ratio": e.log_ratio, "window_se_log": e.se,
-                    "window_median_se_log": median_se(block_log_ratios(
-                        *result.columns(), arm, reference))})
+                    **robust_effects(block_log_ratios(*result.columns(), arm, reference))})
     return out
+
+
+def robust_effects(d: np.ndarray) -> dict[str, float]:
+    """The paired per-block log-ratios' Hodges-Lehmann shift (the recorded rates' log-ratio)
+    and median, each with its standard error within the trial (from the 95% signed-rank and
+    sign-test intervals, over 2 x 1.96), for the trial's analysis (pure)."""
+    if d.size < 2:
+        return {}
+    _, lo, hi, _ = hl_and_interval(d[None, :], 0.05)
+    return {"window_hl_log_ratio": hl_shift(d),
+            "window_hl_se_log": float(hi[0] - lo[0]) / (2 * 1.959964),
+            "window_median_log_ratio": float(np.median(d)), "window_median_se_log": median_se(d)}
 
 
 def settings_for(arms: Sequence[tuple[RequestServer, str]], servers: list[str],
