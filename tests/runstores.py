@@ -5,9 +5,11 @@
   (001, 002) are checked on every machine in a second.
 - `request_run`: a request-level interleaved run (off vs on) whose trials carry the metrics
   a test gives them.
-- `real_run`: a real `hugelab run` of an example at small size, cached under .pytest_cache so
-  a test session runs it once (the key holds the example's text and the arguments); it takes
-  the host lock like every host test.
+- `real_run`: a real `hugelab run` of an example at small size, made once per content: the
+  store is kept under /var/tmp/hugelab-tests/real-runs (HUGELAB_TEST_CACHE), keyed by the
+  example's text, the arguments and every file of the hugelab package, so a fresh clone of the
+  same code reuses it and any change to the code makes it again; it takes the host lock like
+  every host test.
 """
 
 from __future__ import annotations
@@ -28,7 +30,19 @@ from hugelab.store import Store, Trial
 from tests.conftest import HOST_LOCK
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".pytest_cache" / "hugelab-real-runs"
+CACHE = Path(os.environ.get("HUGELAB_TEST_CACHE", "/var/tmp/hugelab-tests")) / "real-runs"
+
+
+def code_hash() -> str:
+    """A digest of every file of the hugelab package (sources, C, Java), by path
+    and content: what a real run's store depends on beside the experiment."""
+    h = hashlib.sha256()
+    pkg = ROOT / "hugelab"
+    built = ("__pycache__", "_bin")  # derived: Python's byte code, the C tools built here
+    for path in sorted(p for p in pkg.rglob("*") if p.is_file() and not set(built) & set(
+            p.relative_to(pkg).parts)):
+        h.update(str(path.relative_to(pkg)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def experiment(example: str | None) -> Experiment:
@@ -73,14 +87,14 @@ def request_run(path: Path, blocks: int, metrics: Callable[[int, str], dict[str,
 
 def real_run(example: str | None, blocks: int) -> Path:
     """The store of a real run of `example` (None: the default experiment) with `blocks`
-    blocks, made once and kept in .pytest_cache."""
+    blocks, made once per content (see the module's docstring)."""
     text = "default" if example is None else (ROOT / "examples" / example).read_text()
-    key = hashlib.sha256(f"{text}\0{blocks}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{text}\0{blocks}\0{code_hash()}".encode()).hexdigest()[:16]
     db = CACHE / f"{example or 'default'}-{blocks}-{key}.db"
     if db.exists():
         return db
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = db.with_suffix(".partial.db")
+    CACHE.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = db.with_suffix(f".partial-{os.getpid()}.db")
     tmp.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "hugelab.cli", "run", *([str(ROOT / "examples" / example)]
                                                           if example else []),
@@ -95,4 +109,7 @@ def real_run(example: str | None, blocks: int) -> Path:
     if r.returncode != 0:
         raise RuntimeError(f"hugelab run failed ({r.returncode}): {r.stderr[-2000:]}")
     tmp.rename(db)
+    for old in CACHE.glob(f"{example or 'default'}-{blocks}-*.db"):  # made by older code
+        if old != db and ".partial-" not in old.name:
+            old.unlink(missing_ok=True)
     return db
