@@ -41,7 +41,7 @@ from hugelab.experiment import Experiment
 from hugelab.experiment.model import balanced_orders
 from hugelab.stats import sequential_plan, signedrank, startslot
 from hugelab.stats.plan import MIN_PILOT
-from hugelab.stats.reach import GAMMA, sd_bounds, unit_sds
+from hugelab.stats.reach import GAMMA, look_stops, sd_bounds, unit_sds
 from hugelab.stats.sequential import SequentialPlan, look_schedule
 from hugelab.stopping import SequentialStopper, paired_log_ratios, slot_matrices
 from hugelab.store.locate import open_store
@@ -117,15 +117,11 @@ def replay(d_at: Callable[[int], np.ndarray], rows: int, plan: SequentialPlan
     decision = np.full(rows, "inconclusive", dtype=object)
     stop = np.full(rows, plan.max_blocks)
     live = np.ones(rows, dtype=bool)
-    delta = math.log1p(plan.margin)
     looks = zip(plan.look_sizes, plan.bounds, plan.equivalence_bounds, strict=True)
     for k, (size, c, e) in enumerate(looks, start=1):
         part = d_at(size)
-        z = signedrank.z_statistic(part)
-        eq = (signedrank.z_statistic(part + delta) >= e) & \
-            (signedrank.z_statistic(part - delta) <= -e)
-        hit = live & (np.abs(z) >= c)
-        good = (z < 0) if plan.better == "lower" else (z > 0)
+        crossed, good, eq = look_stops(part, c, e, plan)
+        hit = live & crossed
         decision[hit] = np.where(good[hit], "faster", "slower")
         decision[live & ~hit & eq] = "equivalent"
         stopped = hit | (live & eq)

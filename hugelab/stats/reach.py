@@ -156,6 +156,20 @@ def _tost(d: FloatArray, margin: FloatArray, bound: float) -> np.ndarray:
         (signedrank.z_statistic(d - delta) <= -bound)
 
 
+def look_stops(part: FloatArray, bound: float, eq_bound: float, plan: SequentialPlan
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One look over many runs at once (rows of `part`, each run's log-ratios so far), as
+    boolean masks: where the efficacy boundary is crossed (|z| >= bound), where that crossing
+    is the better direction (plan.better), and where equivalence within the plan's margin
+    passes (both one-sided tests against eq_bound)."""
+    delta = math.log1p(plan.margin)
+    z = signedrank.z_statistic(part)
+    eq = (signedrank.z_statistic(part + delta) >= eq_bound) & \
+        (signedrank.z_statistic(part - delta) <= -eq_bound)
+    good = (z < 0) if plan.better == "lower" else (z > 0)
+    return np.abs(z) >= bound, good, eq
+
+
 def replay(d: ArrayLike, plan: SequentialPlan, gamma: float = GAMMA,
            power: float = POWER) -> Replay:
     """run_sequential with this module's statements and futility stops, for simulation."""
@@ -168,15 +182,11 @@ def replay(d: ArrayLike, plan: SequentialPlan, gamma: float = GAMMA,
     futile = np.zeros(rows, dtype=bool)
     said_at, said_margin = np.full(rows, np.nan), np.full(rows, np.nan)
     live = np.ones(rows, dtype=bool)
-    delta = math.log1p(plan.margin)
     for k, (size, c, e) in enumerate(zip(plan.look_sizes, plan.bounds,
                                          plan.equivalence_bounds, strict=True), start=1):
         part = d[:, :size]
-        z = signedrank.z_statistic(part)
-        eq = (signedrank.z_statistic(part + delta) >= e) & \
-            (signedrank.z_statistic(part - delta) <= -e)
-        hit = live & (np.abs(z) >= c)
-        good = (z < 0) if plan.better == "lower" else (z > 0)
+        crossed, good, eq = look_stops(part, c, e, plan)
+        hit = live & crossed
         decision[hit] = np.where(good[hit], "faster", "slower")
         decision[live & ~hit & eq] = "equivalent"
         stopped = hit | (live & eq)
