@@ -158,6 +158,8 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     if p["budget_s"] is not None:
         line += f"; budget {human(p['budget_s'])}"
     con.print(line, highlight=False)
+    if p.get("host_busy"):
+        con.print(busy_line(p["host_busy"]), highlight=False, markup=False)
     for w in p["warnings"]:
         con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
 
@@ -165,3 +167,14 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
 def check_budget_args(args: argparse.Namespace) -> None:
     if getattr(args, "budget", None) is not None and not args.dry_run:
         raise UsageError("--budget goes with --dry-run")
+
+
+def busy_line(busy: dict[str, Any]) -> str:
+    """How far to trust the estimate on a busy host: measured here, trials in guests under
+    40-75% CPU pressure took 1.5 to 2 times a quiet host's (docs/experiments.md)."""
+    now = [f"CPU pressure {busy['cpu_pressure_avg60_pct']:.0f}% of the last minute"
+           if "cpu_pressure_avg60_pct" in busy else "",
+           f"load average {busy['loadavg_1m']:.1f} on {busy['cpus']} CPUs"
+           if "loadavg_1m" in busy else ""]
+    return (f"the host is busy now ({'; '.join(x for x in now if x)}): the estimate is a quiet "
+            f"host's, and a busy one can take up to twice as long")

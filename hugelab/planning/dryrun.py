@@ -21,6 +21,7 @@ from hugelab.planning.poolreach import reach_plan
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.keys import experiment_key_of
 from hugelab.store.locate import exists, open_store, resolve
+from hugelab.trial.load import busy_now
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
 from hugelab.workloads.preview import previewing
@@ -156,7 +157,9 @@ def plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     Builds nothing a workload needs (hugelab.workloads.preview). `paths`: the host it reads
     (a fake /sys and /proc tree in tests)."""
     with previewing():
-        return _plan(exp, workload, per_arm, store_path, budget_s, notes, paths)
+        out = _plan(exp, workload, per_arm, store_path, budget_s, notes, paths)
+    out["host_busy"] = busy_now(paths)  # not a warning: how far to trust the estimate
+    return out
 
 
 def free_lists(paths: HostPaths) -> Snapshot:

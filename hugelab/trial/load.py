@@ -122,3 +122,28 @@ def high_load(load: dict[str, Any]) -> list[str]:
 def _num(load: dict[str, Any], key: str) -> float:
     value = load.get(key)
     return float(value) if isinstance(value, int | float) else 0.0
+
+
+BUSY_PSI_AVG60 = 25.0  # % of the last minute with some task waiting for a CPU
+BUSY_LOAD_PER_CPU = 1.0  # runnable tasks per CPU, 1-minute load average
+
+
+def busy_now(paths: HostPaths = REAL) -> dict[str, Any] | None:
+    """Whether the host is busy right now, from what the kernel already averages (no
+    sampling): CPU pressure over the last minute (/proc/pressure/cpu `some avg60`) and the
+    1-minute load average per CPU. None when neither is at or above its threshold
+    (:data:`BUSY_PSI_AVG60`, :data:`BUSY_LOAD_PER_CPU`) or neither can be read."""
+    cpus = os.cpu_count() or 1
+    out: dict[str, Any] = {"cpus": cpus}
+    for line in (read_text(paths.p("proc/pressure/cpu"), "") or "").splitlines():
+        parts = line.split()
+        if parts and parts[0] == "some":
+            kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+            if "avg60" in kv:
+                out["cpu_pressure_avg60_pct"] = float(kv["avg60"])
+    fields = (read_text(paths.p("proc/loadavg"), "") or "").split()
+    if fields:
+        out["loadavg_1m"] = float(fields[0])
+    busy = out.get("cpu_pressure_avg60_pct", 0.0) >= BUSY_PSI_AVG60 or \
+        out.get("loadavg_1m", 0.0) / cpus >= BUSY_LOAD_PER_CPU
+    return out if busy else None
