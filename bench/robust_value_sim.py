@@ -21,6 +21,13 @@ windows' rates times 1.03 (every window, before the estimators).
 
 Run: PYTHONPATH=bench:. .venv/bin/python bench/robust_value_sim.py FILE.json [...] [--sims 2000]
      [--blocks 30] [--seed 1]
+
+With `--stores A.db ...` (kept request-interleaved runs whose trials recorded all three values)
+it prints per store and non-baseline arm the SD of d_b under the old value (`ops_per_s_mean`),
+the median (`window_median_log_ratio`) and the recorded HL value (`ops_per_s`), the
+within-trial SE (root mean square of the recorded SEs), what is left between trials, and the
+signed-rank HL 95% interval over all blocks (plain, no start-slot adjustment); then per kind
+the root mean square of the per-block SDs over the stores.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import argparse
 import json
 import math
 import time
+from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from slot_adjust_sim import ALPHA, MARGIN, replay
@@ -38,6 +47,7 @@ from hugelab.stats import sequential_plan
 from hugelab.stats.sequential import look_schedule
 from hugelab.stats.signedrank import hl_and_interval
 from hugelab.stats.windows import block_arm_means, paired_shifts
+from hugelab.store.locate import open_store
 
 Trial = np.ndarray  # (blocks, arms) mean log rate per complete block; 2 arms: col 1 the d
 
@@ -102,13 +112,64 @@ def table(path: str, trials: list[Trial], args: argparse.Namespace) -> list[str]
     return rows
 
 
+def store_values(path: str) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per non-baseline arm and value: (d_b, within-trial SEs) over the complete blocks."""
+    trials = [t for t in open_store(path).trials(1) if t["status"] == "ok"]
+    by: dict[Any, dict[str, Any]] = defaultdict(dict)
+    for t in trials:
+        by[t["block"]][t["arm"]] = t
+    names = sorted({t["arm"] for t in trials})
+    base = next(a for a in names if a in ("off", "thp", "plain"))
+    out = {}
+    for arm in (a for a in names if a != base):
+        rows: dict[str, tuple[list[float], list[float]]] = {
+            "mean (old)": ([], []), "median": ([], []), "HL (new)": ([], [])}
+        for v in (v for v in by.values() if arm in v and base in v):
+            ma, mb = v[arm]["metrics"], v[base]["metrics"]
+            for name, d, se in (
+                    ("mean (old)", math.log(ma["ops_per_s_mean"] / mb["ops_per_s_mean"]),
+                     ma.get("window_se_log", math.nan)),
+                    ("median", ma.get("window_median_log_ratio", math.nan),
+                     ma.get("window_median_se_log", math.nan)),
+                    ("HL (new)", math.log(v[arm]["value"] / v[base]["value"]),
+                     ma.get("window_hl_se_log", math.nan))):
+                rows[name][0].append(d)
+                rows[name][1].append(se)
+        out[arm] = {k: (np.array(d), np.array(se)) for k, (d, se) in rows.items()}
+    return out
+
+
+def stores(paths: list[str]) -> None:
+    print("| store | arm | blocks | value | SD d_b | within | between | HL of d_b [95%] |")
+    print("|---|---|---|---|---|---|---|---|")
+    pool: dict[tuple[str, bool, str], list[float]] = defaultdict(list)
+    for path in paths:
+        name = path.rsplit("/", 1)[-1].removesuffix(".db")
+        for arm, values in store_values(path).items():
+            for value, (d, se) in values.items():
+                var, within = float(d.var(ddof=1)), float(np.nanmean(se ** 2))
+                est, lo, hi = (100 * np.expm1(x[0]) for x in hl_and_interval(d[None, :], 0.05)[:3])
+                pool[(name.split("-")[0], arm.endswith("-again"), value)].append(var)
+                print(f"| {name} | {arm} | {d.size} | {value} | {100 * math.sqrt(var):.2f}% | "
+                      f"{100 * math.sqrt(within):.2f}% | "
+                      f"{100 * math.sqrt(max(0.0, var - within)):.2f}% | "
+                      f"{est:+.2f}% [{lo:+.2f}, {hi:+.2f}] |")
+    for (kind, twin, value), v in sorted(pool.items()):
+        print(f"{kind} {'A/A' if twin else 'other arms'} {value}: root mean square per-block SD "
+              f"{100 * math.sqrt(float(np.mean(v))):.2f}% over {len(v)} stores")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--stores", nargs="+", metavar="STORE")
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--blocks", type=int, default=30)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
+    if args.stores:
+        stores(args.stores)
+        return
     t0 = time.time()
     print(f"{args.sims} runs a row, {args.blocks}-block budget, alpha {ALPHA} a claim, "
           f"margin {MARGIN}")
