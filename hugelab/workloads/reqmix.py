@@ -4,8 +4,8 @@ The client holds `clients` connections to every arm's server and alternates shor
 of operations across the servers, a random order of them and its mirror per block (ABBA),
 timing each window. `reqmix_argv` builds its command line from `ReqmixSettings`; the
 `*_server` helpers build the `--server` values; `parse_output` reads its JSON into a
-`ReqmixResult`; `summarize` turns a result into a trial's metrics (window effects against
-the first arm, latency percentiles, the client's CPU share of the windows).
+`ReqmixResult`; `effects` gives every arm's window effect against one of them (a trial's
+metrics are made from a result in hugelab.workloads.requests.arm_metrics).
 
 A password never goes on the command line: libpq reads PGPASSWORD (or a passfile) and the
 MariaDB protocol MYSQL_PWD from the client's environment.
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab.errors import HugelabError
-from hugelab.stats.windows import WindowEffect, arm_rates, window_effect
+from hugelab.stats.windows import WindowEffect, window_effect
 
 PG_BUILTINS = ("select-only", "simple-update", "tpcb-like")
 
@@ -221,28 +221,6 @@ def effects(result: ReqmixResult, reference: int = 0, level: float = 0.95
     arms, blocks, ops, ns = result.columns()
     return {a: window_effect(arms, blocks, ops, ns, a, reference, level)
             for a in range(result.arms) if a != reference}
-
-
-def summarize(result: ReqmixResult, reference: int = 0) -> dict[int, dict[str, float]]:
-    """Per arm, a trial's metrics: geometric-mean ops/s of its windows, its latency
-    percentiles (µs), the client's CPU share of its windows, and (other arms) the window
-    effect against `reference` in percent with its 95% interval and the per-block SD."""
-    arms, _, ops, ns = result.columns()
-    rates = arm_rates(arms, ops, ns)
-    eff = effects(result, reference)
-    out: dict[int, dict[str, float]] = {}
-    for lat in result.latency:
-        m = {"ops_per_s": rates.get(lat.arm, float("nan")), "ops_total": float(lat.ops_total),
-             "lat_mean_us": lat.mean_ns / 1e3, "lat_p50_us": lat.p50_ns / 1e3,
-             "lat_p99_us": lat.p99_ns / 1e3, "lat_p999_us": lat.p999_ns / 1e3,
-             "client_cpu_share": result.client_cpu_share(lat.arm)}
-        if lat.arm in eff:
-            e = eff[lat.arm]
-            pct, lo, hi = e.percent
-            m.update(window_effect_pct=pct, window_effect_lo_pct=lo,
-                     window_effect_hi_pct=hi, block_sd_pct=100 * e.block_sd)
-        out[lat.arm] = m
-    return out
 
 
 def server_spec_protocols(servers: Sequence[str]) -> list[str]:
