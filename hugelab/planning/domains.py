@@ -12,7 +12,7 @@ from hugelab.vm.common.libvirtd import DomainError, connect
 from hugelab.vm.domains.domainresolve import check_own_libvirt_file, resolve
 
 UNCHECKED = ("that the domain exists", "its memory and vCPUs (the cells show the file's, or "
-             "none)", "that it is shut off, or its disks read-only")
+             "none) and the host pool its RAM needs", "that it is shut off, or its disks read-only")
 
 
 def resolve_or_note(exp: Experiment) -> tuple[Experiment, list[str]]:

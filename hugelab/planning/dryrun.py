@@ -52,6 +52,12 @@ def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, 
     return Measured(statistics.median(boots) if boots else None, trial_s or None), accel
 
 
+def _unresolved(arm: Arm) -> bool:
+    """A user's domain arm whose memory the dry run could not read (libvirtd not reachable,
+    said among the warnings): the run reads and checks it before any change."""
+    return arm.vm is not None and arm.vm.domain is not None and not arm.vm.mem_mib
+
+
 def _guests(arm: Arm) -> str:
     """`1x1024M file-2M+prealloc`: guests, their RAM and its backing."""
     vm = arm.vm
@@ -59,7 +65,8 @@ def _guests(arm: Arm) -> str:
         return "native"
     backing = vm.backing + (f"-{vm.page_size}" if vm.page_size else "") + \
         ("+prealloc" if vm.prealloc else "")
-    return f"{vm.vms}x{vm.mem_mib}M {backing}"
+    ram = "(the domain's RAM)" if _unresolved(arm) else f"{vm.mem_mib}M"
+    return f"{vm.vms}x{ram} {backing}"
 
 
 def _thp(arm: Arm) -> str | None:
@@ -174,7 +181,7 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     skipped = unsupported_arms(exp, host)
     hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
     for a in exp.arms:
-        if a.vm is not None:
+        if a.vm is not None and not _unresolved(a):
             vm_spec(a, workload_bytes(per_arm.get(a.name, workload), a), hugetlbfs)
     runnable = [a for a in exp.arms if a.name not in skipped]
     thp_now = host["thp"].get("enabled")
