@@ -46,12 +46,11 @@ from hugelab.workloads.kind import (
 from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
+from hugelab.workloads.serverjudge import check_madvised, judge_switch
 from hugelab.workloads.serverkind import (
     Running,
     ServerKind,
     answers,
-    check_madvised,
-    judge_switch,
     tell,
     version,
 )

@@ -35,12 +35,11 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import SERVER_PORT, Key, Kind, ServerInGuest, Tool, program, timeout
 from hugelab.workloads.process_thp import check_mode
+from hugelab.workloads.serverjudge import check_madvised, judge_switch
 from hugelab.workloads.serverkeep import InPlace, first_child
 from hugelab.workloads.serverkind import (
     ServerKind,
     answers,
-    check_madvised,
-    judge_switch,
     tell,
     version,
 )

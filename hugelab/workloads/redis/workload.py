@@ -65,7 +65,8 @@ from hugelab.workloads.redis.rdb import (
 )
 from hugelab.workloads.redis.thp import check_redis
 from hugelab.workloads.reqmix import redis_server
-from hugelab.workloads.serverkind import Running, ServerKind, judge_switch, version
+from hugelab.workloads.serverjudge import judge_switch
+from hugelab.workloads.serverkind import Running, ServerKind, version
 from hugelab.workloads.serverplace import InDomain
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
 from hugelab.workloads.toolrun import THP_ONLY_NOTE
