@@ -5,7 +5,10 @@ alternating windows of `window_ops` operations between them in a random order an
 cancels. The trial stays the unit: fresh servers per trial; the windows sharpen each trial's
 paired estimate, and are kept for the report.
 
-A server kind offers, beside `start(backing)` and `stop(srv)`:
+A server kind offers, beside `stop(srv)`:
+    launched(backing) -> srv           its server up for this arm, not yet filled
+    fill(srv)                          what it loads into a fresh server (PostgreSQL's
+                                       prewarm, Redis's RDB): every arm's at once (start_all)
     request_server(srv) -> str         the client's --server value for this running server
     request_load() -> dict             its load as ReqmixSettings fields (script, keys, ...)
     request_result(srv, metrics, backing) -> WorkloadResult
@@ -24,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -49,7 +52,8 @@ class RequestServer(Protocol):
     window_ops: int | None
     warm_ops: int
 
-    def start(self, backing: str) -> Any: ...
+    def launched(self, backing: str) -> Any: ...
+    def fill(self, srv: Any) -> None: ...
     def stop(self, srv: Any) -> None: ...
     def request_server(self, srv: Any) -> str: ...
     def request_load(self) -> dict[str, Any]: ...
@@ -134,11 +138,46 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
         raise WorkloadError("request-level interleaving runs its servers on the host")
     servers: list[Any] = []
     try:
-        for wl, backing in arms:
-            servers.append(wl.start(backing))
+        start_all(arms, servers)
         return _measure(target, arms, servers, rng, reference)
     finally:
         stop_all([(wl, srv) for (wl, _b), srv in zip(arms, servers, strict=False)])
+
+
+def start_all(arms: Sequence[tuple[RequestServer, str]], servers: list[Any]) -> None:
+    """Every arm's server launched into `servers` in the block's order, then all filled at
+    once, each in its own thread; the first failure re-raised after every fill ended (the
+    caller stops what is in `servers`). Filled one after another, the server filled last
+    served 0.6-1.5% more per start slot in PostgreSQL's A/A runs, and prewarmed in reverse,
+    the slope reversed (docs/benchmarks.md): the order in which a server's memory is first
+    touched, not its start, favoured it. Filled at once, their pages interleave."""
+    for wl, backing in arms:
+        servers.append(wl.launched(backing))
+    _each_at_once([(wl.fill, srv) for (wl, _b), srv in zip(arms, servers, strict=True)])
+
+
+def start_one(wl: Any, backing: str) -> Any:
+    """One server launched and filled, stopped again if its fill fails: a kind's `start`,
+    where its server runs alone or among windows of client runs (interleave.serve)."""
+    srv = wl.launched(backing)
+    try:
+        wl.fill(srv)
+    except BaseException:
+        wl.stop(srv)
+        raise
+    return srv
+
+
+def _each_at_once(calls: Sequence[tuple[Callable[[Any], None], Any]]) -> None:
+    """Every fn(arg) at once, each in its own thread; the first failure re-raised after all
+    have ended."""
+    if not calls:
+        return
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(fn, arg) for fn, arg in calls]
+    errors = [e for f in futures if (e := f.exception()) is not None]
+    if errors:
+        raise errors[0]
 
 
 def slots(index: int, connect_order: Sequence[int]) -> dict[str, int]:
@@ -156,13 +195,7 @@ def stop_all(running: Sequence[tuple[Any, Any]]) -> None:
     failure after all have ended: a server's own shutdown may take its time (memcached's
     SIGTERM: 0.42 s, measured), and one after another that was 1.3 s of every three-server
     trial."""
-    if not running:
-        return
-    with ThreadPoolExecutor(max_workers=len(running)) as pool:
-        futures = [pool.submit(wl.stop, srv) for wl, srv in running]
-    errors = [e for f in futures if (e := f.exception()) is not None]
-    if errors:
-        raise errors[0]
+    _each_at_once([(wl.stop, srv) for wl, srv in running])
 
 
 def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers: list[Any],

@@ -58,9 +58,10 @@ What the base does for every kind
                           evidence["server"], ["server_output_tail"],
                           ["tree"] (a user's domain: the daemon's own, the guest's tree being
                           the client's) and the kind's describe().
-  start, stop, server_pid, request_server, request_result: one arm's server in an interleaved
-                          trial, on a free loopback port of the host, judged by its own
-                          server's memory (the host-wide tree holds every arm's server).
+  start (launched, then fill), stop, server_pid, request_server, request_result: one arm's
+                          server in an interleaved trial, on a free loopback port of the
+                          host, judged by its own server's memory (the host-wide tree holds
+                          every arm's server).
   answers, tell, version  a kind's readiness probe and stopper in its own protocol (its
                           ServerInGuest's), and a program's version from its own words.
 A kind's judge (Kind.judge) weighs its switch against its server's own memory with
@@ -78,6 +79,7 @@ from hugelab import proc
 from hugelab.workloads.base import Target, WorkloadResult
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.process_thp import target_for
+from hugelab.workloads.requests import start_one
 from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, marked
 from hugelab.workloads.servermem import server_tree
 from hugelab.workloads.serverplace import Placement, watched_here
@@ -216,7 +218,12 @@ class ServerKind(Placement):
 
     # -- one arm's server among interleaved ones (hugelab.workloads.requests, interleave) --------
     def start(self, backing: str) -> Running:
-        """This arm's server, up on a free loopback port of the host (several run at once)."""
+        """This arm's server, up on a free loopback port of the host and filled."""
+        return start_one(self, backing)  # type: ignore[no-any-return]
+
+    def launched(self, backing: str) -> Running:
+        """This arm's server up, not yet filled: request-level trials launch every arm's,
+        then fill them all at once (hugelab.workloads.requests.start_all)."""
         self.admit(backing)
         files = self.own_files(None)
         try:
@@ -224,13 +231,10 @@ class ServerKind(Placement):
         except BaseException:
             self.drop_files(files)
             raise
-        srv = Running(handle, files)
-        try:
-            srv.loaded = self.filled(srv.port, files)
-        except BaseException:
-            self.stop(srv)
-            raise
-        return srv
+        return Running(handle, files)
+
+    def fill(self, srv: Running) -> None:
+        srv.loaded = self.filled(srv.port, srv.files)
 
     def stop(self, srv: Running) -> None:
         try:

@@ -53,6 +53,7 @@ from hugelab.workloads.postgres import (
 )
 from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
+from hugelab.workloads.requests import start_one
 from hugelab.workloads.toolrun import check_exit
 
 
@@ -149,26 +150,28 @@ class Postgres:
         return self.timeout_s if self.timeout_s is not None else 120.0 + 3 * seconds
 
     def start(self, backing: str) -> server.Server:
-        """A private cluster copied from the template, its server up with the arm's settings;
-        the caller stops it (stop_and_remove)."""
+        """launched, then fill; the caller stops it (stop_and_remove)."""
+        return start_one(self, backing)
+
+    def launched(self, backing: str) -> server.Server:
+        """The server up on its private cluster copy, not yet prewarmed: request-level trials
+        launch every arm's, then prewarm them all at once (requests.start_all)."""
         rules.check_backing(self, backing)
         bin_dir, tpl = self._bin(), self.template()
         cd = cluster.new_dir("trial")
         try:
             userdata.copy(self, tpl, cd)
             settings = self.settings(backing)
-            srv = server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
+            return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
         except BaseException:
             cluster.remove_dir(cd)
             raise
-        try:
-            if self.prewarm:
-                srv.prewarmed_blocks = prewarm.fill(bin_dir / "psql", cd.top, server.PORT,
-                                                    cluster.USER, self.exec_timeout(60.0))
-            return srv
-        except BaseException:
-            self.stop(srv)
-            raise
+
+    def fill(self, srv: server.Server) -> None:
+        """Its shared buffers filled by pg_prewarm (`prewarm = true`)."""
+        if self.prewarm:
+            srv.prewarmed_blocks = prewarm.fill(self._bin() / "psql", srv.cd.top, server.PORT,
+                                                cluster.USER, self.exec_timeout(60.0))
 
     def window(self, target: Target, srv: server.Server, seconds: float | None,
                log: bool = True) -> tuple[dict[str, float], np.ndarray]:
