@@ -13,7 +13,7 @@ Defaults sized so that huge pages can matter: memcslap's values are random, up t
 default 50,000 keys preload ~130 MB of items (memcached's own `stats` bytes; ~160 MB in slabs),
 and `-m 256` holds them without an eviction; design "interleaved" preloads 1,000,000 keys of
 100 bytes (~175 MB of items, ~190 MB in slabs), like Redis.
-Evidence: the server's own mappings, read just before it stops (hugelab.trial.appevidence
+Evidence: the server's own mappings, read just before it stops (memcached.evidence
 .check_memcached: -L madvised its memory and it is in THP; no -L madvised nothing), beside the
 tree's smaps.
 """

@@ -1,12 +1,14 @@
 """Redis's own THP switch, `disable-thp`, judged from its server process, read just before it
-stopped (the check of the app evidence rule, redis.judge)."""
+stopped: the kind's judge (Kind.judge) and its check."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.units import amount
+from hugelab.workloads.serverjudge import judge_switch
 
 
 def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, Any]) -> Check:
@@ -35,3 +37,12 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
                      "app")
     return Check(VERIFIED, f"disable-thp no: redis-server kept THP "
                            f"(THP_enabled {enabled}, {amount(huge)} in THP)", "app")
+
+
+def judge(evidence: Mapping[str, Any]) -> Check | None:
+    """The app layer from what a trial recorded: Redis's switch (evidence["redis"]) against its
+    server's own process, read just before it stopped (evidence["server"])."""
+    return judge_switch(evidence, "redis", "redis-server's memory was not read (it ended "
+                        "first, or runs where hugelab cannot see)", lambda redis, server:
+                        check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"),
+                                    server))

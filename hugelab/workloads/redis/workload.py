@@ -6,7 +6,7 @@ which makes the server switch THP off for itself with prctl(PR_SET_THP_DISABLE) 
 THP mode is `always`; hugelab passes `--disable-thp no` so the server follows the host/guest THP
 mode of the arm instead, unless the arm says otherwise: `app = { disable-thp = "yes" }` (Redis's
 own switch, its default). Evidence for it: the server's THP_enabled and THP, read just before
-it stops (hugelab.trial.appevidence.check_redis).
+it stops, judged by hugelab.workloads.redis.thp.
 Client: `redis-benchmark -h 127.0.0.1 -p P -q -n N -c C -d D -P pipeline -t set,get --csv`; its
 CSV (redis 7) has rps, avg/min/p50/p95/p99/max latency in ms per test. Primary: GET
 requests/s (higher). The server side is pluggable like iperf3's (see serverside.ServerSide).
@@ -28,12 +28,10 @@ window (the host-wide tree holds every arm's server, so it judges none of them).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import GUEST_DIR
@@ -63,9 +61,8 @@ from hugelab.workloads.redis.rdb import (
     record_rdb,
     work_dir,
 )
-from hugelab.workloads.redis.thp import check_redis
+from hugelab.workloads.redis.thp import judge
 from hugelab.workloads.reqmix import redis_server
-from hugelab.workloads.serverjudge import judge_switch
 from hugelab.workloads.serverkind import Running, ServerKind, version
 from hugelab.workloads.serverplace import InDomain
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
@@ -226,15 +223,6 @@ def validate(w: RedisBenchmark) -> None:
         except (OSError, ValueError) as exc:
             raise ExperimentError(f"redis: rdb {w.rdb}: {exc}") from None
     persist.check(w.persistence, w.fork_every_s, bool(w.preload), w.keyspace)
-
-
-def judge(evidence: Mapping[str, Any]) -> Check | None:
-    """The app layer from what a trial recorded: Redis's switch (evidence["redis"]) against its
-    server's own process, read just before it stopped (evidence["server"])."""
-    return judge_switch(evidence, "redis", "redis-server's memory was not read (it ended "
-                        "first, or runs where hugelab cannot see)", lambda redis, server:
-                        check_redis(bool(redis.get("disable_thp")), redis.get("process_thp"),
-                                    server))
 
 
 ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback
