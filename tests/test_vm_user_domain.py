@@ -158,10 +158,10 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
     before, mark = host_state(), fingerprint(name, home)
     data = Path(__file__).resolve().parents[1] / "examples" / "data"
     dump_sum = hashlib.sha256((data / "shop.sql").read_bytes()).hexdigest()
-    exp = tmp_path / "pg.toml"
+    exp = tmp_path / "pg.toml"  # 3 s of load: enough for the evidence (postgres-domain-2x2's)
     exp.write_text(EXPERIMENT.format(kind="pg", domain=DOMAIN, access="", workload=(
         f'kind = "postgres"\ndump = "{data}/shop.sql"\nconf = "{data}/shop.conf"\n'
-        f'script = "{data}/shop-orders.sql"\nclients = 1\nthreads = 1\nduration_s = 10\n'
+        f'script = "{data}/shop-orders.sql"\nclients = 1\nthreads = 1\nduration_s = 3\n'
         'warmup_s = 1')).split("[[arms]]\n", 1)[0] + PG_ARM)
     proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
