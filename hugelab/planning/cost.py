@@ -164,7 +164,7 @@ def human(seconds: float) -> str:
 # A restore writes its data and builds its indexes: a plain or tar dump grows about 1.5x, a
 # custom one (compressed) about 4x; PostgreSQL loads about 30 MB/s with fsync off, then ANALYZE.
 BUILD_BYTES_PER_UNIT = {"pgbench_init": 16e6, "restore_plain": 1.5, "restore_tar": 1.5,
-                        "restore_custom": 4.0}
+                        "restore_custom": 4.0, "sysbench_prepare": 295.0}  # a row: 295 B
 BUILD_FIXED_S = 3.0          # initdb, a server started and stopped, the copy into the cache
 BUILD_BYTES_PER_S = 30e6
 

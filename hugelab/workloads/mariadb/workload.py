@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,7 +46,9 @@ from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Key, Kind, Tool
 from hugelab.workloads.mariadb import datadir, evidence, indomain, oltp, rules, server, template
 from hugelab.workloads.mariadb.evidence import check
+from hugelab.workloads.mariadb.guestcost import guest_build as in_guest
 from hugelab.workloads.mariadb.userdata import INIT_FILE
+from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.reqmix import mysql_server
 from hugelab.workloads.serverkind import Running, ServerKind
 from hugelab.workloads.serverplace import InDomain
@@ -258,6 +261,13 @@ def leftovers() -> list[str]:
     return datadir.remove_leftovers()
 
 
+def guest_build(table: dict[str, Any]) -> GuestBuild:
+    """What a trial in a user's domain builds in the guest (hugelab.workloads.mariadb.guestcost)."""
+    get = partial(Mariadb.setting, table)
+    return in_guest(int(get("tables")), int(get("table_size")), get("dump"),
+                    float(get("warmup_s") or 0.0))
+
+
 KEYS = (  # the [workload] keys, for docs/kinds.md
     Key('script', '', 'the sysbench OLTP script ("oltp_read_only", ...)'),
     Key('tables', '', "sysbench --tables: the template's tables"),
@@ -285,6 +295,6 @@ KIND = Kind(
     interleave=server_problem,
     tools=(Tool("sysbench", "sysbench"), Tool("mariadb-install-db", "mariadb-server"),
            Tool("mariadbd", "mariadb-server"), Tool("mariadb", "mariadb-client")),
-    duration=("duration_s", 10.0), judge=check, leftovers=leftovers,
+    duration=("duration_s", 10.0), judge=check, leftovers=leftovers, guest_build=guest_build,
     refusals={"guest": "mariadb runs on the host and in a user's domain (hugelab's own "
                        "guests do not have its datadir cache yet)"})
