@@ -3,11 +3,13 @@ experiment file may set, per kind, with its type, default, unit and what it does
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hugelab.workloads import keydoc
+from hugelab.workloads.kind import SERVER_PORT, Key, key, keys_of, timeout
 from hugelab.workloads.registry import kinds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,3 +37,30 @@ def test_the_page_shows_type_default_and_unit():
     assert "- `data_size` (integer, default `100`, in bytes): " in text
     assert "- `scale` (integer, default `10`): " in text
     assert all(f"## {name}\n" in text for name in kinds())
+
+
+def test_keys_come_from_the_fields_in_their_order_and_a_field_without_one_is_refused():
+    @dataclass(frozen=True)
+    class Said:
+        size: int = key(1, "how big", unit="bytes")
+        port: int | None = key(None, SERVER_PORT)
+        process_thp: str | None = None  # INTERNAL: the arm's
+        timeout_s: float = key(1.0, timeout("a run"))
+
+    assert keys_of(Said) == (Key("size", "bytes", "how big"), SERVER_PORT,
+                             Key("timeout_s", "s", "the longest a run may take"))
+
+    @dataclass(frozen=True)
+    class Unsaid:
+        size: int = key(1, "how big")
+        seed: int = 0
+
+    with pytest.raises(TypeError, match="Unsaid.seed: not declared"):
+        keys_of(Unsaid)
+
+    @dataclass(frozen=True)
+    class Misnamed:
+        bind: int | None = key(None, SERVER_PORT)
+
+    with pytest.raises(TypeError, match="Misnamed.bind: declared as key 'port'"):
+        keys_of(Misnamed)

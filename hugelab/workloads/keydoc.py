@@ -8,7 +8,7 @@ import types
 import typing
 from typing import Any
 
-from hugelab.workloads.kind import INTERNAL, PLACES, Kind
+from hugelab.workloads.kind import PLACES, Kind, file_fields
 from hugelab.workloads.registry import kinds
 
 TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "true or false",
@@ -17,8 +17,7 @@ TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "true or 
 
 def fields(kind: Kind) -> dict[str, dataclasses.Field[Any]]:
     """The fields an experiment file may set: the dataclass's, less INTERNAL ones."""
-    return {f.name: f for f in dataclasses.fields(kind.workload)
-            if f.init and f.name not in INTERNAL}
+    return {f.name: f for f in file_fields(kind.workload)}
 
 
 def _type(hint: Any) -> str:

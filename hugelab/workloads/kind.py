@@ -41,12 +41,14 @@ The fields, and who reads them:
   int, str, tuple) or its allowed values; `check_app` holds every arm's and file's `app` to
   them before the workload is built (registry.build_workload, with_arm); None where `app` is
   open (any of the server's own settings: PostgreSQL, MariaDB, checked against the server).
-- `keys`: every key of its `[workload]` table (`Key`: name, unit, one line on what it does);
-  the type and default are the dataclass field's; keys many kinds share are declared once
-  below (`SERVER_PORT`, `METRIC_KEYS`, `program`, `timeout`, `interleaved`, `warm_ops`).
-  docs/kinds.md is generated from them
-  (`python -m hugelab.workloads.keydoc`), and a test checks that every field a file may set
-  has one (fields the arm or hugelab sets, `INTERNAL`, have none).
+- `keys`: every key of its `[workload]` table (`Key`: name, unit, one line on what it does),
+  `keys_of(workload)`: each key is said once, on its dataclass field (`requests: int =
+  key(100_000, "redis-benchmark -n: requests of each test", unit="requests")`), whose type
+  and default it takes; keys many kinds share are declared once below (`SERVER_PORT`,
+  `METRIC_KEYS`, `program`, `timeout`, `interleaved`, `warm_ops`) and given to `key` in place
+  of the words. docs/kinds.md is generated from them (`python -m hugelab.workloads.keydoc`),
+  and `keys_of` and a test check that every field a file may set has one (fields the arm or
+  hugelab sets, `INTERNAL`, have none).
 
 Hooks a workload object may offer (duck-typed, see hugelab.workloads.base and
 hugelab.workloads.interleave): `preflight(backing)`, `run(target, backing)`, `for_arm(arm)`,
@@ -63,9 +65,10 @@ argv, load generator and parser, its switch's evidence (`describe`), its daemon 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError
@@ -132,6 +135,36 @@ def warm_ops(unit: str) -> Key:
 # dataclass fields no experiment file sets: the arm's (process_thp, the backing for_arm binds),
 # hugelab's own (a server's side, the kind)
 INTERNAL = frozenset({"kind", "process_thp", "server", "arm_backing", "domain_arm"})
+KEY = "hugelab.key"  # a field's metadata entry holding its Key
+T = TypeVar("T")
+
+
+def key(default: T, doc: str | Key, *, unit: str = "") -> T:
+    """A workload dataclass field that is a [workload] key: its default, what it does (`doc`)
+    and its unit; `doc` may instead be a shared declaration above (`SERVER_PORT`,
+    `program(...)`), which names the field. Used as `requests: int = key(100_000, "...")`."""
+    said = doc if isinstance(doc, Key) else Key("", unit, doc)
+    return field(default=default, metadata={KEY: said})
+
+
+def file_fields(workload: type) -> list[dataclasses.Field[Any]]:
+    """The fields of a workload dataclass an experiment file may set (less INTERNAL ones)."""
+    return [f for f in dataclasses.fields(workload) if f.init and f.name not in INTERNAL]
+
+
+def keys_of(workload: type) -> tuple[Key, ...]:
+    """A kind's `keys`, from its dataclass in the fields' order: each field's `key`.
+    TypeError, at import, for a field a file may set that has none, or a shared declaration
+    on a field of another name."""
+    out = []
+    for f in file_fields(workload):
+        said = f.metadata.get(KEY)
+        if said is None or said.name not in ("", f.name):
+            raise TypeError(f"{workload.__name__}.{f.name}: not declared as a [workload] key "
+                            f"(key(default, what it does))" if said is None else
+                            f"{workload.__name__}.{f.name}: declared as key {said.name!r}")
+        out.append(dataclasses.replace(said, name=f.name))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

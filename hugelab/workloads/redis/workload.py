@@ -37,11 +37,12 @@ from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import GUEST_DIR
 from hugelab.workloads.kind import (
     SERVER_PORT,
-    Key,
     Kind,
     ServerInGuest,
     Tool,
     interleaved,
+    key,
+    keys_of,
     program,
     timeout,
     warm_ops,
@@ -73,30 +74,37 @@ from hugelab.workloads.toolrun import THP_ONLY_NOTE
 class RedisBenchmark(ServerKind, BenchmarkRuns):
     """redis-server loaded with redis-benchmark; metrics `<test>_rps`, `<test>_p99_ms`, ..."""
 
-    requests: int = 100_000
-    clients: int = 50
-    tests: tuple[str, ...] = ("set", "get")
-    data_size: int = 100          # -d: bytes per value
-    pipeline: int = 1
-    keyspace: int | None = 1_000_000  # -r: random keys from this many; None = one key
-    threads: int | None = None   # redis-benchmark --threads
-    port: int | None = None
-    app: tuple[tuple[str, Any], ...] = ()
-    server_binary: str = "redis-server"
-    benchmark_binary: str = "redis-benchmark"
-    timeout_s: float | None = None
-    duration_s: float = 10.0  # design "interleaved": seconds of load per arm and trial
-    window_s: float = 2.0     # design "interleaved": each window's length
-    window_ops: int | None = None  # design "interleaved": windows of this many requests
-    warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
+    requests: int = key(100_000, "redis-benchmark -n: requests of each test", unit="requests")
+    clients: int = key(50, "redis-benchmark -c: parallel connections")
+    tests: tuple[str, ...] = key(("set", "get"), "redis-benchmark -t: the commands it sends "
+                                 '("set", "get", ...)')
+    data_size: int = key(100, "redis-benchmark -d: each value's size (and the preload's)",
+                         unit="bytes")
+    pipeline: int = key(1, "redis-benchmark -P: requests per round trip")
+    keyspace: int | None = key(1_000_000, "redis-benchmark -r: random keys from this many "
+                               "(none: one key, which no page size can matter for)", unit="keys")
+    threads: int | None = key(None, "redis-benchmark --threads (none: one)")
+    port: int | None = key(None, SERVER_PORT)
+    app: tuple[tuple[str, Any], ...] = key((), "Redis's own settings for the arm, e.g. "
+                                           '{ disable-thp = "yes" } (applications.md)')
+    server_binary: str = key("redis-server", program("server_binary", "redis-server"))
+    benchmark_binary: str = key("redis-benchmark", program("benchmark_binary", "redis-benchmark"))
+    timeout_s: float | None = key(None, timeout("a trial's load", "hugelab's"))
+    duration_s: float = key(10.0, interleaved("duration_s", "s",
+                                              "seconds of load per arm and trial"))
+    window_s: float = key(2.0, interleaved("window_s", "s", "each window's length"))
+    window_ops: int | None = key(None, interleaved("window_ops", "requests",
+                                                   "windows of this many requests instead"))
+    warm_ops: int = key(20, warm_ops("requests"))
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
-    rdb: str | None = None  # a user's RDB file: loaded at each server's start from a copy
-    persistence: str = "off"  # "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load
-    fork_every_s: float = 1.0  # persistence: seconds of load before each save
-    # every key of keyspace SET (data_size bytes) before the load; None: yes, unless an rdb
-    # brings the data (the defaults: 1,000,000 keys of 100 bytes, a 100 MB data set)
-    preload: bool | None = None
+    rdb: str | None = key(None, "a user's RDB file, loaded from a copy at each server's start")
+    persistence: str = key("off", '"off", or "rdb" / "aof": BGSAVE / BGREWRITEAOF during the '
+                           "load")
+    fork_every_s: float = key(1.0, "persistence: seconds of load before each save", unit="s")
+    # the defaults preload 1,000,000 keys of 100 bytes, a 100 MB data set
+    preload: bool | None = key(None, "every key of keyspace SET before the load (none: yes, "
+                               "unless rdb brings the data)")
     kind: str = field(default="redis", init=False)
 
     tool: ClassVar[str] = "redis-server"
@@ -253,35 +261,8 @@ def guest_build(table: dict[str, Any]) -> GuestBuild:
     return guestcost.guest_build(*load_size(table), load_seconds(table))
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('requests', 'requests', 'redis-benchmark -n: requests of each test'),
-    Key('clients', '', 'redis-benchmark -c: parallel connections'),
-    Key('tests', '', 'redis-benchmark -t: the commands it sends ("set", "get", ...)'),
-    Key('data_size', 'bytes', "redis-benchmark -d: each value's size (and the preload's)"),
-    Key('pipeline', '', 'redis-benchmark -P: requests per round trip'),
-    Key('keyspace', 'keys',
-        'redis-benchmark -r: random keys from this many (none: one key, which no page size can matter for)'),
-    Key('threads', '', 'redis-benchmark --threads (none: one)'),
-    SERVER_PORT,
-    Key('app', '',
-        'Redis\'s own settings for the arm, e.g. { disable-thp = "yes" } (applications.md)'),
-    program('server_binary', 'redis-server'),
-    program('benchmark_binary', 'redis-benchmark'),
-    timeout("a trial's load", "hugelab's"),
-    interleaved('duration_s', 's', 'seconds of load per arm and trial'),
-    interleaved('window_s', 's', "each window's length"),
-    interleaved('window_ops', 'requests', 'windows of this many requests instead'),
-    warm_ops('requests'),
-    Key('rdb', '', "a user's RDB file, loaded from a copy at each server's start"),
-    Key('persistence', '', '"off", or "rdb" / "aof": BGSAVE / BGREWRITEAOF during the load'),
-    Key('fork_every_s', 's', 'persistence: seconds of load before each save'),
-    Key('preload', '',
-        'every key of keyspace SET before the load (none: yes, unless rdb brings the data)'),
-)
-
-
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(RedisBenchmark),
     name="redis", workload=RedisBenchmark,
     summary="redis-server loaded by redis-benchmark, with Redis's own disable-thp per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
