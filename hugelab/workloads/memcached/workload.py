@@ -32,27 +32,23 @@ from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import (
     SERVER_PORT,
-    Key,
     Kind,
     ServerInGuest,
     Tool,
     interleaved,
+    key,
+    keys_of,
     program,
     timeout,
     warm_ops,
 )
 from hugelab.workloads.memcached import guestcost
+from hugelab.workloads.memcached.control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
 from hugelab.workloads.memcached.evidence import judge
 from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import memcached_server
-from hugelab.workloads.serverkind import (
-    Running,
-    ServerKind,
-    answers,
-    tell,
-    version,
-)
+from hugelab.workloads.serverkind import Running, ServerKind, version
 from hugelab.workloads.serverplace import InDomain
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
 from hugelab.workloads.toolrun import check_exit, first_version, tail
@@ -62,49 +58,34 @@ APP_KEYS: dict[str, type] = {"large_pages": bool, "memory_mb": int, "threads": i
 Test = Literal["get", "set", "mget"]
 
 
-def ready(port: int) -> bool:
-    """Whether a memcached answers `version` through 127.0.0.1:port."""
-    return answers(port, b"version\r\n", b"VERSION")
-
-
-def stop(port: int) -> None:
-    """`shutdown`, which the guest's memcached accepts (started with -A there)."""
-    tell(port, b"shutdown\r\n")
-
-
-def guest_argv(argv: list[str]) -> list[str]:
-    """In a guest memcached is stopped through the forward: -A enables its `shutdown`."""
-    return [*argv, "-A"]
-
-
-DOMAIN_PORT = 21211  # not 11211, where a user's guest may run its own memcached
-
-
-def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
-    """memcached as its own daemon in a user's domain: -d, its pid in `pidfile` (pure)."""
-    return [*argv, "-d", "-P", pidfile]
-
-
 @dataclass(frozen=True)
 class MemcachedBenchmark(ServerKind):
     """memcached loaded with memcslap; primary metric `ops_per_s` of the test (higher)."""
 
-    memory_mb: int = 256  # holds either default data set without an eviction
-    threads: int = 2
-    test: Test = "get"
-    concurrency: int = 4
-    execute_number: int = 50000  # get: keys preloaded (~130 MB of items)
-    binary_protocol: bool = False
-    port: int | None = None
-    server_binary: str = "memcached"
-    client_binary: str = "memcslap"
-    timeout_s: float = 300.0
-    duration_s: float = 10.0  # design "interleaved": seconds of requests per trial
-    window_ops: int | None = None  # design "interleaved": windows of this many requests
-    warm_ops: int = 20        # per window and connection, untimed (the other arm's caches)
-    keyspace: int = 1_000_000  # design "interleaved": keys (every one written first)
-    value_size: int = 100     # design "interleaved": bytes per value
-    app: tuple[tuple[str, Any], ...] = ()
+    # memory_mb holds either default data set without an eviction; execute_number's get
+    # preloads ~130 MB of items
+    memory_mb: int = key(256, "memcached -m: its item memory (with app -L, preallocated in "
+                              "large pages)", unit="MiB")
+    threads: int = key(2, "memcached -t")
+    test: Test = key("get", "memcslap --test")
+    concurrency: int = key(4, "memcslap --concurrency")
+    execute_number: int = key(50000, "memcslap --execute-number: keys loaded "
+                                     "first (random values up to ~5 KB), then "
+                                     "requests per connection", unit="requests")
+    binary_protocol: bool = key(False, "memcslap --binary")
+    port: int | None = key(None, SERVER_PORT)
+    server_binary: str = key("memcached", program("server_binary", "memcached"))
+    client_binary: str = key("memcslap", program("client_binary", "memcslap"))
+    timeout_s: float = key(300.0, timeout("a trial"))
+    duration_s: float = key(10.0, interleaved("duration_s", "s", "seconds of requests per trial"))
+    window_ops: int | None = key(None, interleaved("window_ops", "requests",
+                                                   "windows of this many requests"))
+    warm_ops: int = key(20, warm_ops("requests"))
+    keyspace: int = key(1_000_000, interleaved("keyspace", "keys",
+                                               "keys, every one written first"))
+    value_size: int = key(100, interleaved("value_size", "bytes", "bytes per value"))
+    app: tuple[tuple[str, Any], ...] = key((), "memcached's own switches for the arm, e.g. "
+                                               "{ large_pages = true }")
     process_thp: str | None = None
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     kind: str = field(default="memcached", init=False)
@@ -255,30 +236,8 @@ def guest_build(table: dict[str, Any]) -> GuestBuild:
                                  load_seconds(table) - 1.0)
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('memory_mb', 'MiB',
-        'memcached -m: its item memory (with app -L, preallocated in large pages)'),
-    Key('threads', '', 'memcached -t'),
-    Key('test', '', 'memcslap --test'),
-    Key('concurrency', '', 'memcslap --concurrency'),
-    Key('execute_number', 'requests', 'memcslap --execute-number: keys loaded first (random '
-        'values up to ~5 KB), then requests per connection'),
-    Key('binary_protocol', '', 'memcslap --binary'),
-    SERVER_PORT,
-    program('server_binary', 'memcached'),
-    program('client_binary', 'memcslap'),
-    timeout("a trial"),
-    interleaved('duration_s', 's', 'seconds of requests per trial'),
-    interleaved('window_ops', 'requests', 'windows of this many requests'),
-    warm_ops('requests'),
-    interleaved('keyspace', 'keys', 'keys, every one written first'),
-    interleaved('value_size', 'bytes', 'bytes per value'),
-    Key('app', '', "memcached's own switches for the arm, e.g. { large_pages = true }"),
-)
-
-
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(MemcachedBenchmark),
     name="memcached", workload=MemcachedBenchmark,
     summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
