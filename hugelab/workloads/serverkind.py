@@ -41,6 +41,13 @@ What a kind supplies
     unit, output_evidence         class attributes: its results' unit ("requests/s"), and
                                   whether its server's output is evidence (MariaDB: no, its
                                   error log is its own report)
+    memory_evidence               class attribute: whether its server's THP picture is
+                                  evidence["server"] (PostgreSQL: no, its shared memory
+                                  segment, read in last_look, is its evidence)
+    whole_trial(target, backing)  a trial it runs whole itself where `target` is, instead of
+                                  the base's (PostgreSQL: inside hugelab's own guest, on the
+                                  template this host built, and in a user's domain); None:
+                                  the base's
     ready_timeout_s, start_failed  its start here (hugelab.workloads.serverplace)
     in_place(port)                what it does where its server runs (an InPlace of
                                   hugelab.workloads.serverkeep: a private directory, the
@@ -138,6 +145,7 @@ class ServerKind(Placement):
 
     unit: ClassVar[str] = "requests/s"
     output_evidence: ClassVar[bool] = True
+    memory_evidence: ClassVar[bool] = True
 
     # -- what each kind supplies (server_argv: Placement's) -------------------------------------
     def load(self, client: Target, port: int, files: Path | None) -> Any:
@@ -171,6 +179,9 @@ class ServerKind(Placement):
     def last_look(self, load: Any, handle: ServerHandle, files: Path | None) -> Any:
         return load
 
+    def whole_trial(self, target: Target, backing: str) -> WorkloadResult | None:
+        return None
+
     @staticmethod
     def own_report(output: str) -> dict[str, Any]:
         """The report its InPlace read just before the server stopped ({}: none)."""
@@ -188,6 +199,8 @@ class ServerKind(Placement):
     # -- one trial -------------------------------------------------------------------------------
     def run(self, target: Target, backing: str) -> WorkloadResult:
         self.admit(backing)
+        if (whole := self.whole_trial(target, backing)) is not None:
+            return whole
         side = self.side(target)
         files = self.own_files(target)
         try:
@@ -202,16 +215,17 @@ class ServerKind(Placement):
         memory: dict[str, object] = {}
         try:
             load = self.last_look(self.load(client, handle.client_port, files), handle, files)
-            if self.in_place(handle.client_port) is None:  # else the keeper's, from its output
-                memory = server_memory(handle)
+            if self.memory_evidence and self.in_place(handle.client_port) is None:
+                memory = server_memory(handle)  # else the keeper's, from its output
         finally:
             output = handle.stop()
         memory = memory or marked(output, MEMORY_MARK)
         result = self.loaded(load, output, client)
         if self.output_evidence:
             result.evidence["server_output_tail"] = output
-        result.evidence["server"] = memory
-        if in_domain(target) and memory:  # the daemon's own: the guest's tree is the client's
+        if self.memory_evidence:
+            result.evidence["server"] = memory
+        if self.memory_evidence and in_domain(target) and memory:  # the guest's is the client's
             result.evidence["tree"] = server_tree(self.tool, memory, f"guest {target.name}")
         self.describe(result, backing)
         return result
@@ -251,11 +265,12 @@ class ServerKind(Placement):
     def request_result(self, srv: Running, metrics: dict[str, float], backing: str,
                        primary: str = "ops_per_s") -> WorkloadResult:
         """The arm's result: `metrics`, and its own server's evidence, read now."""
-        memory = server_memory(srv.handle)
         result = WorkloadResult(metrics=metrics, primary=primary, unit=self.unit,
-                                better="higher", evidence={"server": memory})
-        if memory:  # judged alone: the host-wide tree holds every arm's server
-            result.evidence["tree"] = server_tree(self.tool, memory)
+                                better="higher")
+        if self.memory_evidence:
+            memory = result.evidence["server"] = server_memory(srv.handle)
+            if memory:  # judged alone: the host-wide tree holds every arm's server
+                result.evidence["tree"] = server_tree(self.tool, memory)
         self.served(result, srv)
         self.describe(result, backing)
         return result

@@ -6,12 +6,16 @@ hugelab.workloads.serverkeep); or as its own daemon in a user's libvirt domain (
 hugelab.workloads.guestside). The argv is the kind's `server_argv` under the arm's
 process_thp, and under the keeper where the kind keeps its server itself (`in_place`).
 
-Two optional hooks of a kind's start here (the defaults are every key-value kind's):
+Optional hooks of a kind's start here (the defaults are every key-value kind's):
   ready_timeout_s          how long its server may take to listen on this host (MariaDB:
                            InnoDB's start, 120 s; default 10 s)
   start_failed(exc, files) a start that failed, in the server's own words where it keeps
                            them apart from its output (MariaDB: its error log in `files`);
-                           default: `exc` as it is"""
+                           default: `exc` as it is
+  local(port)              its server as a subprocess of this process: a LocalServer, whose
+                           `ready(port, pid)` and `stop_grace_s` a kind that does not listen
+                           on 127.0.0.1 sets (PostgreSQL: its private socket on a fixed
+                           port, ready when its postmaster.pid says so, 30 s to stop)"""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ server's own THP picture (`server_memory`). Every hugelab network workload uses 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import tempfile
@@ -77,10 +78,16 @@ class _LocalHandle:
     proc: subprocess.Popen[str]
     log: IO[str]
     tool: str
+    grace_s: float = 5.0
+
+    def output(self) -> str:
+        """Its output so far, read while it runs (without moving the offset it writes at)."""
+        fd = self.log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def stop(self) -> str:
         try:
-            end(self.proc)
+            end(self.proc, self.grace_s)
         finally:
             self.log.seek(0)
             text = self.log.read()
@@ -93,10 +100,14 @@ class LocalServer:
     """Runs the server as a subprocess of this process on 127.0.0.1 (the native case).
 
     `port=None` picks a free port. Output goes to a temporary file, so a chatty server never
-    blocks on a full pipe."""
+    blocks on a full pipe. `ready(port, pid)` says when a server that does not listen on
+    127.0.0.1:port is up (PostgreSQL, on its private socket: its postmaster.pid); the stop
+    is TERM, then KILL after `stop_grace_s`."""
 
     port: int | None = None
     ready_timeout_s: float = 10.0
+    ready: Callable[[int, int], bool] | None = None
+    stop_grace_s: float = 5.0
 
     def start(self, argv_for_port: Callable[[int], list[str]], tool: str) -> ServerHandle:
         port = self.port if self.port is not None else free_port()
@@ -109,15 +120,23 @@ class LocalServer:
             log.close()
             name = Path(argv[0]).name
             raise ToolMissingError(name, package_of(name)) from exc
-        handle = _LocalHandle(port, proc, log, tool)
-        if not wait_for(lambda: listening(port), self.ready_timeout_s, interval_s=0.02,
+        handle = _LocalHandle(port, proc, log, tool, self.stop_grace_s)
+        up = self.ready or (lambda p, _pid: listening(p))
+        if not wait_for(lambda: up(port, proc.pid), self.ready_timeout_s, interval_s=0.02,
                         unless=lambda: proc.poll() is not None):
             why = (f"exited with {proc.returncode}" if proc.poll() is not None
+                   else f"was not ready within {self.ready_timeout_s}s" if self.ready
                    else f"did not listen on {LOOPBACK}:{port} within {self.ready_timeout_s}s")
             out = handle.stop()
             raise WorkloadError(f"{tool} server {why}: {' '.join(argv)}\n  "
                                 + (out or "(no output)").replace("\n", "\n  "))
         return handle
+
+
+def output_so_far(handle: ServerHandle) -> str:
+    """A running server's output so far ("" where this process does not hold it)."""
+    own = getattr(handle, "output", None)
+    return str(own()) if callable(own) else ""
 
 
 def server_memory(handle: ServerHandle) -> dict[str, object]:
