@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Better, ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import METRIC_KEYS, Key, Kind, timeout
+from hugelab.workloads.kind import METRIC_KEYS, Kind, key, keys_of, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, rusage_metrics, tail
 
@@ -48,15 +48,16 @@ class CommandWorkload:
     metric="regex": `regex` has exactly one group matching a number, searched in `stream`.
     The user declares `better` and `unit`; `name` is the primary metric's name."""
 
-    argv: tuple[str, ...] = ()
-    metric: MetricSource = "wall"
-    json_path: str | None = None
-    regex: str | None = None
-    stream: Stream = "both"
-    better: Better = "lower"
-    unit: str = "s"
-    name: str = "value"
-    timeout_s: float | None = None
+    argv: tuple[str, ...] = key((), "the program and its arguments (no shell)")
+    metric: MetricSource = key("wall", "what is measured: its wall time, a number in its JSON "
+                                       "output or one its output matches")
+    json_path: str | None = key(None, 'metric "json": the number\'s path ("a.b.0")')
+    regex: str | None = key(None, 'metric "regex": one group matching the number')
+    stream: Stream = key("both", "which output the json or regex metric reads")
+    better: Better = key("lower", METRIC_KEYS["better"])
+    unit: str = key("s", METRIC_KEYS["unit"])
+    name: str = key("value", METRIC_KEYS["name"])
+    timeout_s: float | None = key(None, timeout("a run", "no limit"))
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="command", init=False)
 
@@ -151,18 +152,6 @@ class CommandWorkload:
         return result
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('argv', '', 'the program and its arguments (no shell)'),
-    Key('metric', '',
-        'what is measured: its wall time, a number in its JSON output or one its output matches'),
-    Key('json_path', '', 'metric "json": the number\'s path ("a.b.0")'),
-    Key('regex', '', 'metric "regex": one group matching the number'),
-    Key('stream', '', 'which output the json or regex metric reads'),
-    *METRIC_KEYS,
-    timeout("a run", "no limit"),
-)
-
-
-KIND = Kind(keys=KEYS, name="command", workload=CommandWorkload,
+KIND = Kind(keys=keys_of(CommandWorkload), name="command", workload=CommandWorkload,
             summary="any command of yours, its metric from its output (regex) or its wall time",
             duration=("timeout_s", None))

@@ -101,13 +101,14 @@ class Key:
     doc: str
 
 
-# The keys many kinds share, each said once: a kind's KEYS names these instead of its own copy.
+# The keys many kinds share, each said once: a kind's field gives these to `key` instead of
+# its own words.
 SERVER_PORT = Key("port", "", "the server's port (none: a free one)")
-METRIC_KEYS = (  # a kind whose metric the user names (command, a jar's)
+METRIC_KEYS = {k.name: k for k in (  # a kind whose metric the user names (command, a jar's)
     Key("better", "", "whether a lower or higher value is better"),
     Key("unit", "", "the metric's unit, for the report"),
     Key("name", "", "the metric's name, for the report"),
-)
+)}
 
 
 def program(name: str, program: str) -> Key:

@@ -32,7 +32,7 @@ from hugelab.workloads.jvm.output import (
     parse_jvm_report,
 )
 from hugelab.workloads.jvm.userjar import check_jar, put_jar
-from hugelab.workloads.kind import METRIC_KEYS, Key, Kind, Tool, program, timeout
+from hugelab.workloads.kind import METRIC_KEYS, Kind, Tool, key, keys_of, program, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import check_exit
 
@@ -45,24 +45,28 @@ APP_KEYS: dict[str, type] = {"UseLargePages": bool, "UseTransparentHugePages": b
 class JvmBenchmark:
     """OpenJDK running Sunflow's benchmark (or the user's jar); primary metric from its output."""
 
-    heap: str = "256M"
-    gc: str = "G1"
-    pretouch: bool = True       # -XX:+AlwaysPreTouch: the whole heap resident before the run
-    options: tuple[str, ...] = ()
-    jar: str | None = None      # the user's own benchmark (java -jar JAR ARGS)
-    args: tuple[str, ...] = ()
-    regex: str | None = None    # the user's metric: one group matching a number
-    better: Better = "higher"
-    unit: str = "FPS"
-    name: str = "fps"
-    java: str = "java"
-    timeout_s: float = 600.0
-    app: tuple[tuple[str, Any], ...] = ()
+    heap: str = key("256M", "-Xms and -Xmx", unit="bytes")
+    gc: str = key("G1", 'the collector ("G1", "Parallel", ...)')
+    pretouch: bool = key(True, "-XX:+AlwaysPreTouch: the whole heap resident before the run")
+    options: tuple[str, ...] = key((), "more JVM options")
+    jar: str | None = key(None, "your own benchmark (java -jar JAR ARGS) instead of Sunflow")
+    args: tuple[str, ...] = key((), "the jar's arguments")
+    regex: str | None = key(None, "the jar's metric: one group matching a number in its output")
+    better: Better = key("higher", METRIC_KEYS["better"])
+    unit: str = key("FPS", METRIC_KEYS["unit"])
+    name: str = key("fps", METRIC_KEYS["name"])
+    java: str = key("java", program("java", "java"))
+    timeout_s: float = key(600.0, timeout("a run"))
+    app: tuple[tuple[str, Any], ...] = key((), "the JVM's own switches for the arm "
+                                               "(UseLargePages, UseTransparentHugePages)")
     process_thp: str | None = None
-    threads: int = 0            # >0: hugelab's many-threads program (threads.py), not Sunflow
-    thread_stack: str | None = None  # its threads' -Xss (None: the JVM's default)
-    stack_touch: str = "64K"    # about how much of its stack each thread touches
-    hold_s: float = 3.0         # how long the threads stay parked once measured
+    # threads > 0: hugelab's many-threads program (threads.py)
+    threads: int = key(0, ">0: hugelab's many-threads program instead of Sunflow")
+    thread_stack: str | None = key(None, "those threads' -Xss (none: the JVM's default)",
+                                   unit="bytes")
+    stack_touch: str = key("64K", "about how much of its stack each thread touches",
+                           unit="bytes")
+    hold_s: float = key(3.0, "how long the threads stay parked once measured", unit="s")
     kind: str = field(default="jvm", init=False)
 
     def __post_init__(self) -> None:
@@ -244,27 +248,8 @@ def load_seconds(table: dict[str, Any]) -> float:
     return ASSUMED_SUNFLOW_S
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('heap', 'bytes', '-Xms and -Xmx'),
-    Key('gc', '', 'the collector ("G1", "Parallel", ...)'),
-    Key('pretouch', '', '-XX:+AlwaysPreTouch: the whole heap resident before the run'),
-    Key('options', '', 'more JVM options'),
-    Key('jar', '', 'your own benchmark (java -jar JAR ARGS) instead of Sunflow'),
-    Key('args', '', "the jar's arguments"),
-    Key('regex', '', "the jar's metric: one group matching a number in its output"),
-    *METRIC_KEYS,
-    program('java', 'java'),
-    timeout("a run"),
-    Key('app', '', "the JVM's own switches for the arm (UseLargePages, UseTransparentHugePages)"),
-    Key('threads', '', ">0: hugelab's many-threads program instead of Sunflow"),
-    Key('thread_stack', 'bytes', "those threads' -Xss (none: the JVM's default)"),
-    Key('stack_touch', 'bytes', 'about how much of its stack each thread touches'),
-    Key('hold_s', 's', 'how long the threads stay parked once measured'),
-)
-
-
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(JvmBenchmark),
     name="jvm", workload=JvmBenchmark,
     summary="OpenJDK running Sunflow's benchmark, your jar or many parked threads (NMT as "
             "reference), with UseLargePages / UseTransparentHugePages per arm",
