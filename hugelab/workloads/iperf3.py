@@ -22,7 +22,15 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import SERVER_PORT, Key, Kind, ServerInGuest, Tool, program
+from hugelab.workloads.kind import (
+    SERVER_PORT,
+    Kind,
+    ServerInGuest,
+    Tool,
+    key,
+    keys_of,
+    program,
+)
 from hugelab.workloads.process_thp import check_mode, target_for, wrap
 from hugelab.workloads.serverside import LOOPBACK, ServerHandle, ServerSide, default_server
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, tail
@@ -58,9 +66,9 @@ def parse_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
     if "retransmits" in sent:
         metrics["retransmits"] = float(sent["retransmits"])
     cpu = end.get("cpu_utilization_percent") or {}
-    for key in ("host_total", "remote_total"):
-        if key in cpu:
-            metrics[f"cpu_{key}_pct"] = float(cpu[key])
+    for side in ("host_total", "remote_total"):
+        if side in cpu:
+            metrics[f"cpu_{side}_pct"] = float(cpu[side])
     start = doc.get("start") or {}
     test = start.get("test_start") or {}
     facts = {"version": str(start.get("version", "")).removeprefix("iperf ") or None,
@@ -83,12 +91,12 @@ def never_connected(stdout: str) -> bool:
 class IPerf3:
     """One TCP iperf3 test over 127.0.0.1; `reverse=True` adds -R (server sends)."""
 
-    duration_s: int = 5
-    reverse: bool = False
-    parallel: int = 1
-    port: int | None = None  # None: a free port (LocalServer); a guest server side may differ
-    binary: str = "iperf3"
-    server_binary: str | None = None  # default: the same as `binary`
+    duration_s: int = key(5, "iperf3 -t: how long the client sends", unit="s")
+    reverse: bool = key(False, "iperf3 -R: the server sends")
+    parallel: int = key(1, "iperf3 -P: parallel streams")
+    port: int | None = key(None, SERVER_PORT)  # a guest server side may differ
+    binary: str = key("iperf3", program("binary", "iperf3 client"))
+    server_binary: str | None = key(None, "the server's program (none: binary)")
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="iperf3", init=False)
@@ -166,17 +174,7 @@ def stop(port: int) -> None:
         pass
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('duration_s', 's', 'iperf3 -t: how long the client sends'),
-    Key('reverse', '', 'iperf3 -R: the server sends'),
-    Key('parallel', '', 'iperf3 -P: parallel streams'),
-    SERVER_PORT,
-    program('binary', 'iperf3 client'),
-    Key('server_binary', '', "the server's program (none: binary)"),
-)
-
-
-KIND = Kind(keys=KEYS, name="iperf3", workload=IPerf3,
+KIND = Kind(keys=keys_of(IPerf3), name="iperf3", workload=IPerf3,
             summary="iperf3 TCP throughput, host<->guest through a 127.0.0.1 port forward",
             role="client-server", where=frozenset({"host", "guest"}),
             tools=(Tool("iperf3", "iperf3"),), duration=("duration_s", 5.0),

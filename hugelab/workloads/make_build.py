@@ -26,7 +26,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, HugelabError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool, program, timeout
+from hugelab.workloads.kind import Kind, Tool, key, keys_of, program, timeout
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import (
     THP_ONLY_NOTE,
@@ -53,13 +53,14 @@ def _first_line(target: Target, argv: list[str]) -> str:
 class MakeBuild:
     """`make -jN` of a copy of `source_dir`; primary `wall_s` (lower is better)."""
 
-    source_dir: str = ""
-    jobs: int = 2
-    make_target: str = ""
-    clean: bool = True
-    scratch_dir: str = ""  # "" = $TMPDIR (the trial scope's directory under hugelab), else /tmp
-    make_binary: str = "make"
-    timeout_s: float = 3600.0
+    source_dir: str = key("", "the source tree make builds (copied per trial)")
+    jobs: int = key(2, "make -j")
+    make_target: str = key("", 'the make target ("": the default)')
+    clean: bool = key(True, "make clean before each build")
+    # scratch_dir "": $TMPDIR (the trial scope's directory under hugelab), else /tmp
+    scratch_dir: str = key("", 'where the copy is built ("": the trial\'s own directory)')
+    make_binary: str = key("make", program("make_binary", "make"))
+    timeout_s: float = key(3600.0, timeout("a build"))
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="build", init=False)
 
@@ -132,17 +133,6 @@ class MakeBuild:
         return result
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('source_dir', '', 'the source tree make builds (copied per trial)'),
-    Key('jobs', '', 'make -j'),
-    Key('make_target', '', 'the make target ("": the default)'),
-    Key('clean', '', 'make clean before each build'),
-    Key('scratch_dir', '', 'where the copy is built ("": the trial\'s own directory)'),
-    program('make_binary', 'make'),
-    timeout("a build"),
-)
-
-
-KIND = Kind(keys=KEYS, name="build", workload=MakeBuild,
+KIND = Kind(keys=keys_of(MakeBuild), name="build", workload=MakeBuild,
             summary="a make build of a source tree (compilers' memory), seconds to build",
             tools=(Tool("make", "make"),), duration=("timeout_s", None))

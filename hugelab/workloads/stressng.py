@@ -19,7 +19,7 @@ from typing import Any
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool, program
+from hugelab.workloads.kind import Kind, Tool, key, keys_of, program
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import THP_ONLY_NOTE, check_backing, check_exit, format_size, tail
 
@@ -140,11 +140,12 @@ class StressNg:
 
     `bytes_per_worker` sets --vm-bytes / --malloc-bytes (vm and malloc only)."""
 
-    stressor: str = "remap"
-    workers: int = 1
-    timeout_s: int = 10
-    bytes_per_worker: int | str | None = None
-    binary: str = "stress-ng"
+    stressor: str = key("remap", 'the stress-ng stressor ("remap", "vm", ...)')
+    workers: int = key(1, "workers of that stressor")
+    timeout_s: int = key(10, "--timeout: how long it runs", unit="s")
+    bytes_per_worker: int | str | None = key(None, "the stressor's size per worker, where it "
+                                                   "has one (none: its default)", unit="bytes")
+    binary: str = key("stress-ng", program("binary", "stress-ng"))
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="stress-ng", init=False)
 
@@ -235,16 +236,6 @@ class StressNg:
         return result
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('stressor', '', 'the stress-ng stressor ("remap", "vm", ...)'),
-    Key('workers', '', 'workers of that stressor'),
-    Key('timeout_s', 's', '--timeout: how long it runs'),
-    Key('bytes_per_worker', 'bytes',
-        "the stressor's size per worker, where it has one (none: its default)"),
-    program('binary', 'stress-ng'),
-)
-
-
-KIND = Kind(keys=KEYS, name="stress-ng", workload=StressNg,
+KIND = Kind(keys=keys_of(StressNg), name="stress-ng", workload=StressNg,
             summary="stress-ng memory stressors (remap, malloc, mlock, vm, mmaphuge), bogo ops/s",
             tools=(Tool("stress-ng", "stress-ng"),), duration=("timeout_s", 10.0))

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.units import parse_size
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import Key, Kind, Tool, program
+from hugelab.workloads.kind import Kind, Tool, key, keys_of, program
 from hugelab.workloads.process_thp import check_mode, target_for
 from hugelab.workloads.toolrun import check_backing, check_exit, first_version, format_size, tail
 
@@ -122,15 +122,18 @@ class SysbenchMemory:
 
     `hugetlb=None` follows the arm's backing (on for 'hugetlb-2M'); True/False force it."""
 
-    block_size: int | str = "1K"
-    total_size: int | str = "100G"
-    scope: Scope = "global"
-    hugetlb: bool | None = None
-    oper: Oper = "write"
-    access_mode: Access = "seq"
-    threads: int = 1
-    time_s: int = 10
-    binary: str = "sysbench"
+    block_size: int | str = key("1K", 'sysbench memory\'s --memory-block-size ("1K", "2M")',
+                                unit="bytes")
+    total_size: int | str = key("100G", "--memory-total-size: how much it reads or writes in "
+                                        "all", unit="bytes")
+    scope: Scope = key("global", "--memory-scope: one buffer per thread (local) or one shared "
+                                 "(global)")
+    hugetlb: bool | None = key(None, "--memory-hugetlb (none: from the arm's backing)")
+    oper: Oper = key("write", "--memory-oper")
+    access_mode: Access = key("seq", "--memory-access-mode: sequential or random")
+    threads: int = key(1, "sysbench threads")
+    time_s: int = key(10, "--time: how long the load runs", unit="s")
+    binary: str = key("sysbench", program("binary", "sysbench"))
     process_thp: str | None = None  # the arm's: every process under hugelab-thp MODE
     kind: str = field(default="sysbench", init=False)
 
@@ -210,19 +213,6 @@ class SysbenchMemory:
         return self.parse(res, backing)
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('block_size', 'bytes', 'sysbench memory\'s --memory-block-size ("1K", "2M")'),
-    Key('total_size', 'bytes', '--memory-total-size: how much it reads or writes in all'),
-    Key('scope', '', '--memory-scope: one buffer per thread (local) or one shared (global)'),
-    Key('hugetlb', '', "--memory-hugetlb (none: from the arm's backing)"),
-    Key('oper', '', '--memory-oper'),
-    Key('access_mode', '', '--memory-access-mode: sequential or random'),
-    Key('threads', '', 'sysbench threads'),
-    Key('time_s', 's', '--time: how long the load runs'),
-    program('binary', 'sysbench'),
-)
-
-
-KIND = Kind(keys=KEYS, name="sysbench", workload=SysbenchMemory,
+KIND = Kind(keys=keys_of(SysbenchMemory), name="sysbench", workload=SysbenchMemory,
             summary="sysbench memory: one buffer per thread, read or written block by block",
             tools=(Tool("sysbench", "sysbench"),), duration=("time_s", 10.0))

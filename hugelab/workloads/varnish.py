@@ -33,7 +33,16 @@ from hugelab import proc
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
-from hugelab.workloads.kind import SERVER_PORT, Key, Kind, ServerInGuest, Tool, program, timeout
+from hugelab.workloads.kind import (
+    SERVER_PORT,
+    Kind,
+    ServerInGuest,
+    Tool,
+    key,
+    keys_of,
+    program,
+    timeout,
+)
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.serverjudge import check_madvised, judge_switch
 from hugelab.workloads.serverkeep import InPlace, first_child
@@ -115,18 +124,22 @@ def parse_wrk(text: str) -> dict[str, float]:
 class VarnishBenchmark(ServerKind):
     """varnishd (malloc storage) loaded with wrk; primary metric `requests_per_s` (higher)."""
 
-    storage_mb: int = 512
-    objects: int = 16384      # 16384 x 16 KiB: 256 MiB of objects in the malloc storage
-    object_kb: int = 16
-    threads: int = 2
-    connections: int = 16
-    duration_s: float = 5.0
-    port: int | None = None
-    server_binary: str = "varnishd"
-    client_binary: str = "wrk"
-    stat_binary: str = "varnishstat"
-    timeout_s: float = 300.0
-    app: tuple[tuple[str, Any], ...] = ()
+    storage_mb: int = key(512, "varnishd -s malloc,SIZE: its object storage (jemalloc's)",
+                          unit="MiB")
+    # 16384 x 16 KiB: 256 MiB of objects in the malloc storage
+    objects: int = key(16384, "distinct paths, each cached once by the preload", unit="objects")
+    object_kb: int = key(16, "bytes of each object (a synthetic 200 the VCL caches for an "
+                             "hour)", unit="KiB")
+    threads: int = key(2, "wrk --threads")
+    connections: int = key(16, "wrk --connections of the timed run")
+    duration_s: float = key(5.0, "wrk --duration of the timed run", unit="s")
+    port: int | None = key(None, SERVER_PORT)
+    server_binary: str = key("varnishd", program("server_binary", "varnishd"))
+    client_binary: str = key("wrk", program("client_binary", "wrk"))
+    stat_binary: str = key("varnishstat", "the varnishstat program (varnishd's own counters)")
+    timeout_s: float = key(300.0, timeout("a trial"))
+    app: tuple[tuple[str, Any], ...] = key((), "jemalloc's THP switch for the arm, e.g. "
+                                               '{ jemalloc_thp = "always" }')
     process_thp: str | None = None
     server: ServerSide | None = field(default=None, compare=False, repr=False)
     kind: str = field(default="varnish", init=False)
@@ -267,29 +280,13 @@ class Kept(InPlace):
         return bool(report.get("MAIN.s_pass"))
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key("storage_mb", "MiB", "varnishd -s malloc,SIZE: its object storage (jemalloc's)"),
-    Key("objects", "objects", "distinct paths, each cached once by the preload"),
-    Key("object_kb", "KiB", "bytes of each object (a synthetic 200 the VCL caches for an hour)"),
-    Key("threads", "", "wrk --threads"),
-    Key("connections", "", "wrk --connections of the timed run"),
-    Key("duration_s", "s", "wrk --duration of the timed run"),
-    SERVER_PORT,
-    program("server_binary", "varnishd"),
-    program("client_binary", "wrk"),
-    Key("stat_binary", "", "the varnishstat program (varnishd's own counters)"),
-    timeout("a trial"),
-    Key("app", "", 'jemalloc\'s THP switch for the arm, e.g. { jemalloc_thp = "always" }'),
-)
-
-
 def load_seconds(table: dict[str, Any]) -> float:
     """The timed run, and about two seconds for the preload, the start and the stop."""
     return float(VarnishBenchmark.setting(table, "duration_s")) + 2.0
 
 
 KIND = Kind(
-    keys=KEYS, name="varnish", workload=VarnishBenchmark,
+    keys=keys_of(VarnishBenchmark), name="varnish", workload=VarnishBenchmark,
     summary="Varnish Cache (malloc storage) loaded by wrk, with jemalloc's THP switch per arm",
     role="server", where=frozenset({"host", "guest"}),
     tools=(Tool("varnishd", "varnish"), Tool("varnishstat", "varnish"), Tool("wrk", "wrk")),

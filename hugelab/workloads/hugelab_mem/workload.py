@@ -20,7 +20,7 @@ from hugelab.workloads.build import ensure_hugelab_mem
 from hugelab.workloads.hugelab_mem.evidence import REGION, touched_pages
 from hugelab.workloads.hugelab_mem.interleave import interleave_problem
 from hugelab.workloads.hugelab_mem.output import parse_interleaved_output, parse_output
-from hugelab.workloads.kind import Key, Kind, Tool, interleaved
+from hugelab.workloads.kind import Kind, Tool, interleaved, key, keys_of
 
 WORKLOADS = ("chase", "random", "seq-read", "seq-write", "populate")
 
@@ -30,20 +30,26 @@ class HugelabMem:
     """One configuration of hugelab-mem; `run` executes one trial of it in a Target."""
 
     kind: str = "hugelab-mem"
-    workload: str = "chase"
-    size_bytes: int = 1 << 30
-    threads: int = 1
-    duration_s: float = 1.0
-    seed: int = 1
-    stride_bytes: int | None = None  # chase slot size; None = the tool's default (64)
-    window_ms: float = 20.0  # design 'interleaved': each measurement window
+    workload: str = key("chase", 'the access pattern: "chase" (dependent loads), "random", '
+                                 '"seq-read", "seq-write" or "populate" (fault in only)')
+    size_bytes: int = key(1 << 30, "the buffer hugelab-mem maps (a file may write "
+                                   'size = "2G")', unit="bytes")
+    threads: int = key(1, "threads walking the buffer")
+    duration_s: float = key(1.0, "how long the walk runs (a file may write duration = "
+                                 '"500ms")', unit="s")
+    seed: int = key(1, "the random pattern's seed")
+    stride_bytes: int | None = key(None, "chase only: the slot size (none: the tool's 64)",
+                                   unit="bytes")
+    window_ms: float = key(20.0, interleaved("window_ms", "ms", "each measurement window"))
     # design 'interleaved': run, unmeasured, after each switch of buffer (the TLB and caches
     # still hold the other buffer's state); None: the tool's default, a quarter of window_ms
-    warmup_ms: float | None = None
+    warmup_ms: float | None = key(None, "untimed walking before the measurement (none: the "
+                                        "tool's default)", unit="ms")
     # in each 2 MiB region only the first ceil(f*512) 4 KiB pages are written and visited, so
     # the resident memory each page size costs is computable ("layout" in the evidence);
     # 1: the whole buffer, as without it
-    touch_fraction: float = 1.0
+    touch_fraction: float = key(1.0, "the share of the buffer touched (1.0: all; 0.125 leaves "
+                                     "it sparse)")
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -171,23 +177,8 @@ def file_keys(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('workload', '',
-        'the access pattern: "chase" (dependent loads), "random", "seq-read", "seq-write" or "populate" (fault in only)'),
-    Key('size_bytes', 'bytes', 'the buffer hugelab-mem maps (a file may write size = "2G")'),
-    Key('threads', '', 'threads walking the buffer'),
-    Key('duration_s', 's', 'how long the walk runs (a file may write duration = "500ms")'),
-    Key('seed', '', "the random pattern's seed"),
-    Key('stride_bytes', 'bytes', "chase only: the slot size (none: the tool's 64)"),
-    interleaved('window_ms', 'ms', 'each measurement window'),
-    Key('warmup_ms', 'ms', "untimed walking before the measurement (none: the tool's default)"),
-    Key('touch_fraction', '',
-        'the share of the buffer touched (1.0: all; 0.125 leaves it sparse)'),
-)
-
-
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(HugelabMem),
     name="hugelab-mem", workload=HugelabMem,
     summary="hugelab's own C micro-benchmark: a buffer of each arm's backing, chased or streamed",
     where=frozenset({"host", "guest", "domain", "interleaved"}),
