@@ -43,7 +43,7 @@ from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Key, Kind, Tool
+from hugelab.workloads.kind import Kind, Tool, interleaved, key, keys_of, timeout, warm_ops
 from hugelab.workloads.mariadb import datadir, evidence, indomain, oltp, rules, server, template
 from hugelab.workloads.mariadb.evidence import check
 from hugelab.workloads.mariadb.guestcost import guest_build as in_guest
@@ -64,21 +64,25 @@ DOMAIN = InDomain(indomain.PORT, indomain.daemon_argv, owner=datadir.USER,
 class Mariadb(ServerKind):
     """MariaDB + sysbench OLTP; metrics tps, qps, latency_avg_ms, p50_ms, p95_ms, p99_ms."""
 
-    script: str = "oltp_read_only"
-    tables: int = 2
-    table_size: int = 10000
-    threads: int = 4
-    duration_s: float = 10.0
-    warmup_s: float = 1.0
-    window_s: float = 2.0  # design "interleaved": each arm's sysbench window
-    window_ops: int | None = None  # design "interleaved": windows of this many transactions
-    warm_ops: int = 2      # per window and connection, untimed (the other arm's caches)
-    buffer_pool: str = "128M"
-    timeout_s: float | None = None
-    dump: str | None = None      # a user's SQL dump: loaded once, cached, then copied
-    datadir: str | None = None   # a user's datadir: copied per trial, never opened in place
-    database: str = oltp.DATABASE  # the database the load connects to
-    app: tuple[tuple[str, Any], ...] = ()
+    script: str = key("oltp_read_only", 'the sysbench OLTP script ("oltp_read_only", ...)')
+    tables: int = key(2, "sysbench --tables: the template's tables")
+    table_size: int = key(10000, "sysbench --table-size", unit="rows")
+    threads: int = key(4, "sysbench --threads")
+    duration_s: float = key(10.0, "sysbench --time: how long the load runs", unit="s")
+    warmup_s: float = key(1.0, "untimed load before the measured one", unit="s")
+    window_s: float = key(2.0, interleaved("window_s", "s", "each arm's sysbench window"))
+    window_ops: int | None = key(None, interleaved("window_ops", "transactions",
+                                                   "windows of this many instead"))
+    warm_ops: int = key(2, warm_ops("transactions"))
+    buffer_pool: str = key("128M", "innodb_buffer_pool_size", unit="bytes")
+    timeout_s: float | None = key(None, timeout("a trial", "hugelab's"))
+    # a user's dump is loaded once, cached, then copied
+    dump: str | None = key(None, "your SQL dump: loaded once into a cached template")
+    datadir: str | None = key(None, "your stopped server's datadir: copied per trial, never "
+                                    "opened in place")
+    database: str = key(oltp.DATABASE, "the database the load connects to")
+    app: tuple[tuple[str, Any], ...] = key((), "server settings for the arm; large_pages "
+                                               "follows the backing")
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides large_pages
     domain_arm: bool = False  # set by for_arm: a user's domain runs its own MariaDB
     kind: str = field(default="mariadb", init=False)
@@ -268,27 +272,8 @@ def guest_build(table: dict[str, Any]) -> GuestBuild:
                     float(get("warmup_s") or 0.0))
 
 
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('script', '', 'the sysbench OLTP script ("oltp_read_only", ...)'),
-    Key('tables', '', "sysbench --tables: the template's tables"),
-    Key('table_size', 'rows', 'sysbench --table-size'),
-    Key('threads', '', 'sysbench --threads'),
-    Key('duration_s', 's', 'sysbench --time: how long the load runs'),
-    Key('warmup_s', 's', 'untimed load before the measured one'),
-    Key('window_s', 's', 'design "interleaved": each arm\'s sysbench window'),
-    Key('window_ops', 'transactions', 'design "interleaved": windows of this many instead'),
-    Key('warm_ops', 'transactions', "per window and connection, untimed (the other arm's caches)"),
-    Key('buffer_pool', 'bytes', 'innodb_buffer_pool_size'),
-    Key('timeout_s', 's', "the longest a trial may take (none: hugelab's)"),
-    Key('dump', '', 'your SQL dump: loaded once into a cached template'),
-    Key('datadir', '', "your stopped server's datadir: copied per trial, never opened in place"),
-    Key('database', '', 'the database the load connects to'),
-    Key('app', '', 'server settings for the arm; large_pages follows the backing'),
-)
-
-
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(Mariadb),
     name="mariadb", workload=Mariadb,
     summary="MariaDB loaded by sysbench's OLTP scripts, with --large-pages per arm",
     role="server", where=frozenset({"host", "domain", "interleaved"}),
