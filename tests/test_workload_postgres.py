@@ -178,7 +178,7 @@ def test_prewarm_fills_shared_buffers_as_the_servers_own_buffer_cache_shows(warm
     w = Postgres(scale=1, prewarm=warm).for_arm(SimpleNamespace(name="off", backing="4k"))
     srv = w.start("4k")
     try:
-        cp = subprocess.run(["psql", "-X", "-A", "-t", "-F", " ", "-h", str(srv.cd.top), "-p",
+        cp = subprocess.run(["psql", "-X", "-A", "-t", "-F", " ", "-h", str(srv.files), "-p",
                              "5432", "-U", "postgres", "-d", "postgres", "-c", BUFFERED],
                             capture_output=True, text=True, check=True)
         cached, blocks = map(int, cp.stdout.split()[-2:])
@@ -186,9 +186,9 @@ def test_prewarm_fills_shared_buffers_as_the_servers_own_buffer_cache_shows(warm
         w.stop(srv)
     assert blocks > 1000  # scale 1: 100,000 rows
     if warm:
-        assert cached == blocks and srv.prewarmed_blocks > blocks
+        assert cached == blocks and srv.loaded > blocks
     else:
-        assert cached < blocks / 10 and srv.prewarmed_blocks == 0
+        assert cached < blocks / 10 and srv.loaded == 0
 
 
 TRY_SMALL_POOL = """name = "pg-try"

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from hugelab.errors import WorkloadError
+from hugelab.workloads.base import Target
 from hugelab.workloads.interleave import geomean
+from hugelab.workloads.postgres.server import PORT
+from hugelab.workloads.toolrun import check_exit
 
 BUILTINS = ("select-only", "tpcb-like", "simple-update")
 PERCENTILES = {"p50_ms": 50.0, "p90_ms": 90.0, "p95_ms": 95.0, "p99_ms": 99.0,
@@ -136,3 +140,21 @@ def window_metrics(windows: list[dict[str, float]], latencies_us: np.ndarray
 
 def log_files(prefix: Path) -> list[Path]:
     return sorted(prefix.parent.glob(prefix.name + ".*"))
+
+
+def run_once(w: Any, target: Target, top: Path, seconds: float | None, log: bool = True
+             ) -> tuple[dict[str, float], np.ndarray]:
+    """One pgbench run of Postgres workload `w` against the server of `top` (`seconds`, or
+    None: `transactions` per client): its summary and, with `log`, every transaction's
+    latency in µs."""
+    prefix = top / "pgbench"
+    for f in log_files(prefix):
+        f.unlink()
+    res = target.exec(argv(w._bin() / "pgbench", top, PORT, builtin=w.builtin, script=w.script,
+                           clients=w.clients, threads=w.threads, seconds=seconds,
+                           transactions=w.transactions if seconds is None else None,
+                           log_prefix=prefix if log else None),
+                      timeout=w.exec_timeout(seconds or w.duration_s))
+    check_exit(res, "pgbench")
+    lat = log_latencies_us(log_files(prefix)) if log else np.empty(0)
+    return summary(res.stdout), lat

@@ -4,9 +4,11 @@ its app's huge_pages, the server settings that follow, and what pgbench needs of
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from typing import Any
 
 from hugelab.errors import ExperimentError
+from hugelab.units import parse_size
 from hugelab.workloads.postgres import pgbench, server, userconf, userdata
 
 BACKINGS = {"4k": None, "hugetlb-2M": "2MB", "hugetlb-1G": "1GB"}
@@ -90,3 +92,17 @@ def server_settings(w: Any, backing: str) -> dict[str, object]:
     out = {**userconf.kept(list(w.conf_items)), **out, **dict(w.app)}
     out.setdefault("max_connections", max(100, w.clients + 10))
     return out
+
+
+def hugetlb_bytes(w: Any, unbuilt: Callable[[], bool]) -> int:
+    """Bytes of huge pages Postgres workload `w`'s server maps: PostgreSQL's own count (0:
+    huge_pages off); estimated from its settings while its template is `unbuilt` (a dry
+    run: no server to ask yet)."""
+    settings = w.settings()
+    if settings["huge_pages"] == "off" or not BACKINGS.get(w.arm_backing or "4k") \
+            or w.domain_arm:  # a domain's pool is grown in the trial, from its server
+        return 0
+    page = parse_size(str(settings.get("huge_page_size", "2MB")))  # "2MB", "1GB"
+    if unbuilt():
+        return -(-server.shared_estimate(settings) // page) * page
+    return max(int(w.ask("shared_memory_size_in_huge_pages")), 0) * page

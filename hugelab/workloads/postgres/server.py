@@ -1,21 +1,20 @@
-"""One PostgreSQL server: started in the foreground as `postgres` (so the trial scope contains
-it and the parent-death signal reaches it), ready when postmaster.pid says so, stopped by a
-fast shutdown (SIGINT), killed if that does not end it, its System V segment removed."""
+"""One PostgreSQL server's own parts: its argv (started in the foreground as `postgres`, so the
+trial scope contains it and the parent-death signal reaches it), its readiness (postmaster.pid
+says so), the LocalServer it runs under (hugelab.workloads.serverside: one readiness wait, one
+TERM-then-KILL), its failed start told as a busy pool, and `kill_cluster` for leftovers."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from hugelab.errors import PoolBusyError, WorkloadError
-from hugelab.proc import spawn, wait_for
 from hugelab.units import parse_size
 from hugelab.workloads.postgres import sysvshm
 from hugelab.workloads.postgres.cluster import AS_POSTGRES, ClusterDir, as_postgres
+from hugelab.workloads.serverside import LocalServer, ServerHandle
 
 PORT = 5432  # the socket lives in the cluster's own directory: no port is shared
 READY_TIMEOUT_S = 60.0
@@ -66,37 +65,6 @@ def ask(bin_dir: Path, cd: ClusterDir, name: str, settings: dict[str, object]) -
     return cp.stdout.strip()
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    cd: ClusterDir
-    prewarmed_blocks: int = 0
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def output(self, lines: int = 20) -> str:
-        try:
-            text = self.cd.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
-
-    def stop(self) -> str:
-        """Fast shutdown; SIGKILL (and the segment removed) if it does not end; its output."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                kill_cluster(self.cd, self.proc.pid)
-                self.proc.wait(5)
-        sysvshm.drop_for(self.cd.data)  # left behind only by a postmaster that was killed
-        return self.output(50)
-
-
 def kill_cluster(cd: ClusterDir, pid: int | None = None) -> None:
     """SIGKILL the postmaster's process group (the postmaster, its backends)."""
     pid = pid or sysvshm.postmaster_pid(cd.data)
@@ -107,35 +75,40 @@ def kill_cluster(cd: ClusterDir, pid: int | None = None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _ready(cd: ClusterDir) -> bool:
+def argv(bin_dir: Path, cd: ClusterDir, settings: dict[str, object]) -> list[str]:
+    """The server of `cd` with `settings`, in the foreground as the postgres user (pure)."""
+    return [*AS_POSTGRES, str(bin_dir / "postgres"), "-D", str(cd.data),
+            *server_options(cd, settings)]
+
+
+def ready(port: int, pid: int) -> bool:
+    """Whether the postmaster `pid` says it is ready for clients: its postmaster.pid (in its
+    data directory, its working directory once it has one) names it, `ready` on line 8."""
     try:
-        lines = (cd.data / "postmaster.pid").read_text().splitlines()
+        lines = Path(f"/proc/{pid}/cwd/postmaster.pid").read_text().splitlines()
     except OSError:
         return False
-    return len(lines) >= 8 and lines[7].strip() == "ready"
+    return len(lines) >= 8 and lines[0].strip() == str(pid) and lines[7].strip() == "ready"
 
 
-def start(bin_dir: Path, cd: ClusterDir, settings: dict[str, object], *,
-          huge: bool = False) -> Server:
-    """The server of `cd` with `settings`, ready for clients; PoolBusyError when it asked for
-    huge pages (`huge`) and could not map them, WorkloadError for any other failure."""
-    log = open(cd.log, "ab")  # noqa: SIM115 - closed below, the child keeps its own copy
-    try:
-        proc = spawn([*AS_POSTGRES, bin_dir / "postgres", "-D", cd.data,
-                      *server_options(cd, settings)],
-                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    finally:
-        log.close()
-    server = Server(proc, cd)
-    if not wait_for(lambda: _ready(cd), READY_TIMEOUT_S, unless=lambda: proc.poll() is not None):
-        out = server.output()
-        why = (f"exited with {proc.returncode}" if proc.poll() is not None
-               else f"was not ready within {READY_TIMEOUT_S:.0f} s")
-        server.stop()
-        msg = f"postgres {why}:\n  " + (out or "(no output)").replace("\n", "\n  ")
-        if huge and any(w in out for w in NO_POOL):
-            raise PoolBusyError(msg, hint="the huge page pool was reserved for it but "
-                                "another process holds its pages; `hugelab recover` ends "
-                                "leftovers of a killed run")
-        raise WorkloadError(msg)
-    return server
+def local() -> LocalServer:
+    """Its server as a subprocess here: on its private socket (PORT), ready when its
+    postmaster.pid says so, TERM (a smart shutdown: no session is left by then), then KILL."""
+    return LocalServer(port=PORT, ready_timeout_s=READY_TIMEOUT_S, ready=ready,
+                       stop_grace_s=STOP_TIMEOUT_S)
+
+
+def start_failed(exc: WorkloadError, huge: bool) -> WorkloadError:
+    """A start that failed: PoolBusyError when it asked for huge pages (`huge`) and could not
+    map them (its own words in its output), else `exc`."""
+    if huge and any(w in exc.message for w in NO_POOL):
+        return PoolBusyError(exc.message, hint="the huge page pool was reserved for it but "
+                             "another process holds its pages; `hugelab recover` ends "
+                             "leftovers of a killed run")
+    return exc
+
+
+def start(bin_dir: Path, cd: ClusterDir, settings: dict[str, object]) -> ServerHandle:
+    """The server of `cd` with `settings`, ready for clients (a template's build); its
+    handle's stop ends it (its segment is removed with `cd`, sysvshm.drop_for)."""
+    return local().start(lambda _port: argv(bin_dir, cd, settings), "postgres")

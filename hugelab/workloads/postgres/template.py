@@ -12,7 +12,7 @@ from typing import Any
 from hugelab.errors import WorkloadError
 from hugelab.proc import run
 from hugelab.workloads import preview
-from hugelab.workloads.postgres import cluster, server, userdata
+from hugelab.workloads.postgres import cluster, server, sysvshm, userdata
 from hugelab.workloads.preview import Build
 
 BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
@@ -147,5 +147,6 @@ def _build(bin_dir: Path, load: Load, tmp: Path) -> None:
             load(bin_dir, cd)
         finally:
             srv.stop()
+            sysvshm.drop_for(cd.data)  # left behind only by a postmaster that was killed
         (cd.data / "postmaster.pid").unlink(missing_ok=True)
         run(["cp", "-a", "--", str(cd.data), str(tmp)])

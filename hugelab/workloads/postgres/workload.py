@@ -27,16 +27,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from hugelab.errors import ExperimentError, WorkloadError
-from hugelab.units import parse_size
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Key, Kind, interleaved, timeout, warm_ops
+from hugelab.workloads.kind import Kind, interleaved, key, keys_of, timeout, warm_ops
 from hugelab.workloads.postgres import (
     cluster,
     guestcost,
@@ -48,42 +47,62 @@ from hugelab.workloads.postgres import (
     rules,
     segment,
     server,
+    sysvshm,
     template,
+    trialinfo,
     userdata,
 )
 from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
-from hugelab.workloads.requests import start_one
-from hugelab.workloads.toolrun import check_exit
+from hugelab.workloads.serverkind import Running, ServerKind
+from hugelab.workloads.serverside import LocalServer, ServerHandle
 
 
 @dataclass(frozen=True)
-class Postgres:
+class Postgres(ServerKind):
     """PostgreSQL + pgbench; metrics tps, latency_avg_ms, p50_ms .. p99_9_ms."""
 
-    builtin: str = "select-only"
-    script: str | None = None
-    scale: int = 10
-    clients: int = 4
-    threads: int = 2
-    duration_s: float = 10.0
-    transactions: int | None = None
-    warmup_s: float = 2.0
-    window_s: float = 2.0  # design "interleaved": each arm's pgbench window
-    window_ops: int | None = None  # design "interleaved": windows of this many transactions
-    warm_ops: int = 5      # per window and connection, untimed (the other arm's caches)
-    prewarm: bool = True   # pg_prewarm fills shared buffers before the load (prewarm.py)
-    bindir: str | None = None
-    timeout_s: float | None = None
-    app: tuple[tuple[str, Any], ...] = ()
-    dump: str | None = None      # a user's pg_dump file: restored once, cached, then copied
-    datadir: str | None = None   # a user's data directory: copied per trial, never opened
-    conf: str | None = None      # a user's postgresql.conf: its settings under the arm's
+    builtin: str = key("select-only", 'pgbench\'s built-in script: "select-only", "tpcb-like" '
+                       'or "simple-update"')
+    script: str | None = key(None, "your own pgbench script instead (run -M prepared, without "
+                             "-s: :scale is 1)")
+    scale: int = key(10, "pgbench -i -s: the template's size (about 16 MB a step)")
+    clients: int = key(4, "pgbench -c: connections")
+    threads: int = key(2, "pgbench -j: threads")
+    duration_s: float = key(10.0, "pgbench -T: how long the load runs", unit="s")
+    transactions: int | None = key(None, "pgbench -t per client instead of duration_s")
+    warmup_s: float = key(2.0, "untimed load before the measured one", unit="s")
+    window_s: float = key(2.0, interleaved("window_s", "s", "each arm's pgbench window"))
+    window_ops: int | None = key(None, interleaved("window_ops", "transactions",
+                                                   "windows of this many instead"))
+    warm_ops: int = key(5, warm_ops("transactions"))
+    prewarm: bool = key(True, "pg_prewarm fills shared buffers before the load")  # prewarm.py
+    bindir: str | None = key(None, "the directory of postgres, initdb and pgbench (none: "
+                             "Debian's newest)")
+    timeout_s: float | None = key(None, timeout("a trial", "120 s + 3 x the load"))
+    app: tuple[tuple[str, Any], ...] = key((), 'server settings for the arm, e.g. { '
+                                           'shared_buffers = "1GB" }; huge_pages follows the '
+                                           'backing')
+    dump: str | None = key(None, "your pg_dump file (plain, -Fc or -Ft): restored once into a "
+                           "cached template")
+    datadir: str | None = key(None, "your stopped cluster's data directory: copied per trial, "
+                              "never opened")
+    conf: str | None = key(None, "your postgresql.conf: its settings, under the arm's")
     arm_backing: str | None = None  # set by for_arm: the arm's backing decides the defaults
     domain_arm: bool = False  # set by for_arm: a user's domain runs its own PostgreSQL
     kind: str = field(default="postgres", init=False)
     conf_items: tuple[tuple[str, str], ...] = field(default=(), init=False, compare=False,
                                                      repr=False)
+
+    # the base's (hugelab.workloads.serverkind): its private socket's one port, no
+    # process_thp; its segment is its evidence, its output tail is in its info
+    port = server.PORT
+    process_thp = None
+    server = None
+    tool: ClassVar[str] = "postgres"
+    unit: ClassVar[str] = "transactions/s"
+    output_evidence: ClassVar[bool] = False
+    memory_evidence: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         rules.validate(self)
@@ -136,83 +155,128 @@ class Postgres:
 
     def hugetlb_bytes_for(self, size: str | None) -> int:
         """Bytes of huge pages the server maps: PostgreSQL's own count (0: huge_pages off)."""
-        settings = self.settings()
-        if settings["huge_pages"] == "off" or not rules.BACKINGS.get(self.arm_backing or "4k") \
-                or self.domain_arm:  # a domain's pool is grown in the trial, from its server
-            return 0
-        page = parse_size(str(settings.get("huge_page_size", "2MB")))  # "2MB", "1GB"
-        if template.unbuilt(self, self._bin()):  # a dry run: no server to ask yet
-            return -(-server.shared_estimate(settings) // page) * page
-        return max(int(self.ask("shared_memory_size_in_huge_pages")), 0) * page
+        return rules.hugetlb_bytes(self, lambda: template.unbuilt(self, self._bin()))
 
-    # -- one trial --------------------------------------------------------------------------
+    # -- its server, over the base (hugelab.workloads.serverkind.ServerKind) ----------------
     def exec_timeout(self, seconds: float) -> float:
         return self.timeout_s if self.timeout_s is not None else 120.0 + 3 * seconds
 
-    def start(self, backing: str) -> server.Server:
-        """launched, then fill; the caller stops it (stop_and_remove)."""
-        return start_one(self, backing)
+    def run(self, target: Target, backing: str) -> WorkloadResult:
+        if backing != (self.arm_backing or "4k"):  # its server's settings follow the backing
+            return dataclasses.replace(self, arm_backing=backing).run(target, backing)
+        return super().run(target, backing)
 
-    def launched(self, backing: str) -> server.Server:
-        """The server up on its private cluster copy, not yet prewarmed: request-level trials
-        launch every arm's, then prewarm them all at once (requests.start_all)."""
+    def launched(self, backing: str) -> Running:
+        if backing != (self.arm_backing or "4k"):
+            return dataclasses.replace(self, arm_backing=backing).launched(backing)
+        return super().launched(backing)
+
+    def admit(self, backing: str) -> None:
         rules.check_backing(self, backing)
-        bin_dir, tpl = self._bin(), self.template()
+
+    def whole_trial(self, target: Target, backing: str) -> WorkloadResult | None:
+        """A user's domain runs its own PostgreSQL (indomain); hugelab's own guest runs the
+        whole trial inside (guestio, inguest) on the template built here (it sees this
+        host's root); None on this host: the base's."""
+        if in_domain(target):
+            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
+        if place_of(target) is Place.GUEST:
+            self.template()
+            return guestio.run_in_own_guest(self, target, backing)
+        return None
+
+    def own_files(self, target: Target | None) -> Path:
+        """The trial's private cluster: the template (or the user's data) copied."""
+        tpl = self.template()
         cd = cluster.new_dir("trial")
         try:
             userdata.copy(self, tpl, cd)
-            settings = self.settings(backing)
-            return server.start(bin_dir, cd, settings, huge=settings["huge_pages"] != "off")
         except BaseException:
             cluster.remove_dir(cd)
             raise
+        return cd.top
 
-    def fill(self, srv: server.Server) -> None:
-        """Its shared buffers filled by pg_prewarm (`prewarm = true`)."""
-        if self.prewarm:
-            srv.prewarmed_blocks = prewarm.fill(self._bin() / "psql", srv.cd.top, server.PORT,
-                                                cluster.USER, self.exec_timeout(60.0))
+    def drop_files(self, files: Path | None) -> None:
+        if files is not None:
+            sysvshm.drop_for(files / "data")  # left behind only by a postmaster that was killed
+            cluster.remove_dir(cluster.ClusterDir(files))
 
-    def window(self, target: Target, srv: server.Server, seconds: float | None,
+    def local(self, port: int | None) -> LocalServer:
+        return server.local()  # its private socket, on the one port it has there
+
+    def server_argv(self, port: int, files: Path | None = None) -> list[str]:
+        assert files is not None
+        return server.argv(self._bin(), cluster.ClusterDir(files), self.settings())
+
+    def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
+        return server.start_failed(exc, huge=self.settings()["huge_pages"] != "off")
+
+    def filled(self, port: int, files: Path | None, client: Target | None = None) -> int:
+        """Its shared buffers filled by pg_prewarm (`prewarm = true`): the blocks read."""
+        if not self.prewarm or files is None:
+            return 0
+        return prewarm.fill(self._bin() / "psql", files, server.PORT, cluster.USER,
+                            self.exec_timeout(60.0))
+
+    def load(self, client: Target, port: int, files: Path | None) -> Any:
+        """Prewarmed, warmed, then pgbench's measured run (`duration_s`, or `transactions`)."""
+        assert files is not None
+        blocks = self.filled(port, files, client)
+        if self.warmup_s >= 1:
+            pgbench.run_once(self, client, files, self.warmup_s, log=False)
+        seconds = None if self.transactions is not None else self.duration_s
+        return blocks, *pgbench.run_once(self, client, files, seconds)
+
+    def last_look(self, load: Any, handle: ServerHandle, files: Path | None) -> Any:
+        """The postmaster's segment (its evidence) and its output, read while it runs."""
+        pid = int(handle.proc.pid)  # type: ignore[attr-defined]
+        return load, segment.read_required(pid), trialinfo.tail(handle)
+
+    def loaded(self, load: Any, output: str, client: Target) -> WorkloadResult:
+        (blocks, summary, lat), evidence, tail = load
+        return WorkloadResult(metrics=pgbench.window_metrics([summary], lat), primary="tps",
+                              unit=self.unit, better="higher", evidence=evidence,
+                              info={"tool": "pgbench", "server_output_tail": tail,
+                                    "prewarmed_blocks": blocks})
+
+    def describe(self, result: WorkloadResult, backing: str) -> None:
+        result.info = trialinfo.info(self, backing, result.info)
+
+    # -- interleaved: windows of pgbench runs (interleave) or of requests (requests) --------
+    def window(self, target: Target, srv: Running, seconds: float | None,
                log: bool = True) -> tuple[dict[str, float], np.ndarray]:
-        """One pgbench run against `srv` (`seconds`, or None: `transactions` per client): its
-        summary and, with `log`, every transaction's latency in µs."""
-        prefix = srv.cd.top / "pgbench"
-        for f in pgbench.log_files(prefix):
-            f.unlink()
-        argv = pgbench.argv(self._bin() / "pgbench", srv.cd.top, server.PORT,
-                            builtin=self.builtin, script=self.script, clients=self.clients,
-                            threads=self.threads, seconds=seconds,
-                            transactions=self.transactions if seconds is None else None,
-                            log_prefix=prefix if log else None)
-        res = target.exec(argv,
-                          timeout=self.exec_timeout(seconds or self.duration_s))
-        check_exit(res, "pgbench")
-        lat = pgbench.log_latencies_us(pgbench.log_files(prefix)) if log else np.empty(0)
-        return pgbench.summary(res.stdout), lat
+        assert srv.files is not None
+        return pgbench.run_once(self, target, srv.files, seconds, log)
 
-    def warm(self, target: Target, srv: server.Server) -> None:
+    def warm(self, target: Target, srv: Running) -> None:
         if self.warmup_s >= 1:
             self.window(target, srv, self.warmup_s, log=False)
 
-    def finish(self, srv: server.Server, windows: list[dict[str, float]],
+    def finish(self, srv: Running, windows: list[dict[str, float]],
                latencies: np.ndarray, backing: str) -> WorkloadResult:
         """The trial's result from its windows (one, in a paired trial) and the segment's
         evidence, read now, with the server still up; WorkloadError without a segment."""
-        evidence = segment.read_required(srv.pid)
-        metrics = pgbench.window_metrics(windows, latencies)
-        info = _info(self, srv, backing, "pgbench")
+        result = WorkloadResult(metrics=pgbench.window_metrics(windows, latencies),
+                                primary="tps", unit=self.unit, better="higher")
+        self._looked(result, srv, "pgbench")
+        self.describe(result, backing)
         if len(windows) > 1:
-            metrics["duration_s"] = self.window_s * len(windows)
+            result.metrics["duration_s"] = self.window_s * len(windows)
             tps = [w["tps"] for w in windows]
-            info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
-                            "wall_s": [self.window_s] * len(tps)}
-        return WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
-                              better="higher", evidence=evidence, info=info)
+            result.info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
+                                   "wall_s": [self.window_s] * len(tps)}
+        return result
 
-    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
-    def request_server(self, srv: server.Server) -> str:
-        return pg_server({"host": str(srv.cd.top), "port": server.PORT, "user": "postgres",
+    def served(self, result: WorkloadResult, srv: Running) -> None:
+        self._looked(result, srv, "hugelab-reqmix")
+
+    def _looked(self, result: WorkloadResult, srv: Running, tool: str) -> None:
+        result.evidence.update(segment.read_required(self.server_pid(srv)))
+        result.info = {"tool": tool, "server_output_tail": trialinfo.tail(srv.handle),
+                       "prewarmed_blocks": srv.loaded}
+
+    def request_server(self, srv: Running) -> str:
+        return pg_server({"host": str(srv.files), "port": server.PORT, "user": "postgres",
                           "dbname": "postgres"})
 
     def request_load(self) -> dict[str, Any]:
@@ -221,76 +285,9 @@ class Postgres:
             return {"pg_file": Path(self.script), "pg_scale": self.scale}
         return {"pg_builtin": self.builtin, "pg_scale": self.scale}
 
-    def request_result(self, srv: server.Server, metrics: dict[str, float], backing: str
-                       ) -> WorkloadResult:
-        """The arm's result: `metrics`, and its own segment's evidence, read now."""
-        return WorkloadResult(metrics=metrics, primary="ops_per_s", unit="transactions/s",
-                              better="higher", evidence=segment.read_required(srv.pid),
-                              info=_info(self, srv, backing, "hugelab-reqmix"))
-
-    def server_pid(self, srv: server.Server) -> int:
-        return srv.pid
-
-    def stop(self, srv: server.Server) -> None:
-        try:
-            srv.stop()
-        finally:
-            cluster.remove_dir(srv.cd)
-
-    def run(self, target: Target, backing: str) -> WorkloadResult:
-        if in_domain(target):
-            rules.check_backing(self, backing)
-            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
-        if place_of(target) is Place.GUEST:
-            rules.check_backing(self, backing)
-            self.template()  # built here: the guest sees this host's root
-            return guestio.run_in_own_guest(self, target, backing)
-        srv = self.start(backing)
-        try:
-            self.warm(target, srv)
-            seconds = None if self.transactions is not None else self.duration_s
-            summary, lat = self.window(target, srv, seconds)
-            return self.finish(srv, [summary], lat, backing)
-        finally:
-            self.stop(srv)
-
-
-def _info(w: Postgres, srv: server.Server, backing: str, tool: str) -> dict[str, Any]:
-    """A trial's info: its tool, the server's version, settings and output, the user's data."""
-    return {"tool": tool, "version": cluster.version(w._bin()), "backing": backing,
-            "settings": w.settings(backing), "builtin": w.script or w.builtin,
-            "server_output_tail": srv.output(20),
-            "warnings": w.settings_warnings(backing), **userdata.info(w),
-            **({"prewarmed_blocks": srv.prewarmed_blocks} if w.prewarm else {})}
-
-
-KEYS = (  # the [workload] keys, for docs/kinds.md
-    Key('builtin', '',
-        'pgbench\'s built-in script: "select-only", "tpcb-like" or "simple-update"'),
-    Key('script', '',
-        'your own pgbench script instead (run -M prepared, without -s: :scale is 1)'),
-    Key('scale', '', "pgbench -i -s: the template's size (about 16 MB a step)"),
-    Key('clients', '', 'pgbench -c: connections'),
-    Key('threads', '', 'pgbench -j: threads'),
-    Key('duration_s', 's', 'pgbench -T: how long the load runs'),
-    Key('transactions', '', 'pgbench -t per client instead of duration_s'),
-    Key('warmup_s', 's', 'untimed load before the measured one'),
-    interleaved('window_s', 's', "each arm's pgbench window"),
-    interleaved('window_ops', 'transactions', 'windows of this many instead'),
-    warm_ops('transactions'),
-    Key('prewarm', '', 'pg_prewarm fills shared buffers before the load'),
-    Key('bindir', '', "the directory of postgres, initdb and pgbench (none: Debian's newest)"),
-    timeout("a trial", "120 s + 3 x the load"),
-    Key('app', '',
-        'server settings for the arm, e.g. { shared_buffers = "1GB" }; huge_pages follows the backing'),
-    Key('dump', '', 'your pg_dump file (plain, -Fc or -Ft): restored once into a cached template'),
-    Key('datadir', '', "your stopped cluster's data directory: copied per trial, never opened"),
-    Key('conf', '', "your postgresql.conf: its settings, under the arm's"),
-)
-
 
 KIND = Kind(
-    keys=KEYS,
+    keys=keys_of(Postgres),
     name="postgres", workload=Postgres,
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
