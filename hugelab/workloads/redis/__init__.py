@@ -8,7 +8,8 @@ each do one job: `bench` (redis-benchmark's tests, argv, CSV and interleaved win
 persistence settings, switches and private directory), `forkdriver` (BGSAVE / BGREWRITEAOF
 during the load, and the latency probe), `forks` (what each save cost, from Redis's INFO),
 `resp` (RESP and INFO over a socket), `preload` (every key SET before the load), `thp`
-(Redis's disable-thp judged from its server's own memory)."""
+(Redis's disable-thp judged from its server's own memory), `cost` (a trial's load sized from
+its table for the dry run; `guestcost` the part in a user's domain)."""
 
 from hugelab.workloads.redis.workload import KIND, RedisBenchmark, judge, load_seconds, validate
 

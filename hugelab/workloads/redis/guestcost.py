@@ -29,7 +29,7 @@ def guest_build(fill: int, requests: int, pipeline: int, host_s: float) -> Guest
     """The in-guest part of a trial in a user's domain that preloads `fill` keys and sends
     `requests` requests (all tests') `pipeline` a round trip: its fixed seconds per accelerator
     hold the daemon's life and the load at the guest's rate, less `host_s`, what the kind's own
-    estimate (workload.load_seconds, at the host's rate) already counts."""
+    estimate (cost.load_seconds, at the host's rate) already counts."""
     fixed = {accel: FIXED_S[accel] + max(0.0, fill / GUEST_PRELOAD_PER_S[accel]
                                          + requests / (GUEST_RPS[accel] * pipeline) - host_s)
              for accel in FIXED_S}

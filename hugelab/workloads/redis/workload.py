@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,9 +48,8 @@ from hugelab.workloads.kind import (
     timeout,
     warm_ops,
 )
-from hugelab.workloads.preview import GuestBuild
 from hugelab.workloads.process_thp import check_mode
-from hugelab.workloads.redis import guestcost, persist
+from hugelab.workloads.redis import cost, persist
 from hugelab.workloads.redis.bench import TESTS, BenchmarkRuns
 from hugelab.workloads.redis.control import DOMAIN_PORT, daemon_argv, guest_argv, ready, stop
 from hugelab.workloads.redis.forkdriver import driver as fork_driver
@@ -233,32 +233,7 @@ def validate(w: RedisBenchmark) -> None:
     persist.check(w.persistence, w.fork_every_s, bool(w.preload), w.keyspace)
 
 
-ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback
-ASSUMED_PRELOAD_PER_S = 300_000  # pipelined SETs a second
-
-
-def load_size(table: dict[str, Any]) -> tuple[int, int, int]:
-    """A trial's load from the table: (keys preloaded, requests of every test, pipeline)."""
-    def get(key: str) -> Any:
-        return RedisBenchmark.setting(table, key)
-    keys = get("keyspace") or 0
-    preload = get("preload")
-    fill = keys if (preload if preload is not None else not get("rdb")) else 0
-    tests = len(get("tests") or ()) or 1
-    return int(fill), int(get("requests")) * tests, max(1, int(get("pipeline")))
-
-
-def load_seconds(table: dict[str, Any]) -> float:
-    """About how long a trial's load takes, for the cost estimate: the preload, then every
-    test's requests at ASSUMED_RPS (times the pipeline depth)."""
-    fill, requests, pipeline = load_size(table)
-    return fill / ASSUMED_PRELOAD_PER_S + requests / (ASSUMED_RPS * pipeline)
-
-
-def guest_build(table: dict[str, Any]) -> GuestBuild:
-    """What a trial in a user's domain does in the guest beyond its load at the host's rate
-    (hugelab.workloads.redis.guestcost)."""
-    return guestcost.guest_build(*load_size(table), load_seconds(table))
+load_seconds = partial(cost.load_seconds, RedisBenchmark)  # the kind's Kind.seconds
 
 
 KIND = Kind(
@@ -269,6 +244,7 @@ KIND = Kind(
     tools=(Tool("redis-server", "redis-server"), Tool("redis-benchmark", "redis-tools"),
            Tool("redis-cli", "redis-tools")),
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
-    duration=("timeout_s", None), seconds=load_seconds, guest_build=guest_build, judge=judge,
+    duration=("timeout_s", None), seconds=load_seconds, judge=judge,
+    guest_build=partial(cost.guest_build, RedisBenchmark),
     interleave=persist.interleave_problem, leftovers=rdb_leftovers,
     app={"disable-thp": ("yes", "no", True, False)})
