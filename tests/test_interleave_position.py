@@ -24,9 +24,12 @@ class Fake:
     window_s: float = 1.0
     duration_s: float = 4.0
 
-    def start(self, backing: str) -> str:
+    def launched(self, backing: str) -> str:
         self.log.append(("start", backing))
         return backing
+
+    def fill(self, server: str) -> None:
+        pass
 
     def warm(self, target: Any, server: str) -> None:
         self.log.append(("warm", server))

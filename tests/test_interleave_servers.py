@@ -46,8 +46,11 @@ class Counter:
     def __init__(self, log):
         self.log, self.stopped = log, []
 
-    def start(self, backing):
+    def launched(self, backing):
         return backing
+
+    def fill(self, server):
+        pass
 
     def warm(self, target, server):
         pass

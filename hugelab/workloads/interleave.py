@@ -3,7 +3,9 @@ once, each with its own settings, pool share and evidence; one client alternates
 windows between them, in a random order and its mirror (ABBA...), so drift of the machine
 cancels within the trial as it does in hugelab-mem's interleaved buffers.
 
-A server workload offers `start(backing) -> server`, `warm(target, server)`,
+A server workload offers `launched(backing) -> server` and `fill(server)` (its data loaded:
+every arm's server is launched in the block's order, then all are filled at once, as
+request-level trials do: hugelab.workloads.requests.start_all), `warm(target, server)`,
 `window(target, server, seconds) -> (summary metrics, per-request latencies in µs)`,
 `window_s`, `duration_s`, `finish(server, windows, latencies, backing) -> WorkloadResult`,
 and `stop(server)`. Each arm's result: its primary metric the geometric mean of its windows
@@ -21,14 +23,15 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target, WorkloadResult
-from hugelab.workloads.requests import serve_requests, stop_all, wants_requests
+from hugelab.workloads.requests import serve_requests, start_all, stop_all, wants_requests
 
 
 class ServerWorkload(Protocol):
     window_s: float
     duration_s: float
 
-    def start(self, backing: str) -> Any: ...
+    def launched(self, backing: str) -> Any: ...
+    def fill(self, server: Any) -> None: ...
     def warm(self, target: Target, server: Any) -> None: ...
     def window(self, target: Target, server: Any, seconds: float
                ) -> tuple[dict[str, float], np.ndarray]: ...
@@ -38,11 +41,11 @@ class ServerWorkload(Protocol):
 
 
 def is_server(workload: object) -> bool:
-    """Whether a workload runs as interleaved servers: windows of client runs (start, window,
-    finish) or of requests (start, request_server: hugelab.workloads.requests)."""
+    """Whether a workload runs as interleaved servers: windows of client runs (launched,
+    window, finish) or of requests (launched, request_server: hugelab.workloads.requests)."""
     def has(*names: str) -> bool:
         return all(callable(getattr(workload, n, None)) for n in names)
-    return has("start", "window", "finish") or has("start", "request_server")
+    return has("launched", "window", "finish") or has("launched", "request_server")
 
 
 def order(n_arms: int, rounds: int, rng: random.Random) -> list[list[int]]:
@@ -85,8 +88,7 @@ def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
         return serve_requests(target, arms, rng, reference)  # type: ignore[arg-type]
     servers: list[Any] = []
     try:
-        for wl, backing in arms:
-            servers.append(wl.start(backing))
+        start_all(arms, servers)
         for (wl, _b), srv in zip(arms, servers, strict=True):
             wl.warm(target, srv)
         window_s = arms[0][0].window_s

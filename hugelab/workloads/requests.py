@@ -46,15 +46,20 @@ from hugelab.workloads.toolrun import check_exit
 DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
 
 
-class RequestServer(Protocol):
+class Startable(Protocol):
+    """A server kind as start_all starts it: launched, then filled with its data."""
+
+    def launched(self, backing: str) -> Any: ...
+    def fill(self, srv: Any) -> None: ...
+    def stop(self, srv: Any) -> None: ...
+
+
+class RequestServer(Startable, Protocol):
     clients: int
     duration_s: float
     window_ops: int | None
     warm_ops: int
 
-    def launched(self, backing: str) -> Any: ...
-    def fill(self, srv: Any) -> None: ...
-    def stop(self, srv: Any) -> None: ...
     def request_server(self, srv: Any) -> str: ...
     def request_load(self) -> dict[str, Any]: ...
     def request_result(self, srv: Any, metrics: dict[str, float], backing: str
@@ -144,7 +149,7 @@ def serve_requests(target: Target, arms: Sequence[tuple[RequestServer, str]],
         stop_all([(wl, srv) for (wl, _b), srv in zip(arms, servers, strict=False)])
 
 
-def start_all(arms: Sequence[tuple[RequestServer, str]], servers: list[Any]) -> None:
+def start_all(arms: Sequence[tuple[Startable, str]], servers: list[Any]) -> None:
     """Every arm's server launched into `servers` in the block's order, then all filled at
     once, each in its own thread; the first failure re-raised after every fill ended (the
     caller stops what is in `servers`). Filled one after another, the server filled last
