@@ -158,3 +158,19 @@ def run_once(w: Any, target: Target, top: Path, seconds: float | None, log: bool
     check_exit(res, "pgbench")
     lat = log_latencies_us(log_files(prefix)) if log else np.empty(0)
     return summary(res.stdout), lat
+
+
+def measured(w: Any, target: Target, top: Path) -> tuple[dict[str, float], np.ndarray]:
+    """Postgres workload `w`'s warm-up (`warmup_s`, untimed), then its measured run
+    (`duration_s`, or `transactions` per client) against the server of `top`."""
+    if w.warmup_s >= 1:
+        run_once(w, target, top, w.warmup_s, log=False)
+    return run_once(w, target, top, None if w.transactions is not None else w.duration_s)
+
+
+def request_load(w: Any) -> dict[str, Any]:
+    """Postgres workload `w`'s script (built-in or the user's file) as ReqmixSettings fields,
+    each op one run of it."""
+    if w.script is not None:
+        return {"pg_file": Path(w.script), "pg_scale": w.scale}
+    return {"pg_builtin": w.builtin, "pg_scale": w.scale}

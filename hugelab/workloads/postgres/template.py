@@ -1,15 +1,17 @@
 """Template clusters, built once and kept in the cache (cluster.templates(), by key), then copied
 for each trial: initdb and `pgbench -i -s <scale>` per PostgreSQL version and scale, or initdb
 and a user's pg_dump restored (userdata.py) per dump content and version. Built under a lock,
-so two runs that need one at once build it once."""
+so two runs that need one at once build it once. `for_arm`: an arm's settings judged by the
+server on a copy of the template (`ask`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hugelab.errors import WorkloadError
+from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run
 from hugelab.workloads import preview
 from hugelab.workloads.postgres import cluster, server, sysvshm, userdata
@@ -150,3 +152,25 @@ def _build(bin_dir: Path, load: Load, tmp: Path) -> None:
             sysvshm.drop_for(cd.data)  # left behind only by a postmaster that was killed
         (cd.data / "postmaster.pid").unlink(missing_ok=True)
         run(["cp", "-a", "--", str(cd.data), str(tmp)])
+
+
+def for_arm(w: Any, arm: Any) -> Any:
+    """Postgres workload `w` as `arm` runs it: its backing decides the huge_pages and
+    huge_page_size defaults; the server checks every setting (`postgres -C`) now, before any
+    trial (a user's domain: the guest's server, in the trial; a dry run: the run)."""
+    vm = getattr(arm, "vm", None)
+    domain = vm is not None and vm.domain is not None
+    try:
+        own = dataclasses.replace(w, arm_backing=arm.backing, domain_arm=domain)
+        if domain:  # the guest's server judges the settings, in the trial; its user
+            return own  # data was checked by replace (userdata.check_user_data)
+    except ExperimentError as exc:
+        raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
+    if unbuilt(own, own._bin()):
+        return own  # a dry run builds no template: the run checks the settings
+    try:
+        own.ask("huge_pages")
+    except WorkloadError as exc:
+        raise ExperimentError(f"arm '{arm.name}': postgres refused its settings: "
+                              f"{exc.message}") from None
+    return own

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.postgres import cluster, userdata
 from hugelab.workloads.serverside import ServerHandle, output_so_far
 
@@ -23,3 +24,13 @@ def info(w: Any, backing: str, own: dict[str, Any]) -> dict[str, Any]:
             "server_output_tail": own["server_output_tail"],
             "warnings": w.settings_warnings(backing), **userdata.info(w),
             **({"prewarmed_blocks": own["prewarmed_blocks"]} if w.prewarm else {})}
+
+
+def windows(result: WorkloadResult, windows: list[dict[str, float]], window_s: float) -> None:
+    """An interleaved trial's windows of `window_s` into its result (none for one window, a
+    paired trial's): the duration they ran and each one's tps as a rep."""
+    if len(windows) > 1:
+        result.metrics["duration_s"] = window_s * len(windows)
+        tps = [w["tps"] for w in windows]
+        result.info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
+                               "wall_s": [window_s] * len(tps)}

@@ -174,6 +174,18 @@ def copy(w: Any, source: Path, cd: cluster.ClusterDir, settings_only: bool = Fal
         cluster.copy_template(source, cd)
 
 
+def trial_dir(w: Any, source: Path) -> Path:
+    """A trial's private cluster for Postgres workload `w`: `source` (the template, or the
+    user's data directory) copied into a new one; its top."""
+    cd = cluster.new_dir("trial")
+    try:
+        copy(w, source, cd)
+    except BaseException:
+        cluster.remove_dir(cd)
+        raise
+    return cd.top
+
+
 def analyze_argv(bin_dir: Path, socket_dir: Path, port: int) -> list[str]:
     """ANALYZE after a restore (pg_restore and psql leave the planner without statistics)."""
     return [str(bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(socket_dir),

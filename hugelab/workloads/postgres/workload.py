@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
@@ -112,24 +112,8 @@ class Postgres(ServerKind):
         rules.check_open_files(self.clients)
 
     def for_arm(self, arm: Any) -> Postgres:
-        """This workload as `arm` runs it: its backing decides huge_pages/huge_page_size
-        defaults; the server checks every setting (`postgres -C`) now, before any trial."""
-        vm = getattr(arm, "vm", None)
-        domain = vm is not None and vm.domain is not None
-        try:
-            own = dataclasses.replace(self, arm_backing=arm.backing, domain_arm=domain)
-            if domain:  # the guest's server judges the settings, in the trial; its user
-                return own  # data was checked by replace (userdata.check_user_data)
-        except ExperimentError as exc:
-            raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
-        if template.unbuilt(own, own._bin()):
-            return own  # a dry run builds no template: the run checks the settings
-        try:
-            own.ask("huge_pages")
-        except WorkloadError as exc:
-            raise ExperimentError(f"arm '{arm.name}': postgres refused its settings: "
-                                  f"{exc.message}") from None
-        return own
+        """This workload as `arm` runs it, its settings judged by the server (template)."""
+        return template.for_arm(self, arm)  # type: ignore[no-any-return]
 
     def settings(self, backing: str | None = None) -> dict[str, object]:
         """The server settings of this arm (rules.server_settings)."""
@@ -187,14 +171,7 @@ class Postgres(ServerKind):
 
     def own_files(self, target: Target | None) -> Path:
         """The trial's private cluster: the template (or the user's data) copied."""
-        tpl = self.template()
-        cd = cluster.new_dir("trial")
-        try:
-            userdata.copy(self, tpl, cd)
-        except BaseException:
-            cluster.remove_dir(cd)
-            raise
-        return cd.top
+        return userdata.trial_dir(self, self.template())
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:
@@ -221,11 +198,7 @@ class Postgres(ServerKind):
     def load(self, client: Target, port: int, files: Path | None) -> Any:
         """Prewarmed, warmed, then pgbench's measured run (`duration_s`, or `transactions`)."""
         assert files is not None
-        blocks = self.filled(port, files, client)
-        if self.warmup_s >= 1:
-            pgbench.run_once(self, client, files, self.warmup_s, log=False)
-        seconds = None if self.transactions is not None else self.duration_s
-        return blocks, *pgbench.run_once(self, client, files, seconds)
+        return self.filled(port, files, client), *pgbench.measured(self, client, files)
 
     def last_look(self, load: Any, handle: ServerHandle, files: Path | None) -> Any:
         """The postmaster's segment (its evidence) and its output, read while it runs."""
@@ -260,11 +233,7 @@ class Postgres(ServerKind):
                                 primary="tps", unit=self.unit, better="higher")
         self._looked(result, srv, "pgbench")
         self.describe(result, backing)
-        if len(windows) > 1:
-            result.metrics["duration_s"] = self.window_s * len(windows)
-            tps = [w["tps"] for w in windows]
-            result.info["reps"] = {"n": len(tps), "values": tps, "unit": "window",
-                                   "wall_s": [self.window_s] * len(tps)}
+        trialinfo.windows(result, windows, self.window_s)
         return result
 
     def served(self, result: WorkloadResult, srv: Running) -> None:
@@ -281,9 +250,7 @@ class Postgres(ServerKind):
 
     def request_load(self) -> dict[str, Any]:
         """pgbench's script (built-in or the user's file), each op one run of it."""
-        if self.script is not None:
-            return {"pg_file": Path(self.script), "pg_scale": self.scale}
-        return {"pg_builtin": self.builtin, "pg_scale": self.scale}
+        return pgbench.request_load(self)
 
 
 KIND = Kind(
