@@ -115,7 +115,7 @@ NAMED_ELSEWHERE = {
     ("store/importers/from_iperf3.py", "iperf3"): "the tool whose output it imports",
     ("workloads/mariadb/workload.py", "sysbench"): "the sysbench program, its load generator",
     ("workloads/mariadb/oltp.py", "sysbench"): "the sysbench program, its load generator",
-    ("workloads/mariadb/indomain.py", "sysbench"): "the sysbench program, its load generator",
+    ("workloads/mariadb/evidence.py", "sysbench"): "the sysbench program, its load generator",
     ("errors.py", "command"): "the word, for a failed program without a name",
 }
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target
-from hugelab.workloads.guestside import DomainServers, in_domain, refuse_process_thp
+from hugelab.workloads.guestside import DomainServers, GuestSide, in_domain, refuse_process_thp
 from hugelab.workloads.process_thp import wrap
 from hugelab.workloads.serverkeep import InPlace, keep_argv
 from hugelab.workloads.serverside import (
@@ -42,12 +42,14 @@ from hugelab.workloads.serverside import (
 class InDomain:
     """How a kind's server runs as its own daemon in a user's domain: on `port` (hugelab's,
     not the server's default, which a user's own server may hold), `argv(argv, pidfile)` its
-    foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`."""
+    foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`;
+    `prepare(side, top)` what the guest needs before it starts (MariaDB: its datadir)."""
 
     port: int
     argv: Callable[[list[str], str], list[str]]
     owner: str | None = None
     log: str | None = None
+    prepare: Callable[[GuestSide, str], None] | None = None
 
 
 def watched_here(side: Any) -> bool:
@@ -98,7 +100,7 @@ class Placement:
             refuse_process_thp(self.kind, self.process_thp)
             d = self.domain
             return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
-                                 owner=d.owner, log=d.log)
+                                 owner=d.owner, prepare=d.prepare, log=d.log)
         side = default_server(self.server, target, self.tool, self.port)
         return side if side is self.server else self.local(self.port)
 

@@ -5,5 +5,5 @@ default). Modules, one job each: `datadir` (the private directories, the per-tri
 `template` (the cached templates, built once), `userdata` (a user's dump or datadir), `rules`
 (the table's and the arm's rules), `server` (argv, start, its own report and mappings),
 `evidence` (what the server showed, recorded, and its judge), `oltp` (sysbench's argv and
-output), `indomain` (a trial in a user's domain), `workload` (the dataclass and the kind's
-declaration)."""
+output), `indomain` (what a trial in a user's domain does that is its own: the base runs it),
+`workload` (the dataclass and the kind's declaration)."""

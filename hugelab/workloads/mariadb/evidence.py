@@ -24,11 +24,29 @@ def record(result: WorkloadResult, large: bool, pool: int, log: str,
                                   "mappings": maps, **server.report(log)}
     result.evidence["server"] = memory
     if memory:
+        result.evidence["tree"] = server_tree("mariadbd", memory, where)
+        tree_pages(result)
+
+
+def tree_pages(result: WorkloadResult) -> None:
+    """The server's own tree (evidence["tree"], where it was read: interleaved, in a user's
+    domain) with its hugetlb mappings' sizes by page size; none without a tree."""
+    tree = result.evidence.get("tree")
+    if isinstance(tree, dict) and "mariadb" in result.evidence:
         hugetlb: dict[int, int] = {}
-        for m in maps:
+        for m in result.evidence["mariadb"]["mappings"]:
             hugetlb[m["page_kb"]] = hugetlb.get(m["page_kb"], 0) + m["size_kb"]
-        result.evidence["tree"] = {**server_tree("mariadbd", memory, where),
-                                   "hugetlb_by_page_kb": hugetlb}
+        tree["hugetlb_by_page_kb"] = hugetlb
+
+
+def tell(w: Any, result: WorkloadResult, log: str, sysbench_version: str | None) -> None:
+    """Mariadb workload `w`'s info: its load, the server's version from its log, the user's
+    data."""
+    result.info.update({"tool": "sysbench", "script": w.script, "backing": None,
+                        "server_version": server_version(log),
+                        "sysbench_version": sysbench_version})
+    if w.dump or w.datadir:
+        result.info["user_data"] = {"dump": w.dump} if w.dump else {"datadir": w.datadir}
 
 
 def server_version(log: str) -> str | None:

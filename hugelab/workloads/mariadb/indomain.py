@@ -1,26 +1,26 @@
-"""A MariaDB trial inside a user's libvirt domain (`domain = NAME` arms), driven from the host
-through the way in (hugelab.workloads.guestside): the guest's own mariadbd, a datadir made in
-the guest by its mariadb-install-db, the server started as a transient systemd service
-(`systemd-run`: mariadbd has no daemon mode of its own) with the arm's --large-pages, the tables
-made by the guest's sysbench `prepare` (or the user's SQL dump loaded by the guest's client),
-sysbench's OLTP load in the guest, and the server's own mappings and error log, read in the
-guest, as evidence. The guest's pool is the arm's guest layer, sized from the server's need
-(`Mariadb.hugetlb_bytes_for`). Everything is undone at the end of the trial."""
+"""What a MariaDB trial inside a user's libvirt domain (`domain = NAME` arms) does that is its
+own; the trial itself is the server kinds' one life cycle (hugelab.workloads.serverkind, its
+server placed by serverplace.InDomain, hugelab.workloads.guestside.DomainServers): the guest's
+own mariadbd over a datadir made in the guest by its mariadb-install-db (`install`, before the
+server starts), the server started as a transient systemd service (`daemon_argv`: mariadbd has
+no daemon mode of its own) with the arm's --large-pages, the tables made by the guest's sysbench
+`prepare` (or the user's SQL dump loaded by the guest's client: `build`, before the load), the
+guest's sysbench as its OLTP load, and the server's own mappings and error log, read in the
+guest (`look`), as evidence. The guest's pool is the arm's guest layer, sized from the server's
+need (`Mariadb.hugetlb_bytes_for`). Everything is undone at the end of the trial."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from hugelab.errors import WorkloadError
-from hugelab.workloads.base import WorkloadResult
-from hugelab.workloads.guestside import DomainHandle, DomainServers, GuestSide, Way
-from hugelab.workloads.mariadb import datadir, evidence, oltp, server, userdata
+from hugelab.workloads.guestside import GUEST_DIR, DomainHandle, GuestSide, Way
+from hugelab.workloads.mariadb import datadir, oltp, server, userdata
 
 PORT = 13306  # on the guest's loopback; not 3306, where the guest's own server may listen
 UNIT = "hugelab-mariadbd"
+TOP = Path(GUEST_DIR)  # the server's directory in the guest: its datadir, socket and log
+LOG = f"{GUEST_DIR}/error.log"
 
 
 def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
@@ -38,74 +38,22 @@ def install(side: GuestSide, top: str) -> None:
               "--auth-root-authentication-method=socket"], timeout=600)
 
 
-class DomainTrial:
-    """One trial of a Mariadb workload `w` in a domain (see the module docstring)."""
+def build(w: Any, way: Way, port: int) -> None:
+    """Mariadb workload `w`'s database and user in the guest's running server, and its tables:
+    the user's dump, or sysbench's `prepare`."""
+    side = GuestSide(way, "mariadbd")  # nothing of its to undo: the server's directory goes
+    side.run(["mariadb", f"--socket={TOP}/sock", "-uroot", "-e",
+              f"CREATE DATABASE IF NOT EXISTS `{w.database}`; " + userdata.GRANT], timeout=600)
+    if w.dump:
+        guest = f"{TOP}/dump.sql"
+        side.put(guest, Path(w.dump).read_text())
+        side.run(userdata.load_argv(TOP / "sock", w.database, Path(guest)), timeout=3600)
+        return
+    side.run(oltp.argv("oltp_read_only", port, w.tables, w.table_size, 2, 0, step="prepare",
+                       database=w.database), timeout=3600)
 
-    def __init__(self, w: Any, way: Way, backing: str) -> None:
-        self.w, self.way, self.backing = w, way, backing
-        self.top = Path("/var/tmp/hugelab")
 
-    def run(self) -> WorkloadResult:
-        w = self.w
-        large, pool = w.large_pages(), str(w.buffer_pool_bytes())
-        side = DomainServers(self.way, PORT, daemon_argv, owner=datadir.USER, prepare=install,
-                             log=f"{self.top}/error.log")
-        handle = side.start(lambda port: server.argv(self.top, port, pool, large,
-                                                     w.settings()), "mariadbd")
-        try:
-            self._load(handle)
-            if w.warmup_s >= 1:
-                self._sysbench(w.warmup_s)
-            res = self._sysbench(w.duration_s)
-            return self._result(handle, res, large)
-        finally:
-            handle.stop()
-
-    def _sql(self, handle: DomainHandle, sql: str, database: str = "") -> None:
-        handle.side.run(["mariadb", f"--socket={self.top}/sock", "-uroot",
-                         *([database] if database else []), "-e", sql], timeout=600)
-
-    def _load(self, handle: DomainHandle) -> None:
-        """The load's database and user, and its tables: the user's dump, or sysbench's."""
-        w = self.w
-        self._sql(handle, f"CREATE DATABASE IF NOT EXISTS `{w.database}`; " + userdata.GRANT)
-        if w.dump:
-            guest = f"{self.top}/dump.sql"
-            handle.side.put(guest, Path(w.dump).read_text())
-            handle.side.run(userdata.load_argv(self.top / "sock", w.database, Path(guest)),
-                            timeout=3600)
-            return
-        handle.side.run(oltp.argv("oltp_read_only", PORT, w.tables, w.table_size, 2, 0,
-                                  step="prepare", database=w.database), timeout=3600)
-
-    def _sysbench(self, seconds: float) -> Any:
-        w = self.w
-        argv = oltp.argv(w.script, PORT, w.tables, w.table_size, w.threads, seconds,
-                         database=w.database)
-        res = self.way.exec(argv, timeout=w.exec_timeout())
-        if res.returncode != 0:
-            raise WorkloadError(f"sysbench in guest {self.way.name} exited with "
-                                f"{res.returncode}: {(res.stderr or res.stdout)[-300:]}")
-        return res
-
-    def _result(self, handle: DomainHandle, res: Any, large: bool) -> WorkloadResult:
-        w = self.w
-        metrics = oltp.parse(res.stdout)
-        lat = oltp.latencies_ms(res.stdout)
-        if lat.size:
-            for p in oltp.PERCENTILES:
-                metrics[f"p{p:g}_ms"] = float(np.percentile(lat, p))
-        log = handle.side.way_read(f"{self.top}/error.log") or ""
-        maps = server.hugetlb_mappings(handle.side.smaps(handle.pid))
-        result = WorkloadResult(metrics=metrics, primary="tps", unit="transactions/s",
-                                better="higher")
-        # the server's own tree: the guest's sampled tree is sysbench's
-        evidence.record(result, large, w.buffer_pool_bytes(), log, maps, handle.memory(),
-                        f"guest {self.way.name}")
-        result.info.update({"tool": "sysbench", "script": w.script, "backing": self.backing,
-                            "where": "domain", "client": f"guest {self.way.name}",
-                            "server_version": evidence.server_version(log)})
-        if w.dump:
-            result.info["user_data"] = {"dump": w.dump}
-        return result
-
+def look(handle: DomainHandle) -> tuple[str, list[dict[str, int]]]:
+    """The guest's server's error log and its mappings in huge pages, read while it runs."""
+    log = handle.side.way_read(LOG) or ""
+    return log, server.hugetlb_mappings(handle.side.smaps(handle.pid))

@@ -41,7 +41,7 @@ from hugelab.proc import which
 from hugelab.units import parse_size
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
-from hugelab.workloads.guestside import in_domain
+from hugelab.workloads.guestside import DomainHandle, in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, Tool, interleaved, key, keys_of, timeout, warm_ops
 from hugelab.workloads.mariadb import datadir, evidence, indomain, oltp, rules, server, template
@@ -55,9 +55,9 @@ from hugelab.workloads.serverplace import InDomain
 from hugelab.workloads.serverside import ServerHandle
 from hugelab.workloads.toolrun import check_exit, first_version
 
-# its own daemon in a user's domain (that trial is still indomain.DomainTrial's)
-DOMAIN = InDomain(indomain.PORT, indomain.daemon_argv, owner=datadir.USER,
-                  log="/var/tmp/hugelab/error.log")
+# its own daemon in a user's domain, over a datadir the guest makes first (indomain)
+DOMAIN = InDomain(indomain.PORT, indomain.daemon_argv, owner=datadir.USER, log=indomain.LOG,
+                  prepare=indomain.install)
 
 
 @dataclass(frozen=True)
@@ -152,8 +152,9 @@ class Mariadb(ServerKind):
     def admit(self, backing: str) -> None:
         rules.check_backing(self, backing)
 
-    def own_files(self, target: Target | None) -> Path:
-        return template.trial_dir(self)
+    def own_files(self, target: Target | None) -> Path | None:
+        """Its datadir copied from the template; None in a user's domain (the guest's own)."""
+        return None if in_domain(target) else template.trial_dir(self)
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:
@@ -161,13 +162,13 @@ class Mariadb(ServerKind):
 
     def server_argv(self, port: int, files: Path | None = None) -> list[str]:
         """mariadbd over the datadir in `files` with the arm's setting (pure); a user's
-        datadir's copy gives the load its user through --init-file."""
-        assert files is not None
+        datadir's copy gives the load its user through --init-file; no `files`: a user's
+        domain, its directory the guest's (indomain.TOP)."""
         settings = self.settings()
-        if self.datadir:
+        if self.datadir and files is not None:
             settings += (("init_file", files / INIT_FILE), ("skip_slave_start", True))
-        return server.argv(files, port, str(self.buffer_pool_bytes()), self.large_pages(),
-                           settings)
+        return server.argv(files or indomain.TOP, port, str(self.buffer_pool_bytes()),
+                           self.large_pages(), settings)
 
     def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
         return server.start_failed(exc, files)
@@ -180,6 +181,8 @@ class Mariadb(ServerKind):
         return res
 
     def load(self, client: Target, port: int, files: Path | None) -> ExecResult:
+        if in_domain(client):  # the guest's server is empty: its tables made there first
+            indomain.build(self, client, port)  # type: ignore[arg-type]
         if self.warmup_s >= 1:
             self.sysbench(client, port, self.warmup_s)
         return self.sysbench(client, port, self.duration_s)
@@ -187,6 +190,8 @@ class Mariadb(ServerKind):
     def last_look(self, load: ExecResult, handle: ServerHandle, files: Path | None
                   ) -> tuple[ExecResult, str, list[dict[str, int]]]:
         """Its error log and its mappings in huge pages, read while it still runs."""
+        if isinstance(handle, DomainHandle):
+            return load, *indomain.look(handle)
         return load, server.error_log(files), server.mappings(server.pid_of(handle))
 
     def loaded(self, load: tuple[ExecResult, str, list[dict[str, int]]], output: str,
@@ -196,19 +201,14 @@ class Mariadb(ServerKind):
                                 better="higher")
         # its memory (evidence["server"]) is the base's; a paired trial's tree is the trial's
         evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log, maps, {})
-        self.tell(result, log, first_version(res.stdout, r"sysbench (\S+)"))
+        evidence.tell(self, result, log, first_version(res.stdout, r"sysbench (\S+)"))
+        if in_domain(client):
+            result.info.update({"where": "domain", "client": f"guest {client.name}"})
         return result
-
-    def tell(self, result: WorkloadResult, log: str, sysbench_version: str | None) -> None:
-        result.info.update({"tool": "sysbench", "script": self.script, "backing": None,
-                            "server_version": evidence.server_version(log),
-                            "sysbench_version": sysbench_version})
-        if self.dump or self.datadir:
-            result.info["user_data"] = {"dump": self.dump} if self.dump else \
-                {"datadir": self.datadir}
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
         result.info["backing"] = backing
+        evidence.tree_pages(result)  # a user's domain: the base's tree is its server's
 
     # -- interleaved: windows of sysbench runs (interleave) or of requests (requests) -------
     def warm(self, target: Target, srv: Running) -> None:
@@ -239,7 +239,7 @@ class Mariadb(ServerKind):
         log = server.error_log(srv.files)
         evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log,
                         server.mappings(self.server_pid(srv)), result.evidence["server"])
-        self.tell(result, log, srv.client_version)
+        evidence.tell(self, result, log, srv.client_version)
 
     @property
     def clients(self) -> int:
@@ -253,10 +253,7 @@ class Mariadb(ServerKind):
         return {"tables": self.tables, "table_size": self.table_size}
 
     def run(self, target: Target, backing: str) -> WorkloadResult:
-        if in_domain(target):
-            rules.check_backing(self, backing)
-            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
-        if place_of(target) is not Place.NATIVE:
+        if place_of(target) is Place.GUEST:
             raise WorkloadError("mariadb runs on the host and in a user's domain")
         return super().run(target, backing)
 
