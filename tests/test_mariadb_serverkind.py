@@ -16,7 +16,7 @@ from hugelab.errors import WorkloadError
 from hugelab.experiment import Arm
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.mariadb import template
+from hugelab.workloads.mariadb import oltp, template
 from hugelab.workloads.mariadb.workload import Mariadb
 from hugelab.workloads.memcached import MemcachedBenchmark
 from hugelab.workloads.redis import RedisBenchmark
@@ -132,3 +132,72 @@ def test_its_server_waits_longer_on_the_host_and_the_other_kinds_as_before():
 def test_its_request_client_gets_its_own_protocol():
     assert Mariadb().reqmix_server("127.0.0.1", 3307) == \
         "mysql:db=sbtest,user=sbtest,host=127.0.0.1,port=3307"
+
+
+class DomainWay:
+    """A scripted way into a user's domain (hugelab.workloads.guestside.Way): files in a dict,
+    every exec recorded, sysbench's output RUN; `kill` ends the daemon (its /proc goes)."""
+
+    name = "vm0"
+    place = "domain"
+    PID = 4242
+
+    def __init__(self) -> None:
+        port = f"{13306:04X}"
+        top, proc = "/var/tmp/hugelab", f"/proc/{self.PID}"
+        self.files = {
+            "/proc/net/tcp": f"  sl  local_address\n   0: 0100007F:{port} 00000000:0000 0A\n",
+            f"{top}/mariadbd.pid": f"{self.PID}\n",
+            f"{top}/error.log": "Version: '10.11.6-MariaDB-0+deb12u1'  socket: ...\n",
+            f"{proc}/stat": f"{self.PID} (mariadbd) S",
+            f"{proc}/status": "THP_enabled:\t1\n",
+            f"{proc}/smaps_rollup": "Rss: 65536 kB\nAnonymous: 1024 kB\nAnonHugePages: 0 kB\n",
+            f"{proc}/smaps": "7f0-7f8 rw-s 0 0:0 0 /anon_hugepage (deleted)\nSize: 2048 kB\n"
+                             "KernelPageSize: 2048 kB\n"}
+        self.log: list[list[str]] = []
+
+    def exec(self, argv, *, timeout=None):
+        self.log.append(list(argv))
+        if argv[0] == "kill":
+            self.files.pop(f"/proc/{self.PID}/stat", None)
+        return ExecResult(list(argv), 0, RUN if argv[0] == "sysbench" else "", "", 0.01)
+
+    def read_file(self, path, *, wait_s=60.0):
+        from hugelab.errors import VMError
+        if path not in self.files:
+            raise VMError(f"cannot read {path}")
+        return self.files[path]
+
+    def write_file(self, path, data, *, wait_s=60.0):
+        self.files[path] = data
+
+
+def test_a_trial_in_a_users_domain_runs_the_bases_life_cycle_with_its_own_parts(monkeypatch):
+    """In a user's domain the base places its daemon (DomainServers, through InDomain) and
+    runs the trial; MariaDB's own parts: the guest's datadir made before the start, its
+    tables built in the guest before the load, its log and mappings read through the way in.
+    No template is built on this host, and its tree is its server's in the guest."""
+    monkeypatch.setattr(template, "trial_dir", lambda w: pytest.fail("a host template"))
+    way = DomainWay()
+    w = Mariadb(tables=1, table_size=100, warmup_s=0, duration_s=3)
+    result = w.for_arm(Arm("on", "hugetlb-2M")).run(way, "hugetlb-2M")  # type: ignore[arg-type]
+    ran = [a[0] for a in way.log]
+    install, start = ran.index("mariadb-install-db"), ran.index("systemd-run")
+    build, load = ran.index("mariadb"), len(ran) - 1 - ran[::-1].index("sysbench")
+    assert install < start < build < load < ran.index("kill")
+    daemon = way.log[start]
+    assert "--datadir=/var/tmp/hugelab/data" in daemon and "--port=13306" in daemon
+    assert "--large-pages" in daemon and "--pid-file=/var/tmp/hugelab/mariadbd.pid" in daemon
+    assert [a[-1] for a in way.log if a[0] == "sysbench"] == ["prepare", "run"]
+    assert way.log[-1] == ["rm", "-rf", "/var/tmp/hugelab"]  # every guest change undone
+    # its percentiles sysbench's own, as on the host (they were interpolated in a domain)
+    assert result.metrics == oltp.parse(RUN)
+    ev = result.evidence
+    assert set(ev) == {"mariadb", "server", "tree"}, ev
+    assert ev["mariadb"]["mappings"] == [{"size_kb": 2048, "page_kb": 2048}]
+    assert ev["server"]["pid"] == DomainWay.PID
+    assert ev["tree"]["where"].startswith("guest vm0")
+    assert ev["tree"]["hugetlb_by_page_kb"] == {2048: 2048}
+    assert result.info["where"] == "domain" and result.info["client"] == "guest vm0"
+    assert result.info["backing"] == "hugetlb-2M"
+    assert result.info["server_version"] == "10.11.6-MariaDB-0+deb12u1"
