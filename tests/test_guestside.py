@@ -16,7 +16,7 @@ from hugelab.workloads.guestside import (
     in_domain,
     refuse_process_thp,
 )
-from hugelab.workloads.postgres import indomain
+from hugelab.workloads.postgres import indomain, pgbench
 from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.redis import control as redis_control
 from hugelab.workloads.serverside import listens
@@ -165,7 +165,7 @@ def test_postgres_conf_quotes_every_value_and_keeps_the_private_socket():
 
 
 def test_postgres_latencies_from_pgbench_logs_texts():
-    lat = indomain.latencies_us(["0 1 250 0 1 2\n0 2 750 0 1 2\n", "", "1 1 500 0 1 2\n"])
+    lat = pgbench.log_latencies_us(["0 1 250 0 1 2\n0 2 750 0 1 2\n", "", "1 1 500 0 1 2\n"])
     assert sorted(lat.tolist()) == [250.0, 500.0, 750.0]
 
 

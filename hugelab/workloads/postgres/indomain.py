@@ -5,11 +5,20 @@ in the guest by its initdb and filled by its pgbench (or the user's SQL dump), t
 settings (huge_pages, huge_page_size, the app's) in the cluster's postgresql.auto.conf, the
 guest's pool grown by what the server itself says it needs (`postgres -C
 shared_memory_size_in_huge_pages`), pgbench in the guest as the load, and the postmaster's own
-segment in the guest's smaps as evidence. Everything is undone at the end of the trial."""
+segment in the guest's smaps as evidence. Everything is undone at the end of the trial.
+
+Its own whole trial (Postgres.whole_trial), not the server kinds' base with DomainServers as
+MariaDB's, Redis's and memcached's: the guest's binaries are found in the guest, and every step
+after runs them (initdb; the guest's pool grown by what that server says it needs, after
+initdb and before the start, for the arm's backing; pg_ctl, pgbench, psql, its version), state
+one trial finds that the base's hooks (a frozen kind, `server_argv(port, files)`) have no
+place for; and its server listens on its private socket only, its readiness pg_ctl's own
+wait, where DomainServers waits for a TCP listener and a pid file of its pid alone. Its parts
+are the host's: pgbench's argv, summary, latencies and metrics, pg_prewarm, the restore steps,
+the setting texts and the segment's check."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +57,6 @@ def conf_text(settings: dict[str, object], top: str) -> str:
         text = server.setting_text(value).replace("'", "''")
         lines.append(f"{key} = '{text}'")
     return "\n".join(lines) + "\n"
-
-
-def latencies_us(texts: list[str]) -> np.ndarray:
-    """Every transaction's latency (µs, third column) from pgbench's logs' texts (pure)."""
-    parts = [np.loadtxt(io.StringIO(t), usecols=2, dtype=np.float64, ndmin=1)
-             for t in texts if t.strip()]
-    return np.concatenate(parts) if parts else np.empty(0)
 
 
 class DomainTrial:
@@ -149,7 +151,7 @@ class DomainTrial:
     def _latencies(self) -> np.ndarray:
         listing = self.side.run(["ls", self.top]).stdout.split()
         logs = [f"{self.top}/{n}" for n in listing if n.startswith("pgbench.")]
-        return latencies_us([self.way.read_file(p) for p in logs])
+        return pgbench.log_latencies_us([self.way.read_file(p) for p in logs])
 
     def _result(self, res: Any, settings: dict[str, object]) -> WorkloadResult:
         summary = pgbench.summary(res.stdout)
@@ -158,12 +160,7 @@ class DomainTrial:
         if "error" in evidence:
             raise WorkloadError(f"postgres in guest {self.way.name}: {evidence['error']}")
         evidence.update({"postmaster_pid": pid, "where": f"guest {self.way.name}"})
-        lat = self._latencies()
-        metrics = {"tps": summary["tps"], "transactions": summary.get("transactions", 0.0),
-                   "failed_transactions": summary.get("failed_transactions", 0.0)}
-        if lat.size:
-            metrics["latency_avg_ms"] = float(lat.mean()) / 1000.0
-        metrics.update(pgbench.percentiles_ms(lat))
+        metrics = pgbench.window_metrics([summary], self._latencies())  # as on the host
         version = self.side.run([f"{self.bin}/postgres", "--version"]).stdout.strip()
         info = {**self.info, "tool": "pgbench", "version": version, "backing": self.backing,
                 "settings": settings, "builtin": self.w.script or self.w.builtin,

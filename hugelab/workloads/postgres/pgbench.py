@@ -6,6 +6,7 @@ writes, one per thread (`P.<pid>` and `P.<pid>.<n>`), summarised as p50..p99.9 i
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -99,14 +100,19 @@ def summary(stdout: str) -> dict[str, float]:
     return out
 
 
-def log_latencies_us(files: list[Path]) -> np.ndarray:
-    """Every transaction's latency (µs) from pgbench's per-transaction logs."""
+def log_latencies_us(logs: list[Path] | list[str]) -> np.ndarray:
+    """Every transaction's latency (µs, the third column) from pgbench's per-transaction
+    logs: its files here, or their texts read from a user's domain (an empty one holds none)."""
     parts = []
-    for f in files:
+    for log in logs:
+        if isinstance(log, str) and not log.strip():
+            continue
         try:
-            cols = np.loadtxt(f, usecols=2, dtype=np.float64, ndmin=1)
+            cols = np.loadtxt(io.StringIO(log) if isinstance(log, str) else log, usecols=2,
+                              dtype=np.float64, ndmin=1)
         except (OSError, ValueError) as exc:
-            raise WorkloadError(f"pgbench's log {f.name} is unreadable: {exc}") from exc
+            name = log.name if isinstance(log, Path) else "text"
+            raise WorkloadError(f"pgbench's log {name} is unreadable: {exc}") from exc
         parts.append(cols)
     return np.concatenate(parts) if parts else np.empty(0)
 
