@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -13,15 +11,8 @@ from typing import IO
 
 from hugelab.errors import CommandError, ToolMissingError
 from hugelab.proc import package_of, spawn
+from hugelab.trial.procscan import wait_tree
 from hugelab.workloads.base import ExecResult
-
-
-def rusage_dict(ru: object) -> dict[str, float]:
-    keys = {"minflt": "ru_minflt", "majflt": "ru_majflt", "utime_s": "ru_utime",
-            "stime_s": "ru_stime", "maxrss_kb": "ru_maxrss", "nvcsw": "ru_nvcsw",
-            "nivcsw": "ru_nivcsw"}
-    return {k: float(getattr(ru, attr)) for k, attr in keys.items()}
-
 
 READ_AFTER_EXIT_S = 5.0  # how long output may still arrive once the process has exited
 
@@ -60,25 +51,11 @@ class NativeTarget:
                    for s, sink in ((p.stdout, out), (p.stderr, err))]
         for r in readers:
             r.start()
-        timer = None
-        timed_out = threading.Event()
-        if timeout is not None:
-            def _kill() -> None:
-                timed_out.set()
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)  # its process group: workers too
-            timer = threading.Timer(timeout, _kill)
-            timer.start()
-        try:
-            _, status, ru = os.wait4(p.pid, 0)
-        finally:
-            if timer is not None:
-                timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
+        p.returncode, usage, timed_out = wait_tree(p.pid, timeout)
         wall = time.perf_counter() - t0
         deadline = time.monotonic() + READ_AFTER_EXIT_S
         for r in readers:  # a child left holding the pipe must not hang the trial: the trial
             r.join(max(0.0, deadline - time.monotonic()))  # scope kills it at the end
-        if timed_out.is_set():
+        if timed_out:
             raise CommandError(argv, -1, f"timed out after {timeout}s\n{_text(err)}")
-        return ExecResult(argv, p.returncode, _text(out), _text(err), wall, rusage_dict(ru))
+        return ExecResult(argv, p.returncode, _text(out), _text(err), wall, usage)

@@ -23,7 +23,9 @@ resv_hugepages up: host-wide, so they explain rather than prove). Reading smaps_
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -232,6 +234,33 @@ def pool_use(before: dict[str, tuple[int, int]], now: dict[str, tuple[int, int]]
     """Pages of each pool taken since `before`: fewer free, or more reserved (host-wide)."""
     return {size: max(before[size][0] - free, resv - before[size][1], 0)
             for size, (free, resv) in now.items() if size in before}
+
+
+RUSAGE_KEYS = {"minflt": "ru_minflt", "majflt": "ru_majflt", "utime_s": "ru_utime",
+               "stime_s": "ru_stime", "maxrss_kb": "ru_maxrss", "nvcsw": "ru_nvcsw",
+               "nivcsw": "ru_nivcsw"}
+
+
+def wait_tree(pid: int, timeout: float | None) -> tuple[int, dict[str, float], bool]:
+    """Wait for a trial's process PID, the leader of its own process group: (its exit code,
+    its rusage from wait4(), whether it timed out). After `timeout` seconds its whole group
+    (its workers too) is killed with SIGKILL. On the host and in guests alike."""
+    timed_out = threading.Event()
+    timer = None
+    if timeout is not None:
+        def _kill() -> None:
+            timed_out.set()
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        timer = threading.Timer(float(timeout), _kill)
+        timer.start()
+    try:
+        _, status, ru = os.wait4(pid, 0)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    usage = {k: float(getattr(ru, attr)) for k, attr in RUSAGE_KEYS.items()}
+    return os.waitstatus_to_exitcode(status), usage, timed_out.is_set()
 
 
 def merge_peak(peak: dict[str, object], sample: dict[str, object]) -> dict[str, object]:

@@ -26,11 +26,9 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 try:
@@ -41,9 +39,6 @@ except ImportError:  # in the guest: the initramfs copies procscan.py next to th
 
 PORT_NAME = "hugelab.0"
 MAX_OUTPUT = 32 * 1024 * 1024
-RUSAGE_KEYS = {"minflt": "ru_minflt", "majflt": "ru_majflt", "utime_s": "ru_utime",
-               "stime_s": "ru_stime", "maxrss_kb": "ru_maxrss", "nvcsw": "ru_nvcsw",
-               "nivcsw": "ru_nivcsw"}
 RB_POWER_OFF = 0x4321FEDC
 
 
@@ -107,31 +102,15 @@ def op_exec(req: dict) -> dict:
         if req.get("sample"):
             sampler = procscan.TreeSampler(lambda: procscan.find_members([p.pid]),
                                            float(req["sample"])).start()
-        timed_out = threading.Event()
-        timer = None
-        if timeout is not None:
-            def _kill() -> None:
-                timed_out.set()
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            timer = threading.Timer(float(timeout), _kill)
-            timer.start()
-        try:
-            _, status, ru = os.wait4(p.pid, 0)
-        finally:
-            if timer is not None:
-                timer.cancel()
+        p.returncode, usage, timed_out = procscan.wait_tree(p.pid, timeout)
         wall = time.perf_counter() - t0
         tree = sampler.stop() if sampler is not None else None
-        p.returncode = os.waitstatus_to_exitcode(status)
         stdout, trunc_o = _read_capped(out)
         stderr, trunc_e = _read_capped(err)
     return {"ok": True, "argv": argv, "returncode": p.returncode, "stdout": stdout,
-            "stderr": stderr, "wall_s": wall, "timed_out": timed_out.is_set(),
+            "stderr": stderr, "wall_s": wall, "timed_out": timed_out,
             "truncated": trunc_o or trunc_e, "tree": tree,
-            "rusage": {k: float(getattr(ru, a)) for k, a in RUSAGE_KEYS.items()}}
+            "rusage": usage}
 
 
 def op_read(req: dict) -> dict:
