@@ -26,6 +26,17 @@ def as_1d(values: ArrayLike, name: str) -> FloatArray:
     return arr
 
 
+def labelled(values: ArrayLike, labels: ArrayLike, name: str, what: str) -> tuple[FloatArray, NDArray[Any]]:
+    """`values` (called `name`) as a 1-D float array with their group `labels` (called
+    `what`, one per value), NaN values and their labels dropped; StatsInputError otherwise."""
+    x = as_1d(values, name)
+    lab = np.asarray(labels)
+    if lab.shape != x.shape:
+        raise StatsInputError(f"{what} must label every value: {lab.shape} vs {x.shape}")
+    keep = ~np.isnan(x)
+    return x[keep], lab[keep]
+
+
 def paired_arrays(
     baseline: ArrayLike, candidate: ArrayLike, blocks: ArrayLike | None = None
 ) -> tuple[FloatArray, FloatArray, NDArray[Any] | None, int]:

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from hugelab.stats._util import FloatArray, StatsInputError, as_1d, jsonable
+from hugelab.stats._util import FloatArray, StatsInputError, jsonable, labelled
 
 HETEROGENEITY_ALPHA = 0.05
 DESIGN_EFFECT_WARN = 1.1
@@ -83,12 +83,7 @@ def variance_components(values: ArrayLike, blocks: ArrayLike) -> VarianceCompone
     The pooling warning fires when between-block heterogeneity is significant (ANOVA F or
     the rank-based Kruskal-Wallis test, p < 0.05) and the design effect exceeds 1.1.
     """
-    x = as_1d(values, "values")
-    labels = np.asarray(blocks)
-    if labels.shape != x.shape:
-        raise StatsInputError(f"blocks must label every value: {labels.shape} vs {x.shape}")
-    keep = ~np.isnan(x)
-    x, labels = x[keep], labels[keep]
+    x, labels = labelled(values, blocks, "values", "blocks")
     uniq, inv = np.unique(labels, return_inverse=True)
     k, n = uniq.size, x.size
     if k < 2 or n - k < 1:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from hugelab.stats._util import StatsInputError, as_1d, jsonable
+from hugelab.stats._util import StatsInputError, jsonable, labelled
 
 K_MAX = 50  # recommending more trials per boot than this is never worth a guest's risk
 FEW_BOOTS = 10  # below this the between-boot variance is a rough estimate
@@ -137,12 +137,7 @@ def boot_components(log_values: ArrayLike, boots: ArrayLike) -> BootComponents:
 
     NaN values are ignored. Needs at least two boots and one boot with two values.
     """
-    x = as_1d(log_values, "log values")
-    labels = np.asarray(boots)
-    if labels.shape != x.shape:
-        raise StatsInputError(f"boots must label every value: {labels.shape} vs {x.shape}")
-    keep = ~np.isnan(x)
-    x, labels = x[keep], labels[keep]
+    x, labels = labelled(log_values, boots, "log values", "boots")
     if np.any(np.isinf(x)):
         raise StatsInputError("log values must be finite (found inf)")
     _, inv = np.unique(labels, return_inverse=True)
