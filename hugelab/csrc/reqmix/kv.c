@@ -2,6 +2,7 @@
  * loop (pick a key and whether it is a set, encode, send, read the reply) and the preload. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kv.h"
@@ -42,6 +43,13 @@ void kv_close(void *conn)
     free(c->value);
     free(c->req);
     free(c);
+}
+
+size_t kv_set_value(const kv_conn *c, char *out, size_t n)
+{
+    memcpy(out + n, c->value, (size_t)c->value_size);
+    memcpy(out + n + (size_t)c->value_size, "\r\n", 2);
+    return n + (size_t)c->value_size + 2;
 }
 
 /* One op: a SET with probability --set-ratio, else a GET, of a uniformly drawn key. */

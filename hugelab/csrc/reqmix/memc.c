@@ -12,9 +12,7 @@ static size_t encode(const kv_conn *c, char *out, const char *key, int klen, int
     if (!is_set)
         return (size_t)sprintf(out, "get %s\r\n", key);
     size_t n = (size_t)sprintf(out, "set %s 0 0 %ld\r\n", key, c->value_size);
-    memcpy(out + n, c->value, (size_t)c->value_size);
-    memcpy(out + n + (size_t)c->value_size, "\r\n", 2);
-    return n + (size_t)c->value_size + 2;
+    return kv_set_value(c, out, n);
 }
 
 /* STORED for a set; for a get, VALUE lines with their data until END. */

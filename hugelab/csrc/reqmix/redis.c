@@ -11,9 +11,7 @@ static size_t encode(const kv_conn *c, char *out, const char *key, int klen, int
         return (size_t)sprintf(out, "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", klen, key);
     size_t n = (size_t)sprintf(out, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%ld\r\n", klen, key,
                                c->value_size);
-    memcpy(out + n, c->value, (size_t)c->value_size);
-    memcpy(out + n + (size_t)c->value_size, "\r\n", 2);
-    return n + (size_t)c->value_size + 2;
+    return kv_set_value(c, out, n);
 }
 
 /* Read one reply: +OK, a bulk string ($-1 for a missing key), or an error. */
