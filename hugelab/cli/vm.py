@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hugelab.errors import ExperimentError, UsageError
-from hugelab.experiment import default_experiment, load_experiment
+from hugelab.experiment import Arm, Experiment, default_experiment, load_experiment
 from hugelab.experiment.where import locate
 from hugelab.owned import state_dir
 from hugelab.vm.common.spec import VmSpec, safe_name
@@ -48,12 +48,15 @@ def _qemu_args(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         "user networking (restrict=on) with a 127.0.0.1 port forward to its server; the host "
         "port shown is an example (each trial picks a free one). Paths of sockets and logs are "
         "placeholders.")
-    q.add_argument("arm", help="arm name")
-    q.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
-    q.add_argument("--accel", choices=("kvm", "tcg"), default=None,
-                   help="accelerator to print for accel = auto (default: kvm)")
+    _arm_guest_args(q, "accelerator to print for accel = auto (default: kvm)")
     add_json(q)
     q.set_defaults(func=cmd_qemu_args)
+
+def _arm_guest_args(p: argparse.ArgumentParser, accel_help: str) -> None:
+    """ARM [EXPERIMENT] [--accel]: the arm's guest that `qemu-args` and `libvirt-xml` print."""
+    p.add_argument("arm", help="arm name")
+    p.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
+    p.add_argument("--accel", choices=("kvm", "tcg"), default=None, help=accel_help)
 
 def _libvirt_xml(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     x = vsub.add_parser(
@@ -68,10 +71,7 @@ def _libvirt_xml(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         "hugetlbfs_mount). A NIC with 127.0.0.1 port forwards (iperf3, redis) is passed through "
         "<qemu:commandline> (user networking, restrict=on). Use it with: virsh define FILE. "
         "libvirt's QEMU runs as its own user: kernel and initrd must be readable by it.")
-    x.add_argument("arm", help="arm name")
-    x.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
-    x.add_argument("--accel", choices=("kvm", "tcg"), default=None,
-                   help="domain type for accel = auto: kvm, or tcg (type 'qemu') (default: kvm)")
+    _arm_guest_args(x, "domain type for accel = auto: kvm, or tcg (type 'qemu') (default: kvm)")
     x.add_argument("--initrd", type=Path, default=None,
                    help="guest initramfs (default: build hugelab's, cached in the state dir; "
                    "copy it where libvirt's QEMU can read it)")
@@ -113,12 +113,23 @@ def _demo_domain(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     m.set_defaults(func=cmd_demo_domain)
 
 
+def _arm_named(exp: Experiment, name: str) -> Arm:
+    """The arm (or cell) NAME of `exp`, or a UsageError that lists its arms."""
+    arm = next((a for a in exp.arms if a.name == name), None)
+    if arm is None:
+        raise UsageError(f"no arm '{name}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
+    return arm
+
+
+def _hugetlbfs() -> dict[str, Path]:
+    """The hugetlbfs mounts a guest's file-backed memory uses, by page size."""
+    return {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
+
+
 def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
     """(arm name, spec, kernel, resolved accel) of ARM in EXPERIMENT."""
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
-    arm = next((a for a in exp.arms if a.name == args.arm), None)
-    if arm is None:
-        raise UsageError(f"no arm '{args.arm}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
+    arm = _arm_named(exp, args.arm)
     if arm.vm is None:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
     table = exp.workload_for(arm)  # a factorial cell: its scenario's values
@@ -129,8 +140,7 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
             raise
         raise locate(exc, args.experiment) from None
     size = getattr(built, "size_bytes", None)  # a buffer the guest's memory must hold
-    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
-    spec = vm_spec(arm, size, hugetlbfs)
+    spec = vm_spec(arm, size, _hugetlbfs())
     server = lookup(str(table.get("kind", ""))).server
     if server is not None:  # server in the guest: a NIC and a 127.0.0.1 forward (port: example)
         spec = net_specs(spec, 1, int(table.get("port") or server.port))[0]
@@ -174,16 +184,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from hugelab.vm.domains import domain as dx
     from hugelab.vm.domains import domainresolve as lg
     exp = load_experiment(args.experiment)
-    arm = next((a for a in exp.arms if a.name == args.arm), None)
-    if arm is None:
-        raise UsageError(f"no arm '{args.arm}'", hint=f"arms: {', '.join(a.name for a in exp.arms)}")
+    arm = _arm_named(exp, args.arm)
     if arm.vm is None or arm.vm.domain is None:
         raise UsageError(f"arm '{arm.name}' does not name a libvirt domain",
                          hint="set domain = \"NAME\" in its [arms.vm] (or [vm])")
     arm = lg.resolve(arm, check=False)  # runs nothing: no mount or state checks
     assert arm.vm is not None and arm.vm.domain is not None
-    hugetlbfs = {s: state_dir() / f"hugetlbfs-{s}" for s in ("2M", "1G")}
-    spec = vm_spec(arm, None, hugetlbfs)
+    spec = vm_spec(arm, None, _hugetlbfs())
     conn = connect(arm.vm.uri)
     try:
         xml = lg.user_xml(lg.lookup(conn, arm.vm.domain))
