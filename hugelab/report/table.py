@@ -21,6 +21,16 @@ class Table:
     full: bool = False  # shown in the terminal only with `hugelab report --full`
 
 
+def confidence(alpha: float) -> float:
+    """The confidence level, in percent, of intervals at `alpha` (95 for 0.05)."""
+    return 100 * (1 - alpha)
+
+
+def ci_column(alpha: float, what: str = "effect") -> str:
+    """The head of a column of estimates with their intervals at `alpha`: 'effect [95% CI]'."""
+    return f"{what} [{confidence(alpha):g}% CI]"
+
+
 def num(v: float | None, spec: str = ".4g") -> str:
     return "-" if v is None else format(v, spec)
 

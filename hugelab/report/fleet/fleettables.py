@@ -6,7 +6,7 @@ import numpy as np
 
 from hugelab.report.fleet.pooling import FleetComparison, FleetReport
 from hugelab.report.sections.labels import SAID_AS_WARNING
-from hugelab.report.table import Table, pct, pval
+from hugelab.report.table import Table, ci_column, confidence, pct, pval
 from hugelab.stats import paired
 
 FACTS = ("cpu_model", "pdpe1gb", "kernel", "memory", "numa_nodes", "thp", "accel", "cpus", "arch")
@@ -44,12 +44,12 @@ def facts_table(r: FleetReport) -> Table:
 
 
 def pooled_table(r: FleetReport) -> Table:
-    conf = 100 * (1 - r.options.alpha)
+    conf = confidence(r.options.alpha)
     family = sum(c.pooled is not None for c in r.comparisons)
     t = Table("pooled", f"Across hosts (random effects; Holm across {family} pooled "
               f"comparison(s), alpha {r.options.alpha:g}, equivalence margin "
               f"±{100 * r.options.margin:g}%)",
-              ["comparison", "verdict", f"effect [{conf:g}% CI]", "hosts", "tau", "I²",
+              ["comparison", "verdict", ci_column(r.options.alpha), "hosts", "tau", "I²",
                "Q p", f"new host [{conf:g}% PI]"], [], right={2, 3, 4, 5, 6, 7})
     for c in r.comparisons:
         p = c.pooled
@@ -71,9 +71,8 @@ def pooled_table(r: FleetReport) -> Table:
 
 
 def comparison_table(c: FleetComparison, alpha: float, index: int = 0) -> Table:
-    conf = 100 * (1 - alpha)
     t = Table(f"per-host-{index}", f"Per host: {c.name}",
-              ["host", "verdict", f"effect [{conf:g}% CI]", "n", "weight", "p (Holm)"], [],
+              ["host", "verdict", ci_column(alpha), "n", "weight", "p (Holm)"], [],
               right={2, 3, 4, 5})
     for e in c.hosts:
         w = "-" if e.weight is None else f"{100 * e.weight:.0f}%"
@@ -87,9 +86,8 @@ def comparison_table(c: FleetComparison, alpha: float, index: int = 0) -> Table:
 
 
 def groups_table(r: FleetReport) -> Table:
-    conf = 100 * (1 - r.options.alpha)
     t = Table("groups", "Groups of alike hosts (CPU model, pdpe1gb, kernel major.minor, accel)",
-              ["group", "comparison", "verdict", f"effect [{conf:g}% CI]", "hosts", "how"], [],
+              ["group", "comparison", "verdict", ci_column(r.options.alpha), "hosts", "how"], [],
               right={3})
     for c in r.comparisons:
         for g in c.groups:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hugelab.report.model.effects import Factorial, TwoWay
 from hugelab.report.model.result import Result
 from hugelab.report.sections.labels import effect, no_interval_note, verdict_text
-from hugelab.report.table import Table, num, pval
+from hugelab.report.table import Table, confidence, num, pval
 
 
 def _main(f: Factorial, conf: float, family: int) -> tuple[Table, Table]:
@@ -59,7 +59,7 @@ def factor_tables(result: Result) -> list[Table]:
     if not f:
         return []
     o = result.options
-    conf = 100 * (1 - o.alpha)
+    conf = confidence(result.options.alpha)
     main, scoped = _main(f, conf, o.holm_family)
     inter = _interactions(f, conf, o.margin)
     for name in f.not_estimable:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hugelab.report.model.costs import CostEntry, CostFigure, Costs
 from hugelab.report.model.result import Result
-from hugelab.report.table import Table, pval
+from hugelab.report.table import Table, ci_column, pval
 from hugelab.units import amount
 
 SCOPE_NOTES = {
@@ -63,9 +63,8 @@ def weighed(result: Result) -> list[Table]:
     c = result.costs
     if not c or not c.entries:
         return []
-    conf = 100 * (1 - result.options.alpha)
     t = Table("costs", f"What it costs (lower is cheaper; Holm across {c.holm_family} "
-              "figures)", ["comparison", "figure", f"effect [{conf:g}% CI]", "verdict", "p"],
+              "figures)", ["comparison", "figure", ci_column(result.options.alpha), "verdict", "p"],
               [], right={2, 4})
     for e in c.entries:
         fig = c.figure(e.cost)

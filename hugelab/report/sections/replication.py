@@ -8,7 +8,7 @@ from typing import Protocol
 
 from hugelab.report.model.result import Result
 from hugelab.report.repeats import REGIME_ALPHA
-from hugelab.report.table import Table, pct, pval
+from hugelab.report.table import Table, ci_column, confidence, pct, pval
 from hugelab.stats.repeats import pairs_for_interval
 from hugelab.trial.load import LABELS
 
@@ -40,10 +40,10 @@ def replication_table(result: Result) -> Table | None:
     rep = result.replication
     if not rep:
         return None
-    conf = 100 * (1 - result.options.alpha)
+    conf = confidence(result.options.alpha)
     t = Table("replication", "Replication: the effect across repeats (repeat as a random "
               "effect: Paule-Mandel tau, HKSJ interval)",
-              ["comparison", "repeat", f"effect [{conf:g}% CI]", "blocks", "reading"], [],
+              ["comparison", "repeat", ci_column(result.options.alpha), "blocks", "reading"], [],
               right={2, 3})
     for r in rep:
         if r.error or r.pooled is None:

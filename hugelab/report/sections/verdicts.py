@@ -12,17 +12,16 @@ from hugelab.report.sections.labels import (
     no_interval_note,
     verdict_text,
 )
-from hugelab.report.table import Table, num, pval
+from hugelab.report.table import Table, ci_column, confidence, num, pval
 
 
 def verdicts(result: Result) -> Table:
     o = result.options
-    conf = 100 * (1 - o.alpha)
     family = f"{o.holm_family} claims" if result.factorial else \
         f"{o.holm_family} comparison(s)"
     t = Table("verdicts", f"Paired verdicts (by block; Holm across {family}, "
               f"alpha {o.alpha:g}, equivalence margin ±{100 * o.margin:g}%)",
-              ["comparison", "verdict", f"effect [{conf:g}% CI]", "p", "TOST p", "n"], [],
+              ["comparison", "verdict", ci_column(result.options.alpha), "p", "TOST p", "n"], [],
               right={2, 3, 4, 5}, full=bool(result.factorial))
     per: list[tuple[str, str]] = []
     for c in result.comparisons:
@@ -48,10 +47,9 @@ def tail_latency(result: Result) -> list[Table]:
     tl = result.tail_latency
     if not tl or not tl.entries:
         return []
-    conf = 100 * (1 - result.options.alpha)
     t = Table("tail_latency", f"Tail latency (lower is better; Holm across "
               f"{tl.holm_family} percentiles)",
-              ["comparison", "percentile", "verdict", f"effect [{conf:g}% CI]", "p", "n"], [],
+              ["comparison", "percentile", "verdict", ci_column(result.options.alpha), "p", "n"], [],
               right={3, 4, 5})
     for e in tl.entries:
         t.rows.append([e.comparison, e.metric, verdict_text(e), effect(e),
@@ -107,11 +105,11 @@ def server_cpu(result: Result) -> list[Table]:
     sc = result.server_cpu
     if not sc or not sc.entries:
         return []
-    conf = 100 * (1 - result.options.alpha)
+    conf = confidence(result.options.alpha)
     metric = next((e.round_trip_metric for e in sc.entries if e.round_trip_metric), "primary")
     t = Table("server_cpu", "Server CPU per operation (request-level trials; lower is better; "
               f"Holm across {sc.holm_family} comparison(s))",
-              ["comparison", f"server CPU/op [{conf:g}% CI]", "verdict", "round trip",
+              ["comparison", ci_column(result.options.alpha, "server CPU/op"), "verdict", "round trip",
                "baseline µs", "candidate µs", "client CPU", "n"],
               [_server_row(result, e) for e in sc.entries], right={1, 3, 4, 5, 6, 7})
     t.notes += _server_notes(metric, conf) + _daemon_note(sc.thp_daemons)
