@@ -21,6 +21,17 @@ def size_dir_name(size_kb: int) -> str:
     return f"hugepages-{size_kb}kB"
 
 
+class _File:
+    """A fixed file under the host's root, read as an attribute of HostPaths:
+    `paths.meminfo` is `paths.p("proc/meminfo")`."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+
+    def __get__(self, paths: HostPaths, owner: type | None = None) -> Path:
+        return paths.p(self.rel)
+
+
 @dataclass(frozen=True)
 class HostPaths:
     root: Path = Path("/")
@@ -29,13 +40,12 @@ class HostPaths:
         return self.root / rel
 
     # --- THP -----------------------------------------------------------------
-    @property
-    def thp_enabled(self) -> Path:
-        return self.p(f"{THP_DIR}/enabled")
-
-    @property
-    def thp_defrag(self) -> Path:
-        return self.p(f"{THP_DIR}/defrag")
+    thp_enabled = _File(f"{THP_DIR}/enabled")
+    thp_defrag = _File(f"{THP_DIR}/defrag")
+    # the THP shrinker for underused huge pages on/off (Linux 6.12+)
+    shrink_underused = _File(f"{THP_DIR}/shrink_underused")
+    hpage_pmd_size = _File(f"{THP_DIR}/hpage_pmd_size")
+    shmem_enabled = _File(f"{THP_DIR}/shmem_enabled")
 
     def khugepaged(self, name: str) -> Path:
         return self.p(f"{THP_DIR}/khugepaged/{name}")
@@ -46,19 +56,6 @@ class HostPaths:
         (6.12+) the most zero-filled subpages a THP may have before the shrinker splits it."""
         return self.khugepaged("max_ptes_none")
 
-    @property
-    def shrink_underused(self) -> Path:
-        """The THP shrinker for underused huge pages on/off (Linux 6.12+)."""
-        return self.p(f"{THP_DIR}/shrink_underused")
-
-    @property
-    def hpage_pmd_size(self) -> Path:
-        return self.p(f"{THP_DIR}/hpage_pmd_size")
-
-    @property
-    def shmem_enabled(self) -> Path:
-        return self.p(f"{THP_DIR}/shmem_enabled")
-
     # --- multi-size THP (Linux 6.8+): one directory per folio size ---------------------
     def mthp_sizes_kb(self) -> list[int]:
         """Folio sizes with a hugepages-<N>kB directory (anon and/or shmem); [] before 6.8."""
@@ -68,14 +65,18 @@ class HostPaths:
         """Sizes anonymous memory can get (an `enabled` file; 8 KiB has only shmem_enabled)."""
         return [s for s in self.mthp_sizes_kb() if self.mthp_enabled(s).exists()]
 
+    def mthp(self, size_kb: int, name: str) -> Path:
+        """File or directory `name` of the folio size's hugepages-<N>kB directory."""
+        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/{name}")
+
     def mthp_enabled(self, size_kb: int) -> Path:
-        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/enabled")
+        return self.mthp(size_kb, "enabled")
 
     def mthp_shmem_enabled(self, size_kb: int) -> Path:
-        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/shmem_enabled")
+        return self.mthp(size_kb, "shmem_enabled")
 
     def mthp_stats_dir(self, size_kb: int) -> Path:
-        return self.p(f"{THP_DIR}/{size_dir_name(size_kb)}/stats")
+        return self.mthp(size_kb, "stats")
 
     # --- hugetlb pools -------------------------------------------------------
     def pool_sizes_kb(self) -> list[int]:
@@ -94,41 +95,15 @@ class HostPaths:
         return sorted(nodes)
 
     # --- proc ----------------------------------------------------------------
-    @property
-    def meminfo(self) -> Path:
-        return self.p("proc/meminfo")
-
-    @property
-    def vmstat(self) -> Path:
-        return self.p("proc/vmstat")
-
-    @property
-    def buddyinfo(self) -> Path:
-        return self.p("proc/buddyinfo")
-
-    @property
-    def cpuinfo(self) -> Path:
-        return self.p("proc/cpuinfo")
-
-    @property
-    def cmdline(self) -> Path:
-        return self.p("proc/cmdline")
-
-    @property
-    def mounts(self) -> Path:
-        return self.p("proc/mounts")
-
-    @property
-    def compact_memory(self) -> Path:
-        return self.p("proc/sys/vm/compact_memory")
-
-    @property
-    def drop_caches(self) -> Path:
-        return self.p("proc/sys/vm/drop_caches")
-
-    @property
-    def osrelease(self) -> Path:
-        return self.p("proc/sys/kernel/osrelease")
+    meminfo = _File("proc/meminfo")
+    vmstat = _File("proc/vmstat")
+    buddyinfo = _File("proc/buddyinfo")
+    cpuinfo = _File("proc/cpuinfo")
+    cmdline = _File("proc/cmdline")
+    mounts = _File("proc/mounts")
+    compact_memory = _File("proc/sys/vm/compact_memory")
+    drop_caches = _File("proc/sys/vm/drop_caches")
+    osrelease = _File("proc/sys/kernel/osrelease")
 
     # --- cgroups ---------------------------------------------------------------
     def host_path(self, absolute: str) -> Path:
