@@ -25,8 +25,9 @@ import time
 import numpy as np
 from scipy import stats
 
-from hugelab.stats import plan, run_sequential, sequential_plan
+from hugelab.stats import run_sequential, sequential_plan
 from hugelab.stats.paired import verdicts
+from hugelab.stats.plan import plan
 
 SIGMA = 0.033
 EFFECT = 0.024

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hugelab.planning.pilot import pilot_pairs
-from hugelab.stats import detectable_effect, plan
+from hugelab.stats.plan import detectable_effect, plan
 from hugelab.store import Store, Trial
 from tests.helpers import cli
 

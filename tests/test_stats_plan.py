@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from hugelab.stats import StatsInputError, detectable_effect, plan, simulate_power
-from hugelab.stats.plan import MAD_TO_SD, min_blocks
+from hugelab.stats import StatsInputError
+from hugelab.stats.plan import MAD_TO_SD, detectable_effect, min_blocks, plan, simulate_power
 
 
 def test_pilot_too_small_is_a_clear_value_error() -> None:

@@ -132,8 +132,7 @@ def plan_reps(boots: dict[tuple[str, str], list[Any]], baseline: str, arm: str,
 def plan_one(run: dict[str, Any], rows: list[tuple[Any, ...]], baseline: str, arm: str,
               opts: dict[str, Any], boots: dict[tuple[str, str], list[Any]] | None = None
               ) -> dict[str, Any]:
-    from hugelab.stats import detectable_effect, plan
-    from hugelab.stats.plan import MIN_PILOT
+    from hugelab.stats.plan import MIN_PILOT, detectable_effect, plan
     pairs = pilot_pairs(rows, baseline, arm)
     n = int(pairs["d"].size)
     if n < MIN_PILOT:

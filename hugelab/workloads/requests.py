@@ -34,7 +34,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.stats.signedrank import hl_and_interval
 from hugelab.stats.windows import block_log_ratios, hl_shift, median_se, robust_arm_rates
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
@@ -116,6 +115,8 @@ def robust_effects(d: np.ndarray) -> dict[str, float]:
     """The paired per-block log-ratios' Hodges-Lehmann shift (the recorded rates' log-ratio)
     and median, each with its standard error within the trial (from the 95% signed-rank and
     sign-test intervals, over 2 x 1.96), for the trial's analysis (pure)."""
+    from hugelab.stats.signedrank import hl_and_interval  # scipy: not on every import
+
     if d.size < 2:
         return {}
     _, lo, hi, _ = hl_and_interval(d[None, :], 0.05)
