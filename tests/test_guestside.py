@@ -20,6 +20,7 @@ from hugelab.workloads.postgres import indomain, pgbench
 from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.redis import control as redis_control
 from hugelab.workloads.serverside import listens
+from tests.test_workload_postgres import PGBENCH_OUT
 
 POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 TCP = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
@@ -156,12 +157,17 @@ def test_a_daemon_is_started_waited_for_read_and_stopped_through_the_way_in():
     assert "redis-server stopped" in out
 
 
-def test_postgres_conf_quotes_every_value_and_keeps_the_private_socket():
-    text = indomain.conf_text({"huge_pages": "on", "search_path": "a'b", "fsync": False},
-                              "/var/tmp/hugelab")
-    assert "listen_addresses = ''" in text and "port = '5432'" in text
-    assert "unix_socket_directories = '/var/tmp/hugelab'" in text
-    assert "search_path = 'a''b'" in text and "fsync = 'off'" in text
+def test_postgres_runs_as_a_transient_service_with_every_setting_as_an_option():
+    argv = indomain.server_argv({"huge_pages": "on", "search_path": "a'b", "fsync": False},
+                                indomain.PORT)
+    assert argv[:3] == [f"{GUEST_DIR}/bin/postgres", "-D", f"{GUEST_DIR}/data"]
+    assert "listen_addresses=127.0.0.1" in argv and "port=15432" in argv
+    assert f"unix_socket_directories={GUEST_DIR}" in argv
+    assert "search_path=a'b" in argv and "fsync=off" in argv  # an argv item, no shell
+    d = indomain.daemon_argv(argv, f"{GUEST_DIR}/postgres.pid")
+    assert d[:5] == ["systemd-run", "--unit=hugelab-postgres", "--quiet", "--collect",
+                     "--uid=postgres"]
+    assert d[d.index(argv[0]):] == [*argv, "-c", f"external_pid_file={GUEST_DIR}/postgres.pid"]
 
 
 def test_postgres_latencies_from_pgbench_logs_texts():
@@ -220,16 +226,14 @@ def test_postgres_restores_a_dump_in_a_domain_as_on_the_host(tmp_path, fmt):
         dump.write_bytes(b"PGDMP\x01\x0e pgbench_accounts")
     else:
         dump.write_text("CREATE TABLE pgbench_accounts (aid int);\n")
-    way = Way()
+    way = Way(stdout={"ls": "pgbench.1\n", "pgbench": PGBENCH_OUT})
+    way.files[f"{GUEST_DIR}/pgbench.1"] = "0 0 120 0 1 1\n"
     way.write_bytes = lambda path, data, **_: way.files.__setitem__(path, data)  # type: ignore[attr-defined]
-    trial = object.__new__(indomain.DomainTrial)
-    trial.w = Postgres(dump=str(dump))
-    trial.side, trial.way = GuestSide(way, "postgres"), way
-    trial.top, trial.bin = "/var/tmp/hugelab", "/usr/lib/postgresql/15/bin"
-    trial._load_data()
+    indomain.load(Postgres(dump=str(dump), prewarm=False, warmup_s=0), way)  # type: ignore[arg-type]
     ran = [a[4:] for a in way.log if a[0] == "runuser"]  # runuser -u postgres -- ARGV
     guest_dump = Path(ran[0][-1])
-    assert guest_dump.parent == Path(trial.top) and str(guest_dump) in way.files
-    bin_dir, top = Path(trial.bin), Path(trial.top)
-    assert ran == [userdata.restore_argv(bin_dir, fmt, guest_dump, top, indomain.server.PORT),
-                   userdata.analyze_argv(bin_dir, top, indomain.server.PORT)]
+    assert guest_dump.parent == Path(GUEST_DIR) and str(guest_dump) in way.files
+    bin_dir, top = Path(indomain.BIN), Path(GUEST_DIR)
+    assert ran[:2] == [userdata.restore_argv(bin_dir, fmt, guest_dump, top, indomain.PORT),
+                       userdata.analyze_argv(bin_dir, top, indomain.PORT)]
+    assert ran[2][0] == f"{bin_dir}/pgbench" and "-i" not in ran[2]  # then the load

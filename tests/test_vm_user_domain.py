@@ -195,7 +195,7 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
     assert [(t["block"], t["arm"], t["status"]) for t in trials] == [(0, "hp-on", "ok")]
     assert trials[0]["evidence"]["checks"]["workload"]["status"] == "verified"
     info = trials[0]["provenance"]
-    assert "the server stopped" in info["guest_changes_undone"]
+    assert "postgres stopped" in info["guest_changes_undone"]
     assert info["dump"] == f"{data}/shop.sql" and info["builtin"] == f"{data}/shop-orders.sql"
     assert info["settings"]["work_mem"] == "8MB"  # the user's conf, under the arm's app
     assert info["settings"]["shared_buffers"] == "32MB" and info["settings"]["huge_pages"] == "on"

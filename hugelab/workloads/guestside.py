@@ -64,6 +64,7 @@ class GuestSide:
         self.what = what  # the kind, for messages ("postgres in guest vm0: ...")
         self.undo: list[tuple[str, Callable[[], object]]] = []
         self.undone: list[str] = []
+        self.notes: dict[str, Any] = {}  # what a kind's prepare found, for the trial's info
 
     def __enter__(self) -> GuestSide:
         return self
@@ -186,10 +187,11 @@ hugelab's own, not the servers' defaults: a user's guest may run its own server 
     def __init__(self, way: Way, port: int, daemon: Callable[[list[str], str], list[str]],
                  owner: str | None = None,
                  prepare: Callable[[GuestSide, str], None] | None = None,
-                 log: str | None = None) -> None:
+                 log: str | None = None, ready_s: float = READY_S) -> None:
         self.way, self.port, self.daemon, self.owner = way, port, daemon, owner
         self.prepare = prepare  # before the daemon starts: e.g. its data directory made
         self.log = log  # the daemon's log, whose tail says why it did not start
+        self.ready_s = ready_s  # how long its start may take (its daemon's run, its listener)
 
     def start(self, argv_for_port: Callable[[int], list[str]], tool: str) -> DomainHandle:
         side = GuestSide(self.way, tool)
@@ -198,7 +200,13 @@ hugelab's own, not the servers' defaults: a user's guest may run its own server 
             if self.prepare is not None:
                 self.prepare(side, top)
             pidfile = f"{top}/{tool}.pid"
-            side.run(self.daemon(argv_for_port(self.port), pidfile), tool=tool)
+            try:
+                side.run(self.daemon(argv_for_port(self.port), pidfile), tool=tool,
+                         timeout=self.ready_s + 30)
+            except WorkloadError as exc:  # told in the daemon's own words, where it has a log
+                if not (said := self._said(side)):
+                    raise
+                raise WorkloadError(f"{exc.message}:\n  {said}", hint=exc.hint) from exc
             pid = self._wait(side, pidfile, tool)
             side.later(f"{tool} stopped", lambda: _stop(side, pid))
         except BaseException:
@@ -207,9 +215,9 @@ hugelab's own, not the servers' defaults: a user's guest may run its own server 
         return DomainHandle(self.port, side, pid, tool)
 
     def _wait(self, side: GuestSide, pidfile: str, tool: str) -> int:
-        """The daemon's pid once it listens on its port; WorkloadError past READY_S, or at
+        """The daemon's pid once it listens on its port; WorkloadError past ready_s, or at
         once when the process its pid file names is gone (with its log's tail)."""
-        deadline = time.monotonic() + READY_S
+        deadline = time.monotonic() + self.ready_s
         pid = None
         while time.monotonic() < deadline:
             try:
@@ -221,12 +229,16 @@ hugelab's own, not the servers' defaults: a user's guest may run its own server 
             if pid and side.way_read(f"/proc/{pid}/stat") is None:
                 break
             time.sleep(0.5)
-        said = "\n  ".join((side.way_read(self.log) or "").strip().splitlines()[-5:]) \
-            if self.log else ""
+        said = self._said(side)
         raise WorkloadError(f"{tool} in guest {self.way.name} did not listen on "
                             f"127.0.0.1:{self.port}" + (f" (it exited):\n  {said}" if said else
-                                                        f" within {READY_S:.0f} s"),
+                                                        f" within {self.ready_s:.0f} s"),
                             hint="another server of the guest's may hold that port")
+
+    def _said(self, side: GuestSide) -> str:
+        """The last lines of the daemon's log ("" without one)."""
+        return "\n  ".join((side.way_read(self.log) or "").strip().splitlines()[-5:]) \
+            if self.log else ""
 
 
 class DomainHandle:

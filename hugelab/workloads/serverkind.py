@@ -46,9 +46,8 @@ What a kind supplies
                                   segment, read in last_look, is its evidence)
     whole_trial(target, backing)  a trial it runs whole itself where `target` is, instead of
                                   the base's (PostgreSQL: inside hugelab's own guest, on the
-                                  template this host built, and in a user's domain); None:
-                                  the base's
-    ready_timeout_s, start_failed  its start here (hugelab.workloads.serverplace)
+                                  template this host built); None: the base's
+    ready_timeout_s, start_failed, prepare_domain  its start (hugelab.workloads.serverplace)
     in_place(port)                what it does where its server runs (an InPlace of
                                   hugelab.workloads.serverkeep: a private directory, the
                                   process whose memory is its own, its own report, a stop that

@@ -15,7 +15,11 @@ Optional hooks of a kind's start here (the defaults are every key-value kind's):
   local(port)              its server as a subprocess of this process: a LocalServer, whose
                            `ready(port, pid)` and `stop_grace_s` a kind that does not listen
                            on 127.0.0.1 sets (PostgreSQL: its private socket on a fixed
-                           port, ready when its postmaster.pid says so, 30 s to stop)"""
+                           port, ready when its postmaster.pid says so, 30 s to stop)
+  prepare_domain(side, top)  what the guest needs before its server starts in a user's
+                           domain; default: its InDomain's `prepare` (MariaDB: its datadir);
+                           a kind whose preparation is its workload's overrides it
+                           (PostgreSQL: initdb, the guest's pool sized by that server)"""
 
 from __future__ import annotations
 
@@ -27,7 +31,13 @@ from typing import Any, ClassVar
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target
-from hugelab.workloads.guestside import DomainServers, GuestSide, in_domain, refuse_process_thp
+from hugelab.workloads.guestside import (
+    READY_S,
+    DomainServers,
+    GuestSide,
+    in_domain,
+    refuse_process_thp,
+)
 from hugelab.workloads.process_thp import wrap
 from hugelab.workloads.serverkeep import InPlace, keep_argv
 from hugelab.workloads.serverside import (
@@ -43,13 +53,15 @@ class InDomain:
     """How a kind's server runs as its own daemon in a user's domain: on `port` (hugelab's,
     not the server's default, which a user's own server may hold), `argv(argv, pidfile)` its
     foreground argv turned daemon (its pid in `pidfile`), owned by `owner`, writing `log`;
-    `prepare(side, top)` what the guest needs before it starts (MariaDB: its datadir)."""
+    `prepare(side, top)` what the guest needs before it starts (MariaDB: its datadir);
+    `ready_s` how long its start may take (PostgreSQL under TCG: 300 s)."""
 
     port: int
     argv: Callable[[list[str], str], list[str]]
     owner: str | None = None
     log: str | None = None
     prepare: Callable[[GuestSide, str], None] | None = None
+    ready_s: float = READY_S
 
 
 def watched_here(side: Any) -> bool:
@@ -78,6 +90,11 @@ class Placement:
     def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
         return exc
 
+    def prepare_domain(self, side: GuestSide, top: str) -> None:
+        """What the guest needs before its server starts in a user's domain."""
+        if self.domain.prepare is not None:
+            self.domain.prepare(side, top)
+
     def local(self, port: int | None) -> LocalServer:
         """Its server as a subprocess of this process (natively, or one arm's interleaved)."""
         return LocalServer(port=port, ready_timeout_s=self.ready_timeout_s)
@@ -100,7 +117,8 @@ class Placement:
             refuse_process_thp(self.kind, self.process_thp)
             d = self.domain
             return DomainServers(target, self.port or d.port, d.argv,  # type: ignore[arg-type]
-                                 owner=d.owner, prepare=d.prepare, log=d.log)
+                                 owner=d.owner, prepare=self.prepare_domain, log=d.log,
+                                 ready_s=d.ready_s)
         side = default_server(self.server, target, self.tool, self.port)
         return side if side is self.server else self.local(self.port)
 

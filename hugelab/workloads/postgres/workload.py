@@ -20,7 +20,8 @@ backing and `off` for 4k, never PostgreSQL's own default `try` (which falls back
 arm that asks for `try` gets its fallback flagged by the evidence). The pool an arm needs comes
 from the server (`postgres -C shared_memory_size_in_huge_pages`). Metrics: tps (primary) and
 per-transaction latency percentiles from pgbench's log; evidence: the postmaster's segment in
-smaps (segment.py). In hugelab's own guests the same trial runs inside the guest (inguest.py)."""
+smaps (segment.py). In hugelab's own guests the same trial runs inside the guest (inguest.py);
+in a user's domain the base runs it with the guest's own PostgreSQL (indomain.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.guestside import in_domain
+from hugelab.workloads.guestside import DomainHandle, GuestSide, in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import Kind, interleaved, key, keys_of, timeout, warm_ops
 from hugelab.workloads.postgres import (
@@ -55,7 +56,12 @@ from hugelab.workloads.postgres import (
 from hugelab.workloads.preview import Build
 from hugelab.workloads.reqmix import pg_server
 from hugelab.workloads.serverkind import Running, ServerKind
+from hugelab.workloads.serverplace import InDomain
 from hugelab.workloads.serverside import LocalServer, ServerHandle
+
+# its own server in a user's domain, over a cluster the guest makes first (indomain)
+DOMAIN = InDomain(indomain.PORT, indomain.daemon_argv, owner=indomain.USER, log=indomain.LOG,
+                  ready_s=indomain.START_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -94,12 +100,13 @@ class Postgres(ServerKind):
     conf_items: tuple[tuple[str, str], ...] = field(default=(), init=False, compare=False,
                                                      repr=False)
 
-    # the base's (hugelab.workloads.serverkind): its private socket's one port, no
-    # process_thp; its segment is its evidence, its output tail is in its info
-    port = server.PORT
+    # the base's (hugelab.workloads.serverkind): its port its LocalServer's or InDomain's, no
+    # process_thp; its segment is its evidence, its output tail (or the guest's word) its info
+    port = None
     process_thp = None
     server = None
     tool: ClassVar[str] = "postgres"
+    domain: ClassVar[InDomain] = DOMAIN
     unit: ClassVar[str] = "transactions/s"
     output_evidence: ClassVar[bool] = False
     memory_evidence: ClassVar[bool] = False
@@ -159,19 +166,19 @@ class Postgres(ServerKind):
         rules.check_backing(self, backing)
 
     def whole_trial(self, target: Target, backing: str) -> WorkloadResult | None:
-        """A user's domain runs its own PostgreSQL (indomain); hugelab's own guest runs the
-        whole trial inside (guestio, inguest) on the template built here (it sees this
-        host's root); None on this host: the base's."""
-        if in_domain(target):
-            return indomain.DomainTrial(self, target, backing).run()  # type: ignore[arg-type]
+        """Hugelab's own guest runs the whole trial inside (guestio, inguest) on the template
+        built here (it sees this host's root); None elsewhere: the base's."""
         if place_of(target) is Place.GUEST:
             self.template()
             return guestio.run_in_own_guest(self, target, backing)
         return None
 
-    def own_files(self, target: Target | None) -> Path:
-        """The trial's private cluster: the template (or the user's data) copied."""
-        return userdata.trial_dir(self, self.template())
+    def own_files(self, target: Target | None) -> Path | None:
+        """The template (or the user's data) copied; None in a user's domain (the guest's)."""
+        return None if in_domain(target) else userdata.trial_dir(self, self.template())
+
+    def prepare_domain(self, side: GuestSide, top: str) -> None:
+        indomain.prepare(self, side)
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:
@@ -182,7 +189,9 @@ class Postgres(ServerKind):
         return server.local()  # its private socket, on the one port it has there
 
     def server_argv(self, port: int, files: Path | None = None) -> list[str]:
-        assert files is not None
+        """The server over the cluster in `files`; none: a user's domain's (indomain)."""
+        if files is None:
+            return indomain.server_argv(self.settings(), port)
         return server.argv(self._bin(), cluster.ClusterDir(files), self.settings())
 
     def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
@@ -197,23 +206,27 @@ class Postgres(ServerKind):
 
     def load(self, client: Target, port: int, files: Path | None) -> Any:
         """Prewarmed, warmed, then pgbench's measured run (`duration_s`, or `transactions`)."""
+        if in_domain(client):
+            return indomain.load(self, client)  # type: ignore[arg-type]
         assert files is not None
         return self.filled(port, files, client), *pgbench.measured(self, client, files)
 
     def last_look(self, load: Any, handle: ServerHandle, files: Path | None) -> Any:
         """The postmaster's segment (its evidence) and its output, read while it runs."""
+        if isinstance(handle, DomainHandle):
+            return load, *indomain.look(handle)
         pid = int(handle.proc.pid)  # type: ignore[attr-defined]
-        return load, segment.read_required(pid), trialinfo.tail(handle)
+        return load, segment.read_required(pid), {"server_output_tail": trialinfo.tail(handle)}
 
     def loaded(self, load: Any, output: str, client: Target) -> WorkloadResult:
-        (blocks, summary, lat), evidence, tail = load
+        (blocks, summary, lat), evidence, told = load
         return WorkloadResult(metrics=pgbench.window_metrics([summary], lat), primary="tps",
                               unit=self.unit, better="higher", evidence=evidence,
-                              info={"tool": "pgbench", "server_output_tail": tail,
-                                    "prewarmed_blocks": blocks})
+                              info={"tool": "pgbench", **told, "prewarmed_blocks": blocks})
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
-        result.info = trialinfo.info(self, backing, result.info)
+        domain = result.info.get("where") == "domain"
+        result.info = (indomain.info if domain else trialinfo.info)(self, backing, result.info)
 
     # -- interleaved: windows of pgbench runs (interleave) or of requests (requests) --------
     def window(self, target: Target, srv: Running, seconds: float | None,
