@@ -2,8 +2,9 @@
 this host runs the base's life cycle with its own parts (a private cluster copied per trial,
 pg_prewarm as its fill, pgbench's warm-up and timed load, the postmaster's segment and output
 read while it runs), its server runs under the base's LocalServer (one readiness wait, here
-its postmaster.pid; one TERM-then-KILL), and its trials in hugelab's own guest and a user's
-domain are its whole_trial. No program starts: a scripted server side and client stand in
+its postmaster.pid; one TERM-then-KILL), its trial in a user's domain is the base's too (the
+guest's server placed by DomainServers), and its trial in hugelab's own guest is its
+whole_trial. No program starts: a scripted server side and client stand in
 (the real runs are tests/test_workload_postgres.py's and tests/test_postgres_guest.py's)."""
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import ExecResult, Place, WorkloadResult
-from hugelab.workloads.postgres import cluster, guestio, prewarm, segment, server
+from hugelab.workloads.postgres import cluster, guestio, pgbench, prewarm, segment, server
 from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.serverkind import ServerKind
 from hugelab.workloads.serverside import LocalServer
@@ -164,3 +166,117 @@ def test_a_trial_in_its_own_guest_is_its_whole_trial(monkeypatch):
     result = Postgres().whole_trial(guest, "4k")  # type: ignore[arg-type]
     assert ran == [("vm0", "4k")] and result is not None and result.metrics == {"tps": 1.0}
     assert Postgres().whole_trial(NativeTarget(), "4k") is None  # this host: the base's
+
+
+class DomainWay:
+    """A scripted way into a user's domain (hugelab.workloads.guestside.Way): files in a dict,
+    every exec recorded, each program's output scripted; `kill` ends the postmaster (its /proc
+    goes); `fail` names a program that exits 1."""
+
+    name = "vm0"
+    place = "domain"
+    PID = 4343
+    POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+
+    def __init__(self, fail: str = "") -> None:
+        top, proc = "/var/tmp/hugelab", f"/proc/{self.PID}"
+        self.fail = fail
+        self.files = {
+            "/proc/net/tcp": f"  sl  local_address\n   0: 0100007F:{15432:04X} 00000000:0000 0A\n",
+            f"{top}/postgres.pid": f"{self.PID}\n",
+            f"{top}/pgbench.4343": "0 0 120 0 1 1\n0 1 180 0 1 1\n",
+            f"{proc}/stat": f"{self.PID} (postgres) S",
+            f"{proc}/smaps": "7f0-7f8 rw-s 0 0:0 0 /anon_hugepage (deleted)\nSize: 81920 kB\n"
+                             "KernelPageSize: 2048 kB\nShared_Hugetlb: 16384 kB\n",
+            self.POOL: "0\n"}
+        self.log: list[list[str]] = []
+
+    def exec(self, argv, *, timeout=None):
+        self.log.append(list(argv))
+        run = argv[4:] if argv[0] == "runuser" else argv  # runuser -u USER -- ARGV
+        prog = run[0].rsplit("/", 1)[-1]
+        if prog == "kill":
+            self.files.pop(f"/proc/{self.PID}/stat", None)
+        out = {"ls": "15\n" if run[1:] == ["/usr/lib/postgresql"] else "pgbench.4343\n",
+               "psql": "1234\n", "pgbench": "" if "-i" in run else PGBENCH_OUT,
+               "postgres": "38\n" if "-C" in run else "postgres (PostgreSQL) 15.14\n"}
+        code = 1 if prog == self.fail else 0
+        return ExecResult(list(argv), code, out.get(prog, ""), "Job failed" if code else "",
+                          0.01)
+
+    def read_file(self, path, *, wait_s=60.0):
+        from hugelab.errors import VMError
+        if path not in self.files:
+            raise VMError(f"cannot read {path}")
+        return self.files[path]
+
+    def write_file(self, path, data, *, wait_s=60.0):
+        self.files[path] = data
+
+
+@pytest.fixture
+def no_host_cluster(monkeypatch):
+    """A trial in a user's domain builds no template and copies no cluster on this host."""
+    monkeypatch.setattr(Postgres, "template", lambda self: pytest.fail("a host template"))
+    monkeypatch.setattr(cluster, "bindir", lambda given=None: pytest.fail("the host's bindir"))
+
+
+def test_a_trial_in_a_users_domain_runs_the_bases_life_cycle_with_its_own_parts(
+        no_host_cluster):
+    """In a user's domain the base places its server (DomainServers, through InDomain) and
+    runs the trial; PostgreSQL's own parts: the guest's binaries linked at a fixed path, its
+    cluster made and the guest's pool grown by that server's own count before the start, a
+    loopback listener and external_pid_file for the base's readiness, its cluster filled,
+    prewarmed and loaded in the guest, its segment read through the way in; every guest change
+    undone, and the evidence and info keys of its former whole trial."""
+    way = DomainWay()
+    w = pg("hugetlb-2M", prewarm=True)
+    result = w.run(way, "hugetlb-2M")  # type: ignore[arg-type]
+    ran = [(a[4:] if a[0] == "runuser" else a) for a in way.log]
+    progs = [a[0].rsplit("/", 1)[-1] for a in ran]
+    link, initdb, ask = progs.index("ln"), progs.index("initdb"), progs.index("postgres")
+    start, fill = progs.index("systemd-run"), progs.index("pgbench")
+    assert ran[link] == ["ln", "-s", "/usr/lib/postgresql/15/bin", "/var/tmp/hugelab/bin"]
+    assert ran[initdb][0] == "/var/tmp/hugelab/bin/initdb" and "-C" in ran[ask]
+    assert "huge_pages=on" in ran[ask] and "huge_page_size=2MB" in ran[ask]
+    loads = [i for i, p in enumerate(progs) if p == "pgbench"]
+    assert link < initdb < ask < start < fill < progs.index("psql") < loads[-1]
+    assert loads[-1] < progs.index("kill")
+    assert "-i" in ran[fill] and ["-T", "1"] == ran[loads[1]][ran[loads[1]].index("-T"):][:2]
+    daemon = ran[start]
+    assert "--uid=postgres" in daemon and "Type=notify" in daemon
+    server_argv = daemon[daemon.index("/var/tmp/hugelab/bin/postgres"):]
+    assert server_argv[1:3] == ["-D", "/var/tmp/hugelab/data"]
+    for opt in ("listen_addresses=127.0.0.1", "port=15432", "huge_pages=on",
+                "unix_socket_directories=/var/tmp/hugelab",
+                "external_pid_file=/var/tmp/hugelab/postgres.pid"):
+        assert opt in server_argv, opt
+    assert way.log[-1] == ["rm", "-rf", "/var/tmp/hugelab"]  # every guest change undone
+    assert way.files[DomainWay.POOL] == "0"
+    assert result.metrics == pgbench.window_metrics(
+        [pgbench.summary(PGBENCH_OUT)], np.array([120.0, 180.0]))
+    assert set(result.evidence) == {"KernelPageSize_kB", "Size_kB", "Rss_kB", "AnonHugePages_kB",
+                                    "ShmemPmdMapped_kB", "Hugetlb_kB", "mapping", "mapping_role",
+                                    "range", "postmaster_pid", "where"}
+    assert result.evidence["postmaster_pid"] == DomainWay.PID
+    assert result.evidence["Hugetlb_kB"] == 16384 and result.evidence["where"] == "guest vm0"
+    info = result.info
+    assert list(info) == ["where", "client", "guest_pool", "prewarmed_blocks", "tool",
+                          "version", "backing", "settings", "builtin", "bindir", "warnings",
+                          "guest_changes_undone"]
+    assert info["guest_pool"] == {"page_kb": 2048, "before": 0, "set": 38, "server_pages": 38}
+    assert info["guest_changes_undone"] == [
+        "postgres stopped", f"{DomainWay.POOL} back to 0", "its directory removed"]
+    assert info["bindir"] == "/usr/lib/postgresql/15/bin" and info["prewarmed_blocks"] == 1234
+    assert info["version"] == "postgres (PostgreSQL) 15.14" and info["client"] == "guest vm0"
+
+
+def test_a_start_in_a_users_domain_without_its_huge_pages_is_a_busy_pool(no_host_cluster):
+    """A failed start says the server's own words (its log, read before the guest's changes
+    are undone): a busy pool when it could not map its huge pages."""
+    way = DomainWay(fail="systemd-run")
+    way.files["/var/tmp/hugelab/server.log"] = \
+        "FATAL:  could not map anonymous shared memory: Cannot allocate memory\n"
+    with pytest.raises(PoolBusyError, match="could not map anonymous shared memory"):
+        pg("hugetlb-2M").run(way, "hugetlb-2M")  # type: ignore[arg-type]
+    assert way.log[-1] == ["rm", "-rf", "/var/tmp/hugelab"] and way.files[DomainWay.POOL] == "0"
