@@ -24,6 +24,7 @@ from hugelab.workloads.serverkind import ServerKind
 from hugelab.workloads.serverside import LocalServer
 from hugelab.workloads.varnish import VarnishBenchmark
 from tests.test_workload_mariadb import RUN
+from tests.wayin import ScriptedWay
 
 
 class Proc:
@@ -134,18 +135,16 @@ def test_its_request_client_gets_its_own_protocol():
         "mysql:db=sbtest,user=sbtest,host=127.0.0.1,port=3307"
 
 
-class DomainWay:
+class DomainWay(ScriptedWay):
     """A scripted way into a user's domain (hugelab.workloads.guestside.Way): files in a dict,
     every exec recorded, sysbench's output RUN; `kill` ends the daemon (its /proc goes)."""
 
-    name = "vm0"
-    place = "domain"
     PID = 4242
 
     def __init__(self) -> None:
         port = f"{13306:04X}"
         top, proc = "/var/tmp/hugelab", f"/proc/{self.PID}"
-        self.files = {
+        super().__init__({
             "/proc/net/tcp": f"  sl  local_address\n   0: 0100007F:{port} 00000000:0000 0A\n",
             f"{top}/mariadbd.pid": f"{self.PID}\n",
             f"{top}/error.log": "Version: '10.11.6-MariaDB-0+deb12u1'  socket: ...\n",
@@ -153,8 +152,7 @@ class DomainWay:
             f"{proc}/status": "THP_enabled:\t1\n",
             f"{proc}/smaps_rollup": "Rss: 65536 kB\nAnonymous: 1024 kB\nAnonHugePages: 0 kB\n",
             f"{proc}/smaps": "7f0-7f8 rw-s 0 0:0 0 /anon_hugepage (deleted)\nSize: 2048 kB\n"
-                             "KernelPageSize: 2048 kB\n"}
-        self.log: list[list[str]] = []
+                             "KernelPageSize: 2048 kB\n"})
 
     def exec(self, argv, *, timeout=None):
         self.log.append(list(argv))
@@ -162,14 +160,6 @@ class DomainWay:
             self.files.pop(f"/proc/{self.PID}/stat", None)
         return ExecResult(list(argv), 0, RUN if argv[0] == "sysbench" else "", "", 0.01)
 
-    def read_file(self, path, *, wait_s=60.0):
-        from hugelab.errors import VMError
-        if path not in self.files:
-            raise VMError(f"cannot read {path}")
-        return self.files[path]
-
-    def write_file(self, path, data, *, wait_s=60.0):
-        self.files[path] = data
 
 
 def test_a_trial_in_a_users_domain_runs_the_bases_life_cycle_with_its_own_parts(monkeypatch):

@@ -24,6 +24,7 @@ from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.serverkind import ServerKind
 from hugelab.workloads.serverside import LocalServer
 from tests.test_workload_postgres import PGBENCH_OUT
+from tests.wayin import ScriptedWay
 
 SEGMENT = {"KernelPageSize_kB": 2048, "Size_kB": 155648, "Hugetlb_kB": 16384}
 
@@ -168,28 +169,25 @@ def test_a_trial_in_its_own_guest_is_its_whole_trial(monkeypatch):
     assert Postgres().whole_trial(NativeTarget(), "4k") is None  # this host: the base's
 
 
-class DomainWay:
+class DomainWay(ScriptedWay):
     """A scripted way into a user's domain (hugelab.workloads.guestside.Way): files in a dict,
     every exec recorded, each program's output scripted; `kill` ends the postmaster (its /proc
     goes); `fail` names a program that exits 1."""
 
-    name = "vm0"
-    place = "domain"
     PID = 4343
     POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 
     def __init__(self, fail: str = "") -> None:
         top, proc = "/var/tmp/hugelab", f"/proc/{self.PID}"
         self.fail = fail
-        self.files = {
+        super().__init__({
             "/proc/net/tcp": f"  sl  local_address\n   0: 0100007F:{15432:04X} 00000000:0000 0A\n",
             f"{top}/postgres.pid": f"{self.PID}\n",
             f"{top}/pgbench.4343": "0 0 120 0 1 1\n0 1 180 0 1 1\n",
             f"{proc}/stat": f"{self.PID} (postgres) S",
             f"{proc}/smaps": "7f0-7f8 rw-s 0 0:0 0 /anon_hugepage (deleted)\nSize: 81920 kB\n"
                              "KernelPageSize: 2048 kB\nShared_Hugetlb: 16384 kB\n",
-            self.POOL: "0\n"}
-        self.log: list[list[str]] = []
+            self.POOL: "0\n"})
 
     def exec(self, argv, *, timeout=None):
         self.log.append(list(argv))
@@ -204,14 +202,6 @@ class DomainWay:
         return ExecResult(list(argv), code, out.get(prog, ""), "Job failed" if code else "",
                           0.01)
 
-    def read_file(self, path, *, wait_s=60.0):
-        from hugelab.errors import VMError
-        if path not in self.files:
-            raise VMError(f"cannot read {path}")
-        return self.files[path]
-
-    def write_file(self, path, data, *, wait_s=60.0):
-        self.files[path] = data
 
 
 @pytest.fixture
