@@ -41,7 +41,10 @@ def test_fragmenting_agrees_with_buddyinfo_and_repeats(tmp_path):
             assert rep["stopped"] == "target", rep["rounds"]
             assert abs(rep["after"]["unusable"] - own.unusable()) <= AGREE
             assert own.unusable() >= target.unusable - target.tolerance
-            assert own.free_kb(own.order) < before.free_kb(before.order)  # 2 MiB blocks broken
+            if before.unusable() < target.unusable - target.tolerance:  # it had work to do:
+                assert own.free_kb(own.order) < before.free_kb(before.order)  # blocks broken
+            # else the host already stood at the target (the first holder's freed pages sit in
+            # the per-CPU lists a while after its release): met at once, nothing to break
             assert rep["held_kb"] == rep["kept_pages"] * 4
             assert rep["held_kb"] <= rep["touched_kb"] // 100  # holds ~1/512 of what it faulted
             assert frag.measure()["missed"] is None
