@@ -1,14 +1,18 @@
 """Pure: /proc/buddyinfo parsing, the unusable free space index, the holder's choice of kept
-pages and the fragmenter's refusals and verdicts (no process started)."""
+pages, its fault-in in threads (16 MiB of this process) and the fragmenter's refusals and
+verdicts (no process started)."""
 
 from __future__ import annotations
+
+import mmap
+import struct
 
 import numpy as np
 import pytest
 
 from hugelab.errors import HostError
 from hugelab.host import buddyinfo
-from hugelab.host.fraghold import choose_kept
+from hugelab.host.fraghold import PRESENT, Region, choose_kept
 from hugelab.host.fragment import FragmentTarget, check_reachable, missed
 
 # This host's own /proc/buddyinfo once, with a stray line that is not a zone's
@@ -88,3 +92,46 @@ def test_choose_kept_skips_pages_not_present():
     pfns = np.array([-1, 512, 513, -1, 1024], dtype=np.int64)  # -1: being migrated
     kept = choose_kept(pfns, 9, seed=0)
     assert sorted((pfns[kept] >> 9).tolist()) == [1, 2] and -1 not in pfns[kept]
+
+
+def _least_key_per_block(pfns: np.ndarray, order: int, seed: int) -> list[int]:
+    """The kept pages by definition: in each block, the page of least key (a sort of pages)."""
+    key = np.random.default_rng(seed).random(len(pfns))
+    best: dict[int, int] = {}
+    for i, pfn in enumerate(pfns.tolist()):
+        if pfn >= 0 and (pfn >> order not in best or key[i] < key[best[pfn >> order]]):
+            best[pfn >> order] = i
+    return sorted(best.values())
+
+
+def test_choose_kept_by_runs_is_the_least_key_page_of_each_block():
+    """The pages come in runs of a block (as the allocator hands a split block out); a block
+    may come back in a later run, pages may be missing: the same pages as by definition."""
+    rng = np.random.default_rng(3)
+    for case in range(40):
+        runs = [b * 512 + np.arange(rng.integers(1, 513)) for b in rng.integers(0, 30, 25)]
+        pfns = np.concatenate(runs).astype(np.int64)
+        pfns[rng.random(len(pfns)) < 0.02] = -1
+        for seed in (case, case + 100):
+            assert choose_kept(pfns, 9, seed).tolist() == _least_key_per_block(pfns, 9, seed)
+
+
+def _present(region: Region) -> list[bool]:
+    """Which of the region's pages are in memory, from /proc/self/pagemap read here."""
+    n = len(region.map) // mmap.PAGESIZE
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(region.base // mmap.PAGESIZE * 8)
+        entries = struct.unpack(f"{n}Q", f.read(n * 8))
+    return [bool(e & PRESENT) for e in entries]
+
+
+def test_grow_in_threads_faults_in_every_page_and_no_more():
+    region = Region(24 << 20)
+    assert not any(_present(region))
+    assert region.grow(16 << 20, threads=4) and region.used == 16 << 20
+    present = _present(region)
+    pages = (16 << 20) // mmap.PAGESIZE
+    assert all(present[:pages]) and not any(present[pages:])
+    assert region.grow(16 << 20, threads=3) and region.used == 24 << 20  # to the end
+    assert all(_present(region)) and not region.grow(4096)
+    region.map.close()
