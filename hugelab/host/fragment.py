@@ -14,9 +14,8 @@ touched, pinned by a pipe so compaction cannot move it, and frees the rest.
 
 What it takes (measured on a 24 GiB, 2-core VM, docs/benchmarks.md): memory held is 4 KiB per
 2 MiB block made unusable (about 40 MiB for 20 GiB), but to get there the holder faults in the
-memory it fragments, briefly: about 0.9 of free memory for a target of 0.9, at 0.5-1.5 GiB/s
-here with a thread on each of the 2 CPUs (each page's first touch is a fault in the VM's host
-too), then takes a second or two to choose, pin and free. It refuses a target whose fill would leave less than `reserve_kb`
+memory it fragments, briefly: about 0.9 of free memory for a target of 0.9, at 0.5-1 GiB/s
+of one core here (each page's first touch is a fault in the VM's host too), then takes a second or two to choose, pin and free. It refuses a target whose fill would leave less than `reserve_kb`
 available (default: the larger of 1 GiB and 5% of memory), and stops (the target missed, and
 said) if MemAvailable falls to it meanwhile.
 
