@@ -23,21 +23,24 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Target, WorkloadResult
-from hugelab.workloads.requests import serve_requests, start_all, stop_all, wants_requests
+from hugelab.workloads.requests import (
+    Startable,
+    serve_requests,
+    start_all,
+    stop_all,
+    wants_requests,
+)
 
 
-class ServerWorkload(Protocol):
+class ServerWorkload(Startable, Protocol):
     window_s: float
     duration_s: float
 
-    def launched(self, backing: str) -> Any: ...
-    def fill(self, server: Any) -> None: ...
     def warm(self, target: Target, server: Any) -> None: ...
     def window(self, target: Target, server: Any, seconds: float
                ) -> tuple[dict[str, float], np.ndarray]: ...
     def finish(self, server: Any, windows: list[dict[str, float]], latencies: np.ndarray,
                backing: str) -> WorkloadResult: ...
-    def stop(self, server: Any) -> None: ...
 
 
 def is_server(workload: object) -> bool:
