@@ -18,7 +18,9 @@ for users. How it fragments, the way mmtests' thpchallenge and a long-running ho
    the target, at `--max-kb`, or when MemAvailable would fall below `--reserve-kb`.
 3. From /proc/self/pagemap (root: the page frame numbers) it keeps one page per physical
    2 MiB block it touched (which one, by `--seed`) and frees the rest with MADV_DONTNEED: no
-   block it touched can be whole again while the holder lives. It holds 4 KiB per 2 MiB.
+   block it touched can be whole again while the holder lives. It holds 4 KiB per 2 MiB block
+   touched (1/512 of what it faulted on a fresh host; more on an aged one, whose small free
+   pieces lie scattered over many blocks).
 4. Unless `--no-pin`, each kept page is also referenced by a pipe (vmsplice, never read), so
    compaction cannot migrate it away (a page with an extra reference does not migrate): the
    state holds while trials run, as pages the kernel pinned for I/O or slab would hold it.
