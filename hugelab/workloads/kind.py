@@ -45,6 +45,7 @@ The fields, and who reads them:
   `keys_of(workload)`: each key is said once, on its dataclass field (`requests: int =
   key(100_000, "redis-benchmark -n: requests of each test", unit="requests")`), whose type
   and default it takes; keys many kinds share are declared once below (`SERVER_PORT`,
+  `CLIENT_APART`,
   `METRIC_KEYS`, `program`, `timeout`, `interleaved`, `warm_ops`) and given to `key` in place
   of the words. docs/kinds.md is generated from them (`python -m hugelab.workloads.keydoc`),
   and `keys_of` and a test check that every field a file may set has one (fields the arm or
@@ -104,6 +105,9 @@ class Key:
 # The keys many kinds share, each said once: a kind's field gives these to `key` instead of
 # its own words.
 SERVER_PORT = Key("port", "", "the server's port (none: a free one)")
+CLIENT_APART = Key("client_apart", "", "paired trials on this host: the server on every CPU "
+                   "but the last, its load generator alone on the last, as a client on "
+                   "another machine loads it (request-level interleaving always runs so)")
 METRIC_KEYS = {k.name: k for k in (  # a kind whose metric the user names (command, a jar's)
     Key("better", "", "whether a lower or higher value is better"),
     Key("unit", "", "the metric's unit, for the report"),

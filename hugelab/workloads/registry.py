@@ -253,6 +253,8 @@ def check_places(exp: Experiment) -> None:
                 raise ExperimentError(f"arm '{arm.name}': {declared.refusal(place)}",
                                       hint=_where_hint(place), arm=arm.name,
                                       key=None if arm.vm is None else "vm")
+        if table.get("client_apart") is True:
+            _check_apart(exp)
         if exp.design != "interleaved":
             continue
         problem = None
@@ -262,6 +264,27 @@ def check_places(exp: Experiment) -> None:
             problem = declared.interleave(exp.arms, table)
         if problem is not None:
             raise ExperimentError(f"design 'interleaved': {problem[0]}", hint=problem[1])
+
+
+def _check_apart(exp: Experiment) -> None:
+    """client_apart pins a server and its client to this host's CPUs, in paired trials: refused
+    in a guest, with design "interleaved" (whose request-level windows always pin so) and on
+    a host with one CPU for both."""
+    import os
+
+    if (guest := next((a for a in exp.arms if a.vm is not None), None)) is not None:
+        raise ExperimentError(f"arm '{guest.name}': client_apart pins this host's CPUs; this "
+                              "arm runs its workload in a guest", key="client_apart",
+                              arm=guest.name, hint="leave client_apart unset for guest arms")
+    if exp.design == "interleaved":
+        raise ExperimentError('client_apart is for design "paired": design "interleaved" with '
+                              "window_ops already runs its client on a CPU of its own",
+                              key="client_apart", hint='set design = "paired", or leave '
+                              "client_apart unset")
+    if len(os.sched_getaffinity(0)) < 2:
+        raise ExperimentError("client_apart needs two CPUs, one for the server and one for its "
+                              "client: this process may use one", key="client_apart",
+                              hint="run on a host (or a cpuset) with two CPUs or more")
 
 
 def _where_hint(place: str) -> str:

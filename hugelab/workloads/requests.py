@@ -39,7 +39,7 @@ from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
 from hugelab.workloads.reqmix_build import ensure_reqmix
-from hugelab.workloads.servercpu import daemons_cpu_s, pin_tree, tree_cpu_s
+from hugelab.workloads.servercpu import daemons_cpu_s, pin_tree, pinning, tree_cpu_s
 from hugelab.workloads.toolrun import check_exit
 
 DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
@@ -70,14 +70,6 @@ def wants_requests(workload: object) -> bool:
     """Whether a server workload asks for request-level windows (it sets window_ops)."""
     return bool(getattr(workload, "window_ops", None)) and \
         callable(getattr(workload, "request_server", None))
-
-
-def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
-    """The client on the last CPU, every server on the others (pure); on one CPU, all share."""
-    cpus = sorted(cpus)
-    if len(cpus) < 2:
-        return {"client": list(cpus), "servers": list(cpus)}
-    return {"client": cpus[-1:], "servers": cpus[:-1]}
 
 
 def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str, float]:

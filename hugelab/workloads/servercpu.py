@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
+
+from hugelab.workloads.base import ExecResult, Target
 
 TICK = os.sysconf("SC_CLK_TCK")
 DAEMONS = ("khugepaged", "kcompactd")
@@ -57,6 +60,29 @@ def pin_tree(pid: int, cpus: list[int], proc: Path = Path("/proc")) -> None:
             for task in (proc / str(p) / "task").iterdir():
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(int(task.name), cpus)
+
+
+def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
+    """The client on the last CPU, every server on the others (pure); on one CPU, all share."""
+    cpus = sorted(cpus)
+    if len(cpus) < 2:
+        return {"client": list(cpus), "servers": list(cpus)}
+    return {"client": cpus[-1:], "servers": cpus[:-1]}
+
+
+class PinnedTarget:
+    """A Target whose every process runs on `cpus` (under taskset); results carry the argv as
+    given. A server kind's load generator, apart from its server (ServerKind.client_apart)."""
+
+    def __init__(self, inner: Target, cpus: Sequence[int]) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.cpus = list(cpus)
+
+    def exec(self, argv: list[str], *, timeout: float | None = None) -> ExecResult:
+        pinned = ["taskset", "-c", ",".join(map(str, self.cpus)), *argv]
+        r = self.inner.exec(pinned, timeout=timeout)
+        return ExecResult(argv, r.returncode, r.stdout, r.stderr, r.wall_s, r.rusage)
 
 
 def daemons_cpu_s(proc: Path = Path("/proc")) -> dict[str, float]:

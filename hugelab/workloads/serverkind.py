@@ -63,7 +63,10 @@ What the base does for every kind
                           output), the stop (its own stopper, else TERM then KILL), then
                           evidence["server"], ["server_output_tail"],
                           ["tree"] (a user's domain: the daemon's own, the guest's tree being
-                          the client's) and the kind's describe().
+                          the client's) and the kind's describe(). With the kind's
+                          `client_apart` (on this host only), the server's tree is pinned to
+                          every CPU but the last and the client to the last (`apart`), as a
+                          client on another machine loads a server; info["client_apart"].
   start (launched, then fill), stop, server_pid, request_server, request_result: one arm's
                           server in an interleaved trial, on a free loopback port of the
                           host, judged by its own server's memory (the host-wide tree holds
@@ -77,15 +80,18 @@ hugelab.workloads.serverjudge.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hugelab import proc
-from hugelab.workloads.base import Target, WorkloadResult
+from hugelab.errors import WorkloadError
+from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.process_thp import target_for
 from hugelab.workloads.requests import start_one
+from hugelab.workloads.servercpu import PinnedTarget, pin_tree, pinning
 from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, marked
 from hugelab.workloads.servermem import server_tree
 from hugelab.workloads.serverplace import Placement, watched_here
@@ -145,6 +151,7 @@ class ServerKind(Placement):
     unit: ClassVar[str] = "requests/s"
     output_evidence: ClassVar[bool] = True
     memory_evidence: ClassVar[bool] = True
+    client_apart: bool = False  # a kind's [workload] key (kind.CLIENT_APART) where it offers it
 
     # -- what each kind supplies (server_argv: Placement's) -------------------------------------
     def load(self, client: Target, port: int, files: Path | None) -> Any:
@@ -213,6 +220,7 @@ class ServerKind(Placement):
         client = target_for(target, self.process_thp)
         memory: dict[str, object] = {}
         try:
+            client, apart = self.apart(target, handle, client)
             load = self.last_look(self.load(client, handle.client_port, files), handle, files)
             if self.memory_evidence and self.in_place(handle.client_port) is None:
                 memory = server_memory(handle)  # else the keeper's, from its output
@@ -227,7 +235,22 @@ class ServerKind(Placement):
         if self.memory_evidence and in_domain(target) and memory:  # the guest's is the client's
             result.evidence["tree"] = server_tree(self.tool, memory, f"guest {target.name}")
         self.describe(result, backing)
+        if apart:
+            result.info["client_apart"] = apart
         return result
+
+    def apart(self, target: Target, handle: ServerHandle, client: Target
+              ) -> tuple[Target, dict[str, list[int]]]:
+        """With `client_apart`, the server's whole tree pinned to every CPU but the last (its
+        later children inherit it) and the client target to the last, as request-level
+        interleaving pins them (servercpu.pinning); the pinning, for the trial's info."""
+        if not self.client_apart:
+            return client, {}
+        if place_of(target) is not Place.NATIVE:  # check_places refuses it before any trial
+            raise WorkloadError(f"{self.kind}: client_apart runs on this host only")
+        pins = pinning(sorted(os.sched_getaffinity(0)))
+        pin_tree(int(handle.proc.pid), pins["servers"])  # type: ignore[attr-defined]
+        return PinnedTarget(client, pins["client"]), pins
 
     # -- one arm's server among interleaved ones (hugelab.workloads.requests, interleave) --------
     def start(self, backing: str) -> Running:

@@ -34,6 +34,7 @@ from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.kind import (
+    CLIENT_APART,
     SERVER_PORT,
     Kind,
     ServerInGuest,
@@ -134,6 +135,7 @@ class VarnishBenchmark(ServerKind):
     connections: int = key(16, "wrk --connections of the timed run")
     duration_s: float = key(5.0, "wrk --duration of the timed run", unit="s")
     port: int | None = key(None, SERVER_PORT)
+    client_apart: bool = key(False, CLIENT_APART)
     server_binary: str = key("varnishd", program("server_binary", "varnishd"))
     client_binary: str = key("wrk", program("client_binary", "wrk"))
     stat_binary: str = key("varnishstat", "the varnishstat program (varnishd's own counters)")

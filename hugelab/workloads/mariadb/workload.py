@@ -43,7 +43,16 @@ from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import DomainHandle, in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Kind, Tool, interleaved, key, keys_of, timeout, warm_ops
+from hugelab.workloads.kind import (
+    CLIENT_APART,
+    Kind,
+    Tool,
+    interleaved,
+    key,
+    keys_of,
+    timeout,
+    warm_ops,
+)
 from hugelab.workloads.mariadb import datadir, evidence, indomain, oltp, rules, server, template
 from hugelab.workloads.mariadb.evidence import check
 from hugelab.workloads.mariadb.guestcost import guest_build as in_guest
@@ -70,6 +79,7 @@ class Mariadb(ServerKind):
     threads: int = key(4, "sysbench --threads")
     duration_s: float = key(10.0, "sysbench --time: how long the load runs", unit="s")
     warmup_s: float = key(1.0, "untimed load before the measured one", unit="s")
+    client_apart: bool = key(False, CLIENT_APART)
     window_s: float = key(2.0, interleaved("window_s", "s", "each arm's sysbench window"))
     window_ops: int | None = key(None, interleaved("window_ops", "transactions",
                                                    "windows of this many instead"))

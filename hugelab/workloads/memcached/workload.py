@@ -31,6 +31,7 @@ from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import (
+    CLIENT_APART,
     SERVER_PORT,
     Kind,
     ServerInGuest,
@@ -74,6 +75,7 @@ class MemcachedBenchmark(ServerKind):
                                      "requests per connection", unit="requests")
     binary_protocol: bool = key(False, "memcslap --binary")
     port: int | None = key(None, SERVER_PORT)
+    client_apart: bool = key(False, CLIENT_APART)
     server_binary: str = key("memcached", program("server_binary", "memcached"))
     client_binary: str = key("memcslap", program("client_binary", "memcslap"))
     timeout_s: float = key(300.0, timeout("a trial"))

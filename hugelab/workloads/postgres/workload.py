@@ -36,7 +36,15 @@ from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import DomainHandle, GuestSide, in_domain
 from hugelab.workloads.interleave import server_problem
-from hugelab.workloads.kind import Kind, interleaved, key, keys_of, timeout, warm_ops
+from hugelab.workloads.kind import (
+    CLIENT_APART,
+    Kind,
+    interleaved,
+    key,
+    keys_of,
+    timeout,
+    warm_ops,
+)
 from hugelab.workloads.postgres import (
     cluster,
     guestcost,
@@ -78,6 +86,7 @@ class Postgres(ServerKind):
     duration_s: float = key(10.0, "pgbench -T: how long the load runs", unit="s")
     transactions: int | None = key(None, "pgbench -t per client instead of duration_s")
     warmup_s: float = key(2.0, "untimed load before the measured one", unit="s")
+    client_apart: bool = key(False, CLIENT_APART)
     window_s: float = key(2.0, interleaved("window_s", "s", "each arm's pgbench window"))
     window_ops: int | None = key(None, interleaved("window_ops", "transactions",
                                                    "windows of this many instead"))

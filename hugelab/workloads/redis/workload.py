@@ -37,6 +37,7 @@ from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import GUEST_DIR
 from hugelab.workloads.kind import (
+    CLIENT_APART,
     SERVER_PORT,
     Kind,
     ServerInGuest,
@@ -85,6 +86,7 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
                                "(none: one key, which no page size can matter for)", unit="keys")
     threads: int | None = key(None, "redis-benchmark --threads (none: one)")
     port: int | None = key(None, SERVER_PORT)
+    client_apart: bool = key(False, CLIENT_APART)
     app: tuple[tuple[str, Any], ...] = key((), "Redis's own settings for the arm, e.g. "
                                            '{ disable-thp = "yes" } (applications.md)')
     server_binary: str = key("redis-server", program("server_binary", "redis-server"))
