@@ -31,7 +31,7 @@ import numpy as np
 
 from hugelab.experiment import Experiment
 from hugelab.stats import startslot
-from hugelab.stats.reach import reach
+from hugelab.stats.reach import GAMMA, reach
 from hugelab.stats.sequential import (
     SequentialPlan,
     look_schedule,
@@ -166,14 +166,17 @@ class SequentialStopper:
     def _reach(self, arm: str, dec: dict[str, Any], d: np.ndarray, look: int,
                blocks: int) -> None:
         """What the rest of the budget can reach: recorded in the decision, the first look
-        that puts the margin out of reach kept in `unreachable`, a futile comparison
-        stopped here (not at the last look, whose decision stands)."""
+        that puts the margin out of reach kept in `unreachable` (unless a difference is all
+        but certain by the last look: a +30% arm that cannot be shown within ±1% of its
+        baseline is no news), a futile comparison stopped here (not at the last look, whose
+        decision stands)."""
         r = reach(d, self.plan)
         if r is None:
             return
         said = r.sentence(self.plan.margin)
         dec["reach"] = {**r.to_dict(), "statement": said}
-        if not r.reaches_margin and arm not in self.unreachable and r.n < r.max_blocks:
+        if not r.reaches_margin and arm not in self.unreachable and r.n < r.max_blocks \
+                and r.p_difference < 1 - GAMMA:  # not an arm bound for `faster`/`slower`
             self.unreachable[arm] = {"look": look, "blocks": blocks, "statement": said,
                                      "reachable_margin_pct": r.reachable_margin_pct}
         if r.futile and not dec["stopped"]:

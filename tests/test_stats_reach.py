@@ -156,3 +156,13 @@ def test_looks_on_the_command_line_are_a_number_or_auto() -> None:
     for bad in ("0", "-1", "five"):
         with pytest.raises(argparse.ArgumentTypeError):
             _looks(bad)
+
+
+def test_an_arm_bound_for_faster_is_not_said_to_miss_the_equivalence_margin() -> None:
+    """A +30% arm (scale 100's `on`, per-block SD ~4%) cannot be shown within ±1% of its
+    baseline, and that is no news: no "cannot reach ±1%" line for it, and its decision is
+    its difference, not futility."""
+    info = stopped(np.random.default_rng(9).normal(0.30, 0.04, N)).describe()
+    assert "b" not in info["unreachable"]
+    assert info["decided"]["b"]["decision"] in ("faster", "slower")
+    assert not info["decided"]["b"].get("reason", "").startswith("futile")
