@@ -109,15 +109,31 @@ def comm(pid: str) -> str:
         return ""
 
 
+def cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def the_trials(name: str, pid: str) -> bool:
+    """Whether a process is the trial's: a PostgreSQL process works in its data directory, and
+    the trial's cluster lies under hugelab's own directory (the suite's session server, a
+    PostgreSQL store, does not)."""
+    from hugelab.workloads.postgres.cluster import work_path
+    return name != "postgres" or cwd(pid).startswith(f"{work_path()}/")
+
+
 def watch(names: tuple[str, str], stop: threading.Event, seen: dict[str, set[str]]) -> None:
-    """The CPU lists of the processes named (server, client: the comm starts so) while the
-    client runs: the server is pinned once it is up, before its load starts."""
+    """The CPU lists of the trial's processes named (server, client: the comm starts so)
+    while the client runs: the server is pinned once it is up, before its load starts."""
     while not stop.is_set():
         now: dict[str, set[str]] = {}
         for pid in (p for p in os.listdir("/proc") if p.isdigit()):
             name = comm(pid)
             hit = next((n for n in names if name.startswith(n)), None)
-            if hit is not None and (cpus := cpus_of(int(pid))) is not None:
+            if hit is not None and the_trials(hit, pid) and \
+                    (cpus := cpus_of(int(pid))) is not None:
                 now.setdefault(hit, set()).add(cpus)
         if names[1] in now:
             for k, v in now.items():
