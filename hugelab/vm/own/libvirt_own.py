@@ -43,6 +43,11 @@ class LibvirtGuest(Guest):
         self.record: Path | None = None
         self.xml = ""
 
+    def boot_image(self, kernel: Path) -> Path:
+        """The bzImage itself: libvirt's QEMU runs as its own user, who cannot read hugelab's
+        private cache of uncompressed kernels (hugelab.vm.own.pvh)."""
+        return kernel
+
     def _workdir(self) -> Path:
         libvirtd.OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
         os.chmod(libvirtd.OVERLAY_ROOT, 0o711)
