@@ -10,11 +10,12 @@ lock (flock /run/lock/hugelab-tests-host.lock ...): guests share the host's CPUs
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
 
+from hugelab.host.inspect import cpu_model
+from hugelab.host.paths import REAL
 from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.own.guest import Guest
 
@@ -24,13 +25,6 @@ class BzImageGuest(Guest):
 
     def boot_image(self, kernel: Path) -> Path:
         return kernel
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def boot(cls: type[Guest], accel: str) -> tuple[float, float]:
@@ -56,7 +50,7 @@ def main() -> None:
             got[name].append((wall, up))
             print(f"{name:8s} to the agent {wall:5.2f} s, guest uptime then {up:5.2f} s",
                   flush=True)
-    print(f"CPU: {cpu_model()}, accel {args.accel}, {args.pairs} pairs")
+    print(f"CPU: {cpu_model(REAL)}, accel {args.accel}, {args.pairs} pairs")
     for name, xs in got.items():
         print(f"{name:8s} median to the agent {statistics.median(w for w, _ in xs):.2f} s, "
               f"guest uptime {statistics.median(u for _, u in xs):.2f} s")
