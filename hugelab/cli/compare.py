@@ -7,17 +7,19 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from hugelab.cli.output import print_json
 from hugelab.cli.runs import arms_of, open_run
 from hugelab.errors import UsageError
-from hugelab.stats import Unpaired, compare_unpaired
 from hugelab.store import SqlStore
 from hugelab.store.importers import parse_fraction
 from hugelab.store.locate import display, same
+
+if TYPE_CHECKING:  # scipy: loaded by `compare` itself, not by every command's start
+    from hugelab.stats import Unpaired
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -68,6 +70,8 @@ def _ok_values(rows: list[tuple[Any, ...]], arm: str) -> list[float]:
 def _compare_arms(arms: list[str], ra: list[tuple[Any, ...]], rb: list[tuple[Any, ...]],
                   ma: dict[str, Any], mb: dict[str, Any], confidence: float,
                   notes: list[str]) -> list[Unpaired]:
+    from hugelab.stats import compare_unpaired
+
     out = []
     for arm in arms:
         va, vb = _ok_values(ra, arm), _ok_values(rb, arm)

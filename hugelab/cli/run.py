@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -19,14 +19,15 @@ from hugelab.errors import ExperimentError, UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
 from hugelab.host.inspect import hardware_counters
-from hugelab.report.summary import run_summary
-from hugelab.runner import RunEvent, Runner
-from hugelab.stopping import SequentialStopper
 from hugelab.store import SqlStore
 from hugelab.store.locate import open_store, shown
 from hugelab.store.outage import open_waiting, riding
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.base import Target
+
+if TYPE_CHECKING:  # the runner and the stopper import scipy: only `run` needs them, not `show`
+    from hugelab.runner import RunEvent
+    from hugelab.stopping import SequentialStopper
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
@@ -185,6 +186,7 @@ def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> Sequ
     if exp.blocks < 6:
         raise UsageError(f"--until-verdict needs at least 6 blocks (this run has {exp.blocks})",
                          hint=_more_blocks_hint(exp.blocks, 1, bool(args.max_blocks)))
+    from hugelab.stopping import SequentialStopper
     return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
 
 
@@ -246,6 +248,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     other = _dry_run_or_calibrate(args, exp, workload, per_arm)
     if other is not None:
         return other
+    from hugelab.report.summary import run_summary
+    from hugelab.runner import Runner
+
     con = Console(stderr=True)
     with _open_riding(args, con) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -300,6 +305,8 @@ def _run_quiet(exp: Experiment, store: SqlStore, args: argparse.Namespace, block
                ) -> tuple[int, list[dict[str, Any]]]:
     """The run of `exp` (resumed) up to `blocks` blocks, with a progress bar: (run id, its
     comparisons)."""
+    from hugelab.runner import Runner
+
     workload, per_arm = _build(exp, args.experiment)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True)) as bar:
