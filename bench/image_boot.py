@@ -3,11 +3,15 @@
 --blame systemd-analyze (time, blame, critical-chain) from inside the guest. --mask UNITS and
 --cmd SHELL apply in a first boot of the same overlay, then the second boot is measured (to try
 a change without rebuilding the image). --image DIR boots a cached image other than the
-current recipe's. Root; docs/benchmarks.md ("A faster boot of the image", issue 40)."""
+current recipe's. --pvh alternates the bzImage with its uncompressed PVH kernel
+(hugelab.vm.own.pvh), ABBA, as the demo domain boots it since DOMAIN_VERSION 4. Root;
+docs/benchmarks.md ("A faster boot of the image", issue 40)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +27,7 @@ from test_vm_image import _wait_for_agent  # noqa: E402
 from hugelab import proc  # noqa: E402
 from hugelab.vm.domains import imageboot, imagebuild  # noqa: E402
 from hugelab.vm.domains.image import GuestImage, load_image  # noqa: E402
+from hugelab.vm.own.pvh import boot_image  # noqa: E402
 
 REPORTS = (["systemd-analyze"], ["systemd-analyze", "blame"],
            ["systemd-analyze", "critical-chain", "qemu-guest-agent.service"],
@@ -53,11 +58,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--blame", action="store_true")
     ap.add_argument("--image", default="", help="a cached image's directory")
+    ap.add_argument("--pvh", action="store_true",
+                    help="alternate the bzImage and its PVH kernel (ABBA), medians at the end")
     a = ap.parse_args()
-    image = load_image(Path(a.image)) if a.image else imagebuild.build_image()
-    assert image is not None, f"no complete image in {a.image}"
+    bz = load_image(Path(a.image)) if a.image else imagebuild.build_image()
+    assert bz is not None, f"no complete image in {a.image}"
+    elf = boot_image(bz.kernel) if a.pvh else None
+    assert elf is not None or not a.pvh, "this image's kernel has no PVH entry"
     extra = a.extra.split()
+    walls: dict[str, list[float]] = {"bzImage": [], "pvh": []}
     for r in range(a.runs):
+        kind = "pvh" if a.pvh and (r % 4 in (1, 2)) else "bzImage"
+        image = dataclasses.replace(bz, kernel=elf) if kind == "pvh" and elf else bz
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             overlay = imageboot.make_overlay(image, tmp / "overlay.qcow2")
@@ -73,7 +85,8 @@ def main() -> None:
                 qemu.wait()
             qemu, agent, wall, cpu = boot(image, tmp, overlay, extra)
             up = float(agent.exec("/usr/bin/cat", "/proc/uptime")[1].split()[0])
-            print(f"run {r}: agent after {wall:.1f}s (guest uptime {up:.1f}s) "
+            walls[kind].append(wall)
+            print(f"run {r} ({kind}): agent after {wall:.1f}s (guest uptime {up:.1f}s) "
                   f"qemu cpu {cpu:.1f}s", flush=True)
             if a.blame:
                 agent.exec("/usr/bin/systemctl", "is-system-running", "--wait", timeout=180)
@@ -82,6 +95,12 @@ def main() -> None:
             agent.close()
             qemu.kill()
             qemu.wait()
+    from hugelab.host.inspect import cpu_model
+    from hugelab.host.paths import REAL
+    print(f"CPU: {cpu_model(REAL)}, TCG")
+    for kind, xs in walls.items():
+        if xs:
+            print(f"{kind:8s} {len(xs)} boots, median to the agent {statistics.median(xs):.2f} s")
 
 
 if __name__ == "__main__":
