@@ -95,3 +95,35 @@ def test_the_hosts_kernel_boots_through_its_pvh_entry(tmp_path, monkeypatch):
         assert booted == str(tmp_path / "c" / "pvh" / image.parent.name / "vmlinux")
         release = g.target.exec(["/bin/uname", "-r"]).stdout.strip()
     assert release == kernel_release(kernel)
+
+
+@pytest.mark.vm
+@pytest.mark.slow
+def test_the_demo_domain_boots_its_images_kernel_through_the_pvh_entry():
+    """The demo domain's XML names a `vmlinux` beside its disk: the image's own kernel
+    uncompressed (same bytes as pvh extracts), with binutils' PVH note; its trials' guests run
+    the image's release (checked by every domain test that reads the guest, e.g. the examples)."""
+    import xml.etree.ElementTree as ET
+
+    from hugelab.vm.common.libvirtd import connect
+    from hugelab.vm.domains.demo_domain import define_image_domain
+    from hugelab.vm.domains.image import image_dir, load_image
+    from tests.vmhelpers import libvirt_missing
+
+    if (why := libvirt_missing()) is not None:
+        pytest.skip(why)
+    home = define_image_domain("hugelab-demo-debian")
+    conn = connect(None)
+    try:
+        kernel = ET.fromstring(conn.lookupByName("hugelab-demo-debian").XMLDesc()).findtext(
+            "os/kernel")
+    finally:
+        conn.close()
+    image = load_image(image_dir())
+    assert image is not None
+    assert kernel == str(home / "vmlinux"), kernel
+    assert (home / "vmlinux").read_bytes() == pvh.elf_kernel(image.kernel.read_bytes())
+    if shutil.which("readelf"):
+        notes = subprocess.run(["readelf", "-n", kernel], capture_output=True, text=True,
+                               check=True).stdout
+        assert "(0x00000012)" in notes
