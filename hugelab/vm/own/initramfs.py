@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hugelab.errors import VMError
 from hugelab.trial import procscan
+from hugelab.vm.common.bzimage import setup_header
 
 _BUILD_LOCK = threading.Lock()  # concurrent guests of one process build the image once
 
@@ -127,12 +128,11 @@ def kernel_release(kernel: Path) -> str:
     except OSError as exc:
         raise VMError(f"cannot read kernel image {kernel}: {exc.strerror}",
                       hint="name an existing bzImage, e.g. /boot/vmlinuz-$(uname -r)") from exc
-    if len(head) < 0x210 or head[0x202:0x206] != b"HdrS":
+    header = setup_header(head)
+    if header is None:
         raise VMError(f"{kernel} is not an x86 bzImage (no HdrS setup header)",
                       hint="pass a bootable kernel image such as /boot/vmlinuz-<release>")
-    off = int.from_bytes(head[0x20E:0x210], "little") + 0x200
-    raw = head[off:off + 256].split(b"\0", 1)[0].decode("ascii", "replace")
-    release = raw.split(" ", 1)[0]
+    release = header.release(head)
     if not release:
         raise VMError(f"cannot read the kernel release from {kernel}")
     return release

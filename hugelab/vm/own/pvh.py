@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hugelab.owned import TemplateCache, cache_path, file_sha256
+from hugelab.vm.common.bzimage import setup_header
 
 IMAGE = "vmlinux"
 XEN_ELFNOTE_PHYS32_ENTRY = 18
@@ -47,15 +48,9 @@ DECOMPRESSORS: tuple[tuple[bytes, Callable[[bytes], bytes]], ...] = (
 
 def payload(bzimage: bytes) -> bytes | None:
     """The compressed kernel inside an x86 bzImage (boot protocol 2.08 or later: its setup
-    header's payload_offset and payload_length, from the start of the protected-mode code);
-    None if it is not one."""
-    if len(bzimage) < 0x250 or bzimage[0x202:0x206] != b"HdrS" or \
-            struct.unpack_from("<H", bzimage, 0x206)[0] < 0x208:
-        return None
-    setup_sects = bzimage[0x1F1] or 4
-    offset, length = struct.unpack_from("<II", bzimage, 0x248)
-    start = (setup_sects + 1) * 512 + offset
-    return bzimage[start:start + length] if start + length <= len(bzimage) else None
+    header's payload_offset and payload_length); None if it is not one."""
+    header = setup_header(bzimage)
+    return header.payload(bzimage) if header is not None else None
 
 
 def decompress(data: bytes) -> bytes | None:
