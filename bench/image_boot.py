@@ -4,7 +4,7 @@
 --cmd SHELL apply in a first boot of the same overlay, then the second boot is measured (to try
 a change without rebuilding the image). --image DIR boots a cached image other than the
 current recipe's. --pvh alternates the bzImage with its uncompressed PVH kernel
-(hugelab.vm.own.pvh), ABBA, as the demo domain boots it since DOMAIN_VERSION 4. Root;
+(hugelab.vm.common.pvh), ABBA, as the demo domain boots it since DOMAIN_VERSION 4. Root;
 docs/benchmarks.md ("A faster boot of the image", issue 40)."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from test_vm_image import _wait_for_agent  # noqa: E402
 
 from hugelab import proc  # noqa: E402
+from hugelab.vm.common.pvh import boot_image  # noqa: E402
 from hugelab.vm.domains import imageboot, imagebuild  # noqa: E402
 from hugelab.vm.domains.image import GuestImage, load_image  # noqa: E402
-from hugelab.vm.own.pvh import boot_image  # noqa: E402
 
 REPORTS = (["systemd-analyze"], ["systemd-analyze", "blame"],
            ["systemd-analyze", "critical-chain", "qemu-guest-agent.service"],

@@ -21,7 +21,7 @@ from hugelab.vm.own.guest import Guest
 
 
 class BzImageGuest(Guest):
-    """The guest as it booted before hugelab.vm.own.pvh: QEMU given the bzImage."""
+    """The guest as it booted before hugelab.vm.common.pvh: QEMU given the bzImage."""
 
     def boot_image(self, kernel: Path) -> Path:
         return kernel

@@ -1,5 +1,5 @@
 """hugelab's own guests boot the bzImage's uncompressed kernel through QEMU's PVH entry where
-it has one (hugelab.vm.own.pvh). Pure checks on images this test builds itself (a bzImage
+it has one (hugelab.vm.common.pvh). Pure checks on images this test builds itself (a bzImage
 header around an XZ, gzip or zstd payload; an ELF with and without the note), and a real one:
 the host's kernel extracted, its PVH note confirmed by binutils' `readelf -n` (not by this
 code), and a guest booted from it that runs the bzImage's own release."""
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from hugelab.vm.own import pvh
+from hugelab.vm.common import pvh
 
 
 def elf(note: bool) -> bytes:

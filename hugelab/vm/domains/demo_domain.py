@@ -123,9 +123,9 @@ STAMP_PREFIX = "hugelab demo domain: image"
 
 def _boot_kernel(kernel: Path) -> Path:
     """What the domain boots: the bzImage's uncompressed kernel through its PVH entry where it
-    has one (hugelab.vm.own.pvh, cached by content), 3.4 s sooner to the agent under TCG
+    has one (hugelab.vm.common.pvh, cached by content), 3.4 s sooner to the agent under TCG
     (bench/image_boot.py --pvh); else the bzImage."""
-    from hugelab.vm.own.pvh import boot_image
+    from hugelab.vm.common.pvh import boot_image
     return boot_image(kernel) or kernel
 
 

@@ -24,10 +24,11 @@ from typing import Any, Self
 from hugelab.errors import VMError
 from hugelab.proc import start as start_process
 from hugelab.proc import wait_for, which
+from hugelab.vm.common import pvh
 from hugelab.vm.common.evidence import qemu_memory_evidence
 from hugelab.vm.common.guestapi import apply_guest_layer
 from hugelab.vm.common.spec import VmSpec, validate
-from hugelab.vm.own import accel, pvh
+from hugelab.vm.own import accel
 from hugelab.vm.own.agentchannel import AgentChannel
 from hugelab.vm.own.agenttarget import AgentTarget
 from hugelab.vm.own.backingcheck import check_file_backing
@@ -162,7 +163,7 @@ class Guest:
 
     def boot_image(self, kernel: Path) -> Path:
         """What QEMU boots for the bzImage `kernel`: its uncompressed PVH kernel where it has
-        one (hugelab.vm.own.pvh: 3 s less a boot under TCG), else the bzImage."""
+        one (hugelab.vm.common.pvh: 3 s less a boot under TCG), else the bzImage."""
         return pvh.boot_image(kernel) or kernel
 
     def _workdir(self) -> Path:

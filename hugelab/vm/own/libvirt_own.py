@@ -45,7 +45,7 @@ class LibvirtGuest(Guest):
 
     def boot_image(self, kernel: Path) -> Path:
         """The bzImage itself: libvirt's QEMU runs as its own user, who cannot read hugelab's
-        private cache of uncompressed kernels (hugelab.vm.own.pvh)."""
+        private cache of uncompressed kernels (hugelab.vm.common.pvh)."""
         return kernel
 
     def _workdir(self) -> Path:
