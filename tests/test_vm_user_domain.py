@@ -163,13 +163,16 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
         f'kind = "postgres"\ndump = "{data}/shop.sql"\nconf = "{data}/shop.conf"\n'
         f'script = "{data}/shop-orders.sql"\nclients = 1\nthreads = 1\nduration_s = 3\n'
         'warmup_s = 1')).split("[[arms]]\n", 1)[0] + PG_ARM)
-    proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "run.log"  # what the run said, should it end before the kill
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     try:  # until the guest's postmaster is up (its pid file, read through the agent)
         while not (transient() and guest_has(transient()[0],
                                              "/var/tmp/hugelab/data/postmaster.pid")):
-            assert proc.poll() is None, "the run ended before the guest's server started"
+            assert proc.poll() is None, \
+                f"the run ended before the guest's server started: {log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "the guest's server did not start"
             time.sleep(0.5)
     finally:

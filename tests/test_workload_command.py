@@ -124,3 +124,19 @@ def test_a_failed_command_error_leads_with_the_programs_words():
     assert first == "virt-xml-validate failed (exit 1): relax-ng validity error: element domain"
     assert rest[0].strip() == "fails to validate"
     assert rest[-1].strip().startswith("command: /usr/sbin/virt-xml-validate /tmp/x")
+
+
+def test_a_tool_ended_by_a_signal_shows_its_stdout_crash_report_too():
+    """The JVM prints its fatal-error report on stdout; stderr held only its GC log when a
+    java in a domain ended by SIGABRT (the suite's trial said nothing else)."""
+    from hugelab.workloads.base import ExecResult
+    from hugelab.workloads.toolrun import failure_text
+    crash = ("#\n# A fatal error has been detected by the Java Runtime Environment:\n#\n"
+             "#  Internal Error (os_linux.cpp:123), pid=7, tid=8\n#  Error: ShouldNotReachHere()\n")
+    res = ExecResult(["java", "-jar", "walk.jar"], -6, crash,
+                     "[0.3s][info][gc,init ] Pre-touch: Enabled\n[hugelab: ended by signal 6]\n",
+                     0.4)
+    text = failure_text("java", res)
+    assert text.startswith("java exited with -6: ") and "Internal Error (os_linux.cpp:123)" in text
+    calm = failure_text("java", ExecResult(["java"], 1, crash, "Error: bad heap\n", 0.1))
+    assert "Internal Error" not in calm  # an ordinary exit keeps to stderr, as before

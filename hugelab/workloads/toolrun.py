@@ -41,9 +41,13 @@ def error_summary(text: str, lines: int = 8) -> str:
 def failure_text(tool: str, res: ExecResult) -> str:
     """`tool exited with N: <its own first error line>`, then its other lines, then the
     command: a report's one-line reason (a "why failed" cell) shows what the tool said, not the
-    start of a long command line."""
+    start of a long command line. A tool ended by a signal also gets its stdout's summary: the
+    JVM prints its fatal-error report there (a java in a domain ended by SIGABRT said nothing
+    on stderr but its GC log, once in a suite run)."""
     err = error_summary(res.stderr) or error_summary(res.stdout) or "(no output)"
     first, *rest = err.splitlines()
+    if res.returncode < 0 and res.stderr.strip() and (out := error_summary(res.stdout)):
+        rest += ["stdout:", *out.splitlines()]  # a crash report (the JVM's) goes to stdout
     return "\n  ".join([f"{tool} exited with {res.returncode}: {first}", *rest,
                          f"command: {shlex.join(str(a) for a in res.argv)}"])
 
