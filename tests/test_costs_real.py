@@ -120,7 +120,11 @@ def test_the_tree_samplers_pss_and_page_tables_are_the_processs_own():
         status = Path(f"/proc/{child.pid}/status").read_text()
         assert tree["samples"] >= 2
         assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256)
-        assert tree["pss_kb"] == pytest.approx(rollup["Pss"], abs=256)
+        # Pss splits each shared page among its sharers: other Pythons starting and ending
+        # beside the test (the suite's Python lane) move it, by at most the shared pages
+        shared = rollup.get("Shared_Clean", 0) + rollup.get("Shared_Dirty", 0)
+        assert tree["pss_kb"] == pytest.approx(rollup["Pss"], abs=256 + shared)
+        assert tree["pss_kb"] >= rollup.get("Private_Dirty", 0) + rollup.get("Private_Clean", 0)
         assert tree["pte_kb"] == procscan.page_table_kb(status) > 0
         assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
         assert rollup["Rss"] >= 48 * MIB
