@@ -11,6 +11,7 @@ from hugelab.experiment import Arm
 from hugelab.host.session import host_session
 from hugelab.trial.appevidence import app_check
 from hugelab.trial.evidence import CONTRADICTED, NOT_APPLICABLE, VERIFIED
+from hugelab.trial.judge import judge_evidence, layer_checks
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.redis import RedisBenchmark, judge
 from hugelab.workloads.redis.thp import check_redis
@@ -48,6 +49,30 @@ def test_redis_rules():
     assert check_redis(False, "never", off).status == VERIFIED  # the wrapper, not Redis
     assert check_redis(False, None, {"thp_enabled": None}).status == NOT_APPLICABLE
     assert app_check({"redis": {"disable_thp": True}, "server": {}}, judge).status == NOT_APPLICABLE  # type: ignore[union-attr]
+
+
+def test_a_server_that_switched_thp_off_itself_is_not_contradicted_by_its_arms_backing():
+    """At the sizes users run (1.1 GB a server, bench/sizes/redis-1g.toml) the 6 MiB that Redis
+    faulted in THP before its `disable-thp yes` took effect are 0.5% of its anonymous memory:
+    the workload layer's 10% THP rule, from the arm's `backing = "thp"` (what the host
+    offers), flagged every such trial. Where the app layer verifies that the switch decided,
+    the workload layer says so and does not contradict; without the switch it still does."""
+    arm = Arm("disable-thp", "thp", thp="always", app=(("disable-thp", "yes"),))
+    tree = {"samples": 3, "processes": 2, "anon_kb": 1_363_148, "anon_huge_kb": 6144}
+    ev = {"tree": tree, "redis": {"disable_thp": True},
+          "server": {"thp_enabled": 0, "anon_huge_kb": 6144}}
+    checks = {c.layer: c for c in layer_checks(arm, ev, "native", "thp", 0.5, judge)}
+    assert checks["app"].status == VERIFIED and checks["app"].governs
+    assert checks["workload"].status == NOT_APPLICABLE, checks
+    assert "only 6.0 MiB" in checks["workload"].reason and "own switch" in checks["workload"].reason
+    assert judge_evidence(ev, list(checks.values()))[0] == VERIFIED
+    assert ev["checks"]["app"]["governs"] is True and "governs" not in ev["checks"]["workload"]
+    # the switch said no (THP kept), yet the server has almost none: still contradicted
+    keep = {**ev, "redis": {"disable_thp": False}, "server": {"thp_enabled": 1, "anon_huge_kb": 6144}}
+    checks = {c.layer: c for c in layer_checks(arm, keep, "native", "thp", 0.5, judge)}
+    assert checks["workload"].status == CONTRADICTED and not checks["app"].governs
+    # a guest-judged app check travels as a dict, and keeps its governs
+    assert app_check({"app": ev["checks"]["app"]}).governs  # type: ignore[union-attr]
 
 
 @pytest.mark.host

@@ -68,5 +68,6 @@ def app_check(evidence: dict[str, Any], judge: Judge | None = None) -> Check | N
     own report, its server's mappings); None for a workload without an application switch."""
     app = evidence.get("app")
     if isinstance(app, dict) and "status" in app:
-        return Check(str(app["status"]), str(app.get("reason", "")), "app")
+        return Check(str(app["status"]), str(app.get("reason", "")), "app",
+                     governs=bool(app.get("governs")))
     return judge(evidence) if judge is not None else None

@@ -16,6 +16,7 @@ from hugelab.host.paths import REAL, HostPaths, parse_selected, read_text
 from hugelab.trial.appevidence import Judge, app_check, check_process
 from hugelab.trial.evidence import (
     CONTRADICTED,
+    NOT_APPLICABLE,
     VERIFIED,
     Check,
     check_vm,
@@ -49,11 +50,21 @@ def layer_checks(arm: Arm, evidence: dict[str, Any], target: str, host_backing: 
     app = app_check(evidence, judge)
     if app is not None:
         checks.append(app)
+        if app.status == VERIFIED and app.governs and checks[0].status == CONTRADICTED:
+            checks[0] = governed(checks[0])
     if arm.vm is not None:
         host_thp = "never" if host_backing == "4k" else "always/madvise"
         checks.append(check_vm(arm.vm.backing, arm.vm.page_size, evidence.get("qemu") or {},
                                host_thp, mthp=arm.vm.mthp, min_fraction=min_fraction))
     return checks
+
+
+def governed(workload: Check) -> Check:
+    """The workload layer where the application's own switch decided its pages (a verified
+    app check that `governs`): the arm's backing names what the host offered, so pages that
+    differ from it are the switch at work, judged by the app layer, not a contradiction."""
+    return Check(NOT_APPLICABLE, f"{workload.reason}, as the application's own switch decided "
+                 "(see app)", workload.layer)
 
 
 def host_state_check(mon: dict[str, Any]) -> list[Check]:

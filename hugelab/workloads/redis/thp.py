@@ -14,7 +14,8 @@ from hugelab.workloads.serverjudge import judge_switch
 def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, Any]) -> Check:
     """Redis's own disable-thp from its server process, read just before it stopped: `yes`
     switches THP off for itself (prctl, so THP_enabled 0) when the host's mode is `always`,
-    after start-up (what it faulted in THP before stays THP: measured 6 MiB with Redis 7.0);
+    after start-up (what it faulted in THP before stays THP: measured 6 MiB with Redis 7.0),
+    and then its switch, not the arm's backing, decides its pages (`governs`);
     `no` keeps it (THP_enabled 1, unless the arm's process_thp wraps it)."""
     enabled = server.get("thp_enabled")
     huge = int(server.get("anon_huge_kb", 0))
@@ -25,7 +26,7 @@ def check_redis(disable_thp: bool, process_thp: str | None, server: dict[str, An
         if enabled == 0:
             return Check(VERIFIED, "disable-thp yes: redis-server switched THP off for itself "
                                    f"(THP_enabled 0; {amount(huge)} faulted in THP before "
-                                   "it did stays THP)", "app")
+                                   "it did stays THP)", "app", governs=True)
         if huge:
             return Check(CONTRADICTED, f"disable-thp yes, yet redis-server has {amount(huge)} "
                                        "in THP", "app")
