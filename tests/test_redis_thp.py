@@ -4,6 +4,8 @@ command lines, the app rule, and for real under host THP always, through the kin
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from hugelab.errors import ExperimentError
@@ -59,7 +61,7 @@ def test_a_server_that_switched_thp_off_itself_is_not_contradicted_by_its_arms_b
     the workload layer says so and does not contradict; without the switch it still does."""
     arm = Arm("disable-thp", "thp", thp="always", app=(("disable-thp", "yes"),))
     tree = {"samples": 3, "processes": 2, "anon_kb": 1_363_148, "anon_huge_kb": 6144}
-    ev = {"tree": tree, "redis": {"disable_thp": True},
+    ev: dict[str, Any] = {"tree": tree, "redis": {"disable_thp": True},
           "server": {"thp_enabled": 0, "anon_huge_kb": 6144}}
     checks = {c.layer: c for c in layer_checks(arm, ev, "native", "thp", 0.5, judge)}
     assert checks["app"].status == VERIFIED and checks["app"].governs
@@ -68,7 +70,7 @@ def test_a_server_that_switched_thp_off_itself_is_not_contradicted_by_its_arms_b
     assert judge_evidence(ev, list(checks.values()))[0] == VERIFIED
     assert ev["checks"]["app"]["governs"] is True and "governs" not in ev["checks"]["workload"]
     # the switch said no (THP kept), yet the server has almost none: still contradicted
-    keep = {**ev, "redis": {"disable_thp": False}, "server": {"thp_enabled": 1, "anon_huge_kb": 6144}}
+    keep: dict[str, Any] = {**ev, "redis": {"disable_thp": False}, "server": {"thp_enabled": 1, "anon_huge_kb": 6144}}
     checks = {c.layer: c for c in layer_checks(arm, keep, "native", "thp", 0.5, judge)}
     assert checks["workload"].status == CONTRADICTED and not checks["app"].governs
     # a guest-judged app check travels as a dict, and keeps its governs
