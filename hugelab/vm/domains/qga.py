@@ -22,26 +22,49 @@ from hugelab.workloads.base import ExecResult
 COPY_CHUNK = 48 << 10  # qemu-ga reads requests in small buffers: keep each write small
 
 
+# Commands asked again when the agent did not answer in time: libvirt sends `guest-sync`
+# before every command and gives up after 5 s with "Guest agent is not responding: Guest
+# agent not available for now" (VIR_ERR_AGENT_UNRESPONSIVE), the command itself unsent. A
+# guest whose vCPUs a workload saturates (TCG, or a loaded host) can leave its agent
+# unscheduled that long. Only commands that change nothing in the guest are asked again:
+# a guest-exec whose own reply was lost could otherwise run twice.
+# (`guest-ping` is not: the boot's wait asks it every second until its own limit)
+REASKED = frozenset({"guest-exec-status", "guest-info"})
+REASK_S = 60.0  # how long an agent may stay silent before the run gives up on it
+
+
 class Agent:
     """qemu-guest-agent commands through libvirt (libvirt_qemu.qemuAgentCommand)."""
 
     def __init__(self, dom: Any) -> None:
         self.dom = dom
         self.lock = threading.Lock()
+        self.reasked = 0  # commands asked again after a silence (the run's log says so)
 
     def call(self, command: str, arguments: dict[str, Any] | None = None,
-             timeout_s: float = 30.0) -> Any:
+             timeout_s: float = 30.0, reask_s: float = REASK_S) -> Any:
+        """`command`'s return; asked again while the agent is silent, for `reask_s`, when it
+        changes nothing in the guest (REASKED)."""
         import libvirt_qemu
         lv = libvirt_module()
         msg = json.dumps({"execute": command, **({"arguments": arguments} if arguments else {})})
-        try:
-            with self.lock:
-                out = libvirt_qemu.qemuAgentCommand(self.dom, msg, max(1, int(timeout_s)), 0)
-        except lv.libvirtError as exc:
-            raise DomainError(f"guest agent: {command}: {exc.get_error_message()}",
-                              hint="is qemu-guest-agent installed and running in the guest?"
-                              ) from exc
-        return json.loads(out).get("return")
+        t0 = time.monotonic()
+        while True:
+            try:
+                with self.lock:
+                    out = libvirt_qemu.qemuAgentCommand(self.dom, msg, max(1, int(timeout_s)), 0)
+                return json.loads(out).get("return")
+            except lv.libvirtError as exc:
+                silent = exc.get_error_code() == lv.VIR_ERR_AGENT_UNRESPONSIVE
+                if silent and command in REASKED and time.monotonic() - t0 < reask_s:
+                    self.reasked += 1
+                    time.sleep(0.5)
+                    continue
+                waited = (f" (silent for {time.monotonic() - t0:.0f} s)"
+                          if silent and command in REASKED else "")
+                raise DomainError(f"guest agent: {command}: {exc.get_error_message()}{waited}",
+                                  hint="is qemu-guest-agent installed and running in the "
+                                  "guest?") from exc
 
     def read(self, path: str) -> str | None:
         """A small guest file (procfs), or None when it cannot be opened."""

@@ -1,0 +1,66 @@
+"""A guest agent that stays silent for a while does not end the trial: libvirt gives up on
+an agent that has not answered its `guest-sync` within 5 s ("Guest agent is not responding:
+Guest agent not available for now", VIR_ERR_AGENT_UNRESPONSIVE), which a guest whose vCPUs a
+workload saturates can cause (a suite's redis-domain trial lost its agent so once). For real:
+a copy of the demo domain whose qemu-guest-agent a program it started stops (SIGSTOP) for
+12 s; hugelab asks `guest-exec-status` while it is stopped."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hugelab.vm.common.libvirtd import DomainError
+from hugelab.vm.common.spec import VmSpec
+from hugelab.vm.domains.libvirt_guest import DomainGuest
+from hugelab.vm.domains.qga import Agent, QgaTarget
+from tests.vmhelpers import DOMAIN, libvirt_missing
+
+pytestmark = [pytest.mark.vm, pytest.mark.slow]
+
+# stops the guest's qemu-ga (by comm; the shell's builtins only, so it is quick under TCG)
+# for 12 s, then lets it go; its output goes nowhere, so the agent reports it exited only then
+FREEZE = ("(for p in /proc/[0-9]*; do read c < $p/comm && [ \"$c\" = qemu-ga ] && "
+          "kill -STOP ${p#/proc/} && echo ${p#/proc/} > /run/frozen; done; sleep 12; "
+          "kill -CONT $(cat /run/frozen)) >/dev/null 2>&1")
+
+
+def freeze(agent: Agent) -> tuple[int, float]:
+    """Start the freezer and wait until libvirt finds the agent silent (a 3 s guest-info,
+    which is not asked again at that timeout's end); its pid and when the silence began."""
+    pid = int(agent.call("guest-exec", {"path": "/bin/sh", "arg": ["-c", FREEZE]})["pid"])
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        try:
+            agent.call("guest-info", timeout_s=3, reask_s=0)
+        except DomainError as exc:
+            assert "not responding" in exc.message, exc.message
+            return pid, time.monotonic() - 3
+        time.sleep(0.2)
+    raise AssertionError("the agent never went silent: the freezer did not stop it")
+
+
+def test_a_silent_agent_is_asked_again_and_answers_once_back(tmp_path, monkeypatch):
+    reason = libvirt_missing()
+    if reason:
+        pytest.fail(reason)  # a real component this test needs: never a silent skip
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    from hugelab.vm.domains.demo_domain import define_image_domain
+    define_image_domain(DOMAIN)
+    with DomainGuest(VmSpec(mem_mib=512, vcpus=1), domain=DOMAIN, uri="qemu:///system",
+                     name="silent") as guest:
+        target = guest.target
+        assert isinstance(target, QgaTarget)
+        agent = target.agent
+        pid, silent_since = freeze(agent)
+        status = agent.call("guest-exec-status", {"pid": pid})  # asked until it answers
+        while not status.get("exited"):
+            status = agent.call("guest-exec-status", {"pid": pid})
+            time.sleep(0.2)
+        assert status.get("exitcode") == 0, status
+        assert agent.reasked >= 1 and time.monotonic() - silent_since >= 8, agent.reasked
+        # silent past the limit: an error that says how long it was asked
+        pid, _ = freeze(agent)
+        with pytest.raises(DomainError, match=r"guest-exec-status: .*not responding.* \(silent "):
+            agent.call("guest-exec-status", {"pid": pid}, reask_s=4)
