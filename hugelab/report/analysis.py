@@ -51,6 +51,7 @@ from hugelab.report.perseries import series_rows
 from hugelab.report.poolnotes import pool_warnings, shared_pools
 from hugelab.report.runload import RunData
 from hugelab.report.startorder import StartOrder, start_order
+from hugelab.report.turns import turns_note
 from hugelab.stats import components, drift, grid, multiple, paired, tails, windows
 from hugelab.stats._util import StatsInputError
 from hugelab.stats.blocks import variance_components
@@ -243,6 +244,9 @@ def comparisons(data: RunData, m: Matrix, opts: Options,
     if order is not None:
         for p in ps:
             p.notes.append(order.note)
+    if (turns := turns_note(data)) is not None:  # request-interleaved servers sharing CPUs
+        for p in ps:
+            p.notes.append(turns)
     raw = {p.name: _compare(p, opts, data, order) for p in ps}
     extra = {f"claim:{k}": v for k, v in (extra or {}).items()}
     adjusted = multiple.adjust({**raw, **extra}) if raw or extra else {}
