@@ -15,7 +15,7 @@ from hugelab import owned
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import WorkloadResult
 from hugelab.workloads.redis import persist
-from hugelab.workloads.redis.resp import Conn
+from hugelab.workloads.redis.resp import Conn, parse_info
 
 RDB_NAME = "dump.rdb"
 RDB_WORK = persist.PRIVATE_WORK
@@ -61,7 +61,9 @@ def loaded_keys(port: int, timeout: float = LOAD_TIMEOUT_S) -> int:
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError, WorkloadError):  # busy loading: asked again
-            if "loading:0" in info_section(port, "persistence"):
+            # the field itself: `async_loading:0` (Redis 7) holds "loading:0" too, and a
+            # substring test read a million-key load's count a fifth of the way through
+            if parse_info(info_section(port, "persistence")).get("loading") == "0":
                 return keyspace_keys(info_section(port, "keyspace"))
         if time.monotonic() > deadline:
             raise WorkloadError(f"redis-server was still loading its RDB after {timeout:.0f} s")
@@ -86,10 +88,17 @@ def record_rdb(result: WorkloadResult, rdb: str | None, keys: int | None) -> Non
 
 
 def rdb_leftovers(work: Path = RDB_WORK) -> list[str]:
-    """Private directories (RDB copies, persistence's files) whose run is gone (after a kill):
-    removed, for `hugelab recover`."""
+    """Private directories (RDB copies, persistence's files, links to key-set snapshots)
+    whose run is gone (after a kill), and the key-set snapshots a killed build left half
+    made: removed, for `hugelab recover`."""
     gone = []
     for top in owned.dead_owned(work):
         shutil.rmtree(top, ignore_errors=True)
         gone.append(str(top))
-    return gone
+    return gone + snapshot_cache().sweep()
+
+
+def snapshot_cache() -> owned.TemplateCache:
+    """Where key-set snapshots are kept (hugelab.workloads.redis.snapshot): the cache
+    directory's redis/."""
+    return owned.TemplateCache(owned.cache_path("redis"))

@@ -63,6 +63,7 @@ from hugelab.workloads.redis.rdb import (
     record_rdb,
     work_dir,
 )
+from hugelab.workloads.redis.snapshot import keys_loaded, linked, snapshot
 from hugelab.workloads.redis.thp import judge
 from hugelab.workloads.reqmix import redis_server
 from hugelab.workloads.serverkind import Running, ServerKind, version
@@ -128,6 +129,13 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
                                         else not self.rdb)
 
     @property
+    def snapshots(self) -> bool:
+        """Whether request-level servers load a cached snapshot of the preload's key set
+        (hugelab.workloads.redis.snapshot) instead of being written a key at a time: natively,
+        with no user's RDB and no persistence."""
+        return self.preloads and not self.rdb and self.persistence == "off"
+
+    @property
     def disable_thp(self) -> bool:
         """Redis's own disable-thp for this arm: hugelab's default is no (see module doc)."""
         value = dict(self.app).get("disable-thp", "no")
@@ -144,10 +152,14 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
 
     # -- one trial (hugelab.workloads.serverkind.ServerKind.run) ------------------------------
     def own_files(self, target: Target | None) -> Path | None:
+        """The server's private directory (a user's RDB, persistence's files); for one of a
+        request-level trial's servers (`target` None: the host) the key-set snapshot."""
         if (self.rdb or self.persistence != "off") and target is not None and \
                 place_of(target) is not Place.NATIVE:
             raise WorkloadError("redis: rdb and persistence run on the host only for now (the "
                                 "files and the fork driver are this host's)")
+        if target is None and self.snapshots:
+            return linked(snapshot(self.server_binary, self.keyspace or 0, self.data_size))
         return work_dir(self.rdb, self.persistence)
 
     def drop_files(self, files: Path | None) -> None:
@@ -192,10 +204,21 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
             "; the server runs with --disable-thp no so it does not opt itself out of THP"))
 
     # -- interleaved servers (hugelab.workloads.requests; windows: BenchmarkRuns) -------------
+    def fill(self, srv: Running) -> None:
+        """A request-level server's data: the keys its snapshot brought (checked: every key
+        of the keyspace), else as `filled` says."""
+        if srv.files is not None and self.snapshots:
+            srv.loaded = keys_loaded(srv.port, self.keyspace or 0)
+        else:
+            srv.loaded = self.filled(srv.port, srv.files)
+
     def served(self, result: WorkloadResult, srv: Running) -> None:
         result.info.update({"tool": "hugelab-reqmix", "tests": list(self.tests), "version":
                             version([self.server_binary, "--version"], r"v=(\d+\.\d+\.\d+)")})
-        record_rdb(result, self.rdb, srv.loaded)
+        if srv.files is not None and self.snapshots:  # the key set, from its snapshot
+            result.info["preload"] = {"from": "snapshot", "keys_loaded": srv.loaded}
+        else:
+            record_rdb(result, self.rdb, srv.loaded)
 
     def reqmix_server(self, host: str, port: int) -> str:
         return redis_server(host, port)
@@ -206,7 +229,7 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
         sets = sum(t == "set" for t in self.tests) / max(1, sum(t in ("get", "set")
                                                                for t in self.tests))
         return {"keyspace": self.keyspace or 10000, "value_size": self.data_size,
-                "set_ratio": sets, "preload": True}
+                "set_ratio": sets, "preload": not self.snapshots}
 
 
 def validate(w: RedisBenchmark) -> None:
