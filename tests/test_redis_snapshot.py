@@ -1,8 +1,10 @@
-"""A request-level trial's Redis servers load a cached snapshot of the key set instead of being
-written a key at a time (hugelab.workloads.redis.snapshot): built once per (version,
+"""A request-level trial's Redis servers with `snapshot = true` load a cached snapshot of the
+key set instead of being written a key at a time (hugelab.workloads.redis.snapshot): built once per (version,
 keyspace, value size) in the cache directory, reused without a rebuild, loaded by each server
 from a link in its own private directory, and never written by it. Checked against the
-server's own answers (DBSIZE, a GET's value) and the file's bytes."""
+server's own answers (DBSIZE, a GET's value) and the file's bytes. (A million keys' load,
+tests/test_interleave_servers.py's Redis pair, is what caught the wait for a loaded RDB
+reading its count mid-load.)"""
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ def test_built_once_loaded_whole_and_never_written(tmp_path, monkeypatch):
     assert rdb.is_file() and rdb.read_bytes()[:5] == b"REDIS"
     first, made = sha(rdb), rdb.stat().st_mtime_ns
     assert snapshot("redis-server", KEYS, SIZE) == rdb and rdb.stat().st_mtime_ns == made
-    wl = RedisBenchmark(keyspace=KEYS, data_size=SIZE, window_ops=100, duration_s=1)
+    wl = RedisBenchmark(keyspace=KEYS, data_size=SIZE, window_ops=100, duration_s=1,
+                        snapshot=True)
     assert wl.snapshots and wl.request_load()["preload"] is False  # the client writes nothing
     srv = wl.launched("4k")
     try:
@@ -62,8 +65,10 @@ def test_built_once_loaded_whole_and_never_written(tmp_path, monkeypatch):
     assert not srv.files.exists() and sha(rdb) == first  # its link gone, the snapshot as made
     assert workload_processes() == procs
     # a user's RDB, persistence or no preload: no snapshot
-    assert not RedisBenchmark(keyspace=KEYS, persistence="rdb").snapshots
-    assert not RedisBenchmark(keyspace=KEYS, preload=False).snapshots
+    assert not RedisBenchmark(keyspace=KEYS, persistence="rdb", snapshot=True).snapshots
+    assert not RedisBenchmark(keyspace=KEYS, preload=False, snapshot=True).snapshots
+    off = RedisBenchmark(keyspace=KEYS)  # the default: the client writes every key
+    assert not off.snapshots and off.request_load()["preload"] is True
 
 
 EXP = """\
@@ -81,6 +86,7 @@ keyspace = 20000
 data_size = 100
 duration_s = 1
 window_ops = 200
+snapshot = true
 
 [[arms]]
 name = "a"

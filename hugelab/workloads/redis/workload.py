@@ -108,6 +108,9 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
     # the defaults preload 1,000,000 keys of 100 bytes, a 100 MB data set
     preload: bool | None = key(None, "every key of keyspace SET before the load (none: yes, "
                                "unless rdb brings the data)")
+    snapshot: bool = key(False, "request-level: each server loads a saved snapshot of the "
+                         "preload's key set instead of the client writing every key each "
+                         "trial (faster; another memory layout: applications.md)")
     kind: str = field(default="redis", init=False)
 
     tool: ClassVar[str] = "redis-server"
@@ -132,8 +135,8 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
     def snapshots(self) -> bool:
         """Whether request-level servers load a cached snapshot of the preload's key set
         (hugelab.workloads.redis.snapshot) instead of being written a key at a time: natively,
-        with no user's RDB and no persistence."""
-        return self.preloads and not self.rdb and self.persistence == "off"
+        with no user's RDB and no persistence, where the experiment says `snapshot = true`."""
+        return self.snapshot and self.preloads and not self.rdb and self.persistence == "off"
 
     @property
     def disable_thp(self) -> bool:
