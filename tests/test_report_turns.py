@@ -5,17 +5,22 @@ how many servers share the CPU"."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
+from hugelab.report.runload import RunData, SeriesDetails
 from hugelab.report.turns import turns_note
 
 
-def run(*inters: dict[str, Any] | None) -> Any:
-    """A run's details as the report reads them: one series per trial's provenance."""
-    return SimpleNamespace(details=[SimpleNamespace(provenance=[{} if i is None else
-                                                                {"interleaved": i}])
-                                    for i in inters])
+def run(*inters: dict[str, Any] | None) -> RunData:
+    """A run as the report reads it: one series per trial, with that trial's provenance."""
+    none = np.array([], dtype=np.int64)
+    return RunData(run={}, series=[], series_arm=[], series_target=[], block=none,
+                   code=none.astype(np.int32), status=none.astype(np.int8),
+                   value=none.astype(np.float64),
+                   details=[SeriesDetails(provenance=[{} if i is None else {"interleaved": i}])
+                            for i in inters])
 
 
 def req(servers: int, cpus: list[int], design: str = "requests") -> dict[str, Any]:

@@ -90,6 +90,17 @@ class RunData:
     def n_trials(self) -> int:
         return int(self.block.size)
 
+    def request_level(self) -> list[dict[str, Any]]:
+        """The `interleaved` provenance of every sampled request-level trial (servers
+        interleaved request by request, `design: requests`), in series order."""
+        out = []
+        for details in self.details:
+            for prov in details.provenance:
+                inter = prov.get("interleaved") if isinstance(prov, dict) else None
+                if isinstance(inter, dict) and inter.get("design") == "requests":
+                    out.append(inter)
+        return out
+
     def index(self, name: str) -> int:
         return self.series.index(name)
 

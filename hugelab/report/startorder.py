@@ -12,7 +12,6 @@ intervals, as does every other design.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,16 +40,6 @@ class StartOrder:
         return out
 
 
-def _requests(data: RunData) -> bool:
-    """Whether the run's sampled trials ran as request-interleaved servers."""
-    for details in data.details:
-        for prov in details.provenance:
-            inter: Any = prov.get("interleaved") if isinstance(prov, dict) else None
-            if isinstance(inter, dict) and inter.get("design") == "requests":
-                return True
-    return False
-
-
 def start_order(data: RunData, blocks: NDArray[np.int64], values: NDArray[np.float64]
                 ) -> StartOrder | None:
     """The adjustment for a request-interleaved run (blocks: the matrix's block labels;
@@ -60,7 +49,7 @@ def start_order(data: RunData, blocks: NDArray[np.int64], values: NDArray[np.flo
     seq = data.run.get("sequential") or {}
     if exp.get("design") != "interleaved" or data.position is None or \
             (seq and not seq.get("start_slot_adjusted")) or len(set(data.series_target)) > 1 \
-            or not _requests(data):
+            or not data.request_level():
         return None
     slots = np.full(values.shape, -1, dtype=np.int64)
     slots[np.searchsorted(blocks, data.block), data.code] = data.position

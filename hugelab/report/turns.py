@@ -12,28 +12,16 @@ report says, for such a run, how many servers shared how many CPUs, and what tha
 
 from __future__ import annotations
 
-from typing import Any
-
 from hugelab.report.runload import RunData
 
 SECTION = "docs/applications.md, \"Servers taking turns\""
-
-
-def _interleaved(data: RunData) -> list[dict[str, Any]]:
-    out = []
-    for details in data.details:
-        for prov in details.provenance:
-            inter = prov.get("interleaved") if isinstance(prov, dict) else None
-            if isinstance(inter, dict) and inter.get("design") == "requests":
-                out.append(inter)
-    return out
 
 
 def turns_note(data: RunData) -> str | None:
     """The note for a request-interleaved run whose servers outnumbered their CPUs (the most
     servers of any trial, on the CPUs of that trial's pinning), or None."""
     worst: tuple[int, list[int]] | None = None
-    for inter in _interleaved(data):
+    for inter in data.request_level():
         servers = int(inter.get("servers") or 0)
         cpus = [int(c) for c in ((inter.get("pinning") or {}).get("servers") or [])]
         if cpus and servers > len(cpus) and (worst is None or servers > worst[0]):

@@ -39,7 +39,7 @@ class Agent:
     def __init__(self, dom: Any) -> None:
         self.dom = dom
         self.lock = threading.Lock()
-        self.reasked = 0  # commands asked again after a silence (the run's log says so)
+        self.reasked = 0  # commands asked again after a silence
 
     def call(self, command: str, arguments: dict[str, Any] | None = None,
              timeout_s: float = 30.0, reask_s: float = REASK_S) -> Any:

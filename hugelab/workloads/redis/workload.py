@@ -210,15 +210,19 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
     def fill(self, srv: Running) -> None:
         """A request-level server's data: the keys its snapshot brought (checked: every key
         of the keyspace), else as `filled` says."""
-        if srv.files is not None and self.snapshots:
+        if self._from_snapshot(srv):
             srv.loaded = keys_loaded(srv.port, self.keyspace or 0)
         else:
             srv.loaded = self.filled(srv.port, srv.files)
 
+    def _from_snapshot(self, srv: Running) -> bool:
+        """Whether this server's keys came from the key-set snapshot (own_files linked it)."""
+        return srv.files is not None and self.snapshots
+
     def served(self, result: WorkloadResult, srv: Running) -> None:
         result.info.update({"tool": "hugelab-reqmix", "tests": list(self.tests), "version":
                             version([self.server_binary, "--version"], r"v=(\d+\.\d+\.\d+)")})
-        if srv.files is not None and self.snapshots:  # the key set, from its snapshot
+        if self._from_snapshot(srv):
             result.info["preload"] = {"from": "snapshot", "keys_loaded": srv.loaded}
         else:
             record_rdb(result, self.rdb, srv.loaded)
