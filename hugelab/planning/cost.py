@@ -74,6 +74,17 @@ def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | N
     return default
 
 
+def fill_seconds(table: dict[str, Any], design: str = "paired") -> float:
+    """Seconds one interleaved server spends readying its data before its load (its kind's
+    `fill_seconds`: a preload, a snapshot's load); 0 in other designs, where the kind's own
+    `seconds` already counts it, and for kinds that fill nothing."""
+    declared, table = _declared(table)
+    if design != "interleaved" or declared is None or declared.role != "server" or \
+            declared.fill_seconds is None:
+        return 0.0
+    return declared.fill_seconds(table)
+
+
 def _together(exp: Experiment) -> bool:
     """A block's arms run at once (a duet, one process holding every arm's buffer, or one
     client's windows of requests over every server); interleaved servers alternating whole
@@ -100,7 +111,8 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
     if run is None:
         return None, "unknown"
     guest = in_guest_build_s(table, accel) if _in_domain(arm) else 0.0
-    return run + OVERHEAD_S + guest + (boot_s if arm.vm is not None else 0.0), "configured"
+    return (run + fill_seconds(table, exp.design) + OVERHEAD_S + guest
+            + (boot_s if arm.vm is not None else 0.0)), "configured"
 
 
 def _boot(exp: Experiment, measured: Measured, accel: str) -> tuple[float, float, str]:
@@ -116,7 +128,8 @@ def _boot(exp: Experiment, measured: Measured, accel: str) -> tuple[float, float
 
 def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg") -> Estimate:
     """Seconds for the whole experiment: blocks (x repeats) x the sum of every arm's trial time (a duet or
-    interleaved block runs its arms at once: its longest). Unknown workload times count as zero and say so."""
+    interleaved block runs its arms at once: its longest, but its servers' fills share the CPUs:
+    all of them). Unknown workload times count as zero and say so."""
     if all(a.vm.accel == "kvm" for a in exp.arms if a.vm is not None) and \
             any(a.vm is not None for a in exp.arms):
         accel = "kvm"  # the file asks for KVM (a run fails rather than fall back to TCG)
@@ -125,7 +138,10 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     times = {a.name: trial_seconds(exp, a, dom if _in_domain(a) else own,
                                    measured.trial_s or {}, accel) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    per_block = max(secs, default=0.0) if _together(exp) else sum(secs)
+    fills = [fill_seconds(exp.workload_for(a), exp.design) if times[a.name][1] == "configured"
+             else 0.0 for a in exp.arms]
+    per_block = (max((s - f for s, f in zip(secs, fills, strict=True)), default=0.0) + sum(fills)
+                 if _together(exp) else sum(secs))
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
     return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),
                     {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},

@@ -15,6 +15,10 @@ from hugelab.workloads.serverkind import ServerKind
 
 ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback
 ASSUMED_PRELOAD_PER_S = 300_000  # pipelined SETs a second
+# keys a second a server loads from the snapshot's RDB: 1,000,000 keys of 1 KiB, three servers
+# at once on 2 cores, blocks of 11.6 s for 5 s of load (written: 17.0 s; docs/benchmarks.md,
+# "Redis at 1.1 GB: loaded or written")
+ASSUMED_SNAPSHOT_PER_S = 500_000
 
 
 def load_size(workload: type[ServerKind], table: dict[str, Any]) -> tuple[int, int, int]:
@@ -33,6 +37,14 @@ def load_seconds(workload: type[ServerKind], table: dict[str, Any]) -> float:
     test's requests at ASSUMED_RPS (times the pipeline depth)."""
     fill, requests, pipeline = load_size(workload, table)
     return fill / ASSUMED_PRELOAD_PER_S + requests / (ASSUMED_RPS * pipeline)
+
+
+def fill_seconds(workload: type[ServerKind], table: dict[str, Any]) -> float:
+    """About how long one request-level server takes to get its keys before the load (the
+    kind's Kind.fill_seconds): the preload written, or the snapshot's RDB loaded."""
+    fill, _, _ = load_size(workload, table)
+    snapshot = workload.setting(table, "snapshot") and workload.setting(table, "persistence") == "off"
+    return fill / (ASSUMED_SNAPSHOT_PER_S if snapshot else ASSUMED_PRELOAD_PER_S)
 
 
 def guest_build(workload: type[ServerKind], table: dict[str, Any]) -> GuestBuild:

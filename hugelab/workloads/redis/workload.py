@@ -278,5 +278,6 @@ KIND = Kind(
     server=ServerInGuest("redis-server", 6379, ready, stop, guest_argv),
     duration=("timeout_s", None), seconds=load_seconds, judge=judge,
     guest_build=partial(cost.guest_build, RedisBenchmark),
+    fill_seconds=partial(cost.fill_seconds, RedisBenchmark),
     interleave=persist.interleave_problem, leftovers=rdb_leftovers,
     app={"disable-thp": ("yes", "no", True, False)})
