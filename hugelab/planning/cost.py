@@ -74,15 +74,17 @@ def workload_seconds(table: dict[str, Any], design: str = "paired") -> float | N
     return default
 
 
-def fill_seconds(table: dict[str, Any], design: str = "paired") -> float:
+def fill_seconds(table: dict[str, Any], design: str = "paired",
+                 app: tuple[tuple[str, Any], ...] = ()) -> float:
     """Seconds one interleaved server spends readying its data before its load (its kind's
-    `fill_seconds`: a preload, a snapshot's load); 0 in other designs, where the kind's own
-    `seconds` already counts it, and for kinds that fill nothing."""
+    `fill_seconds`: a preload, a snapshot's load, a cluster's copy and prewarm, with the arm's
+    `app`); 0 in other designs, where the kind's own `seconds` already counts it, and for
+    kinds that fill nothing."""
     declared, table = _declared(table)
     if design != "interleaved" or declared is None or declared.role != "server" or \
             declared.fill_seconds is None:
         return 0.0
-    return declared.fill_seconds(table)
+    return declared.fill_seconds(table, dict(app))
 
 
 def _together(exp: Experiment) -> bool:
@@ -111,7 +113,7 @@ def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
     if run is None:
         return None, "unknown"
     guest = in_guest_build_s(table, accel) if _in_domain(arm) else 0.0
-    return (run + fill_seconds(table, exp.design) + OVERHEAD_S + guest
+    return (run + fill_seconds(table, exp.design, arm.app) + OVERHEAD_S + guest
             + (boot_s if arm.vm is not None else 0.0)), "configured"
 
 
@@ -138,7 +140,8 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     times = {a.name: trial_seconds(exp, a, dom if _in_domain(a) else own,
                                    measured.trial_s or {}, accel) for a in exp.arms}
     secs = [t or 0.0 for t, _ in times.values()]
-    fills = [fill_seconds(exp.workload_for(a), exp.design) if times[a.name][1] == "configured"
+    fills = [fill_seconds(exp.workload_for(a), exp.design, a.app)
+             if times[a.name][1] == "configured"
              else 0.0 for a in exp.arms]
     per_block = (max((s - f for s, f in zip(secs, fills, strict=True)), default=0.0) + sum(fills)
                  if _together(exp) else sum(secs))

@@ -28,7 +28,8 @@ The fields, and who reads them:
   hugelab.workloads.preview.GuestBuild from the table), which the cost model adds to the trial.
   `fill_seconds`: for a server kind under request-level interleaving (where `duration_s` is
   the trial's load), the seconds one server spends readying its data before that load (a
-  preload written or a snapshot loaded), from the table; a block's servers fill at once and
+  preload written, a snapshot loaded, a cluster copied and prewarmed), from the table and the
+  arm's `app`; a block's servers fill at once and
   share the CPUs, so the cost model adds every server's to the block.
 - `server`: how its server runs in hugelab's own guests (port, readiness probe, stopper,
   argv changes for the guest NIC); None for kinds without a server.
@@ -204,7 +205,7 @@ class Kind:
     duration: tuple[str, float | None] | None = None
     seconds: Callable[[dict[str, Any]], float] | None = None
     guest_build: Callable[[dict[str, Any]], GuestBuild | None] | None = None
-    fill_seconds: Callable[[dict[str, Any]], float] | None = None
+    fill_seconds: Callable[[dict[str, Any], dict[str, Any]], float] | None = None
     server: ServerInGuest | None = None
     judge: Callable[[Mapping[str, Any]], Check | None] | None = None
     file_keys: Callable[[dict[str, Any]], dict[str, Any]] | None = None

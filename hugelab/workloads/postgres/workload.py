@@ -47,6 +47,7 @@ from hugelab.workloads.kind import (
 )
 from hugelab.workloads.postgres import (
     cluster,
+    fillcost,
     guestcost,
     guestio,
     indomain,
@@ -281,4 +282,5 @@ KIND = Kind(
     summary="PostgreSQL loaded by pgbench, with huge_pages / huge_page_size per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     test_packages=("postgresql",), duration=("duration_s", 10.0), interleave=server_problem,
-    leftovers=leftovers.remove_leftovers, guest_build=guestcost.guest_build)
+    leftovers=leftovers.remove_leftovers, guest_build=guestcost.guest_build,
+    fill_seconds=fillcost.fill_seconds)

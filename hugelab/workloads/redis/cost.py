@@ -39,9 +39,11 @@ def load_seconds(workload: type[ServerKind], table: dict[str, Any]) -> float:
     return fill / ASSUMED_PRELOAD_PER_S + requests / (ASSUMED_RPS * pipeline)
 
 
-def fill_seconds(workload: type[ServerKind], table: dict[str, Any]) -> float:
+def fill_seconds(workload: type[ServerKind], table: dict[str, Any],
+                 app: dict[str, Any] | None = None) -> float:
     """About how long one request-level server takes to get its keys before the load (the
-    kind's Kind.fill_seconds): the preload written, or the snapshot's RDB loaded."""
+    kind's Kind.fill_seconds; `app` changes nothing): the preload written, or the snapshot's
+    RDB loaded."""
     fill, _, _ = load_size(workload, table)
     snapshot = workload.setting(table, "snapshot") and workload.setting(table, "persistence") == "off"
     return fill / (ASSUMED_SNAPSHOT_PER_S if snapshot else ASSUMED_PRELOAD_PER_S)
