@@ -85,3 +85,15 @@ def test_no_two_modules_of_the_report_share_a_name():
     root = Path(__file__).resolve().parent.parent / "hugelab" / "report"
     names = [p.name for p in root.rglob("*.py") if p.name != "__init__.py"]
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_the_reports_estimate_mirrors_the_stats_comparison_field_for_field():
+    """report.model.Estimate is stats.paired.Comparison made JSON-safe (None where a value is
+    not estimable): a field added to one and not the other would vanish from every report
+    without a word (Model.from_json reads only its own fields)."""
+    from dataclasses import fields
+
+    from hugelab.report.model.estimate import Estimate
+    from hugelab.stats.paired import Comparison
+
+    assert [f.name for f in fields(Estimate)] == [f.name for f in fields(Comparison)]
