@@ -18,7 +18,7 @@ from hugelab.errors import WorkloadError
 from hugelab.stats.windows import block_log_ratios
 from hugelab.workloads.reqmix import parse_output
 from hugelab.workloads.requests import arm_metrics, pinning, wants_requests
-from hugelab.workloads.servercpu import TICK, tree, tree_cpu_s
+from hugelab.workloads.servercpu import TICK, core_map, tree, tree_cpu_s
 
 
 def report(rates: list[list[float]], ops: int = 100) -> str:
@@ -40,6 +40,35 @@ def test_the_client_and_the_servers_get_cpus_of_their_own():
     assert pinning([0, 1]) == {"client": [1], "servers": [0]}
     assert pinning([3, 0, 2, 1]) == {"client": [3], "servers": [0, 1, 2]}
     assert pinning([0]) == {"client": [0], "servers": [0]}
+    # more servers than the CPUs the client leaves: they share them (this 2-CPU host)
+    assert pinning([0, 1], 3) == {"client": [1], "servers": [0]}
+
+
+def test_with_cpus_enough_each_server_gets_its_own_whole_cores_the_same_number_each():
+    """A many-CPU host (which this 2-CPU one cannot be, so its topology is made up): 4 cores
+    with two hyperthreads each, CPUs i and i+4 on core i; the client takes CPU 7, whose
+    sibling 3 is then no whole core for a server."""
+    ht = {c: (0, c % 4) for c in range(8)}
+    assert pinning(range(8), 3, ht)["each"] == [[0, 4], [1, 5], [2, 6]]
+    assert pinning(range(8), 2, ht)["each"] == [[0, 4], [1, 5]]  # one core each, one idle
+    # fewer whole cores than servers: single CPUs, one each
+    assert pinning(range(8), 4, ht)["each"] == [[0], [1], [2], [3]]
+    # no topology known: every CPU its own core; no server shares a CPU with another
+    mine = pinning(range(16), 3)["each"]
+    assert [len(c) for c in mine] == [5, 5, 5] and len({c for g in mine for c in g}) == 15
+    assert 15 not in {c for g in mine for c in g}  # the client's
+    assert "each" not in pinning(range(8), 1, ht)  # one server: every CPU but the client's
+
+
+def test_cores_are_read_from_sysfs_topology(tmp_path):
+    for cpu, (pkg, core) in {0: (0, 0), 1: (0, 0), 2: (1, 0)}.items():
+        top = tmp_path / f"cpu{cpu}" / "topology"
+        top.mkdir(parents=True)
+        (top / "physical_package_id").write_text(f"{pkg}\n")
+        (top / "core_id").write_text(f"{core}\n")
+    assert core_map([0, 1, 2, 3], tmp_path) == {0: (0, 0), 1: (0, 0), 2: (1, 0), 3: (-1, 3)}
+    assert pinning([0, 1, 2, 3], 1, core_map([0, 1, 2, 3], tmp_path)) == \
+        {"client": [3], "servers": [0, 1, 2]}
 
 
 def test_an_arms_rate_without_slow_windows_is_the_geometric_mean_and_drift_cancels():
@@ -151,7 +180,11 @@ def test_two_redis_servers_request_by_request_each_judged_alone():
         assert r.metrics["server_cpu_us_per_op"] > 0 and 0 < r.metrics["client_cpu_share"] < 2
         assert r.info["interleaved"]["design"] == "requests"
         assert r.info["interleaved"]["start_slot"] == r.info["interleaved"]["index"]
-        assert r.info["interleaved"]["pinning"] == pinning(sorted(os.sched_getaffinity(0)))
+        cpus = sorted(os.sched_getaffinity(0))
+        pins = pinning(cpus, 2, core_map(cpus))
+        assert r.info["interleaved"]["pinning"] == pins
+        assert r.info["interleaved"]["cpus"] == \
+            (pins.get("each") or [pins["servers"]] * 2)[r.info["interleaved"]["index"]]
         assert check_tree("4k", r.evidence["tree"]).status != "contradicted"
         assert set(r.info["thp_daemons_cpu_s"]) == {"khugepaged", "kcompactd"}
     assert b.metrics["window_effect_lo_pct"] <= b.metrics["window_effect_pct"]

@@ -39,7 +39,13 @@ from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
 from hugelab.workloads.reqmix_build import ensure_reqmix
-from hugelab.workloads.servercpu import daemons_cpu_s, pin_tree, pinning, tree_cpu_s
+from hugelab.workloads.servercpu import (
+    core_map,
+    daemons_cpu_s,
+    pin_tree,
+    pinning,
+    tree_cpu_s,
+)
 from hugelab.workloads.toolrun import check_exit
 
 DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
@@ -198,10 +204,12 @@ def stop_all(running: Sequence[tuple[Any, Any]]) -> None:
 
 def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers: list[Any],
              rng: random.Random, reference: int) -> list[WorkloadResult]:
-    pins = pinning(sorted(os.sched_getaffinity(0)))
+    cpus = sorted(os.sched_getaffinity(0))
+    pins = pinning(cpus, len(arms), core_map(cpus))
+    own = pins.get("each") or [pins["servers"]] * len(arms)
     pids = [wl.server_pid(srv) for (wl, _b), srv in zip(arms, servers, strict=True)]
-    for pid in pids:
-        pin_tree(pid, pins["servers"])
+    for pid, its in zip(pids, own, strict=True):
+        pin_tree(pid, its)
     settings = settings_for(arms, [wl.request_server(srv) for (wl, _b), srv in
                                    zip(arms, servers, strict=True)], rng.randrange(1 << 31))
     argv = ["taskset", "-c", ",".join(map(str, pins["client"])),
@@ -220,7 +228,8 @@ def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers:
         r = wl.request_result(srv, metrics, backing)
         r.info["interleaved"] = {"design": "requests", "servers": len(arms), "index": i,
                                  "window_ops": settings.window_ops, "clients": settings.clients,
-                                 "blocks": report.blocks, "pinning": pins, "seed": settings.seed,
+                                 "blocks": report.blocks, "pinning": pins, "cpus": own[i],
+                                 "seed": settings.seed,
                                  **slots(i, report.connect_order)}
         r.info["thp_daemons_cpu_s"] = daemons
         out.append(r)

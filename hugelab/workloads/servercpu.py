@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hugelab.workloads.base import ExecResult, Target
 
@@ -75,12 +76,50 @@ def pin_tree(pid: int, cpus: list[int], proc: Path = Path("/proc")) -> None:
             return
 
 
-def pinning(cpus: Sequence[int]) -> dict[str, list[int]]:
-    """The client on the last CPU, every server on the others (pure); on one CPU, all share."""
+def pinning(cpus: Sequence[int], servers: int = 1,
+            core_of: Mapping[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+    """The client on the last CPU, the servers on the others (pure); on one CPU, all share.
+
+    `servers` > 1 with at least as many of those CPUs: each server gets CPUs of its own
+    (`each`, by the server's index, its start slot, which the block's order draws): whole
+    cores where there are enough (`core_of`: CPU -> (package, core), hyperthreads of one core
+    together; a core the client's CPU is part of is not whole), else single CPUs, the same
+    number for every server; CPUs left over stay idle.
+    Servers sharing CPUs take turns on them, and then, with large memory, read a larger
+    effect of huge pages than one server alone (docs/applications.md, "Servers taking
+    turns")."""
     cpus = sorted(cpus)
     if len(cpus) < 2:
         return {"client": list(cpus), "servers": list(cpus)}
-    return {"client": cpus[-1:], "servers": cpus[:-1]}
+    pins: dict[str, Any] = {"client": cpus[-1:], "servers": cpus[:-1]}
+    pool = pins["servers"]
+    if servers < 2 or len(pool) < servers:
+        return pins
+    cores: dict[tuple[int, int], list[int]] = {}
+    for c in pool:
+        cores.setdefault((core_of or {}).get(c, (0, c)), []).append(c)
+    most = max(len(u) for u in cores.values())
+    whole = sorted(u for u in cores.values() if len(u) == most)  # not the client's sibling
+    units = whole if len(whole) >= servers else [[c] for c in pool]
+    per = len(units) // servers
+    pins["each"] = [sorted(c for u in units[i * per:(i + 1) * per] for c in u)
+                    for i in range(servers)]
+    return pins
+
+
+def core_map(cpus: Sequence[int], sysfs: Path = Path("/sys/devices/system/cpu")
+             ) -> dict[int, tuple[int, int]]:
+    """CPU -> (package, core) from sysfs topology; a CPU whose topology cannot be read is its
+    own core."""
+    out = {}
+    for c in cpus:
+        top = sysfs / f"cpu{c}" / "topology"
+        try:
+            out[c] = (int((top / "physical_package_id").read_text()),
+                      int((top / "core_id").read_text()))
+        except (OSError, ValueError):
+            out[c] = (-1, c)
+    return out
 
 
 class PinnedTarget:
