@@ -2,8 +2,8 @@
 
 A request-level trial starts every arm's server at once and pins them to the CPUs the
 client leaves (hugelab.workloads.servercpu.pinning), each to its own where there are as many
-as servers. Where there are more servers than those CPUs they take turns, and what one server gains from huge pages then includes what its
-co-residents cost it. Measured on a 2-core VM (docs/benchmarks.md, "Request-level at 1 GB:
+as servers. Where there are more servers than those CPUs they take turns, and what one server
+gains from huge pages then includes what its co-residents cost it. Measured on a 2-core VM (docs/benchmarks.md, "Request-level at 1 GB:
 how many servers share the CPU"): PostgreSQL with 1 GB of shared buffers a server read on vs
 off +16.7% and +17.9% with two servers, +23.6% with three, +26.9% with four, where one
 server at a time with its client apart read +13.5%; with 128 MB the designs agreed. So the

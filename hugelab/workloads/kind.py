@@ -29,8 +29,8 @@ The fields, and who reads them:
   `fill_seconds`: for a server kind under request-level interleaving (where `duration_s` is
   the trial's load), the seconds one server spends readying its data before that load (a
   preload written, a snapshot loaded, a cluster copied and prewarmed), from the table and the
-  arm's `app`; a block's servers fill at once and
-  share the CPUs, so the cost model adds every server's to the block.
+  arm's `app`; a block's servers fill at once and share the CPUs, so the cost model adds
+  every server's to the block.
 - `server`: how its server runs in hugelab's own guests (port, readiness probe, stopper,
   argv changes for the guest NIC); None for kinds without a server.
 - `judge`: the rule that turns what the kind recorded about its application's own switch

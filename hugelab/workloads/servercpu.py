@@ -97,7 +97,7 @@ def pinning(cpus: Sequence[int], servers: int = 1,
         return pins
     cores: dict[tuple[int, int], list[int]] = {}
     for c in pool:
-        cores.setdefault((core_of or {}).get(c, (0, c)), []).append(c)
+        cores.setdefault((core_of or {}).get(c, (-1, c)), []).append(c)
     most = max(len(u) for u in cores.values())
     whole = sorted(u for u in cores.values() if len(u) == most)  # not the client's sibling
     units = whole if len(whole) >= servers else [[c] for c in pool]
