@@ -44,7 +44,8 @@ def big_units(root: Path, units: int = 2, lines: int = 6000) -> str:
 def workloads(tmp: Path, lines: int) -> dict[str, object]:
     # allocations of up to 4 MiB: in hugelab's own guest with THP always, 66-70% of the
     # stressor's anon memory in huge pages (3 runs, 310-380 MB); up to 2 MiB gave 18-26%, and
-    # once, on a busy host, 8%, under the 10% rule (/tmp probe of the loop below, 2026-11-29)
+    # once, on a busy host, 8%, under the 10% rule (a copy of the guest loop below for the
+    # stressor alone, printing each run's share, 2026-11-29)
     return {"stress-ng": StressNg("malloc", workers=1, timeout_s=2, bytes_per_worker="4M"),
             "sysbench": SysbenchMemory(block_size="32M", total_size="100G", time_s=1),
             # 30,000 keys (~5 MB in the server: more than two huge pages) preloaded, not the
