@@ -64,14 +64,14 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
         if t["target"] != "native":  # guest arms: both sides' evidence
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")
-    report = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json"],
+    # one report, two formats (--md also writes; 2 s a report here, twice per example before)
+    report = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json",
+                                        "--md", str(tmp_path / "r.md")],
                                        capture_output=True, text=True, env=env,
                                        check=True).stdout)
     exp = report["run"]
     assert {s["series"] for s in report["costs"]["series"]} == {s["name"] for s in
                                                                  report["series"]}, exp
-    subprocess.run([*HUGELAB, "report", "--store", str(store), "--md", str(tmp_path / "r.md")],
-                   capture_output=True, text=True, env=env, check=True)
     md = (tmp_path / "r.md").read_text()
     assert "Cost record per arm" in md and ("What it costs" in md) == bool(
         report["costs"]["entries"]), exp
