@@ -45,3 +45,21 @@ def test_every_server_of_a_block_fills_and_a_paired_trial_counts_its_fill_once()
     assert three.per_block_s - alone.per_block_s == pytest.approx(2 * one)
     # the paired design's own seconds already hold the preload: nothing added there
     assert fill_seconds(exp.workload, "paired") == 0.0
+
+
+def test_a_postgres_fill_reads_a_users_data_directory_and_the_arms_settings_over_the_tables(
+        tmp_path):
+    from hugelab.workloads.postgres.fillcost import BYTES_PER_S
+    from hugelab.workloads.postgres.fillcost import fill_seconds as pg_fill
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    for top, mb in ((small, 1), (big, 51)):
+        (top / "base").mkdir(parents=True)
+        with open(top / "base" / "16384", "wb") as f:  # a table's file, sparse: its size counts
+            f.truncate(mb << 20)
+    grown = pg_fill({"datadir": str(big)}, {}) - pg_fill({"datadir": str(small)}, {})
+    # 50 MiB more to copy, and to prewarm (under the default 128MB of shared buffers)
+    assert grown == pytest.approx(2 * (50 << 20) / BYTES_PER_S)
+    table = {"datadir": str(big), "app": {"shared_buffers": "16MB"}}
+    assert pg_fill(table, {}) < pg_fill(table, {"shared_buffers": "1GB"})
+    assert pg_fill({**table, "prewarm": False}, {}) < pg_fill(table, {})
