@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hugelab.workloads.preview import GuestBuild
-from hugelab.workloads.redis import guestcost
+from hugelab.workloads.redis import guestcost, snapshot
 from hugelab.workloads.serverkind import ServerKind
 
 ASSUMED_RPS = 50_000         # requests a second per test, unpipelined, on loopback
@@ -45,8 +45,9 @@ def fill_seconds(workload: type[ServerKind], table: dict[str, Any],
     kind's Kind.fill_seconds; `app` changes nothing): the preload written, or the snapshot's
     RDB loaded."""
     fill, _, _ = load_size(workload, table)
-    snapshot = workload.setting(table, "snapshot") and workload.setting(table, "persistence") == "off"
-    return fill / (ASSUMED_SNAPSHOT_PER_S if snapshot else ASSUMED_PRELOAD_PER_S)
+    loads = snapshot.applies(workload.setting(table, "snapshot"), fill > 0,
+                             workload.setting(table, "rdb"), workload.setting(table, "persistence"))
+    return fill / (ASSUMED_SNAPSHOT_PER_S if loads else ASSUMED_PRELOAD_PER_S)
 
 
 def guest_build(workload: type[ServerKind], table: dict[str, Any]) -> GuestBuild:

@@ -32,6 +32,13 @@ from hugelab.workloads.redis.resp import Conn
 from hugelab.workloads.serverkind import version
 from hugelab.workloads.serverside import LOOPBACK, LocalServer
 
+
+def applies(asked: bool, preloads: bool, rdb: object, persistence: str) -> bool:
+    """Whether request-level servers load the cached snapshot: asked (`snapshot = true`), with
+    a preload to stand for, no user's RDB and no persistence (the one rule for the run and for
+    the cost model, which has only the table)."""
+    return bool(asked) and preloads and not rdb and persistence == "off"
+
 FORMAT = 1  # what a snapshot holds and how it is made; a change makes new ones
 SAVE_TIMEOUT_S = 600.0
 

@@ -63,6 +63,7 @@ from hugelab.workloads.redis.rdb import (
     record_rdb,
     work_dir,
 )
+from hugelab.workloads.redis.snapshot import applies as snapshot_applies
 from hugelab.workloads.redis.snapshot import keys_loaded, linked, snapshot
 from hugelab.workloads.redis.thp import judge
 from hugelab.workloads.reqmix import redis_server
@@ -136,7 +137,7 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
         """Whether request-level servers load a cached snapshot of the preload's key set
         (hugelab.workloads.redis.snapshot) instead of being written a key at a time: natively,
         with no user's RDB and no persistence, where the experiment says `snapshot = true`."""
-        return self.snapshot and self.preloads and not self.rdb and self.persistence == "off"
+        return snapshot_applies(self.snapshot, self.preloads, self.rdb, self.persistence)
 
     @property
     def disable_thp(self) -> bool:
