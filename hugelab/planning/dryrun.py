@@ -22,6 +22,7 @@ from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.keys import experiment_key_of
 from hugelab.store.locate import exists, open_store, resolve
 from hugelab.trial.load import busy_now
+from hugelab.units import page_label
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.base import Workload
 from hugelab.workloads.preview import previewing
@@ -78,7 +79,7 @@ def _size(size_kb: int | None) -> str | None:
     """64 -> '64K', 2048 -> '2M'; None (the top-level shmem_enabled) stays None."""
     if size_kb is None:
         return None
-    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
+    return page_label(size_kb)
 
 
 def host_mthp(host: dict[str, Any]) -> list[dict[str, Any]]:

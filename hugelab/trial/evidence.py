@@ -41,7 +41,7 @@ from typing import Any
 
 from hugelab.checks import CONTRADICTED, NOT_APPLICABLE, VERIFIED, Check
 from hugelab.experiment.backings import mthp_size_kb
-from hugelab.units import amount, exact
+from hugelab.units import amount, exact, page_label
 
 PAGE_KB = {"4k": 4, "thp": 4, "hugetlb-2M": 2048, "hugetlb-1G": 1048576, "thp-collapse": 4,
            "shmem-thp": 4}
@@ -194,7 +194,7 @@ def check_folios(backing: str, folios: dict[str, Any] | None, min_fraction: floa
                                        f"{amount(present)} sampled are in larger folios "
                                        f"({shown})", layer)
         return Check(VERIFIED, f"{amount(present)} sampled, all in 4K folios", layer)
-    label = f"{want // 1024}M" if want % 1024 == 0 else f"{want}K"
+    label = page_label(want)  # the census's own keys (hugelab.trial.folios)
     share = dist.get(label, 0) / present
     if share < min_fraction:
         return Check(CONTRADICTED, f"asked for {backing}, but only {share:.0%} of "
