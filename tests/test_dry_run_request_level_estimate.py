@@ -63,3 +63,23 @@ def test_a_postgres_fill_reads_a_users_data_directory_and_the_arms_settings_over
     table = {"datadir": str(big), "app": {"shared_buffers": "16MB"}}
     assert pg_fill(table, {}) < pg_fill(table, {"shared_buffers": "1GB"})
     assert pg_fill({**table, "prewarm": False}, {}) < pg_fill(table, {})
+
+
+def test_a_postgres_fill_grows_a_users_dump_as_its_format_restores(tmp_path):
+    """A dump is smaller than the cluster it restores to, a compressed custom-format one more
+    so: the fill counts the restored bytes with the build's own growth per format."""
+    from hugelab.workloads.postgres.fillcost import BYTES_PER_S, cluster_bytes
+    from hugelab.workloads.postgres.fillcost import fill_seconds as pg_fill
+    from hugelab.workloads.preview import BYTES_PER_UNIT
+
+    plain, custom = tmp_path / "db.sql", tmp_path / "db.dump"
+    plain.write_text("CREATE TABLE t (a int);\n" + "-- padding\n" * 100_000)
+    custom.write_bytes(b"PGDMP" + b"\1" * (plain.stat().st_size - 5))
+    size = plain.stat().st_size
+    assert cluster_bytes({"dump": str(plain)}) == pytest.approx(size * BYTES_PER_UNIT["restore_plain"])
+    assert cluster_bytes({"dump": str(custom)}) == pytest.approx(size * BYTES_PER_UNIT["restore_custom"])
+    no_warm = {"prewarm": False}
+    assert pg_fill({"dump": str(custom), **no_warm}, {}) - pg_fill({"dump": str(plain), **no_warm}, {}) \
+        == pytest.approx(size * (BYTES_PER_UNIT["restore_custom"] - BYTES_PER_UNIT["restore_plain"])
+                         / BYTES_PER_S)
+    assert cluster_bytes({"dump": str(tmp_path / "gone.sql")}) == 0.0  # the run says what is wrong

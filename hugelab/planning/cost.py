@@ -11,7 +11,7 @@ from typing import Any
 from hugelab.errors import ExperimentError
 from hugelab.experiment.model import Arm, Experiment
 from hugelab.workloads.kind import Kind
-from hugelab.workloads.preview import GuestBuild
+from hugelab.workloads.preview import BYTES_PER_UNIT, GuestBuild
 from hugelab.workloads.registry import kinds
 
 OVERHEAD_S = 0.5  # per trial: starting processes, evidence, committing
@@ -104,17 +104,21 @@ def _in_domain(arm: Arm) -> bool:
     return arm.vm is not None and arm.vm.domain is not None
 
 
-def trial_seconds(exp: Experiment, arm: Arm, boot_s: float,
-                  measured: dict[str, float], accel: str = "tcg") -> tuple[float | None, str]:
+def trial_seconds(exp: Experiment, arm: Arm, boot_s: float, measured: dict[str, float],
+                  accel: str = "tcg") -> tuple[float | None, str, float]:
+    """One trial's seconds of `arm`, where they come from ("measured", "configured" or
+    "unknown"), and the part of them its server spends filling its data (0 when measured:
+    a measured trial's fill is in it and cannot be told apart)."""
     if arm.name in measured:
-        return measured[arm.name], "measured"
+        return measured[arm.name], "measured", 0.0
     table = exp.workload_for(arm)
     run = workload_seconds(table, exp.design)
     if run is None:
-        return None, "unknown"
+        return None, "unknown", 0.0
     guest = in_guest_build_s(table, accel) if _in_domain(arm) else 0.0
-    return (run + fill_seconds(table, exp.design, arm.app) + OVERHEAD_S + guest
-            + (boot_s if arm.vm is not None else 0.0)), "configured"
+    fill = fill_seconds(table, exp.design, arm.app)  # once: it may read a data tree's size
+    return (run + fill + OVERHEAD_S + guest + (boot_s if arm.vm is not None else 0.0),
+            "configured", fill)
 
 
 def _boot(exp: Experiment, measured: Measured, accel: str) -> tuple[float, float, str]:
@@ -139,15 +143,14 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     boot = dom if basis_boot.endswith("domain)") else own
     times = {a.name: trial_seconds(exp, a, dom if _in_domain(a) else own,
                                    measured.trial_s or {}, accel) for a in exp.arms}
-    secs = [t or 0.0 for t, _ in times.values()]
-    fills = [fill_seconds(exp.workload_for(a), exp.design, a.app)
-             if times[a.name][1] == "configured"
-             else 0.0 for a in exp.arms]
+    secs = [t or 0.0 for t, _, _ in times.values()]
+    fills = [fill for _, _, fill in times.values()]
     per_block = (max((s - f for s, f in zip(secs, fills, strict=True)), default=0.0) + sum(fills)
                  if _together(exp) else sum(secs))
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
     return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),
-                    {k: b for k, (_, b) in times.items()}, {k: s for k, (s, _) in times.items()},
+                    {k: b for k, (_, b, _) in times.items()},
+                    {k: s for k, (s, _, _) in times.items()},
                     boot, basis_boot)
 
 
@@ -182,8 +185,6 @@ def human(seconds: float) -> str:
 # scale step (100,000 accounts and their index; PostgreSQL's docs: scale 1 is about 15 MB).
 # A restore writes its data and builds its indexes: a plain or tar dump grows about 1.5x, a
 # custom one (compressed) about 4x; PostgreSQL loads about 30 MB/s with fsync off, then ANALYZE.
-BUILD_BYTES_PER_UNIT = {"pgbench_init": 16e6, "restore_plain": 1.5, "restore_tar": 1.5,
-                        "restore_custom": 4.0, "sysbench_prepare": 295.0}  # a row: 295 B
 BUILD_FIXED_S = 3.0          # initdb, a server started and stopped, the copy into the cache
 BUILD_BYTES_PER_S = 30e6
 
@@ -191,7 +192,7 @@ BUILD_BYTES_PER_S = 30e6
 def build_cost(recipe: str, amount: float) -> tuple[int | None, float | None]:
     """(bytes, seconds) a build of `recipe` over `amount` takes; (None, None) for a recipe
     the model does not know."""
-    per = BUILD_BYTES_PER_UNIT.get(recipe)
+    per = BYTES_PER_UNIT.get(recipe)
     if per is None:
         return None, None
     size = amount * per

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 _ACTIVE: ContextVar[bool] = ContextVar("hugelab_preview", default=False)
 
+# Bytes a build writes per unit of its amount (measured here, docs/benchmarks.md): pgbench -i a
+# scale unit; a dump restored, per byte of the dump (a custom-format dump is compressed); a
+# sysbench row. The cost model sizes builds with them, the fill model a restored cluster.
+BYTES_PER_UNIT = {"pgbench_init": 16e6, "restore_plain": 1.5, "restore_tar": 1.5,
+                  "restore_custom": 4.0, "sysbench_prepare": 295.0}  # a row: 295 B
+
 
 @dataclass(frozen=True)
 class Build:

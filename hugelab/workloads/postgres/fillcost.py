@@ -14,7 +14,9 @@ import contextlib
 import os
 from typing import Any
 
+from hugelab.workloads.postgres import guestcost
 from hugelab.workloads.postgres.server import shared_estimate
+from hugelab.workloads.preview import BYTES_PER_UNIT
 
 FIXED_S = 0.5               # a server started and stopped
 BYTES_PER_S = 1e9           # a cluster copied (page cache to page cache), and prewarm's reads
@@ -32,15 +34,14 @@ def _tree_bytes(top: str) -> float:
 
 
 def cluster_bytes(table: dict[str, Any]) -> float:
-    """The trial's cluster: a user's data directory's size, a user's dump's size (its restored
-    tables are at least as large), or the template's from its scale."""
+    """The trial's cluster: a user's data directory's size, a user's dump restored (its size
+    times its format's growth, as the build's cost counts it), or the template's from its
+    scale."""
     if table.get("datadir"):
         return _tree_bytes(str(table["datadir"]))
-    if table.get("dump"):
-        try:
-            return float(os.path.getsize(str(table["dump"])))
-        except OSError:
-            return 0.0
+    if table.get("dump"):  # the restored tables: the dump's bytes grown as its format's restore
+        recipe, dump_bytes = guestcost.dump_recipe(str(table["dump"]))
+        return dump_bytes * BYTES_PER_UNIT[recipe]
     return CLUSTER_BYTES_PER_SCALE * float(table.get("scale", 10))
 
 

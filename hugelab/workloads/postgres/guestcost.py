@@ -17,7 +17,7 @@ from hugelab.workloads.preview import GuestBuild
 FIXED_S = {"kvm": 4.0, "tcg": 14.0}  # initdb, the server started and stopped, the undo
 
 
-def _dump_recipe(path: str) -> tuple[str, float]:
+def dump_recipe(path: str) -> tuple[str, float]:
     """A dump's restore recipe and bytes; a dump that cannot be read counts as an empty plain
     one (the run says what is wrong)."""
     try:
@@ -32,7 +32,7 @@ def guest_build(table: dict[str, Any]) -> GuestBuild:
     """The build of a trial of `table` (its dataclass's keys) in a user's domain."""
     dump = table.get("dump")
     if dump:
-        recipe, amount = _dump_recipe(str(dump))
+        recipe, amount = dump_recipe(str(dump))
         data = f"{dump} restored"
     else:
         scale = table.get("scale", 10)
