@@ -42,9 +42,6 @@ def pytest_runtest_call(item):
         return (yield)
 
 
-HOST_LOCK = "/run/lock/hugelab-tests-host.lock"
-
-
 def _killed_runs_state_dirs() -> list[str]:
     """State directories of earlier test sessions that still hold a journal with entries, or
     records of workloads or guests: left by hugelab runs killed with their suite."""
@@ -96,13 +93,8 @@ def _host_lock(request):
     if not _marked(request.node, "host", "vm"):
         yield
         return
-    import fcntl
-
-    os.makedirs(os.path.dirname(HOST_LOCK), exist_ok=True)
-    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        from tests.hostguard import host_state, put_back
+    from tests.hostguard import host_lock, host_state, put_back
+    with host_lock():
         before = host_state()
         yield
         after = host_state()
@@ -112,8 +104,6 @@ def _host_lock(request):
                        if before.get(k) != after.get(k)}
             pytest.fail(f"the test left the host changed (now put back): {changed}",
                         pytrace=False)
-    finally:
-        os.close(fd)
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hugelab.host.paths import REAL, parse_selected
+
+HOST_LOCK = "/run/lock/hugelab-tests-host.lock"
+
+
+@contextmanager
+def host_lock() -> Iterator[None]:
+    """The tests' lock on the real host, held across pytest processes (and by hand-run
+    `hugelab run`s beside a suite: `flock HOST_LOCK ...`): one test that changes it at a time."""
+    os.makedirs(os.path.dirname(HOST_LOCK), exist_ok=True)
+    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def host_state() -> dict[str, str]:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import subprocess
@@ -27,7 +26,7 @@ import numpy as np
 
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.store import Store, Trial
-from tests.conftest import HOST_LOCK
+from tests.hostguard import host_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("HUGELAB_TEST_CACHE", "/var/tmp/hugelab-tests")) / "real-runs"
@@ -99,13 +98,9 @@ def real_run(example: str | None, blocks: int) -> Path:
     argv = [sys.executable, "-m", "hugelab.cli", "run", *([str(ROOT / "examples" / example)]
                                                           if example else []),
             "--blocks", str(blocks), "--store", str(tmp), "--json", "--wait-host", "900"]
-    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with host_lock():
         r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=1800,
                            check=False)
-    finally:
-        os.close(fd)
     if r.returncode != 0:
         raise RuntimeError(f"hugelab run failed ({r.returncode}): {r.stderr[-2000:]}")
     tmp.rename(db)

@@ -10,12 +10,13 @@ import json
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import HUGELAB
-from tests.hostguard import host_state
+from tests.hostguard import host_lock, host_state
 
 pytestmark = [pytest.mark.tools, pytest.mark.vm]
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,29 +33,51 @@ def tree(top: Path) -> dict[str, str]:
     return out
 
 
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """Every example's dry run, three at a time (each reads and changes nothing, so they may
+    overlap: the host is read before the first starts and after the last ends): per example,
+    its cache directory before, its process, its directories."""
+    from hugelab.vm.domains.demo_domain import define_image_domain
+    from tests.vmhelpers import libvirt_missing
+    for path in EXAMPLES:
+        domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
+        if domain:  # "your own VM": the demo domain the README has a user define (not our change)
+            assert (missing := libvirt_missing()) is None, missing  # a fresh machine starts it
+            define_image_domain(domain.group(1))
+
+    def one(path: Path) -> dict:
+        top = tmp_path_factory.mktemp(path.stem)
+        cache, state, store = top / "cache", top / "state", top / "s.db"
+        cache.mkdir()
+        (cache / "kept").write_text("a file the dry run must leave as it is\n")
+        env = {**os.environ, "HUGELAB_CACHE_DIR": str(cache), "HUGELAB_STATE_DIR": str(state)}
+        cache_before = tree(cache)
+        cp = subprocess.run([*HUGELAB, "run", str(path), "--dry-run", "--json", "--store",
+                             str(store)], env=env, capture_output=True, text=True, timeout=300)
+        return {"cp": cp, "cache": cache, "cache_before": cache_before, "state": state,
+                "store": store}
+
+    with host_lock(), ThreadPoolExecutor(3) as pool:  # taken here: module fixtures come first
+        host_before = host_state()
+        done = dict(zip(EXAMPLES, pool.map(one, EXAMPLES), strict=True))
+        return done, host_before, host_state()
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_dry_run_changes_nothing(path, tmp_path):
-    domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
-    if domain:  # "your own VM": the demo domain the README has a user define (not our change)
-        from hugelab.vm.domains.demo_domain import define_image_domain
-        from tests.vmhelpers import libvirt_missing
-        assert (missing := libvirt_missing()) is None, missing  # a fresh machine starts it
-        define_image_domain(domain.group(1))
-    cache, state, store = tmp_path / "cache", tmp_path / "state", tmp_path / "s.db"
-    cache.mkdir()
-    (cache / "kept").write_text("a file the dry run must leave as it is\n")
-    env = {**os.environ, "HUGELAB_CACHE_DIR": str(cache), "HUGELAB_STATE_DIR": str(state)}
-    before, cache_before = host_state(), tree(cache)
-    cp = subprocess.run([*HUGELAB, "run", str(path), "--dry-run", "--json", "--store",
-                         str(store)], env=env, capture_output=True, text=True, timeout=300)
+def test_dry_run_changes_nothing(path, dry_runs):
+    done, host_before, host_after = dry_runs
+    run = done[path]
+    cp = run["cp"]
     assert cp.returncode == 0, cp.stdout + cp.stderr
     plan = json.loads(cp.stdout)
-    assert host_state() == before
-    assert tree(cache) == cache_before
-    assert not store.exists() and tree(state) == {}
+    assert host_after == host_before
+    assert tree(run["cache"]) == run["cache_before"]
+    assert not run["store"].exists() and tree(run["state"]) == {}
     assert plan["estimated_s"] > 0
     assert all(c["trial_s"] for c in plan["cells"] if not c["skipped"]), plan["cells"]
     kind = re.search(r'^kind = "([^"]+)"', path.read_text(), re.MULTILINE)
+    domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
     if kind and kind.group(1) == "postgres" and not domain:  # the template it did not build
         assert [b["cached"] for b in plan["builds"]] == [False], plan["builds"]
         assert plan["builds"][0]["bytes"] > 0 and plan["builds"][0]["seconds"] > 0
