@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import HUGELAB
+from tests.helpers import HUGELAB, cli
 from tests.hostguard import host_state, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.vm, pytest.mark.slow]
@@ -28,7 +28,8 @@ BLOCKS = {"003-native-vs-guest": 2, "006-interleaved": 2}
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_path):
+def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_path, capsys,
+                                                                   monkeypatch):
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}  # cold caches
     domain = re.search(r'^domain = "([^"]+)"', path.read_text(), re.MULTILINE)
     if domain:  # "your own VM": the demo domain the README tells a user to define
@@ -44,9 +45,13 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr
     assert host_state() == before and workload_processes() == procs
-    shown = subprocess.run([*HUGELAB, "show", "1", "--store", str(store), "--json"],
-                           capture_output=True, text=True, env=env, check=True)
-    trials = json.loads(shown.stdout)["trials"]
+    # what a user reads after: through hugelab's own main, in this process (the run above is
+    # the user's process; a report's own child would add 1.2 s of imports per example)
+    monkeypatch.setenv("HUGELAB_STATE_DIR", env["HUGELAB_STATE_DIR"])
+    capsys.readouterr()  # only what the commands below print
+    rc, shown, err = cli(["show", "1", "--store", str(store), "--json"], capsys)
+    assert rc == 0, err
+    trials = json.loads(shown)["trials"]
     arms = {t["arm"] for t in trials}
     assert len({(t["block"], t["arm"]) for t in trials}) == blocks * len(arms)
     for t in trials:
@@ -65,17 +70,17 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")
     # one report, two formats (--md also writes; 2 s a report here, twice per example before)
-    report = json.loads(subprocess.run([*HUGELAB, "report", "--store", str(store), "--json",
-                                        "--md", str(tmp_path / "r.md")],
-                                       capture_output=True, text=True, env=env,
-                                       check=True).stdout)
+    rc, out, err = cli(["report", "--store", str(store), "--json", "--md", str(tmp_path / "r.md")],
+                       capsys)
+    assert rc == 0, err
+    report = json.loads(out)
     exp = report["run"]
     assert {s["series"] for s in report["costs"]["series"]} == {s["name"] for s in
                                                                  report["series"]}, exp
     md = (tmp_path / "r.md").read_text()
     assert "Cost record per arm" in md and ("What it costs" in md) == bool(
         report["costs"]["entries"]), exp
-    factors = [f for f in (json.loads(shown.stdout)["run"]["experiment"].get("factors") or [])
+    factors = [f for f in (json.loads(shown)["run"]["experiment"].get("factors") or [])
                if not f["scenario"]]
     if factors:  # a factorial example: every arm factor has a main effect, pairs interact
         fact = report["factorial"]
