@@ -121,11 +121,15 @@ def costs(rec: Latencies, comparisons: Sequence[Any], data: RunData, *, alpha: f
     raw = _raw(rec, comparisons, data, alpha=alpha, margin=margin)
     ps = [r.ratio.p_value if r.ratio else compare_shift(r.b, r.c, alpha=alpha).p_value
           for r in raw]
-    p_adj = multiple.holm(np.array([np.nan if p is None else p for p in ps], dtype=float))
     ratio_idx = [k for k, r in enumerate(raw) if r.ratio is not None]
-    tost = multiple.holm(np.array([raw[k].ratio.tost_p for k in ratio_idx  # type: ignore[union-attr]
-                                   ], dtype=float)) if ratio_idx else np.array([])
-    tost_of = {k: float(t) for k, t in zip(ratio_idx, tost, strict=True)}
+    # a figure without a ratio (a shift) makes no equivalence claim: its TOST p is 1, which
+    # still counts it among the claims that can be true (multiple.exclusive)
+    tost_in = [raw[k].ratio.tost_p if k in ratio_idx else 1.0  # type: ignore[union-attr]
+               for k in range(len(raw))]
+    p_adj, tost = multiple.exclusive(
+        np.array([np.nan if p is None else p for p in ps], dtype=float),
+        np.array(tost_in, dtype=float))
+    tost_of = {k: float(tost[k]) for k in ratio_idx}
     entries = [_entry(r, float(np.nan_to_num(p_adj[k], nan=1.0)), tost_of.get(k),
                       alpha=alpha, margin=margin) for k, r in enumerate(raw)]
     figures = [CostFigure(k, d.label, d.unit, d.scope, d.weighed)

@@ -21,9 +21,9 @@ usable value in that block. Leading dims are for vectorised simulation.
 - Factors are *arm* factors (their effect is estimated) or *scenario* factors (workload
   parameters: cells of different scenarios are different workloads and never compared
   directly, but an arm factor's effect may differ between them, an arm x scenario
-  interaction). :func:`effect_specs` lists the claims a report states; the caller applies
-  Holm across all of them (:func:`hugelab.stats.multiple.adjust`).
-- :func:`design_power` estimates, by simulation, the Holm-adjusted power of each claim for
+  interaction). :func:`effect_specs` lists the claims a report states; the caller adjusts
+  them all together (Holm's step-down, Shaffer's count: :func:`hugelab.stats.multiple.adjust`).
+- :func:`design_power` estimates, by simulation, the adjusted power of each claim for
   given true effects, noise SD and number of blocks.
 """
 
@@ -38,7 +38,7 @@ from itertools import product
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from hugelab.stats import paired
+from hugelab.stats import multiple, paired
 from hugelab.stats._util import FloatArray, StatsInputError
 
 IntArray = NDArray[np.intp]
@@ -384,17 +384,6 @@ def interaction_verdict(c: paired.Comparison) -> str:
     raise StatsInputError(f"unknown verdict {c.verdict!r}")
 
 
-def _holm_rows(p: FloatArray) -> FloatArray:
-    """Holm-adjusted p-values along the last axis (same rule as multiple.holm, no NaNs)."""
-    m = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    scaled = (m - np.arange(m)) * np.take_along_axis(p, order, axis=-1)
-    adj = np.minimum(np.maximum.accumulate(scaled, axis=-1), 1.0)
-    out = np.empty_like(adj)
-    np.put_along_axis(out, order, adj, axis=-1)
-    return out
-
-
 def _centred(layout: Layout, factor: int, level: int) -> FloatArray:
     """Indicator of ``factor == level`` per cell minus 1/(number of levels of factor)."""
     hit = np.array([cell[factor] == level for cell in layout.cells], dtype=float)
@@ -441,14 +430,14 @@ def design_power(
     n_sim: int = 400,
     seed: int = 1,
 ) -> dict[EffectSpec, float]:
-    """Monte-Carlo power of every claim of :func:`effect_specs` (Holm across all of them).
+    """Monte-Carlo power of every claim of :func:`effect_specs` (adjusted all together).
 
     Simulated log values: per-cell means built additively from ``effects`` (true log-scale
     effects per spec, every other effect 0; products of centred level indicators, so in a
     complete factorial each given value is exactly its spec's true contrast), plus a shared
     N(0, 0.02) block effect and N(0, sigma) per-trial noise. Each spec's per-block contrasts
-    are analysed as in :func:`judge` (vectorised with paired.analyse), p-values Holm-adjusted
-    per simulated experiment. Returns, per spec, the share of experiments whose adjusted
+    are analysed as in :func:`judge` (vectorised with paired.analyse), p-values adjusted
+    per simulated experiment as the report adjusts them (multiple.exclusive). Returns, per spec, the share of experiments whose adjusted
     verdict is a difference in the direction of the spec's true contrast (computed from the
     cell means); for a spec whose true contrast is 0, the share of (false) differences in
     either direction. Fewer than ``paired.MIN_UNITS`` blocks give 0.
@@ -471,11 +460,12 @@ def design_power(
     shape = (n_sim, n_blocks, len(layout.cells))
     logy = mu + rng.normal(0.0, BLOCK_SD, (n_sim, n_blocks, 1)) + rng.normal(0.0, sigma, shape)
     p = np.empty((n_sim, len(specs)))
+    tost = np.empty((n_sim, len(specs)))
     hl = np.empty((n_sim, len(specs)))
     for j, spec in enumerate(specs):
         r = paired.analyse(contrasts(logy, layout, spec), alpha=alpha, margin=_POWER_MARGIN)
-        p[:, j], hl[:, j] = r["p"], r["hl"]
-    diff = _holm_rows(p) < alpha
+        p[:, j], tost[:, j], hl[:, j] = r["p"], r["tost_p"], r["hl"]
+    diff = multiple.exclusive(p, tost)[0] < alpha  # as the report adjusts them
     right = np.where(true == 0.0, hl != 0.0, np.sign(hl) == np.sign(true))
     power = np.mean(diff & right, axis=0)
     return {s: float(power[j]) for j, s in enumerate(specs)}

@@ -211,8 +211,8 @@ def _holm(claims: dict[Any, meta.Pooled], margin: float) -> dict[Any, tuple[floa
     keys = list(claims)
     if not keys:
         return {}
-    p = multiple.holm([claims[k].p_value for k in keys])
-    t = multiple.holm([meta.tost_pvalue(claims[k], margin) for k in keys])
+    p, t = multiple.exclusive([claims[k].p_value for k in keys],
+                              [meta.tost_pvalue(claims[k], margin) for k in keys])
     return {k: (float(p[i]), float(t[i])) for i, k in enumerate(keys)}
 
 

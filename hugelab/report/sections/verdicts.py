@@ -34,7 +34,9 @@ def verdicts(result: Result) -> Table:
         per += [(name, n) for n in c.notes if SAID_AS_WARNING not in n]
     t.notes += folded(per, len(result.comparisons))
     t.notes += no_interval_note(result.comparisons)
-    t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report")
+    t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report, "
+                   "both claims together (a comparison's two nulls cannot both hold, so it "
+                   "counts once: Shaffer's step-down)")
     if not result.comparisons:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
     t.notes.append("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs "
