@@ -127,6 +127,7 @@ def test_the_dry_run_warns_on_a_fragmented_host_and_not_on_a_fresh_one(tmp_path)
     assert not [w for w in fresh["warnings"] if "at boot" in w], fresh["warnings"]
 
 
+@pytest.mark.host  # reads this host before and after: under the host lock, in the machine's lane
 def test_a_real_dry_run_states_this_hosts_free_lists(tmp_path, capsys):
     """`hugelab run --dry-run --json` on this host: a 1 GiB pool larger than all memory is
     beyond reach, in the words and figures of this host's /proc/buddyinfo as the test reads it
