@@ -207,7 +207,7 @@ def _pct_ci(p: meta.Pooled) -> tuple[float, float, float]:
     return p.effect_pct, float(paired.pct(p.ci_low)), float(paired.pct(p.ci_high))
 
 
-def _holm(claims: dict[Any, meta.Pooled], margin: float) -> dict[Any, tuple[float, float]]:
+def _adjusted(claims: dict[Any, meta.Pooled], margin: float) -> dict[Any, tuple[float, float]]:
     keys = list(claims)
     if not keys:
         return {}
@@ -311,13 +311,14 @@ def _experiment_notes(hosts: Sequence[HostRun]) -> list[str]:
 
 def _assemble(found: dict[str, _Comp], infos: dict[str, HostInfo], opts: Options
               ) -> list[FleetComparison]:
-    """Pool each comparison over the fleet and over each group; Holm within each family."""
+    """Pool each comparison over the fleet and over each group; within each family, both
+    claims of every comparison adjusted together (multiple.exclusive)."""
     pooled = {n: pool_hosts(c.est, opts.alpha) for n, c in found.items()}
-    adj = _holm({n: p for n, p in pooled.items() if p is not None}, opts.margin)
+    adj = _adjusted({n: p for n, p in pooled.items() if p is not None}, opts.margin)
     claims: dict[tuple[str, str], tuple[list[HostEstimate], Any]] = {}
     for n, c in found.items():
         claims.update(_group_claims(n, c.est, infos, opts.alpha))
-    gadj = _holm({k: p for k, (_, p) in claims.items() if p is not None}, opts.margin)
+    gadj = _adjusted({k: p for k, (_, p) in claims.items() if p is not None}, opts.margin)
     out = []
     for n, c in found.items():
         verdicts = tuple(_group_verdict(g, members, p, gadj.get((n, g)), c.better, opts.margin)
