@@ -1,19 +1,22 @@
 """QMP connect past events that precede the greeting (vm/own/qmp.py), against a QMP server
 played on a unix socket by a thread: QEMU can send VSERPORT_CHANGE before its greeting, which
-made qemu.qmp fail a guest's boot with "Did not understand Greeting"."""
+made qemu.qmp fail a guest's boot with "Did not understand Greeting". And QEMU binds its monitor
+socket before it listens: a client that sees the file can be refused (a CI boot failed so), so
+`connect` asks again while QEMU runs."""
 
 from __future__ import annotations
 
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from qemu.qmp.protocol import ConnectError
 
-from hugelab.vm.own.qmp import MAX_EARLY_EVENTS, QMP
+from hugelab.vm.own.qmp import MAX_EARLY_EVENTS, QMP, connect
 
 GREETING = {"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 8},
                                 "package": ""}, "capabilities": []}}
@@ -43,15 +46,21 @@ class FakeQemu:
     answers qmp_capabilities, then answers each command with its name and arguments; records
     what it received."""
 
-    def __init__(self, path: Path, before: list[dict[str, object]], greet: bool = True) -> None:
+    def __init__(self, path: Path, before: list[dict[str, object]], greet: bool = True,
+                 listen_after_s: float = 0.0) -> None:
         self.before, self.greet, self.got = before, greet, []  # type: list[dict[str, object]]
+        self.listen_after_s = listen_after_s
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
-        self.sock.listen(1)
+        self.sock.bind(str(path))  # the file exists from here; connects are refused until listen
+        if not listen_after_s:
+            self.sock.listen(1)
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
     def serve(self) -> None:
+        if self.listen_after_s:
+            time.sleep(self.listen_after_s)
+            self.sock.listen(1)
         conn, _ = self.sock.accept()
         with conn:
             for m in self.before + ([GREETING] if self.greet else []):
@@ -118,3 +127,35 @@ def test_only_events_without_a_greeting_is_an_error(sock):
     finally:
         qmp.close()
         fake.close()
+
+
+def test_a_socket_bound_but_not_yet_listening_is_asked_again(sock):
+    fake = FakeQemu(sock, [event("VSERPORT_CHANGE")], listen_after_s=0.5)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with pytest.raises(ConnectionRefusedError):  # the state QEMU is in between bind and listen
+        probe.connect(str(sock))
+    probe.close()
+    qmp = connect(str(sock), time.monotonic() + 10.0, alive=lambda: True)
+    try:
+        qmp.settimeout(5.0)
+        assert qmp.cmd("query-status") == [{"asked": "query-status", "arguments": {}}]
+        assert [m["execute"] for m in fake.got] == ["qmp_capabilities", "query-status"]
+    finally:
+        qmp.close()
+        fake.close()
+
+
+def test_refused_past_the_deadline_or_once_qemu_is_gone_is_an_error(sock):
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound.bind(str(sock))  # and never listens
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ConnectError, match="Connection refused"):
+            connect(str(sock), t0 + 0.3, alive=lambda: True)
+        assert time.monotonic() - t0 >= 0.3
+        calls = []
+        with pytest.raises(ConnectError, match="Connection refused"):
+            connect(str(sock), time.monotonic() + 30.0, alive=lambda: calls.append(1) or False)
+        assert calls == [1]  # QEMU gone: not asked again
+    finally:
+        bound.close()

@@ -43,6 +43,7 @@ from hugelab.vm.own.initramfs import (
 from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.own.qemurecords import register_pending, register_qemu, state_dir
 from hugelab.vm.own.qmp import QMP, stop_qemu
+from hugelab.vm.own.qmp import connect as qmp_connect
 
 BOOT_TIMEOUT_S = {"kvm": 60.0, "tcg": 180.0}
 EXEC_SLACK_S = {"kvm": 30.0, "tcg": 120.0}  # agent round trip on top of a command's own timeout
@@ -192,8 +193,7 @@ class Guest:
         timeout = self.boot_timeout or BOOT_TIMEOUT_S[accel]
         deadline = t0 + timeout
         self._wait_for_socket(paths.qmp_socket, deadline)
-        self._qmp = QMP(str(paths.qmp_socket))  # an event may precede the greeting
-        self._qmp.connect()
+        self._qmp = qmp_connect(str(paths.qmp_socket), deadline, self.alive)
         self._qmp.settimeout(30.0)
         self._connect_agent(paths.agent_socket, t0, timeout, accel)
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
 from qemu.qmp.error import ProtocolError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 from qemu.qmp.message import Message
 from qemu.qmp.models import Greeting
+from qemu.qmp.protocol import ConnectError
 from qemu.qmp.qmp_client import GreetingError, QMPClient
 
 from hugelab.proc import end
@@ -60,6 +63,22 @@ class QMP(QEMUMonitorProtocol):
     def early_events(self) -> list[dict[str, Any]]:
         """The events QEMU sent before its greeting on the last connect."""
         return self._qmp.early_events
+
+
+def connect(address: str, deadline: float, alive: Callable[[], bool]) -> QMP:
+    """A negotiated QMP connection to QEMU's monitor socket at `address`, asked again while
+    QEMU runs and `deadline` (monotonic) is ahead: QEMU binds the socket before it listens, so
+    a client that sees the file can be refused for a moment."""
+    while True:
+        qmp = QMP(address)
+        try:
+            qmp.connect()
+            return qmp
+        except ConnectError as exc:
+            refused = isinstance(exc.exc, (ConnectionRefusedError, FileNotFoundError))
+            if not refused or not alive() or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.02)
 
 
 def stop_qemu(proc: subprocess.Popen[bytes] | None, qmp: QMP | None) -> None:
