@@ -4,6 +4,7 @@ short cell names, warnings folded; on plain dicts and on analysed stores with kn
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -66,6 +67,18 @@ def test_the_pairs_an_interval_needs_follow_alpha():
 ])
 def test_verdict_in_words(c, words):
     assert answer.verdict(c) == words
+
+
+def test_an_interval_that_excludes_zero_beside_inconclusive_says_the_adjustment_did_it():
+    """Its own interval and p say 'faster'; adjusted across the report's comparisons it is
+    not: the words say so, rather than '-5% [-6, -1], inconclusive' without a reason."""
+    c = dataclasses.replace(comp("thp", -5, -6, -1, "inconclusive"), p_value=0.02,
+                            p_adjusted=0.06)
+    assert answer.verdict(c) == "inconclusive after adjustment"
+    # its interval spans zero, or nothing was adjusted away: plain 'inconclusive'
+    for other in (dataclasses.replace(c, ci_low_pct=-6, ci_high_pct=1),
+                  dataclasses.replace(c, p_value=0.06)):
+        assert answer.verdict(other) == "inconclusive"
 
 
 def test_recommendation_names_the_best_and_the_runner_ups_share():

@@ -191,3 +191,26 @@ def test_the_experiments_memory_margin_is_parsed_checked_and_read_by_the_report(
         parse_experiment_text(base + "[costs]\nmemory_margin = -1\n")
     with pytest.raises(ExperimentError, match="unknown key 'margin' in \\[costs\\]"):
         parse_experiment_text(base + "[costs]\nmargin = 0.1\n")
+
+
+def test_a_cost_whose_interval_excludes_zero_but_not_after_adjustment_says_so():
+    """The README's run read 'memory -32.0 MiB [-64.0 MiB, -2 KiB] (-3.0%), inconclusive':
+    the interval is the figure's own, the verdict adjusted across 12 figures; said in words."""
+    from hugelab.report import trade
+    from hugelab.report.model.costs import CostEntry, CostFigure, Costs
+    from hugelab.report.sections import prices
+
+    def entry(low: float, high: float, verdict: str) -> CostEntry:
+        return CostEntry("1G vs 4k", "footprint_kb", 10, 1.0e6, 0.97e6, -3.0, -6.0, -0.1,
+                         -32768.0, low, high, 0.01, 0.19, verdict, False)
+
+    fig = CostFigure("footprint_kb", "footprint", "KiB", "workload", True)
+    away = entry(-65536.0, -2.0, "inconclusive")
+    c = Costs(12, 0.02, [fig], [away], [], "m")
+    assert trade.phrase(c, "1G vs 4k") == (
+        "memory -32.0 MiB [-64.0 MiB, -2 KiB] (-3.0%), inconclusive across the 12 cost figures")
+    assert any("adjusted across all 12" in n for n in prices.notes(c))
+    spans = entry(-65536.0, 2.0, "inconclusive")
+    c2 = Costs(12, 0.02, [fig], [spans], [], "m")
+    assert trade.phrase(c2, "1G vs 4k").endswith("(-3.0%), inconclusive")
+    assert not any("adjusted across all" in n for n in prices.notes(c2))

@@ -35,12 +35,31 @@ def test_a_hand_case_step_by_step():
     np.testing.assert_allclose(rows[0], [[0.002, 1.0], [1.0, 0.002]])  # rows are families
 
 
-def _closure_rejects(p: np.ndarray, t: np.ndarray, alpha: float) -> set[tuple[int, int]]:
+def test_a_comparison_without_an_equivalence_claim_counts_only_while_its_difference_is_left():
+    # a (difference only) 0.001 -> x2 = 0.002, then a is done; b's claims alone after it:
+    # its equivalence 0.01 -> x1, its difference 0.5 -> x1
+    p, t = exclusive([0.001, 0.5], [0.3, 0.01], [False, True])
+    np.testing.assert_allclose(p, [0.002, 0.5])
+    assert np.isnan(t[0]) and t[1] == pytest.approx(0.01)
+    # a p of 1 standing in for the missing claim (the old way) kept a in the count: 0.02
+    assert exclusive([0.001, 0.5], [1.0, 0.01])[1][1] == pytest.approx(0.02)
+    # every comparison a difference claim only: plain Holm
+    d = [0.01, 0.04, 0.03]
+    np.testing.assert_allclose(exclusive(d, [0.0] * 3, [False] * 3)[0], holm(d))
+    # all marked: the same as no mask
+    np.testing.assert_allclose(exclusive([0.001, 0.5], [0.9, 0.01], [True, True]),
+                               exclusive([0.001, 0.5], [0.9, 0.01]))
+
+
+def _closure_rejects(p: np.ndarray, t: np.ndarray, alpha: float,
+                     has_t: np.ndarray | None = None) -> set[tuple[int, int]]:
     """Closed testing with Bonferroni local tests over every intersection that can be true
     (at most one claim of each comparison): claim (j, kind) is rejected when every such
-    intersection holding it has a p-value at or below alpha / its size."""
+    intersection holding it has a p-value at or below alpha / its size. A comparison whose
+    `has_t` is False has its difference claim only."""
     k = len(p)
-    pv = {(j, 0): p[j] for j in range(k)} | {(j, 1): t[j] for j in range(k)}
+    has_t = np.ones(k, dtype=bool) if has_t is None else has_t
+    pv = {(j, 0): p[j] for j in range(k)} | {(j, 1): t[j] for j in range(k) if has_t[j]}
     out = set()
     for claim in pv:
         ok = True
@@ -49,6 +68,8 @@ def _closure_rejects(p: np.ndarray, t: np.ndarray, alpha: float) -> set[tuple[in
             for comps in itertools.combinations(others, r):
                 for kinds in itertools.product((0, 1), repeat=r):
                     inter = [claim, *zip(comps, kinds, strict=True)]
+                    if any(c not in pv for c in inter):
+                        continue  # a claim that is not made
                     if min(pv[c] for c in inter) > alpha / len(inter):
                         ok = False
         if ok:
@@ -63,12 +84,13 @@ def test_it_rejects_only_what_closed_testing_rejects_and_at_least_bonferroni():
         k = int(rng.integers(1, 5))
         p = np.where(rng.random(k) < 0.5, rng.random(k) * 0.05, rng.random(k))
         t = np.where(rng.random(k) < 0.5, rng.random(k) * 0.05, rng.random(k))
-        pa, ta = exclusive(p, t)
+        has_t = rng.random(k) < 0.7  # some comparisons make a difference claim only
+        pa, ta = exclusive(p, t, has_t)
         mine = {(j, 0) for j in range(k) if pa[j] <= alpha} | \
-            {(j, 1) for j in range(k) if ta[j] <= alpha}
-        assert mine <= _closure_rejects(p, t, alpha), (p, t)  # a valid shortcut of it
+            {(j, 1) for j in range(k) if has_t[j] and ta[j] <= alpha}
+        assert mine <= _closure_rejects(p, t, alpha, has_t), (p, t, has_t)  # a valid shortcut
         bonf = {(j, 0) for j in range(k) if p[j] * k <= alpha} | \
-            {(j, 1) for j in range(k) if t[j] * k <= alpha}
+            {(j, 1) for j in range(k) if has_t[j] and t[j] * k <= alpha}
         assert bonf <= mine, (p, t)  # never weaker than --until-verdict's alpha / k
         wins += len(mine - bonf)
     assert wins > 0  # the step-down gains over Bonferroni somewhere

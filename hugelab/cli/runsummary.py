@@ -109,7 +109,7 @@ def cells(exp: Experiment, result: RunSummary) -> list[Table]:
         t = out.setdefault(scope, _table(exp, scope, unit))
         c = comps.get(r.arm)
         effect, verdict = ("", "baseline") if r.baseline else ("-", "-") if c is None else \
-            (effect_cell(c), answer.verdict(c))
+            (effect_cell(c), answer.verdict(c, why=False))
         name = names.short(r.arm, c.baseline if c else r.arm if r.baseline else None)
         t.rows.append([name, str(r.n), f"{r.flagged}/{r.failed}", num(r.median), effect,
                        verdict])

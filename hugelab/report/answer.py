@@ -66,9 +66,10 @@ def interval(e: Estimate) -> str:
         f"{needed(e)} needed for a {level(e.alpha)} interval)"
 
 
-def verdict(e: Estimate) -> str:
+def verdict(e: Estimate, *, why: bool = True) -> str:
     """The verdict in words: 'faster', 'faster, but within the ±1% margin', 'equivalent
-    (within ±1%)', 'inconclusive', 'no verdict yet (too few pairs)'."""
+    (within ±1%)', 'inconclusive', 'inconclusive after adjustment' (its own interval excludes
+    zero; `why`=False, for a table's narrow column: 'inconclusive'), 'no verdict yet'."""
     v, m = str(e.verdict), f"±{100 * e.margin:g}%"
     if v in ("faster", "slower"):
         return f"{v}, but within the {m} margin" if e.within_margin else v
@@ -76,7 +77,17 @@ def verdict(e: Estimate) -> str:
         return f"equivalent (within {m})"
     if e.n_units < needed(e):
         return "no verdict yet"
+    if why and adjusted_away(e):
+        return "inconclusive after adjustment"
     return "inconclusive"
+
+
+def adjusted_away(e: Estimate) -> bool:
+    """Whether the comparison's own interval excludes zero while its verdict, adjusted across
+    the report's comparisons, is not decided (its own p below alpha, the adjusted one not)."""
+    return has_interval(e) and e.p_value is not None and e.p_adjusted is not None and \
+        e.p_value < e.alpha <= e.p_adjusted and \
+        (e.ci_low_pct or 0.0) * (e.ci_high_pct or 0.0) > 0
 
 
 def decided_win(e: Estimate) -> bool:

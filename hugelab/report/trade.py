@@ -6,7 +6,7 @@ costs more memory than the margin without saying so."""
 from __future__ import annotations
 
 from hugelab.report.model.costs import CostEntry, Costs
-from hugelab.report.sections.prices import effect
+from hugelab.report.sections.prices import effect, verdict_words
 
 MEMORY = "footprint_kb"  # the figure the trade is stated in: what the host pays
 
@@ -29,7 +29,7 @@ def phrase(costs: Costs | None, comparison: str) -> str | None:
     e = memory(costs, comparison)
     if costs is None or e is None or not exceeds(costs, comparison):
         return None
-    return f"memory {effect(e, costs.figure(MEMORY))}, {e.verdict}"
+    return f"memory {effect(e, costs.figure(MEMORY))}, {verdict_words(e, costs)}"
 
 
 def cost_note(costs: Costs | None, comparison: str, arm: str) -> str | None:
@@ -40,4 +40,4 @@ def cost_note(costs: Costs | None, comparison: str, arm: str) -> str | None:
             e.effect_pct <= 100 * costs.memory_margin:
         return None
     return (f"; {arm} costs memory {effect(e, costs.figure(MEMORY))}, beyond the "
-            f"{100 * costs.memory_margin:g}% memory margin ({e.verdict})")
+            f"{100 * costs.memory_margin:g}% memory margin ({verdict_words(e, costs)})")

@@ -2,7 +2,8 @@
 cost records (`hugelab.trial.costs`: memory footprint, RSS, PSS, page tables, pool pages held
 unused, QEMU's RSS, the share of THP faults that fell back, compaction stalls, khugepaged's and
 kcompactd's CPU, the application's own figures), paired by block like the primary metric, and
-all of them Holm-adjusted as one family of their own, beside the speed and tail families.
+all of them adjusted as one family of their own (`stats.multiple.exclusive`), beside the speed
+and tail families.
 
 A figure whose values are all positive and which `CATALOGUE` puts on the ratio scale (memory
 amounts) gets the Hodges-Lehmann shift of its log-ratios as a percent of the baseline with a
@@ -122,13 +123,11 @@ def costs(rec: Latencies, comparisons: Sequence[Any], data: RunData, *, alpha: f
     ps = [r.ratio.p_value if r.ratio else compare_shift(r.b, r.c, alpha=alpha).p_value
           for r in raw]
     ratio_idx = [k for k, r in enumerate(raw) if r.ratio is not None]
-    # a figure without a ratio (a shift) makes no equivalence claim: its TOST p is 1, which
-    # still counts it among the claims that can be true (multiple.exclusive)
-    tost_in = [raw[k].ratio.tost_p if k in ratio_idx else 1.0  # type: ignore[union-attr]
-               for k in range(len(raw))]
+    # a figure without a ratio (a shift) has no margin: a difference claim only
     p_adj, tost = multiple.exclusive(
         np.array([np.nan if p is None else p for p in ps], dtype=float),
-        np.array(tost_in, dtype=float))
+        np.array([r.ratio.tost_p if r.ratio else np.nan for r in raw], dtype=float),
+        np.array([r.ratio is not None for r in raw], dtype=bool))
     tost_of = {k: float(tost[k]) for k in ratio_idx}
     entries = [_entry(r, float(np.nan_to_num(p_adj[k], nan=1.0)), tost_of.get(k),
                       alpha=alpha, margin=margin) for k, r in enumerate(raw)]

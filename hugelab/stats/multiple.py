@@ -44,31 +44,41 @@ def holm(pvalues: ArrayLike) -> FloatArray:
     return out
 
 
-def exclusive(pvalues: ArrayLike, tost: ArrayLike) -> tuple[FloatArray, FloatArray]:
+def exclusive(pvalues: ArrayLike, tost: ArrayLike,
+              claims_equivalence: ArrayLike | None = None) -> tuple[FloatArray, FloatArray]:
     """Adjusted difference and equivalence p-values of k comparisons (the last axis; any
-    leading axes are independent families, as simulations need): one step-down over all 2k
+    leading axes are independent families, as simulations need): one step-down over all
     claims, each step's multiplier the number of comparisons with a claim at or after it.
-    NaN stays NaN and counts (a claim that could be true), as in `holm`."""
+    NaN stays NaN and counts (a claim that could be true), as in `holm`.
+
+    `claims_equivalence` (booleans, one per comparison; all True when None): a comparison
+    marked False makes a difference claim only (a figure without a margin); its `tost` entry
+    is ignored, comes back NaN, and it counts only while its difference is left."""
     p, t = np.asarray(pvalues, dtype=float), np.asarray(tost, dtype=float)
     if p.shape != t.shape:
         raise StatsInputError("one equivalence p-value per difference p-value")
-    both = np.concatenate([p, t], axis=-1)
+    has_t = np.ones(p.shape, dtype=bool) if claims_equivalence is None else \
+        np.broadcast_to(np.asarray(claims_equivalence, dtype=bool), p.shape)
+    both = np.concatenate([p, np.where(has_t, t, 0.5)], axis=-1)
     if np.any((both < 0) | (both > 1)):
         raise StatsInputError("p-values must lie in [0, 1]")
     k = p.shape[-1]
     if k == 0:
         return p.copy(), t.copy()
     filled = np.where(np.isnan(both), 1.0, both)
+    real = np.concatenate([np.ones(p.shape, dtype=bool), has_t], axis=-1)
+    filled = np.where(real, filled, 2.0)  # no claim: after every real one, never counted
     order = np.argsort(filled, axis=-1, kind="stable")
     place = np.empty_like(order)
     np.put_along_axis(place, order, np.broadcast_to(np.arange(2 * k), order.shape), axis=-1)
-    last = np.maximum(place[..., :k], place[..., k:])  # each comparison's later claim's step
+    last = np.where(has_t, np.maximum(place[..., :k], place[..., k:]),
+                    place[..., :k])  # each comparison's last real claim's step
     left = (last[..., :, None] >= np.arange(2 * k)).sum(axis=-2)  # comparisons left, by step
     scaled = left * np.take_along_axis(filled, order, axis=-1)
     adj_sorted = np.minimum(np.maximum.accumulate(scaled, axis=-1), 1.0)
     out = np.empty_like(adj_sorted)
     np.put_along_axis(out, order, adj_sorted, axis=-1)
-    out[np.isnan(both)] = np.nan
+    out[np.isnan(both) | ~real] = np.nan
     return out[..., :k], out[..., k:]
 
 

@@ -74,10 +74,25 @@ def weighed(result: Result) -> list[Table]:
     return [t]
 
 
+def adjusted_away(e: CostEntry) -> bool:
+    """Whether the figure's own interval excludes zero while its verdict, adjusted across
+    every figure of every comparison, is not decided: both hold, and the words must say so."""
+    return e.verdict == "inconclusive" and e.shift_low is not None and \
+        e.shift_high is not None and (e.shift_low > 0 or e.shift_high < 0)
+
+
+def verdict_words(e: CostEntry, c: Costs) -> str:
+    """'inconclusive', or 'inconclusive across the 12 cost figures' where its interval alone
+    excludes zero (the interval is the figure's own, the verdict adjusted)."""
+    if adjusted_away(e):
+        return f"inconclusive across the {c.holm_family} cost figures"
+    return e.verdict
+
+
 def _verdict(e: CostEntry, c: Costs) -> str:
     if e.beyond_margin:
-        return f"{e.verdict}; beyond the {100 * c.memory_margin:g}% memory margin"
-    return e.verdict
+        return f"{verdict_words(e, c)}; beyond the {100 * c.memory_margin:g}% memory margin"
+    return verdict_words(e, c)
 
 
 def notes(c: Costs) -> list[str]:
@@ -90,6 +105,9 @@ def notes(c: Costs) -> list[str]:
             f"memory margin ±{100 * c.memory_margin:g}% (`[costs] memory_margin` in the "
             "experiment, `hugelab report --memory-margin`): a footprint beyond it is stated "
             "beside every answer and recommendation",
+            *(["'inconclusive across the N cost figures': the interval is that figure's own, the "
+               f"verdict is adjusted across all {c.holm_family}"]
+              if any(adjusted_away(e) for e in c.entries) else []),
             *(f"{s}: {SCOPE_NOTES.get(s, s)}" for s in scopes)]
 
 
