@@ -14,7 +14,7 @@ import contextlib
 import os
 from typing import Any
 
-from hugelab.workloads.postgres import guestcost
+from hugelab.workloads.postgres import userdata
 from hugelab.workloads.postgres.server import shared_estimate
 from hugelab.workloads.preview import BYTES_PER_UNIT
 
@@ -40,7 +40,7 @@ def cluster_bytes(table: dict[str, Any]) -> float:
     if table.get("datadir"):
         return _tree_bytes(str(table["datadir"]))
     if table.get("dump"):  # the restored tables: the dump's bytes grown as its format's restore
-        recipe, dump_bytes = guestcost.dump_recipe(str(table["dump"]))
+        recipe, dump_bytes = userdata.dump_recipe(str(table["dump"]))
         return dump_bytes * BYTES_PER_UNIT[recipe]
     return CLUSTER_BYTES_PER_SCALE * float(table.get("scale", 10))
 

@@ -8,24 +8,12 @@ and size."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from hugelab.workloads.postgres.userdata import SNIFF, dump_format
+from hugelab.workloads.postgres.userdata import dump_recipe
 from hugelab.workloads.preview import GuestBuild
 
 FIXED_S = {"kvm": 4.0, "tcg": 14.0}  # initdb, the server started and stopped, the undo
-
-
-def dump_recipe(path: str) -> tuple[str, float]:
-    """A dump's restore recipe and bytes; a dump that cannot be read counts as an empty plain
-    one (the run says what is wrong)."""
-    try:
-        with open(path, "rb") as f:
-            fmt = dump_format(f.read(SNIFF))
-        return f"restore_{fmt}", float(os.path.getsize(path))
-    except (OSError, ValueError):
-        return "restore_plain", 0.0
 
 
 def guest_build(table: dict[str, Any]) -> GuestBuild:

@@ -45,6 +45,17 @@ def dump_format(head: bytes) -> str:
     return "plain"
 
 
+def dump_recipe(path: str) -> tuple[str, float]:
+    """A dump's restore recipe and bytes; a dump that cannot be read counts as an empty plain
+    one (the run says what is wrong)."""
+    try:
+        with open(path, "rb") as f:
+            fmt = dump_format(f.read(SNIFF))
+        return f"restore_{fmt}", float(os.path.getsize(path))
+    except (OSError, ValueError):
+        return "restore_plain", 0.0
+
+
 def sha256(path: Path) -> str:
     return file_sha256(path)
 
