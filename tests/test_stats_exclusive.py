@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from hugelab.stats import paired
+from hugelab.stats._util import StatsInputError
 from hugelab.stats.multiple import adjust, exclusive, holm
 
 
@@ -46,6 +47,8 @@ def test_a_comparison_without_an_equivalence_claim_counts_only_while_its_differe
     # every comparison a difference claim only: plain Holm
     d = [0.01, 0.04, 0.03]
     np.testing.assert_allclose(exclusive(d, [0.0] * 3, [False] * 3)[0], holm(d))
+    with pytest.raises(StatsInputError, match="one equivalence flag per comparison"):
+        exclusive([0.1, 0.2], [0.1, 0.2], [True, False, True])
     # all marked: the same as no mask
     np.testing.assert_allclose(exclusive([0.001, 0.5], [0.9, 0.01], [True, True]),
                                exclusive([0.001, 0.5], [0.9, 0.01]))

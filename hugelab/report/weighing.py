@@ -32,7 +32,8 @@ MEMORY_MARGIN = 0.02  # a memory cost beyond this share of the baseline's is sta
 METHOD = ("per figure: paired by block; memory amounts: Hodges-Lehmann shift of the log-ratios "
           "with its signed-rank interval and TOST at the memory margin; counts, shares and CPU "
           "seconds: Hodges-Lehmann shift of the differences; Wilcoxon signed-rank p, "
-          "Holm-adjusted across every figure of every comparison")
+          "adjusted across every figure of every comparison (Holm's step-down, a memory "
+          "figure's two claims counted once)")
 
 
 @dataclass
@@ -133,4 +134,4 @@ def costs(rec: Latencies, comparisons: Sequence[Any], data: RunData, *, alpha: f
                       alpha=alpha, margin=margin) for k, r in enumerate(raw)]
     figures = [CostFigure(k, d.label, d.unit, d.scope, d.weighed)
                for k in _order(list(rec)) for d in [describe(k)]]
-    return Costs(len(entries), margin, figures, entries, _series(rec, data), METHOD)
+    return Costs(len(entries), margin, figures, entries, _series(rec, data), METHOD, alpha)

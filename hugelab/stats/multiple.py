@@ -57,8 +57,11 @@ def exclusive(pvalues: ArrayLike, tost: ArrayLike,
     p, t = np.asarray(pvalues, dtype=float), np.asarray(tost, dtype=float)
     if p.shape != t.shape:
         raise StatsInputError("one equivalence p-value per difference p-value")
-    has_t = np.ones(p.shape, dtype=bool) if claims_equivalence is None else \
-        np.broadcast_to(np.asarray(claims_equivalence, dtype=bool), p.shape)
+    try:
+        has_t = np.ones(p.shape, dtype=bool) if claims_equivalence is None else \
+            np.broadcast_to(np.asarray(claims_equivalence, dtype=bool), p.shape)
+    except ValueError as exc:
+        raise StatsInputError("one equivalence flag per comparison") from exc
     both = np.concatenate([p, np.where(has_t, t, 0.5)], axis=-1)
     if np.any((both < 0) | (both > 1)):
         raise StatsInputError("p-values must lie in [0, 1]")

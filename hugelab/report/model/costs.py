@@ -1,6 +1,6 @@
 """What huge pages cost, as the report gives it: per comparison the paired effects on the
-weighed figures of the trials' cost records (`hugelab.trial.costs`), Holm-adjusted as one
-family, and per series the median of every figure recorded."""
+weighed figures of the trials' cost records (`hugelab.trial.costs`), adjusted as one
+family (`stats.multiple.exclusive`), and per series the median of every figure recorded."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class CostEntry(Model):
 
     `effect_pct` and its interval: the Hodges-Lehmann shift of the log-ratios (ratio-scale
     figures with positive values); `shift` and its interval: the shift of the differences in
-    the figure's unit (every figure). `verdict`: "more" or "less" (Holm-adjusted signed-rank
+    the figure's unit (every figure). `verdict`: "more" or "less" (adjusted signed-rank
     test), "same" (TOST within the margin, ratio scale), "inconclusive", or "no verdict yet"
     (too few pairs). `beyond_margin`: a memory figure whose estimate exceeds the memory
     margin (the trade the answer states)."""
@@ -65,6 +65,7 @@ class Costs(Model):
     entries: list[CostEntry]
     series: list[CostSeries]
     method: str
+    alpha: float = 0.05  # the level of every figure's own interval and of the verdicts
 
     def entry(self, comparison: str, cost: str) -> CostEntry | None:
         return next((e for e in self.entries if e.comparison == comparison and e.cost == cost),

@@ -74,17 +74,20 @@ def weighed(result: Result) -> list[Table]:
     return [t]
 
 
-def adjusted_away(e: CostEntry) -> bool:
-    """Whether the figure's own interval excludes zero while its verdict, adjusted across
-    every figure of every comparison, is not decided: both hold, and the words must say so."""
-    return e.verdict == "inconclusive" and e.shift_low is not None and \
-        e.shift_high is not None and (e.shift_low > 0 or e.shift_high < 0)
+def adjusted_away(e: CostEntry, alpha: float) -> bool:
+    """Whether the adjustment across every figure of every comparison is what left the figure
+    undecided (its own p below alpha, the adjusted one not) while the interval printed beside
+    it excludes zero: both hold, and the words must say so."""
+    return e.verdict == "inconclusive" and e.p_value is not None and \
+        e.p_adjusted is not None and e.p_value < alpha <= e.p_adjusted and \
+        e.shift_low is not None and e.shift_high is not None and \
+        (e.shift_low > 0 or e.shift_high < 0)
 
 
 def verdict_words(e: CostEntry, c: Costs) -> str:
     """'inconclusive', or 'inconclusive across the 12 cost figures' where its interval alone
     excludes zero (the interval is the figure's own, the verdict adjusted)."""
-    if adjusted_away(e):
+    if adjusted_away(e, c.alpha):
         return f"inconclusive across the {c.holm_family} cost figures"
     return e.verdict
 
@@ -107,7 +110,7 @@ def notes(c: Costs) -> list[str]:
             "beside every answer and recommendation",
             *(["'inconclusive across the N cost figures': the interval is that figure's own, the "
                f"verdict is adjusted across all {c.holm_family}"]
-              if any(adjusted_away(e) for e in c.entries) else []),
+              if any(adjusted_away(e, c.alpha) for e in c.entries) else []),
             *(f"{s}: {SCOPE_NOTES.get(s, s)}" for s in scopes)]
 
 
