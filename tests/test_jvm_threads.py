@@ -154,17 +154,24 @@ def _sample(pid: int, stack_kb: int) -> dict[str, float]:
 def _watch(run: subprocess.Popen[str], threads: int, stack_kb: int) -> dict[str, dict]:
     """Each thread JVM's last reading while its threads were parked, by arm (the host's THP
     mode then, and whether the JVM's own mitigation was switched off)."""
+    def parked(pid: int) -> bool:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(re.search(r"Threads:\s+(\d+)", status)[1]) >= threads  # type: ignore[index]
+
     seen: dict[str, dict] = {}
     while run.poll() is None:
         for pid in _thread_jvms():
             try:
-                status = Path(f"/proc/{pid}/status").read_text()
-                if int(re.search(r"Threads:\s+(\d+)", status)[1]) < threads:  # type: ignore[index]
+                if not parked(pid):
                     continue
                 time.sleep(0.5)  # its own reading is taken the moment the last one parks
                 bare = b"-THPStackMitigation" in Path(f"/proc/{pid}/cmdline").read_bytes()
                 mode = re.search(r"\[(\w+)\]", THP.read_text())[1]  # type: ignore[index]
-                seen[f"{mode}{'-bare' if bare else ''}"] = _sample(pid, stack_kb)
+                sample = _sample(pid, stack_kb)
+                # every thread still there after the read: none had ended before it (a CI run
+                # read 232 of 500 stacks from a JVM whose hold had ended during the sleep)
+                if parked(pid):
+                    seen[f"{mode}{'-bare' if bare else ''}"] = sample
             except (OSError, TypeError):
                 continue  # it ended between two reads: its earlier reading stands
         time.sleep(0.05)
