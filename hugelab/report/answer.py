@@ -29,6 +29,7 @@ from hugelab.report.model.effects import Effect, Factorial
 from hugelab.report.model.estimate import Estimate
 from hugelab.report.model.headline import Answer
 from hugelab.report.model.result import Result
+from hugelab.stats import multiple
 from hugelab.stats.paired import MIN_UNITS
 from hugelab.stats.signedrank import min_pairs
 
@@ -68,8 +69,8 @@ def interval(e: Estimate) -> str:
 
 def verdict(e: Estimate, *, why: bool = True) -> str:
     """The verdict in words: 'faster', 'faster, but within the ±1% margin', 'equivalent
-    (within ±1%)', 'inconclusive', 'inconclusive after adjustment' (its own interval excludes
-    zero; `why`=False, for a table's narrow column: 'inconclusive'), 'no verdict yet'."""
+    (within ±1%)', 'inconclusive', 'inconclusive after adjustment' (`adjusted_away`;
+    `why`=False, for a table's narrow column: 'inconclusive'), 'no verdict yet'."""
     v, m = str(e.verdict), f"±{100 * e.margin:g}%"
     if v in ("faster", "slower"):
         return f"{v}, but within the {m} margin" if e.within_margin else v
@@ -85,9 +86,8 @@ def verdict(e: Estimate, *, why: bool = True) -> str:
 def adjusted_away(e: Estimate) -> bool:
     """Whether the comparison's own interval excludes zero while its verdict, adjusted across
     the report's comparisons, is not decided (its own p below alpha, the adjusted one not)."""
-    return has_interval(e) and e.p_value is not None and e.p_adjusted is not None and \
-        e.p_value < e.alpha <= e.p_adjusted and \
-        (e.ci_low_pct or 0.0) * (e.ci_high_pct or 0.0) > 0
+    return has_interval(e) and multiple.undecided_by_adjustment(
+        e.p_value, e.p_adjusted, e.alpha, e.ci_low_pct, e.ci_high_pct)
 
 
 def decided_win(e: Estimate) -> bool:

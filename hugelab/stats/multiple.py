@@ -85,6 +85,14 @@ def exclusive(pvalues: ArrayLike, tost: ArrayLike,
     return out[..., :k], out[..., k:]
 
 
+def undecided_by_adjustment(p: float | None, p_adjusted: float | None, alpha: float,
+                            low: float | None, high: float | None) -> bool:
+    """Whether a claim's own test decides at `alpha` and its adjusted p does not, while its
+    own interval [low, high] excludes zero: the report then says the adjustment did it."""
+    return p is not None and p_adjusted is not None and p < alpha <= p_adjusted and \
+        low is not None and high is not None and (low > 0 or high < 0)
+
+
 def adjust(comparisons: Mapping[str, Comparison]) -> dict[str, Comparison]:
     """Adjust a set of comparisons' claims together (`exclusive`) and re-derive verdicts."""
     names = list(comparisons)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from hugelab.report.model.costs import CostEntry, CostFigure, Costs
 from hugelab.report.model.result import Result
 from hugelab.report.table import Table, ci_column, pval
+from hugelab.stats import multiple
 from hugelab.units import amount
 
 SCOPE_NOTES = {
@@ -78,15 +79,13 @@ def adjusted_away(e: CostEntry, alpha: float) -> bool:
     """Whether the adjustment across every figure of every comparison is what left the figure
     undecided (its own p below alpha, the adjusted one not) while the interval printed beside
     it excludes zero: both hold, and the words must say so."""
-    return e.verdict == "inconclusive" and e.p_value is not None and \
-        e.p_adjusted is not None and e.p_value < alpha <= e.p_adjusted and \
-        e.shift_low is not None and e.shift_high is not None and \
-        (e.shift_low > 0 or e.shift_high < 0)
+    return e.verdict == "inconclusive" and multiple.undecided_by_adjustment(
+        e.p_value, e.p_adjusted, alpha, e.shift_low, e.shift_high)
 
 
 def verdict_words(e: CostEntry, c: Costs) -> str:
-    """'inconclusive', or 'inconclusive across the 12 cost figures' where its interval alone
-    excludes zero (the interval is the figure's own, the verdict adjusted)."""
+    """The verdict, or 'inconclusive across the 12 cost figures' where the adjustment left
+    the figure undecided beside an interval that excludes zero (`adjusted_away`)."""
     if adjusted_away(e, c.alpha):
         return f"inconclusive across the {c.holm_family} cost figures"
     return e.verdict
