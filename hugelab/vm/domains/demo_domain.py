@@ -86,9 +86,11 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     """Build (or reuse) hugelab's Debian image, copy it where libvirt's QEMU can read it
     (IMAGES_ROOT/NAME) and define domain NAME booting it, hugelab's key (`demo_key`) let in
     over SSH. Returns the copy's directory. A domain of that name defined from the same image
-    and key is left as it is; one of an older image is redefined (when it is not running);
-    any other domain of that name is refused. Copies that are no longer the image's (another
-    hugelab wrote its own over them) are made again, as for an older image."""
+    and key is left as it is; one of the same image with another key (hugelab's key is its state
+    directory's) is defined again for this key, its copies kept; one of an older image is
+    copied and defined again (when it is not running); any other domain of that name is
+    refused. Copies that are no longer the image's (another hugelab wrote its own over them)
+    are made again, as for an older image. `progress` hears which of these it did."""
     from hugelab.vm.domains.imagebuild import build_image
     from hugelab.vm.domains.imagerecipe import recipe_hash
     home = IMAGES_ROOT / safe_name(name)
@@ -96,15 +98,22 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     stamp = f"{STAMP_PREFIX} {recipe_hash()} v{DOMAIN_VERSION}, key {_key_arg(key)[-12:]}"
     conn = connect(uri)
     lv = libvirt_module()
+    say = progress or (lambda msg: None)
     try:
-        if _defined_as(conn, name, stamp):
+        found, pinned = _defined_as(conn, name, stamp)
+        if found == "same":
+            say(f"domain '{name}' is defined from this image and key: left as it is")
             return home
         image = build_image(progress=progress)
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
         kernel = _boot_kernel(image.kernel)
-        for src in dict.fromkeys((image.disk, image.kernel, image.initrd, kernel)):
-            _copy_private(src, home / src.name)
+        if found == "same image" and pinned == (image.host_key or "").strip():
+            say(f"domain '{name}' is of this image with another key: defined again for "
+                f"{key} (its copies kept)")
+        else:
+            for src in dict.fromkeys((image.disk, image.kernel, image.initrd, kernel)):
+                _copy_private(src, home / src.name)
         xml = image_domain_xml(name, home / image.disk.name, home / kernel.name,
                                home / image.initrd.name, mem_mib=mem_mib, accel=accel,
                                key_arg=_key_arg(key), stamp=stamp, host_key=image.host_key)
@@ -152,25 +161,35 @@ def _copy_private(src: Path, dst: Path) -> None:
         shutil.copyfileobj(inp, out, 1 << 20)
 
 
-def _defined_as(conn: Any, name: str, stamp: str) -> bool:
-    """True when domain `name` is defined with `stamp`; undefines a stale demo domain (another
-    image or key) so it can be defined again; refuses to touch any other domain."""
+def _image_of(stamp: str) -> str:
+    """The image (recipe hash) a demo domain's stamp names; "" for a stamp that is not one."""
+    return stamp.removeprefix(STAMP_PREFIX).split()[0] if stamp.startswith(STAMP_PREFIX) else ""
+
+
+def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
+    """How domain `name` stands against `stamp`, and the sshd host key it pinned: "same"
+    (defined with it, its copies intact), "same image" (undefined here: of this image, copies
+    intact, another key or domain version; its copies are kept if their pinned host key is the
+    cached image's), "" (not defined, or undefined here: another image or its copies not
+    intact); refuses to touch any other domain."""
     lv = libvirt_module()
     try:
         dom = conn.lookupByName(name)
     except lv.libvirtError:
-        return False
+        return "", None
     root = dx.parse(user_xml(dom))
     have = root.findtext("description") or ""
-    if have == stamp and copies_intact(IMAGES_ROOT / safe_name(name)):
-        return True
+    intact = copies_intact(IMAGES_ROOT / safe_name(name))
+    if have == stamp and intact:
+        return "same", dx.host_key(root)
     home = str(IMAGES_ROOT / safe_name(name))
     if not (have.startswith(STAMP_PREFIX) or any(d.source.startswith(f"{home}/")
                                                  for d in dx.disks(root))):
         raise DomainError(f"a domain named '{name}' exists and hugelab did not define it",
                           hint="pick another name (--name)")
     if dom.isActive():
-        raise DomainError(f"demo domain '{name}' is of an older image and is running",
+        raise DomainError(f"demo domain '{name}' is of an older image or another key and is "
+                          "running",
                           hint=f"shut it down (virsh destroy {name}) and run this again")
     try:
         dom.undefine()
@@ -179,4 +198,5 @@ def _defined_as(conn: Any, name: str, stamp: str) -> bool:
                           f"{exc.get_error_message()}",
                           hint=f"undefine it yourself (virsh undefine {name}) and run this again"
                           ) from exc
-    return False
+    same = intact and _image_of(have) == _image_of(stamp)
+    return ("same image" if same else ""), dx.host_key(root)
