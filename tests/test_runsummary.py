@@ -125,3 +125,32 @@ def test_warnings_about_arms_fold_as_in_the_report(tmp_path):
     out = " ".join(printed(exp, res, 120).split())
     assert "2 arms: trials under high machine load: may be the machine's (4k: 2 of 8; thp: " \
         "2 of 8)" in out and out.count("under high machine load") == 1
+
+
+def test_a_run_whose_only_other_arm_was_skipped_says_so_in_its_answer(tmp_path, capsys):
+    """004 on a host with one free 1 GiB page: vm-1G skipped, vm-thp alone. The answer said
+    nothing (an empty 'What matters', the run summary not even the TCG warning) and the
+    verdicts 'a single arm or no baseline arm'; now the skip is a warning of the answer, said
+    once, and the verdicts note names it."""
+    from hugelab.store import Store, Trial
+    from tests.helpers import cli
+    exp = runstores.experiment("004-thp-vs-1g-vms.toml")
+    why = "1G pool: requested 2 pages, achieved 1 after compaction for 10s"
+    db = tmp_path / "s.db"
+    with Store(db) as st:
+        run_id, _ = st.get_or_create_run("k", exp.name, exp.to_dict(), {})
+        st.add_trial(Trial(run_id, 0, 0, "vm-thp", "ok", 100.0, "ns_per_access", "ns", "lower",
+                           target="guest", provenance={"accel": "tcg"}))
+        st.set_run_status(run_id, "finished", skipped={"vm-1G": why})
+    out = printed(exp, result_of(db, exp, skipped={"vm-1G": why}), 80)
+    flat = " ".join(out.split())
+    assert "TCG (software emulation)" in flat
+    assert flat.count(why) == 1 and f"arm vm-1G was skipped, so it is in no comparison: {why}" \
+        in flat, out
+    rc, rep, err = cli(["report", "--store", str(db)], capsys)
+    assert rc == 0, err
+    flat = " ".join(rep.split())
+    assert f"What matters WARNING: arm vm-1G was skipped, so it is in no comparison: {why}" \
+        in flat, rep
+    assert "no comparisons: arm(s) vm-1G skipped (the warnings say why)" in flat
+    assert "single arm or no baseline arm" not in flat

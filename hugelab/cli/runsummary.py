@@ -128,9 +128,10 @@ def _table(exp: Experiment, scope: str, unit: str) -> Table:
 
 def problems(result: RunSummary) -> list[tuple[str, str]]:
     """(label, text) of what went wrong, once each."""
-    out = [("skipped", f"{arm}: {why}") for arm, why in result.skipped.items()]
-    out += [("failed" if p.failed else "flagged", p.text) for p in result.problems]
     said = set(result.warnings)  # the lead said these already
+    out = [("skipped", f"{arm}: {why}") for arm, why in result.skipped.items()
+           if lead.skipped_warning(arm, why) not in said]
+    out += [("failed" if p.failed else "flagged", p.text) for p in result.problems]
     out += [("shared pool:", w) for w in result.pool_warnings if w not in said]
     if result.retried:
         out.append(("retried", f"{len(result.retried)} trial(s) that failed for outside "
@@ -142,8 +143,9 @@ def render(exp: Experiment, result: RunSummary, con: Console) -> None:
     """Print the summary (see the module docstring for its order)."""
     con.print(Text(headline(exp, result)))
     rep = _report_like(result)
-    if rep.comparisons:
-        text.lead_lines(lead.build(rep), con)
+    first = lead.build(rep)
+    if rep.comparisons or first.loud or first.notes:  # no comparison: still what went wrong
+        text.lead_lines(first, con)
         line = analysis_line(result)
         if line:
             con.print(Text(line, style="dim"))

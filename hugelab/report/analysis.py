@@ -391,10 +391,13 @@ def _warnings(data: RunData, comps: list[Comparison], vc: BlockVariance | None,
     out = [] if data.n_trials else ["the run has no trials yet"]
     if any("tcg" in a for a in data.accel.values()):
         out.append(TCG_WARNING)
+    for arm, why in (data.run.get("skipped") or {}).items():  # no trial: no comparison either
+        out.append(lead.skipped_warning(arm, why))
     for c in comps:
-        if c.n_units < paired.MIN_UNITS:
-            out.append(f"{c.name}: inconclusive: too few pairs ({c.n} pairs, "
-                       f"{paired.MIN_UNITS} needed for any verdict)")
+        if c.n_units < (need := answer.needed(c)):  # at the report's alpha: 8 at 0.01
+            n, unit = c.n_units, c.unit or "pair"
+            out.append(f"{c.name}: inconclusive: too few pairs ({n} {unit}{'s' if n != 1 else ''}"
+                       f", {need} needed for any verdict at {answer.level(c.alpha)})")
         if c.blocks_dropped > 0.1 * (c.n + c.blocks_dropped):
             out.append(f"{c.name}: {c.blocks_dropped} block(s) dropped, more than 10% "
                        "(an arm had no ok trial there)")

@@ -31,6 +31,7 @@ from hugelab.report.model.headline import Answer
 from hugelab.report.model.result import Result
 from hugelab.stats import multiple
 from hugelab.stats.paired import MIN_UNITS
+from hugelab.stats.plan import MIN_PILOT
 from hugelab.stats.signedrank import min_pairs
 
 WINS = "faster"  # the verdict of an arm better than its baseline (lower or higher is better)
@@ -299,15 +300,22 @@ def _blocks_short(comps: list[Comparison]) -> tuple[list[Comparison], int, int]:
     return few, min(c.n_units for c in few), max(needed(c) for c in few)
 
 
+def _then_plan(have: int, more: int) -> str:
+    """What `hugelab plan` needs beside `more` blocks: its pilot of MIN_PILOT blocks."""
+    if have + more >= MIN_PILOT:
+        return "then `hugelab plan` says how many a verdict needs"
+    return f"and {MIN_PILOT - have} more for `hugelab plan` to say how many a verdict needs"
+
+
 def _not_yet(comps: list[Comparison], names: Names) -> str:
     few, have, need = _blocks_short(comps)
     if few and len(few) == len(comps):
-        return (f"no recommendation yet: run at least {need - have} more block(s), then "
-                "`hugelab plan` says how many a verdict needs")
+        return (f"no recommendation yet: run at least {need - have} more block(s), "
+                + _then_plan(have, need - have))
     if few:
         return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "
                 f"pairs ({have} of {need} needed): at least {need - have} more "
-                "block(s), and `hugelab plan` for how many a verdict needs")
+                "block(s), " + _then_plan(have, need - have))
     if all(c.verdict == "inconclusive" for c in comps):
         return ("no recommendation yet: no arm differs from its baseline beyond doubt, nor is "
                 "shown equivalent: `hugelab plan` says how many blocks would settle it")

@@ -81,6 +81,11 @@ def warnings(found: answer.Findings) -> tuple[list[str], list[str]]:
     return loud, plain + fold(per, len(comps)) + fold_counts(arms)
 
 
+def skipped_warning(arm: str, why: str) -> str:
+    """The warning for an arm the run skipped (its pool could not be had, ...)."""
+    return f"arm {arm} was skipped, so it is in no comparison: {why}"
+
+
 def build(found: answer.Findings) -> Lead:
     loud, notes = warnings(found)
     return Lead(answer.answers(found), answer.recommendations(found), notes, loud)

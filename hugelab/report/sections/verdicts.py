@@ -37,7 +37,10 @@ def verdicts(result: Result) -> Table:
     t.notes.append("p and TOST p are Holm-adjusted across the comparisons of this report, "
                    "both claims together (a comparison's two nulls cannot both hold, so it "
                    "counts once: Shaffer's step-down)")
-    if not result.comparisons:
+    if not result.comparisons and result.run.skipped:
+        t.notes.append(f"no comparisons: arm(s) {', '.join(result.run.skipped)} skipped (the "
+                       "warnings say why), and no other pair of arms to compare")
+    elif not result.comparisons:
         t.notes.append("no comparisons: the run has a single arm or no baseline arm")
     t.notes.append("effect: Hodges-Lehmann shift of the paired log-ratios, candidate vs "
                    "baseline (negative = smaller values)")
