@@ -69,8 +69,9 @@ def test_check_app_is_what_refuses_an_arms_unknown_setting(name, monkeypatch):
 
 def test_redis_disable_thp_values_are_the_declared_ones():
     wl = build_workload("redis", {})
-    with pytest.raises(ExperimentError, match="app disable-thp must be one of 'yes', 'no', "
-                                              "True, False, got 'maybe'"):
+    # in the experiment file's words (TOML: true, "yes"), not Python's (True, 'yes')
+    with pytest.raises(ExperimentError, match='app disable-thp must be one of "yes", "no", '
+                                              'true, false, got "maybe"'):
         with_arm(wl, Arm("x", "4k", app=(("disable-thp", "maybe"),)))
     assert with_arm(wl, Arm("x", "4k", app=(("disable-thp", True),))).disable_thp
 

@@ -64,3 +64,33 @@ def test_keys_come_from_the_fields_in_their_order_and_a_field_without_one_is_ref
 
     with pytest.raises(TypeError, match="Misnamed.bind: declared as key 'port'"):
         keys_of(Misnamed)
+
+
+def test_app_is_said_to_be_an_arms_key_and_a_workload_table_refuses_it():
+    """The page said `app` was a [workload] key, where a [workload] table refuses it: now it
+    says each arm sets it, and lists the settings a kind knows."""
+    from hugelab.errors import ExperimentError
+    from hugelab.workloads.registry import build_workload
+    text = keydoc.render()
+    assert "- `app` (table, default `{}`, set by each arm, not in `[workload]`): Redis's own " \
+        in text
+    assert "Settings: `large_pages` (true or false); `memory_mb` (an integer); `threads` (an " \
+        "integer)." in text
+    with pytest.raises(ExperimentError, match="unknown key 'app'"):
+        build_workload("redis", {"app": {"disable-thp": "no"}})
+
+
+@pytest.mark.parametrize("name", sorted(kinds()))
+def test_a_workload_table_takes_exactly_the_keys_the_page_lists_for_it(name):
+    """One list of what a file may not set (kind.INTERNAL, kind.ARM_KEYS): a key hugelab keeps
+    for itself (postgres' `domain_arm`) is refused, and every listed key but `app` is taken."""
+    from hugelab.errors import ExperimentError
+    from hugelab.workloads.kind import INTERNAL
+    from hugelab.workloads.registry import _fields
+    taken = set(_fields(kinds()[name].workload))
+    assert taken == set(keydoc.fields(kinds()[name])) - {"app"}
+    assert not taken & INTERNAL
+    if "domain_arm" in {f for f in kinds()[name].workload.__dataclass_fields__}:
+        with pytest.raises(ExperimentError, match="unknown key 'domain_arm'"):
+            from hugelab.workloads.registry import build_workload
+            build_workload(name, {"domain_arm": True})

@@ -8,7 +8,7 @@ import types
 import typing
 from typing import Any
 
-from hugelab.workloads.kind import PLACES, Kind, file_fields
+from hugelab.workloads.kind import ARM_KEYS, PLACES, Kind, app_words, file_fields
 from hugelab.workloads.registry import kinds
 
 TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "true or false",
@@ -57,8 +57,11 @@ def kind_section(kind: Kind) -> list[str]:
     for key in kind.keys:
         f = by_name[key.name]
         unit = f", in {key.unit}" if key.unit else ""
-        out.append(f"- `{key.name}` ({_type(hints[key.name])}, default `{_default(f)}`{unit}): "
-                   f"{key.doc}.")
+        where = ", set by each arm, not in `[workload]`" if key.name in ARM_KEYS else ""
+        known = "" if key.name != "app" or not kind.app else " Settings: " + "; ".join(
+            f"`{name}` ({app_words(want)})" for name, want in kind.app.items()) + "."
+        out.append(f"- `{key.name}` ({_type(hints[key.name])}, default `{_default(f)}`{unit}"
+                   f"{where}): {key.doc}.{known}")
     return out + [""]
 
 
@@ -68,8 +71,9 @@ def render() -> str:
              "the workload's fields and defaults) by `python -m hugelab.workloads.keydoc > "
              "docs/kinds.md`; a test checks that it is up to date and that every key a file "
              "may set is here. A `[workload]` table names its kind (`kind = \"redis\"`) and "
-             "sets any of these keys; [experiments.md](experiments.md) says how arms and "
-             "scenarios vary them.", ""]
+             "sets any of these keys but `app`, the application's own settings, which each "
+             "arm sets (`app = { ... }` in `[[arms]]`, `[base]` or a factor); "
+             "[experiments.md](experiments.md) says how arms and scenarios vary them.", ""]
     for name in sorted(kinds()):
         parts += kind_section(kinds()[name])
     return "\n".join(parts).rstrip() + "\n"

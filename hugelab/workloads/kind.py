@@ -145,6 +145,9 @@ def warm_ops(unit: str) -> Key:
 # dataclass fields no experiment file sets: the arm's (process_thp, the backing for_arm binds),
 # hugelab's own (a server's side, the kind)
 INTERNAL = frozenset({"kind", "process_thp", "server", "arm_backing", "domain_arm"})
+# declared per kind, set by each arm (`app = { ... }` in [[arms]], [base] or a factor), never
+# in [workload]: the application's own settings, which the arms compare
+ARM_KEYS = frozenset({"app"})
 KEY = "hugelab.key"  # a field's metadata entry holding its Key
 T = TypeVar("T")
 
@@ -246,8 +249,8 @@ def check_app(kind: str, app: tuple[tuple[str, Any], ...], keys: Mapping[str, ty
         want = keys[key]
         if isinstance(want, tuple):
             if value not in want:
-                raise ExperimentError(f"{kind}: app {key} must be one of "
-                                      f"{', '.join(repr(w) for w in want)}, got {value!r}")
+                raise ExperimentError(f"{kind}: app {key} must be {app_words(want)}, "
+                                      f"got {toml_value(value)}")
             continue
         if want is tuple and isinstance(value, list):
             continue  # an experiment file's list: the kind keeps it as a tuple
@@ -259,3 +262,18 @@ def check_app(kind: str, app: tuple[tuple[str, Any], ...], keys: Mapping[str, ty
 def _type_words(want: type) -> str:
     return {bool: "true or false", int: "an integer", str: "a string",
             tuple: "a list"}.get(want, want.__name__)
+
+
+def toml_value(value: Any) -> str:
+    """A value as an experiment file writes it: true, "yes", 4."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def app_words(want: type | tuple[Any, ...]) -> str:
+    """What an `app` setting takes, in an experiment file's words: 'one of "yes", "no", true,
+    false', 'an integer'."""
+    if isinstance(want, tuple):
+        return "one of " + ", ".join(toml_value(w) for w in want)
+    return _type_words(want)

@@ -26,7 +26,7 @@ from hugelab.errors import ExperimentError
 from hugelab.experiment import Arm, Experiment
 from hugelab.proc import register_packages
 from hugelab.workloads.base import Workload
-from hugelab.workloads.kind import PLACES, Kind, check_app
+from hugelab.workloads.kind import ARM_KEYS, INTERNAL, PLACES, Kind, check_app
 
 # One line per kind: the module (or package) that declares it with a module-level `KIND`
 # (hugelab.workloads.kind). Nothing else in hugelab names a kind.
@@ -45,8 +45,8 @@ KINDS: tuple[str, ...] = (
     "hugelab.workloads.varnish",
 )
 
-# set by code, never by a [workload] table: `app` and `process_thp` come from each arm
-NOT_FROM_FILES = {"kind", "server", "app", "process_thp", "arm_backing"}
+# never set by a [workload] table: hugelab's own fields, and what each arm sets (`app`)
+NOT_FROM_FILES = INTERNAL | ARM_KEYS
 ARM_FIELDS = ("app", "process_thp")  # what an arm hands its own workload object
 _loaded: dict[str, Kind] = {}
 
