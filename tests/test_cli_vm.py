@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXP = """\
 [workload]
@@ -58,3 +61,15 @@ def test_native_arm_and_unknown_arm_are_clear_errors(tmp_path):
     assert r.returncode == 2 and "runs natively" in r.stderr
     r = run("nope", str(f))
     assert r.returncode == 2 and "arms: native, g1g" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["qemu-args", "libvirt-xml"])
+def test_an_arm_in_the_users_domain_points_at_vm_diff(command, capsys):
+    """A domain arm has no guest of hugelab's to print: said so, with the command that shows
+    what the arm changes (it read 'guest memory 0 MiB is too small' before)."""
+    from tests.helpers import cli
+    exp = str(ROOT / "examples" / "postgres-domain-2x2.toml")
+    rc, out, err = cli(["vm", command, "host=2M,huge_pages=on", exp], capsys)
+    assert rc == 2 and out == "", out
+    assert "runs in your libvirt domain 'hugelab-demo-debian'" in err, err
+    assert f"hugelab vm diff 'host=2M,huge_pages=on' {exp}" in err and "0 MiB" not in err

@@ -46,8 +46,11 @@ def _qemu_args(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         "root (host / over virtio-9p, read-only). For a kind with a server (iperf3, redis, memcached) "
         "the guest also gets a NIC on "
         "user networking (restrict=on) with a 127.0.0.1 port forward to its server; the host "
-        "port shown is an example (each trial picks a free one). Paths of sockets and logs are "
-        "placeholders.")
+        "port shown is an example (each trial picks a free one). It shows the guest; it is "
+        "not a script: the run makes what the paths name (the initramfs, built and cached in "
+        "the state directory; the hugetlbfs mount of a file backing; sockets and logs), so "
+        "those paths are placeholders, and accel = auto prints kvm unless --accel says tcg. "
+        "To start such a guest yourself, use `hugelab vm libvirt-xml` (its --initrd).")
     _arm_guest_args(q, "accelerator to print for accel = auto (default: kvm)")
     add_json(q)
     q.set_defaults(func=cmd_qemu_args)
@@ -103,8 +106,10 @@ def _demo_domain(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         "where libvirt's QEMU can read it and defines domain NAME booting it directly from its "
         "kernel and initrd, its sshd taking hugelab's own key (made once in the state "
         "directory, ssh/id_ed25519). For trying `domain = NAME` in an experiment when you have "
-        "no VM at hand. A domain of that name defined from the same image is left as it is; "
-        "one of an older image is defined again; any other is refused.")
+        "no VM at hand. A domain of that name defined from the same image and key is left as "
+        "it is; one of the same image with another key (another state directory's) is defined "
+        "again for this key, its copies kept; one of an older image is copied and defined "
+        "again; any other is refused.")
     m.add_argument("name", nargs="?", default="hugelab-demo-debian", help="domain name")
     m.add_argument("--uri", default="qemu:///system", help="libvirt URI (qemu:///system)")
     m.add_argument("--accel", choices=("kvm", "tcg"), default="tcg",
@@ -132,6 +137,13 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
     arm = _arm_named(exp, args.arm)
     if arm.vm is None:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
+    if arm.vm.domain is not None:  # a copy of the user's own domain: its XML is theirs
+        where = f" {args.experiment}" if args.experiment else ""
+        raise UsageError(f"arm '{arm.name}' runs in your libvirt domain '{arm.vm.domain}', not "
+                         "in a guest hugelab makes: there is no command line or domain of "
+                         "hugelab's to print",
+                         hint=f"hugelab vm diff '{arm.name}'{where} shows the change the arm "
+                         "makes to your domain")
     table = exp.workload_for(arm)  # a factorial cell: its scenario's values
     try:
         built = build_workload(str(table["kind"]), {k: v for k, v in table.items() if k != "kind"})
