@@ -364,6 +364,39 @@ def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_pat
                     f"arm runs with huge_pages = {arm}" for arm in ("off", "on")]
 
 
+def test_a_refused_setting_is_found_in_the_users_conf(tmp_path):
+    conf = tmp_path / "my.conf"
+    conf.write_text("# mine\nShared_Bufers = '32MB'   # typo\nwork_mem = 4MB\n")
+    said = ("postgres failed (1): /usr/lib/postgresql/15/bin/postgres -D /x -c a=b\n"
+            '2026-11-30 FATAL:  unrecognized configuration parameter "shared_bufers"')
+    assert userconf.refused_line(str(conf), said) == f"{conf}:2: Shared_Bufers = '32MB'   # typo"
+    assert userconf.refused_line(str(conf), 'invalid value for parameter "work_mem": "x"') == \
+        f"{conf}:3: work_mem = 4MB"
+    assert userconf.refused_line(str(conf), 'parameter "port" cannot be changed') is None
+    assert userconf.refused_line(str(conf), "postgres failed (1): out of memory") is None
+    assert userconf.server_words(said) == \
+        'FATAL:  unrecognized configuration parameter "shared_bufers"'  # not the argv
+    assert userconf.server_words("no server words") == "no server words"
+
+
+@pytest.mark.slow
+@pytest.mark.server  # the run asks the server (postgres -C) each arm's settings
+def test_a_setting_the_server_refuses_names_the_users_conf_line(tmp_path, pg_env):
+    """It named neither file nor line, after 400 characters of postgres' argv."""
+    conf = tmp_path / "my.conf"
+    conf.write_text("work_mem = 4MB\nshared_bufers = '32MB'\n")
+    exp = tmp_path / "exp.toml"
+    exp.write_text(f'name = "typo"\nblocks = 1\n[workload]\nkind = "postgres"\nscale = 1\n'
+                   f'conf = "{conf}"\n[[arms]]\nname = "off"\nbacking = "4k"\n')
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, env=pg_env, timeout=600)
+    flat = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert f"postgres refused a setting of your conf, {conf}:2: shared_bufers = '32MB': FATAL: " \
+        'unrecognized configuration parameter "shared_bufers"' in flat, r.stderr
+    assert "fix or remove that line" in flat and " -D " not in flat
+
+
 @needs_pg
 @pytest.mark.tools  # chown, to the postgres user
 def test_the_servers_questions_get_a_copy_of_the_settings_only(tmp_path, pg_env):

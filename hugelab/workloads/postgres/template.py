@@ -14,7 +14,7 @@ from typing import Any
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run
 from hugelab.workloads import preview
-from hugelab.workloads.postgres import cluster, server, sysvshm, userdata
+from hugelab.workloads.postgres import cluster, server, sysvshm, userconf, userdata
 from hugelab.workloads.preview import Build
 
 BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
@@ -171,6 +171,15 @@ def for_arm(w: Any, arm: Any) -> Any:
     try:
         own.ask("huge_pages")
     except WorkloadError as exc:
-        raise ExperimentError(f"arm '{arm.name}': postgres refused its settings: "
-                              f"{exc.message}") from None
+        said = userconf.server_words(exc.message)
+        line = userconf.refused_line(own.conf, exc.message) if own.conf else None
+        if line:  # the user's own conf: its file and line
+            raise ExperimentError(f"arm '{arm.name}': postgres refused a setting of your conf, "
+                                  f"{line}: {said}",
+                                  hint="fix or remove that line: postgres checks every setting "
+                                  "before any trial") from None
+        raise ExperimentError(f"arm '{arm.name}': postgres refused its settings: {said}",
+                              hint="the server is given the arm's app settings over the "
+                              "workload's and your conf's: one of them is not its own"
+                              ) from None
     return own

@@ -61,6 +61,35 @@ def parse(text: str, where: str = "postgresql.conf") -> list[tuple[str, str]]:
     return out
 
 
+def refused_line(path: str, message: str) -> str | None:
+    """Where the user's conf at `path` sets the parameter a server's refusal names
+    (`... configuration parameter "x"`, `invalid value for parameter "x"`): 'PATH:LINE: the
+    line'; None when the message names none or the file does not set it."""
+    m = re.search(r'parameter "([^"]+)"', message)
+    if m is None:
+        return None
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for n, line in enumerate(lines, 1):
+        found = _LINE.match(line)
+        if found and not line.lstrip().startswith("#") and \
+                found.group(1).lower() == m.group(1).lower():
+            return f"{path}:{n}: {line.strip()}"
+    return None
+
+
+def server_words(message: str) -> str:
+    """A server's own lines of a failed `postgres` call (FATAL, ERROR, DETAIL, HINT), not the
+    argv before them; the whole message when it has none."""
+    said = [ln.strip() for ln in message.splitlines()
+            if re.match(r"\s*(FATAL|ERROR|DETAIL|HINT|LOG):", ln)]
+    if not said:  # one line: the words after the argv
+        said = [m.group(0) for m in re.finditer(r"(FATAL|ERROR|DETAIL|HINT):[^\n]*", message)]
+    return " ".join(said) or message
+
+
 def read(path: str) -> list[tuple[str, str]]:
     """The user's conf file's settings; includes are refused (their paths would be read
     relative to a copy hugelab makes)."""
