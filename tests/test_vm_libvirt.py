@@ -119,6 +119,7 @@ def test_pinning_numa_and_guest_layer():
     spec = VARIANTS["memfd-1G-pinned"]
     dom = parse(spec, accel="kvm")
     assert dom.get("type") == "kvm" and el(dom, "cpu").get("mode") == "host-passthrough"
+    assert not el(dom, "cpu").findall("feature")
     assert txt(dom, "vcpu") == "2"
     pins = [(p.get("vcpu"), p.get("cpuset")) for p in dom.findall("cputune/vcpupin")]
     assert pins == [("0", "0,1"), ("1", "0,1")]
@@ -133,7 +134,8 @@ def test_pinning_numa_and_guest_layer():
 def test_no_pins_without_cpu_pin_or_numa():
     dom = parse(VARIANTS["anon"])
     assert dom.find("cputune") is None and dom.find("numatune") is None
-    assert el(dom, "cpu").get("mode") == "maximum"  # -cpu max under TCG
+    cpu = el(dom, "cpu")  # -cpu max under TCG, as `vm qemu-args` says
+    assert cpu.get("mode") == "maximum" and not cpu.findall("feature")
 
 
 def test_boot_root_agent_console_and_no_graphics():

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hugelab import proc
+from hugelab.vm.common.cpumodel import qemu_cpu
 from hugelab.vm.domains.image import GuestImage, ImageError, find_tool
 from hugelab.vm.domains.imagerecipe import KERNEL_CMDLINE, ROOT_DEVICE
 
@@ -54,7 +55,7 @@ def boot_argv(image: GuestImage, *, mem_mib: int, agent_socket: Path, serial_log
         "-name", "hugelab-image,debug-threads=on",
         "-machine", "pc",
         "-accel", accel,
-        "-cpu", "host" if accel == "kvm" else "max",
+        "-cpu", qemu_cpu(accel),
         "-smp", str(vcpus),
         "-m", f"{mem_mib}M",
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",

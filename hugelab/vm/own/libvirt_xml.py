@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 
 from hugelab.errors import VMError
 from hugelab.vm.common.backing_xml import QEMU_NS, memory_backing
+from hugelab.vm.common.cpumodel import libvirt_cpu
 from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
 from hugelab.vm.own.qemu_args import _cpu_list, guest_cmdline, netdev
@@ -61,8 +62,10 @@ def _cpu(dom: ET.Element, spec: VmSpec, accel: str) -> None:
         _sub(tune, "emulatorpin", cpuset=cpus)
     if spec.numa_node is not None:
         _sub(_sub(dom, "numatune"), "memory", mode="strict", nodeset=str(spec.numa_node))
-    # -cpu host under KVM, -cpu max under TCG
-    _sub(dom, "cpu", mode="host-passthrough" if accel == "kvm" else "maximum")
+    mode, disabled = libvirt_cpu(accel)  # the CPU of `vm qemu-args` (hugelab.vm.common.cpumodel)
+    cpu = _sub(dom, "cpu", mode=mode)
+    for name in disabled:
+        _sub(cpu, "feature", policy="disable", name=name)
 
 
 def _os(dom: ET.Element, spec: VmSpec, kernel: str, initrd: str) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hugelab.errors import VMError
 from hugelab.units import page_label
+from hugelab.vm.common.cpumodel import qemu_cpu
 from hugelab.vm.common.spec import VmSpec, safe_name, validate
 from hugelab.vm.own.initramfs import AGENT_PORT, ROOT_TAG
 
@@ -109,7 +110,7 @@ def qemu_argv(spec: VmSpec, paths: QemuPaths, *, kernel: str | Path, accel: str 
         "-name", f"hugelab-{safe_name(name)},debug-threads=on",
         "-machine", "pc,memory-backend=mem0",
         "-accel", accel,
-        "-cpu", "host" if accel == "kvm" else "max",
+        "-cpu", qemu_cpu(accel),
         "-smp", str(spec.vcpus),
         "-m", f"{spec.mem_mib}M",
         "-object", memory_backend(spec),
