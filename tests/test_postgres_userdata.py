@@ -395,6 +395,17 @@ def test_a_setting_the_server_refuses_names_the_users_conf_line(tmp_path, pg_env
     assert f"postgres refused a setting of your conf, {conf}:2: shared_bufers = '32MB': FATAL: " \
         'unrecognized configuration parameter "shared_bufers"' in flat, r.stderr
     assert "fix or remove that line" in flat and " -D " not in flat
+    dump = tmp_path / "broken.sql"  # plain SQL with pgbench's table: the restore fails
+    dump.write_text("CREATE TABLE pgbench_accounts (aid int);\nthis is not SQL;\n")
+    exp.write_text(f'name = "garbage"\nblocks = 1\n[workload]\nkind = "postgres"\n'
+                   f'dump = "{dump}"\nbuiltin = "select-only"\n[[arms]]\nname = "off"\n'
+                   'backing = "4k"\n')
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, env=pg_env, timeout=600)
+    flat = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert f"arm 'off': your dump {dump} could not be made ready: restoring the dump failed" \
+        in flat and "refused" not in flat, r.stderr
 
 
 @needs_pg

@@ -168,6 +168,12 @@ def for_arm(w: Any, arm: Any) -> Any:
         raise ExperimentError(f"arm '{arm.name}': {exc.message}", hint=exc.hint) from None
     if unbuilt(own, own._bin()):
         return own  # a dry run builds no template: the run checks the settings
+    try:  # the template first: a dump that cannot be restored is not a refused setting
+        source(own, own._bin())
+    except WorkloadError as exc:
+        what = f"your dump {own.dump}" if own.dump else "the template"
+        raise ExperimentError(f"arm '{arm.name}': {what} could not be made ready: "
+                              f"{exc.message}", hint=exc.hint) from None
     try:
         own.ask("huge_pages")
     except WorkloadError as exc:
