@@ -340,10 +340,6 @@ def _verdicts(store: SqlStore, run_id: int) -> dict[str, Any]:
     return analyse(load_run(store, run_id), Options()).json()
 
 
-def _fmt(v: float | None, spec: str = ".4g") -> str:
-    return "-" if v is None else format(v, spec)
-
-
 def _tries(tr: dict[str, Any]) -> str:
     return str(tr.get("attempts") or 1)
 
@@ -381,6 +377,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                       str(r["failed"]), Text(", ".join(r["skipped"]) or "-"))
         con.print(t)
         return 0
+    from hugelab.report.table import num  # the report's numbers: 17,670, not 1.767e+04
     unit = next((tr["unit"] for tr in data["trials"] if tr["unit"]), "")
     t = Table(title=escape(f"run {args.run}: {data['run']['name']} (values in {unit or '-'})"),
               box=box.SIMPLE_HEAD)
@@ -389,6 +386,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     t.add_column("evidence / error", overflow="fold", ratio=1)
     for tr in data["trials"]:
         t.add_row(str(tr["block"]), Text(tr["arm"]), tr["target"], tr["status"], _tries(tr),
-                  _fmt(tr["value"]), Text(_note(tr)))
+                  num(tr["value"]), Text(_note(tr)))
     con.print(t)
     return 0
