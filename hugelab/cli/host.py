@@ -199,7 +199,8 @@ def cmd_host_set(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"changed": journal.entries})
     else:
-        print(f"done; {len(journal)} change(s) journaled. Undo with: hugelab host restore")
+        print(f"done; the journal holds {len(journal)} change(s) since the last restore "
+              "(this command's and earlier ones'). Undo them all with: hugelab host restore")
     return 0
 
 
