@@ -69,7 +69,13 @@ def test_an_aged_host_is_told_its_1g_pool_will_probably_not_be_met(tmp_path):
     assert said[0].endswith("reserve at boot with hugepagesz=1G hugepages=2")
 
 
-def test_a_fresh_host_gets_no_such_warning(tmp_path):
+def test_a_fresh_host_gets_no_such_warning_but_the_bound_is_no_promise(tmp_path):
+    """No 'probably not met' on fresh free lists; but a bound is not a promise (this VM, 3.75%
+    of its free memory below order 9, could not make two 1 GiB pages: 004's vm-1G arm was
+    skipped where the dry run had said nothing)."""
     out = _plan(tmp_path / "fresh", FRESH)
-    assert [r["reach"] for r in out["pool_reach"]] == ["ready"]
-    assert not [w for w in out["warnings"] if "1 GiB pool" in w], out["warnings"]
+    assert [r["reach"] for r in out["pool_reach"]] == ["bound"]
+    said = [w for w in out["warnings"] if "1 GiB pool" in w]
+    assert len(said) == 1 and "probably not" not in said[0], out["warnings"]
+    assert ": free memory's " in said[0] and "not a promise" in said[0]
+    assert said[0].endswith("to be sure, reserve at boot (hugepagesz=1G hugepages=2)")
