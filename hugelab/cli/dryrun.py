@@ -104,7 +104,8 @@ def build_lines(builds: list[dict[str, Any]]) -> list[str]:
         if b["cached"]:
             out.append(f"cached, reused by the run: {b['what']}")
             continue
-        size = f"about {b['bytes'] / 1e6:,.0f} MB" if b["bytes"] is not None else "size unknown"
+        size = f"about {amount(b['bytes'] / 1024)}" if b["bytes"] is not None else \
+            "size unknown"  # a 27 KB dump read "about 0 MB"
         secs = f"about {human(b['seconds'])}" if b["seconds"] is not None else "time unknown"
         first = "the run builds first" if b["cached"] is False else "the run builds first " \
             "unless cached"

@@ -13,6 +13,7 @@ from typing import Any
 
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.proc import run
+from hugelab.units import amount
 from hugelab.workloads import preview
 from hugelab.workloads.postgres import cluster, server, sysvshm, userconf, userdata
 from hugelab.workloads.preview import Build
@@ -88,7 +89,7 @@ def planned(w: Any, bin_dir: Path) -> list[Build]:
                            "a template of the same content if one is cached")
     done = None if key is None else (cluster.templates().root / key / "PG_VERSION").is_file()
     return [Build(f"PostgreSQL {version} template: initdb, {w.dump} ({fmt} dump, "
-                  f"{size / 1e6:.1f} MB) restored, then ANALYZE", f"restore_{fmt}", size, done,
+                  f"{amount(size / 1024)}) restored, then ANALYZE", f"restore_{fmt}", size, done,
                   note)]
 
 
