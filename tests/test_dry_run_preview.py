@@ -22,13 +22,16 @@ NO_LENGTH = {"command", "build"}  # a user's program or build: only its timeout_
 
 def test_unreachable_libvirtd_is_said_with_what_was_not_checked(monkeypatch):
     def down(uri):
-        raise DomainError(f"cannot connect to libvirt at {uri}: Failed to connect socket")
+        raise DomainError(f"cannot connect to libvirt at {uri}: Failed to connect socket",
+                          hint="is libvirtd running? start it: `virtlogd -d; libvirtd -d`")
     monkeypatch.setattr(domains, "connect", down)
     exp = load_experiment(DOMAIN_EXAMPLE)
     out, notes = domains.resolve_or_note(exp)
     assert out.arms == exp.arms  # the rest of the plan still has every arm
     assert len(notes) == 1
     assert "cannot connect to libvirt at qemu:///system" in notes[0]
+    assert "(is libvirtd running? start it: `virtlogd -d; libvirtd -d`)" in notes[0]  # how
+    assert "could not check, for the domain arms (" in notes[0]
     assert "that the domain exists" in notes[0] and "its memory and vCPUs" in notes[0]
     assert all(a.name in notes[0] for a in exp.arms if a.vm and a.vm.domain)
 

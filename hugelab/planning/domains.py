@@ -29,11 +29,11 @@ def resolve_or_note(exp: Experiment) -> tuple[Experiment, list[str]]:
         if vm.uri not in unreachable:
             try:
                 connect(vm.uri).close()
-            except DomainError as exc:
-                unreachable[vm.uri] = exc.message
+            except DomainError as exc:  # the message, and how to reach it (start libvirtd)
+                unreachable[vm.uri] = exc.message + (f" ({exc.hint})" if exc.hint else "")
         arms.append(a if vm.uri in unreachable else resolve(a))
-    notes = [f"{why}: the dry run could not check the domain arms' "
-             f"({', '.join(a.name for a in exp.arms if a.vm and a.vm.uri == uri and a.vm.domain)}) "
+    notes = [f"{why}: the dry run could not check, for the domain arms "
+             f"({', '.join(a.name for a in exp.arms if a.vm and a.vm.uri == uri and a.vm.domain)}), "
              f"{'; '.join(UNCHECKED)}; the run checks them before any change"
              for uri, why in unreachable.items()]
     return replace(exp, arms=tuple(arms)), notes
