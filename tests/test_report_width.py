@@ -74,3 +74,18 @@ def test_too_few_pairs_is_said_once(tmp_path):
         res = analyse(load_run(store), Options()).result
     out = " ".join(rendered(res, 80, False).split())
     assert out.count("needed for any verdict") == 1 and out.count("too few pairs") == 1
+
+
+def test_a_stacked_row_leaves_out_its_empty_cells():
+    """Too narrow for the table: one block per row, and a baseline's empty effect is no bare
+    'effect [95% CI]:' line."""
+    from hugelab.report.table import Table
+    from hugelab.report.text import print_table
+    t = Table("cells", "Cells", ["arm", "ok", "median ns", "effect [95% CI]", "verdict"],
+              [["4k (baseline)", "10", "101.3", "", ""],
+               ["thp", "10", "70.2", "-30.7% [-33.0, -28.1]", "faster"]])
+    buf = io.StringIO()
+    print_table(t, Console(file=buf, width=30, color_system=None))
+    out = buf.getvalue()
+    assert " 4k (baseline)" in out and "effect [95% CI]: -30.7%" in out
+    assert out.count("effect [95% CI]:") == 1 and out.count("verdict:") == 1, out

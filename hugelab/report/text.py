@@ -68,6 +68,8 @@ def _stacked(t: Table, con: Console) -> None:
     for row in t.rows:
         con.print(Text(" " + row[0], style="bold"))
         for i in range(1, len(row)):
+            if not row[i].strip():  # an empty cell (a baseline's effect): no bare 'header:'
+                continue
             line = Text(f"   {t.headers[i]}: ")
             line.append_text(_styled(t, row, i))
             con.print(line)
