@@ -160,3 +160,11 @@ def test_workload_paths_written_dot_slash_are_beside_the_file(tmp_path):
     f.write_text('[workload]\nkind = "command"\nargv = ["./x"]\nbinary_dir = "./bin"\n'
                  '[[arms]]\nname = "a"\nbacking = "4k"\n')
     assert load_experiment(f).workload["binary_dir"] == str(tmp_path / "bin")
+
+
+def test_a_misspelt_arm_key_names_the_arm_and_the_key_it_meant(tmp_path):
+    with pytest.raises(ExperimentError) as exc:
+        load_experiment(write(tmp_path, GOOD.replace('thp = "always"',
+                                                     'thp = "always"\nbakcing = "x"')))
+    assert "unknown key 'bakcing' in arm #1 'thp'" in exc.value.message
+    assert exc.value.hint.startswith("did you mean 'backing'? known keys: ")

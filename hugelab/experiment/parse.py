@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -91,8 +92,10 @@ def _check_keys(d: dict[str, Any], allowed: set[str], loc: _Locator | None, what
                 arm: int | None = None, table: str | None = None) -> None:
     for key in d:
         if key not in allowed:
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            guess = f"did you mean '{close[0]}'? " if close else ""
             raise _err(loc, f"unknown key '{key}' in {what}", key, arm=arm, table=table,
-                       hint=f"known keys: {', '.join(sorted(allowed))}")
+                       hint=f"{guess}known keys: {', '.join(sorted(allowed))}")
 
 
 def _choice(value: Any, allowed: tuple[str, ...], key: str, loc: _Locator | None,
@@ -129,7 +132,8 @@ def parse_arm(d: Any, idx: int, loc: _Locator | None,
     defaults = defaults or {}
     if not isinstance(d, dict):
         raise _err(loc, "each [[arms]] entry must be a table", "arms")
-    _check_keys(d, ARM_KEYS, loc, f"arm #{idx + 1}", arm=idx)
+    named = f" '{d['name']}'" if isinstance(d.get("name"), str) else ""
+    _check_keys(d, ARM_KEYS, loc, f"arm #{idx + 1}{named}", arm=idx)
     name = d.get("name")
     if not cell and (not isinstance(name, str)
                      or not re.fullmatch(r"[A-Za-z0-9_.+\-]{1,64}", name)):
