@@ -50,3 +50,11 @@ def hugetlbfs_mounts(mounts_text: str) -> list[HugetlbfsMount]:
             out.append(HugetlbfsMount(parts[1], opts.get("pagesize") or None))
     return out
 
+
+def meminfo_kb(key: str, path: str = "/proc/meminfo") -> int:
+    """One /proc/meminfo figure in KiB ("MemTotal"); 0 when the file does not have it."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0

@@ -71,6 +71,21 @@ def test_default_data_set_is_over_100_mb_and_fits_the_default_memory():
     assert int(stats["evictions"]) == 0 and int(stats["limit_maxbytes"]) == w.memory_mb << 20
 
 
+def test_the_dry_run_says_when_large_pages_ask_for_more_memory_than_the_host_has():
+    from hugelab.kernel import meminfo_kb
+    wl = build_workload("memcached", {})
+    host_mib = meminfo_kb("MemTotal") // 1024
+    big = with_arm(wl, Arm("x", "thp", app=(("large_pages", True),
+                                            ("memory_mb", host_mib + 1024))))
+    (said,) = big.settings_warnings("thp")
+    assert said.startswith(f"memcached: memory_mb = {host_mib + 1024} with large_pages (-L)")
+    assert "this host has" in said
+    assert with_arm(wl, Arm("x", "thp", app=(("large_pages", True),))).settings_warnings(
+        "thp") == []  # 256 MB fits
+    plain = with_arm(wl, Arm("x", "4k", app=(("memory_mb", host_mib + 1024),)))
+    assert plain.settings_warnings("4k") == []  # without -L memcached allocates as it stores
+
+
 def test_preflight_wants_thp_for_large_pages():
     mc(large_pages=True).preflight("thp")
     mc().preflight("4k")

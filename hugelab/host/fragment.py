@@ -46,6 +46,7 @@ from hugelab import identity, proc
 from hugelab.errors import HostError
 from hugelab.host import buddyinfo
 from hugelab.host.journal import ensure_private_dir, state_dir, write_private
+from hugelab.kernel import meminfo_kb
 
 RECORD_PREFIX = "fragment-"
 HOLDER_MODULE = "hugelab.host.fraghold"
@@ -76,14 +77,6 @@ class FragmentTarget:
             args += ["--max-kb", str(self.max_kb)]
         return (args + ([] if self.pin else ["--no-pin"]) + (["--prime"] if self.prime else [])
                 + (["--compact"] if self.compact else []))
-
-
-def meminfo_kb(key: str, path: str = "/proc/meminfo") -> int:
-    with open(path) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def default_reserve_kb() -> int:

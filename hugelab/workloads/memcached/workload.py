@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from hugelab.errors import ExperimentError, WorkloadError
+from hugelab.kernel import meminfo_kb
 from hugelab.proc import which
+from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.guestside import in_domain
 from hugelab.workloads.interleave import server_problem
@@ -139,6 +141,16 @@ class MemcachedBenchmark(ServerKind):
         if backing not in ("4k", "thp"):
             raise ExperimentError(f"memcached: backing {backing!r} is not one memcached can "
                                   "have: 4k, or thp (with large_pages, or host THP always)")
+
+    def settings_warnings(self, backing: str) -> list[str]:
+        """The dry run's word on this host: with -L memcached allocates all of memory_mb at
+        its start, which this host may not have (each interleaved server its own)."""
+        s = self.settings()
+        have_kb = meminfo_kb("MemTotal")
+        if not s["large_pages"] or not have_kb or s["memory_mb"] * 1024 <= have_kb:
+            return []
+        return [f"memcached: memory_mb = {s['memory_mb']} with large_pages (-L), which "
+                f"allocates all of it at start, but this host has {amount(have_kb)} of memory"]
 
     def server_argv(self, port: int, files: Path | None = None) -> list[str]:
         """memcached on loopback TCP only, as nobody (pure)."""
