@@ -107,21 +107,26 @@ def test_report_interval_level_follows_alpha(tmp_path, capsys):
     assert rc == 0 and "no interval" not in out and re.search(r"thp vs 4k: -\d+\.\d% \[", out)
 
 
+PLAN_LATER = "then `hugelab plan` says how many a verdict needs once the run has 10 blocks"
+
+
 @pytest.mark.parametrize(("blocks", "alpha", "words"), [
     (2, "0.05", ["too few pairs (2 pairs, 6 needed for any verdict at 95%)",
-                 "run at least 4 more block(s), and 8 more for `hugelab plan` to say how many"]),
-    (2, "0.01", ["too few pairs (2 pairs, 8 needed for any verdict at 99%)",
-                 "run at least 6 more block(s), and 8 more for `hugelab plan`"]),
-    (7, "0.01", ["too few pairs (7 pairs, 8 needed for any verdict at 99%)",
-                 "run at least 1 more block(s), and 3 more for `hugelab plan`"]),
-    (7, "0.0001", ["too few pairs (7 pairs, 15 needed for any verdict at 99.99%)",
-                   "run at least 8 more block(s), then `hugelab plan` says how many"]),
+                 f"run at least 4 more block(s), {PLAN_LATER} (8 more)"]),
+    (2, "0.01", ["too few pairs (2 pairs, 7 needed for any verdict at 99%)",
+                 f"run at least 6 more block(s), {PLAN_LATER} (8 more)"]),
+    (7, "0.01", ["too few pairs for an interval or a faster/slower verdict (7 pairs, 8 needed "
+                 "at 99%; an equivalence needs one fewer)",
+                 f"run at least 1 more block(s), {PLAN_LATER} (3 more)"]),
+    (7, "0.0001", ["too few pairs (7 pairs, 14 needed for any verdict at 99.99%)",
+                   "run at least 8 more block(s), then `hugelab plan` says how many a verdict "
+                   "needs WARNING"]),
 ])
 def test_a_short_run_says_what_a_verdict_and_a_plan_need_at_its_alpha(tmp_path, capsys,
                                                                      blocks, alpha, words):
-    """The warning's count is the exact signed-rank minimum at the report's alpha (a held
-    6 at 0.01 was wrong: 6 pairs give p >= 0.031), and the next step names `hugelab plan`
-    only once its pilot of 10 blocks is within reach of the blocks asked for."""
+    """The warning's counts are the exact signed-rank minimums at the report's alpha (a held
+    6 at 0.01 was wrong: 6 pairs give p >= 0.016 one-sided), and the next step names
+    `hugelab plan` with the 10 blocks its pilot needs until they are within reach."""
     db = tmp_path / "s.db"
     make_store(db, blocks=blocks, arms={"4k": 1.0, "thp": 0.9})
     rc, out, err = cli(["report", "--store", str(db), "--alpha", alpha], capsys)
@@ -129,6 +134,19 @@ def test_a_short_run_says_what_a_verdict_and_a_plan_need_at_its_alpha(tmp_path, 
     flat = " ".join(out.split())
     for w in words:
         assert w in flat, flat
+
+
+def test_an_equivalence_reached_with_one_pair_fewer_than_an_interval_is_not_warned_about(
+        tmp_path, capsys):
+    """7 pairs at 0.01: the two one-sided tests reach 1/128 < 0.01 (equivalent), while an
+    interval needs 8: no 'too few pairs' beside the verdict."""
+    db = tmp_path / "s.db"
+    make_store(db, blocks=7, arms={"4k": 1.0, "thp": 1.0}, noise=0.0005)
+    rc, out, err = cli(["report", "--store", str(db), "--alpha", "0.01"], capsys)
+    assert rc == 0, err
+    flat = " ".join(out.split())
+    assert "thp vs 4k" in flat and "equivalent" in flat, flat
+    assert "too few pairs" not in flat, flat
 
 
 @pytest.mark.parametrize("alpha", [0.3, 0.1, 0.05, 0.01, 0.001, 0.0001, 1e-6])

@@ -386,18 +386,31 @@ def provenance(data: RunData) -> Provenance:
     return Provenance(data.accel, dict(kernels), dict(versions))
 
 
+def _too_few(c: Comparison) -> list[str]:
+    """A comparison's warning when its pairs are fewer than its verdicts need at the report's
+    alpha (exact minimums: any verdict, then an interval or faster/slower)."""
+    n, unit = c.n_units, (c.unit or "pair") + ("s" if c.n_units != 1 else "")
+    at = answer.level(c.alpha)
+    if n < (need := answer.needed_for_any(c)):
+        return [f"{c.name}: inconclusive: too few pairs ({n} {unit}, {need} needed for any "
+                f"verdict at {at})"]
+    if n < (need := answer.needed(c)) and c.verdict == "inconclusive":
+        return [f"{c.name}: inconclusive: too few pairs for an interval or a faster/slower "
+                f"verdict ({n} {unit}, {need} needed at {at}; an equivalence needs one fewer)"]
+    return []
+
+
 def _warnings(data: RunData, comps: list[Comparison], vc: BlockVariance | None,
               series: list[Series]) -> list[str]:
     out = [] if data.n_trials else ["the run has no trials yet"]
     if any("tcg" in a for a in data.accel.values()):
         out.append(TCG_WARNING)
-    for arm, why in (data.run.get("skipped") or {}).items():  # no trial: no comparison either
-        out.append(lead.skipped_warning(arm, why))
+    compared = {a for c in comps for a in (c.candidate, c.baseline)}
+    for arm, why in (data.run.get("skipped") or {}).items():  # skipped, and in no comparison
+        if arm not in compared:  # (a resumed run's arm may have trials of an earlier session)
+            out.append(lead.skipped_warning(arm, why))
     for c in comps:
-        if c.n_units < (need := answer.needed(c)):  # at the report's alpha: 8 at 0.01
-            n, unit = c.n_units, c.unit or "pair"
-            out.append(f"{c.name}: inconclusive: too few pairs ({n} {unit}{'s' if n != 1 else ''}"
-                       f", {need} needed for any verdict at {answer.level(c.alpha)})")
+        out += _too_few(c)
         if c.blocks_dropped > 0.1 * (c.n + c.blocks_dropped):
             out.append(f"{c.name}: {c.blocks_dropped} block(s) dropped, more than 10% "
                        "(an arm had no ok trial there)")

@@ -19,6 +19,7 @@ cell (`Names`), the scenario said once per group.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,9 +48,19 @@ def level(alpha: float) -> str:
 
 
 def needed(e: Estimate) -> int:
-    """The fewest pairs an interval (and a verdict) at the estimate's alpha needs: 6 at 0.05,
-    15 at 0.0001 (`signedrank.min_pairs`), never fewer than any verdict needs."""
+    """The fewest pairs an interval (and a faster/slower verdict) at the estimate's alpha
+    needs: 6 at 0.05, 8 at 0.01, 15 at 0.0001 (`signedrank.min_pairs`: 2 / 2^n <= alpha),
+    never fewer than any verdict needs."""
     return max(MIN_UNITS, min_pairs(e.alpha)) if 0 < e.alpha < 1 else MIN_UNITS
+
+
+def needed_for_any(e: Estimate) -> int:
+    """The fewest pairs any verdict at the estimate's alpha needs: an equivalence's two
+    one-sided tests reach 1 / 2^n, one pair fewer than an interval (7 at 0.01, 14 at 0.0001),
+    and never fewer than MIN_UNITS."""
+    if not 0 < e.alpha < 1:
+        return MIN_UNITS
+    return max(MIN_UNITS, math.ceil(math.log2(1 / e.alpha) - 1e-12))
 
 
 def has_interval(e: Estimate) -> bool:
@@ -300,25 +311,31 @@ def _blocks_short(comps: list[Comparison]) -> tuple[list[Comparison], int, int]:
     return few, min(c.n_units for c in few), max(needed(c) for c in few)
 
 
-def _then_plan(have: int, more: int) -> str:
-    """What `hugelab plan` needs beside `more` blocks: its pilot of MIN_PILOT blocks."""
+def _plan_words(have: int, more: int = 0, what: str = "a verdict needs") -> str:
+    """Where `hugelab plan` comes in after `more` further blocks: it reads a pilot of
+    MIN_PILOT blocks, so below that it is named with the blocks it still needs."""
     if have + more >= MIN_PILOT:
-        return "then `hugelab plan` says how many a verdict needs"
-    return f"and {MIN_PILOT - have} more for `hugelab plan` to say how many a verdict needs"
+        return f"`hugelab plan` says how many {what}"
+    return (f"`hugelab plan` says how many {what} once the run has {MIN_PILOT} blocks "
+            f"({MIN_PILOT - have} more)")
+
+
+def _fewest(comps: list[Comparison]) -> int:
+    return min((c.n_units for c in comps), default=0)
 
 
 def _not_yet(comps: list[Comparison], names: Names) -> str:
     few, have, need = _blocks_short(comps)
     if few and len(few) == len(comps):
-        return (f"no recommendation yet: run at least {need - have} more block(s), "
-                + _then_plan(have, need - have))
+        return (f"no recommendation yet: run at least {need - have} more block(s), then "
+                + _plan_words(have, need - have))
     if few:
         return (f"no recommendation yet: {len(few)} of {len(comps)} comparisons have too few "
                 f"pairs ({have} of {need} needed): at least {need - have} more "
-                "block(s), " + _then_plan(have, need - have))
+                "block(s), then " + _plan_words(have, need - have))
     if all(c.verdict == "inconclusive" for c in comps):
         return ("no recommendation yet: no arm differs from its baseline beyond doubt, nor is "
-                "shown equivalent: `hugelab plan` says how many blocks would settle it")
+                "shown equivalent: " + _plan_words(_fewest(comps), 0, "blocks would settle it"))
     return "no recommendation yet: no arm beats " + names.short(comps[0].baseline) + \
         f" beyond the ±{100 * comps[0].margin:g}% margin, and {_open(comps, names)}"
 
@@ -336,9 +353,9 @@ def _open(comps: list[Comparison], names: Names) -> str:
     text = f"{said} {'is' if len(open_) == 1 else 'are'} undecided (" + \
         ", ".join(sorted({verdict(c) for c in open_})) + ")"
     if few:
-        return text + f": at least {need - have} more block(s), then `hugelab plan` says " \
-            "how many a verdict needs"
-    return text + ": `hugelab plan` says how many blocks would settle it"
+        return text + f": at least {need - have} more block(s), then " + \
+            _plan_words(have, need - have)
+    return text + ": " + _plan_words(_fewest(open_), 0, "blocks would settle it")
 
 
 def _cost(c: Comparison) -> str:

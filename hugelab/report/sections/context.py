@@ -26,8 +26,10 @@ def context_lines(result: Result) -> list[str]:
         looks = (seq.get("plan") or {}).get("looks")
         out.append("sequential: " + (f"stopped at look {at} of {looks}" if at
                                      else f"ran every planned look ({looks})"))
-    for arm, why in result.run.skipped.items():
-        out.append(f"skipped arm {arm}: {why}")
+    compared = {a for c in result.comparisons for a in (c.candidate, c.baseline)}
+    for arm, why in result.run.skipped.items():  # one in no comparison: a warning says so
+        if arm in compared:
+            out.append(f"skipped arm {arm} (this session; earlier trials compared): {why}")
     acc = result.provenance.accel_by_target
     if acc:
         out.append("accelerator per target: " + ", ".join(f"{t}={'/'.join(a)}"
