@@ -37,8 +37,8 @@ def num(v: float | None, spec: str = ".4g") -> str:
     than 1.767e+04 transactions/s)."""
     if v is None:
         return "-"
-    if spec == ".4g" and math.isfinite(v) and 1e4 <= abs(v) < 1e15:
-        return f"{v:,.0f}"
+    if spec == ".4g" and math.isfinite(v) and 1e4 <= abs(float(f"{v:.4g}")) and abs(v) < 1e15:
+        return f"{v:,.0f}"  # 9999.6 too, which four digits round up to 1e+04
     return format(v, spec)
 
 
