@@ -366,16 +366,19 @@ def test_the_dry_run_says_which_of_the_users_settings_each_arm_overrides(tmp_pat
 
 def test_a_refused_setting_is_found_in_the_users_conf(tmp_path):
     conf = tmp_path / "my.conf"
-    conf.write_text("# mine\nShared_Bufers = '32MB'   # typo\nwork_mem = 4MB\n")
+    conf.write_text("# mine\nShared_Bufers = '32MB'   # typo\nwork_mem = 4MB\nwork_mem = 8MB\n")
     said = ("postgres failed (1): /usr/lib/postgresql/15/bin/postgres -D /x -c a=b\n"
+            "LOG: starting\n"
             '2026-11-30 FATAL:  unrecognized configuration parameter "shared_bufers"')
-    assert userconf.refused_line(str(conf), said) == f"{conf}:2: Shared_Bufers = '32MB'   # typo"
-    assert userconf.refused_line(str(conf), 'invalid value for parameter "work_mem": "x"') == \
-        f"{conf}:3: work_mem = 4MB"
-    assert userconf.refused_line(str(conf), 'parameter "port" cannot be changed') is None
-    assert userconf.refused_line(str(conf), "postgres failed (1): out of memory") is None
+    assert userconf.refused_name(said) == "shared_bufers"
+    assert userconf.line_of(str(conf), "shared_bufers") == \
+        f"{conf}:2: Shared_Bufers = '32MB'   # typo"
+    assert userconf.line_of(str(conf), "work_mem") == f"{conf}:4: work_mem = 8MB"  # the last
+    assert userconf.line_of(str(conf), "port") is None
+    assert userconf.refused_name("postgres failed (1): out of memory") is None
+    # the server's words, not its argv nor its LOG lines
     assert userconf.server_words(said) == \
-        'FATAL:  unrecognized configuration parameter "shared_bufers"'  # not the argv
+        'FATAL:  unrecognized configuration parameter "shared_bufers"'
     assert userconf.server_words("no server words") == "no server words"
 
 
@@ -395,6 +398,14 @@ def test_a_setting_the_server_refuses_names_the_users_conf_line(tmp_path, pg_env
     assert f"postgres refused a setting of your conf, {conf}:2: shared_bufers = '32MB': FATAL: " \
         'unrecognized configuration parameter "shared_bufers"' in flat, r.stderr
     assert "fix or remove that line" in flat and " -D " not in flat
+    # the arm's own value of a setting the conf has too is the arm's, not the conf's
+    conf.write_text("work_mem = 4MB\n")
+    exp.write_text(exp.read_text() + 'app = { work_mem = "lots" }\n')
+    r = subprocess.run([*HUGELAB, "run", str(exp), "--store", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, env=pg_env, timeout=600)
+    flat = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "postgres refused its settings: " in flat, r.stderr
+    assert 'parameter "work_mem"' in flat and "a setting of your conf" not in flat
     dump = tmp_path / "broken.sql"  # plain SQL with pgbench's table: the restore fails
     dump.write_text("CREATE TABLE pgbench_accounts (aid int);\nthis is not SQL;\n")
     exp.write_text(f'name = "garbage"\nblocks = 1\n[workload]\nkind = "postgres"\n'

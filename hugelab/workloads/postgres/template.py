@@ -178,8 +178,10 @@ def for_arm(w: Any, arm: Any) -> Any:
     try:
         own.ask("huge_pages")
     except WorkloadError as exc:
-        said = userconf.server_words(exc.message)
-        line = userconf.refused_line(own.conf, exc.message) if own.conf else None
+        said, name = userconf.server_words(exc.message), userconf.refused_name(exc.message)
+        mine = name is not None and own.conf and name in userconf.kept(list(own.conf_items)) \
+            and name not in {k.lower() for k, _ in own.app}  # the conf's value reached it
+        line = userconf.line_of(own.conf, name) if mine and name else None
         if line:  # the user's own conf: its file and line
             raise ExperimentError(f"arm '{arm.name}': postgres refused a setting of your conf, "
                                   f"{line}: {said}",

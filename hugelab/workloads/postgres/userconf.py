@@ -61,32 +61,33 @@ def parse(text: str, where: str = "postgresql.conf") -> list[tuple[str, str]]:
     return out
 
 
-def refused_line(path: str, message: str) -> str | None:
-    """Where the user's conf at `path` sets the parameter a server's refusal names
-    (`... configuration parameter "x"`, `invalid value for parameter "x"`): 'PATH:LINE: the
-    line'; None when the message names none or the file does not set it."""
+def refused_name(message: str) -> str | None:
+    """The parameter a server's refusal names (`unrecognized configuration parameter "x"`,
+    `invalid value for parameter "x"`), lowercased; None when it names none."""
     m = re.search(r'parameter "([^"]+)"', message)
-    if m is None:
-        return None
+    return m.group(1).lower() if m else None
+
+
+def line_of(path: str, name: str) -> str | None:
+    """'PATH:LINE: the line' of the setting `name` in the conf at `path`: its last one, the one
+    PostgreSQL takes; None when the file does not set it."""
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
+    found = None
     for n, line in enumerate(lines, 1):
-        found = _LINE.match(line)
-        if found and not line.lstrip().startswith("#") and \
-                found.group(1).lower() == m.group(1).lower():
-            return f"{path}:{n}: {line.strip()}"
-    return None
+        m = _LINE.match(line)
+        if m and not line.lstrip().startswith("#") and m.group(1).lower() == name:
+            found = f"{path}:{n}: {line.strip()}"
+    return found
 
 
 def server_words(message: str) -> str:
-    """A server's own lines of a failed `postgres` call (FATAL, ERROR, DETAIL, HINT), not the
+    """A server's own words in a failed `postgres` call (FATAL, ERROR, DETAIL, HINT), not the
     argv before them; the whole message when it has none."""
-    said = [ln.strip() for ln in message.splitlines()
-            if re.match(r"\s*(FATAL|ERROR|DETAIL|HINT|LOG):", ln)]
-    if not said:  # one line: the words after the argv
-        said = [m.group(0) for m in re.finditer(r"(FATAL|ERROR|DETAIL|HINT):[^\n]*", message)]
+    said = [m.group(0).strip() for m in
+            re.finditer(r"(FATAL|ERROR|DETAIL|HINT):[^\n]*", message)]
     return " ".join(said) or message
 
 
