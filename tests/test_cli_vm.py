@@ -72,4 +72,4 @@ def test_an_arm_in_the_users_domain_points_at_vm_diff(command, capsys):
     rc, out, err = cli(["vm", command, "host=2M,huge_pages=on", exp], capsys)
     assert rc == 2 and out == "", out
     assert "runs in your libvirt domain 'hugelab-demo-debian'" in err, err
-    assert f"hugelab vm diff 'host=2M,huge_pages=on' {exp}" in err and "0 MiB" not in err
+    assert f"hugelab vm diff host=2M,huge_pages=on {exp}" in err and "0 MiB" not in err

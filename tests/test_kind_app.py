@@ -80,3 +80,11 @@ def test_a_list_setting_is_taken_where_the_kind_declares_a_tuple():
     wl = with_arm(build_workload("jvm", settings("jvm")),
                   Arm("x", "4k", app=(("options", ["-XX:+UseNUMA"]),)))
     assert dict(wl.app)["options"] == ("-XX:+UseNUMA",)
+
+
+def test_a_setting_of_the_wrong_type_is_said_in_the_files_words():
+    wl = build_workload("memcached", {})
+    with pytest.raises(ExperimentError, match='app large_pages must be true or false, got "yes"'):
+        with_arm(wl, Arm("x", "thp", app=(("large_pages", "yes"),)))
+    with pytest.raises(ExperimentError, match="app threads must be an integer, got true"):
+        with_arm(wl, Arm("x", "thp", app=(("threads", True),)))

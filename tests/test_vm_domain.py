@@ -288,3 +288,11 @@ def test_demo_copies_that_are_not_the_images_are_caught(tmp_path, monkeypatch):
     assert copies_intact(home)
     (home / img.INITRD).write_bytes(b"another image's initrd")
     assert not copies_intact(home)
+
+
+def test_a_demo_domains_stamp_is_read_in_parts():
+    from hugelab.vm.domains.demo_domain import STAMP_PREFIX, _image_of, _key_of
+    stamp = f"{STAMP_PREFIX} 0123abcd v4, key AAAAC3Nza123"
+    assert (_image_of(stamp), _key_of(stamp)) == ("0123abcd", "AAAAC3Nza123")
+    assert _image_of(STAMP_PREFIX) == "" and _key_of(STAMP_PREFIX) == ""  # no IndexError
+    assert _image_of("a domain of someone else's") == ""

@@ -138,12 +138,12 @@ def _arm_spec(args: argparse.Namespace) -> tuple[str, VmSpec, str, str]:
     if arm.vm is None:
         raise UsageError(f"arm '{arm.name}' runs natively: it has no [arms.vm] layer")
     if arm.vm.domain is not None:  # a copy of the user's own domain: its XML is theirs
-        where = f" {args.experiment}" if args.experiment else ""
+        cmd = shlex.join(["hugelab", "vm", "diff", arm.name,
+                          *([str(args.experiment)] if args.experiment else [])])
         raise UsageError(f"arm '{arm.name}' runs in your libvirt domain '{arm.vm.domain}', not "
                          "in a guest hugelab makes: there is no command line or domain of "
                          "hugelab's to print",
-                         hint=f"hugelab vm diff '{arm.name}'{where} shows the change the arm "
-                         "makes to your domain")
+                         hint=f"{cmd} shows the change the arm makes to your domain")
     table = exp.workload_for(arm)  # a factorial cell: its scenario's values
     try:
         built = build_workload(str(table["kind"]), {k: v for k, v in table.items() if k != "kind"})

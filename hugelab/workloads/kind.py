@@ -72,6 +72,7 @@ argv, load generator and parser, its switch's evidence (`describe`), its daemon 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -256,7 +257,7 @@ def check_app(kind: str, app: tuple[tuple[str, Any], ...], keys: Mapping[str, ty
             continue  # an experiment file's list: the kind keeps it as a tuple
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
             raise ExperimentError(f"{kind}: app {key} must be {_type_words(want)}, "
-                                  f"got {value!r}")
+                                  f"got {toml_value(value)}")
 
 
 def _type_words(want: type) -> str:
@@ -268,7 +269,7 @@ def toml_value(value: Any) -> str:
     """A value as an experiment file writes it: true, "yes", 4."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return f'"{value}"' if isinstance(value, str) else repr(value)
+    return json.dumps(value) if isinstance(value, str) else repr(value)  # TOML's escapes
 
 
 def app_words(want: type | tuple[Any, ...]) -> str:

@@ -108,10 +108,12 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
         kernel = _boot_kernel(image.kernel)
-        if found == "same image" and pinned == (image.host_key or "").strip():
-            say(f"domain '{name}' is of this image with another key: defined again for "
-                f"{key} (its copies kept)")
+        if found.startswith("same image") and pinned == (image.host_key or "").strip():
+            why = f"another key: defined again for {key}" if found.endswith("key") else \
+                "an older definition: defined again"
+            say(f"domain '{name}' is of this image with {why} (its copies kept)")
         else:
+            say(f"domain '{name}': copying the image to {home} and defining it")
             for src in dict.fromkeys((image.disk, image.kernel, image.initrd, kernel)):
                 _copy_private(src, home / src.name)
         xml = image_domain_xml(name, home / image.disk.name, home / kernel.name,
@@ -163,15 +165,22 @@ def _copy_private(src: Path, dst: Path) -> None:
 
 def _image_of(stamp: str) -> str:
     """The image (recipe hash) a demo domain's stamp names; "" for a stamp that is not one."""
-    return stamp.removeprefix(STAMP_PREFIX).split()[0] if stamp.startswith(STAMP_PREFIX) else ""
+    if not stamp.startswith(STAMP_PREFIX):
+        return ""
+    return (stamp.removeprefix(STAMP_PREFIX).split() or [""])[0]
+
+
+def _key_of(stamp: str) -> str:
+    """The key a demo domain's stamp names (its last 12 characters); "" for none."""
+    return stamp.rpartition(", key ")[2] if ", key " in stamp else ""
 
 
 def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
     """How domain `name` stands against `stamp`, and the sshd host key it pinned: "same"
-    (defined with it, its copies intact), "same image" (undefined here: of this image, copies
-    intact, another key or domain version; its copies are kept if their pinned host key is the
-    cached image's), "" (not defined, or undefined here: another image or its copies not
-    intact); refuses to touch any other domain."""
+    (defined with it, its copies intact), "same image, another key" or "same image, older
+    definition" (undefined here: of this image, copies intact; they are kept if their pinned
+    host key is the cached image's), "" (not defined, or undefined here: another image or its
+    copies not intact); refuses to touch any other domain, before reading any copy."""
     lv = libvirt_module()
     try:
         dom = conn.lookupByName(name)
@@ -179,14 +188,14 @@ def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
         return "", None
     root = dx.parse(user_xml(dom))
     have = root.findtext("description") or ""
-    intact = copies_intact(IMAGES_ROOT / safe_name(name))
-    if have == stamp and intact:
-        return "same", dx.host_key(root)
     home = str(IMAGES_ROOT / safe_name(name))
     if not (have.startswith(STAMP_PREFIX) or any(d.source.startswith(f"{home}/")
                                                  for d in dx.disks(root))):
         raise DomainError(f"a domain named '{name}' exists and hugelab did not define it",
                           hint="pick another name (--name)")
+    intact = copies_intact(IMAGES_ROOT / safe_name(name))
+    if have == stamp and intact:
+        return "same", dx.host_key(root)
     if dom.isActive():
         raise DomainError(f"demo domain '{name}' is of an older image or another key and is "
                           "running",
@@ -198,5 +207,7 @@ def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
                           f"{exc.get_error_message()}",
                           hint=f"undefine it yourself (virsh undefine {name}) and run this again"
                           ) from exc
-    same = intact and _image_of(have) == _image_of(stamp)
-    return ("same image" if same else ""), dx.host_key(root)
+    if not (intact and _image_of(have) == _image_of(stamp)):
+        return "", dx.host_key(root)
+    return ("same image, another key" if _key_of(have) != _key_of(stamp) else
+            "same image, older definition"), dx.host_key(root)
