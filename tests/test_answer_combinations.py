@@ -154,3 +154,16 @@ def test_min_pairs_is_the_exact_signed_rank_minimum(alpha):
     n = min_pairs(alpha)
     assert exact_cdf(n)[0] <= alpha / 2 < exact_cdf(n - 1)[0] if n > 1 else True
     assert n == math.ceil(math.log2(2 / alpha) - 1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.1, 0.05, 0.01, 0.001, 0.0001, 1e-6])
+def test_the_one_sided_minimum_is_the_exact_signed_rank_one(alpha):
+    """An equivalence's one-sided tests: the smallest n whose exact distribution puts mass
+    <= alpha at its extreme, one fewer than an interval's; the stats note says it too."""
+    from hugelab.stats.paired import compare
+    from hugelab.stats.signedrank import min_pairs_one_sided
+    n = min_pairs_one_sided(alpha)
+    assert exact_cdf(n)[0] <= alpha < (exact_cdf(n - 1)[0] if n > 1 else 1.0)
+    assert n == min_pairs(alpha) - 1 or min_pairs(alpha) == 1
+    note = compare([1.0, 1.1, 0.9], [1.0, 1.0, 1.0], alpha=alpha).notes[-1]
+    assert note.endswith(f"at least {max(6, n)} are needed for any verdict"), note

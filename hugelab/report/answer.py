@@ -19,7 +19,6 @@ cell (`Names`), the scenario said once per group.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ from hugelab.report.model.estimate import Estimate
 from hugelab.report.model.headline import Answer
 from hugelab.report.model.result import Result
 from hugelab.stats import multiple
-from hugelab.stats.paired import MIN_UNITS
+from hugelab.stats.paired import MIN_UNITS, any_verdict_units
 from hugelab.stats.plan import MIN_PILOT
 from hugelab.stats.signedrank import min_pairs
 
@@ -58,9 +57,7 @@ def needed_for_any(e: Estimate) -> int:
     """The fewest pairs any verdict at the estimate's alpha needs: an equivalence's two
     one-sided tests reach 1 / 2^n, one pair fewer than an interval (7 at 0.01, 14 at 0.0001),
     and never fewer than MIN_UNITS."""
-    if not 0 < e.alpha < 1:
-        return MIN_UNITS
-    return max(MIN_UNITS, math.ceil(math.log2(1 / e.alpha) - 1e-12))
+    return any_verdict_units(e.alpha)
 
 
 def has_interval(e: Estimate) -> bool:

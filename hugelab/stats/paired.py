@@ -38,6 +38,12 @@ VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
 MIN_UNITS = 6
 
 
+def any_verdict_units(alpha: float) -> int:
+    """The fewest units any verdict at `alpha` needs: MIN_UNITS, or more where even an
+    equivalence's one-sided tests cannot reach alpha (7 at 0.01, 14 at 0.0001)."""
+    return max(MIN_UNITS, signedrank.min_pairs_one_sided(alpha)) if 0 < alpha < 1 else MIN_UNITS
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Outcome of comparing a candidate arm against a baseline arm (percent = candidate vs baseline)."""
@@ -256,7 +262,8 @@ def compare(
     if units.size < MIN_UNITS:
         verdict = "inconclusive"
         notes.append(
-            f"only {units.size} {unit}(s): at least {MIN_UNITS} are needed for any verdict"
+            f"only {units.size} {unit}(s): at least {any_verdict_units(alpha)} are needed for "
+            "any verdict"
         )
     else:
         verdict = decide(res["p"][0], res["tost_p"][0], res["hl"][0], alpha, better)
