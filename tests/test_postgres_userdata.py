@@ -376,6 +376,11 @@ def test_a_refused_setting_is_found_in_the_users_conf(tmp_path):
     assert userconf.line_of(str(conf), "work_mem") == f"{conf}:4: work_mem = 8MB"  # the last
     assert userconf.line_of(str(conf), "port") is None
     assert userconf.refused_name("postgres failed (1): out of memory") is None
+    items = userconf.parse(conf.read_text())
+    bad = 'invalid value for parameter "work_mem": "x"'
+    assert userconf.refused_line(str(conf), items, (), bad) == f"{conf}:4: work_mem = 8MB"
+    assert userconf.refused_line(str(conf), items, (("work_mem", "x"),), bad) is None  # app's
+    assert userconf.refused_line(None, items, (), bad) is None
     # the server's words, not its argv nor its LOG lines
     assert userconf.server_words(said) == \
         'FATAL:  unrecognized configuration parameter "shared_bufers"'

@@ -178,10 +178,8 @@ def for_arm(w: Any, arm: Any) -> Any:
     try:
         own.ask("huge_pages")
     except WorkloadError as exc:
-        said, name = userconf.server_words(exc.message), userconf.refused_name(exc.message)
-        mine = name is not None and own.conf and name in userconf.kept(list(own.conf_items)) \
-            and name not in {k.lower() for k, _ in own.app}  # the conf's value reached it
-        line = userconf.line_of(own.conf, name) if mine and name else None
+        said = userconf.server_words(exc.message)
+        line = userconf.refused_line(own.conf, list(own.conf_items), own.app, exc.message)
         if line:  # the user's own conf: its file and line
             raise ExperimentError(f"arm '{arm.name}': postgres refused a setting of your conf, "
                                   f"{line}: {said}",

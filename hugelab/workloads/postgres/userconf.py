@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from hugelab.errors import ExperimentError
 from hugelab.workloads.postgres.server import RESERVED
@@ -81,6 +82,18 @@ def line_of(path: str, name: str) -> str | None:
         if m and not line.lstrip().startswith("#") and m.group(1).lower() == name:
             found = f"{path}:{n}: {line.strip()}"
     return found
+
+
+def refused_line(conf: str | None, items: list[tuple[str, str]], app: tuple[Any, ...],
+                 message: str) -> str | None:
+    """Where the user's conf sets the parameter a server's refusal names, when that value is
+    what reached the server: a setting the conf passes on (`kept`) that the arm's `app` does
+    not override; 'PATH:LINE: the line', else None."""
+    name = refused_name(message)
+    if not conf or name is None or name not in kept(items) or \
+            name in {str(k).lower() for k, _ in app}:
+        return None
+    return line_of(conf, name)
 
 
 def server_words(message: str) -> str:
