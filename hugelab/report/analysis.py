@@ -405,7 +405,7 @@ def _warnings(data: RunData, comps: list[Comparison], vc: BlockVariance | None,
     out = [] if data.n_trials else ["the run has no trials yet"]
     if any("tcg" in a for a in data.accel.values()):
         out.append(TCG_WARNING)
-    compared = {a for c in comps for a in (c.candidate, c.baseline)}
+    compared = lead.compared_arms(comps)
     for arm, why in (data.run.get("skipped") or {}).items():  # skipped, and in no comparison
         if arm not in compared:  # (a resumed run's arm may have trials of an earlier session)
             out.append(lead.skipped_warning(arm, why))

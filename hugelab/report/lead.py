@@ -8,8 +8,10 @@ Pure over the report's findings (`answer.Findings`); the HTML, terminal and Mark
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from hugelab.report import answer
+from hugelab.report.model.comparison import Comparison
 from hugelab.report.model.headline import Lead
 from hugelab.report.model.result import Result
 
@@ -79,6 +81,11 @@ def warnings(found: answer.Findings) -> tuple[list[str], list[str]]:
             scope = names.scope(c.candidate)
             per.append((f"{subject} [{scope}]" if scope else subject, w[len(name) + 2:]))
     return loud, plain + fold(per, len(comps)) + fold_counts(arms)
+
+
+def compared_arms(comps: Sequence[Comparison]) -> set[str]:
+    """Every arm some comparison names (candidate or baseline)."""
+    return {a for c in comps for a in (c.candidate, c.baseline)}
 
 
 def skipped_warning(arm: str, why: str) -> str:

@@ -3,6 +3,7 @@ accelerators, hardware counters and kernels."""
 
 from __future__ import annotations
 
+from hugelab.report.lead import compared_arms
 from hugelab.report.model.result import Result
 
 
@@ -26,7 +27,7 @@ def context_lines(result: Result) -> list[str]:
         looks = (seq.get("plan") or {}).get("looks")
         out.append("sequential: " + (f"stopped at look {at} of {looks}" if at
                                      else f"ran every planned look ({looks})"))
-    compared = {a for c in result.comparisons for a in (c.candidate, c.baseline)}
+    compared = compared_arms(result.comparisons)
     for arm, why in result.run.skipped.items():  # one in no comparison: a warning says so
         if arm in compared:
             out.append(f"skipped arm {arm} (this session; earlier trials compared): {why}")
