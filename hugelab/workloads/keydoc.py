@@ -58,7 +58,7 @@ def kind_section(kind: Kind) -> list[str]:
         f = by_name[key.name]
         unit = f", in {key.unit}" if key.unit else ""
         where = ", set by each arm, not in `[workload]`" if key.name in ARM_KEYS else ""
-        known = "" if key.name != "app" or not kind.app else " Settings: " + "; ".join(
+        known = "" if key.name not in ARM_KEYS or not kind.app else " Settings: " + "; ".join(
             f"`{name}` ({app_words(want)})" for name, want in kind.app.items()) + "."
         out.append(f"- `{key.name}` ({_type(hints[key.name])}, default `{_default(f)}`{unit}"
                    f"{where}): {key.doc}.{known}")
