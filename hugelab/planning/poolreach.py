@@ -56,13 +56,19 @@ def verdict(more: int, reach: PoolReach, aged: float | None = None) -> str:
     return "compaction" if more <= reach.most else "reclaim"
 
 
+def _asks(reach: PoolReach, node: int | None, more: int) -> str:
+    """'the 1 GiB pool on node 0 asks for 2 more pages'."""
+    where = f" on node {node}" if node is not None else ""
+    return (f"the {exact(reach.size_kb)} pool{where} asks for {more} more "
+            f"page{'s' if more != 1 else ''}")
+
+
 def _bound_note(size: str, node: int | None, pages: int, more: int, reach: PoolReach) -> str:
     """A page above buddyinfo's top order on free lists that look fresh: the bound is not a
     promise (this 24 GiB VM, 3.75% of free memory below order 9, could not make two 1 GiB pages
     at run time: examples/004's vm-1G arm skipped)."""
     label = exact(reach.size_kb)
-    where = f" on node {node}" if node is not None else ""
-    return (f"the {label} pool{where} asks for {more} more page{'s' if more != 1 else ''}: "
+    return (f"{_asks(reach, node, more)}: "
             f"free memory's {amount(reach.top_kb)} in order-{reach.top_order} blocks bound it at "
             f"{reach.ready}, not a promise (whether they lie together as {label} pages, "
             "compaction decides at run time; an arm whose pool falls short is skipped, and the "
@@ -72,8 +78,7 @@ def _bound_note(size: str, node: int | None, pages: int, more: int, reach: PoolR
 def _aged_warning(size: str, node: int | None, pages: int, more: int, reach: PoolReach,
                   aged: float) -> str:
     label = exact(reach.size_kb)
-    where = f" on node {node}" if node is not None else ""
-    return (f"the {label} pool{where} asks for {more} more page{'s' if more != 1 else ''}, and "
+    return (f"{_asks(reach, node, more)}, and "
             f"will probably not be met: {aged:.0%} of free memory lies in blocks smaller than "
             f"2 MiB (/proc/buddyinfo), the free lists of a host that has run a while, whose "
             f"unmovable pages sit in most {label} ranges; compaction cannot move them (the "
@@ -84,8 +89,7 @@ def _aged_warning(size: str, node: int | None, pages: int, more: int, reach: Poo
 def warning(size: str, node: int | None, pages: int, more: int, reach: PoolReach) -> str:
     """The dry run's words for a pool that may not reach `pages` at run time."""
     label = exact(reach.size_kb)
-    where = f" on node {node}" if node is not None else ""
-    asks = f"the {label} pool{where} asks for {more} more page{'s' if more != 1 else ''}"
+    asks = _asks(reach, node, more)
     if reach.seen:
         has = (f"free memory holds {reach.ready} in blocks of order {reach.order} or above "
                f"({amount(reach.ready * reach.size_kb)})")
