@@ -35,3 +35,19 @@ def test_each_example_parses_as_its_own_command(command):
 
 def test_every_command_has_an_example():
     assert sorted(set(clidoc.commands()) - {"hugelab"} - set(EXAMPLES)) == []
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["report", "--run", "1"], "hugelab report: error: unrecognized arguments: --run (the run "
+     "is given without a flag: hugelab report RUN)"),
+    (["vm", "diff", "--jsn", "a", "b"], "hugelab vm diff: error: unrecognized arguments: --jsn "
+     "(did you mean --json?)"),
+    (["report", "1", "2"], "hugelab report: error: unrecognized arguments: 2\n"),
+])
+def test_an_unknown_argument_is_told_by_its_commands_parser(argv, said, capsys):
+    from hugelab.cli.main import main
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and said in err
+    assert err.startswith(f"usage: hugelab {argv[0]}")  # the command's usage, not hugelab's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import traceback
@@ -50,9 +51,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leaf(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that `argv` names: `hugelab vm diff ...` -> diff's."""
+    for tok in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if tok.startswith("-") or not subs:
+            continue
+        if tok not in subs[0].choices:
+            break
+        parser = subs[0].choices[tok]
+    return parser
+
+
+def _unknown(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """What to say of arguments the command does not take: the option meant (a close name), or
+    a positional given as an option (`report --run 1`: `report 1`)."""
+    flags = [o for a in parser._actions for o in a.option_strings]
+    places = {a.dest for a in parser._actions if not a.option_strings}
+    out = f"unrecognized arguments: {' '.join(extras)}"
+    for word in extras:
+        name = word.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        if (dest := name[2:].replace("-", "_")) in places:
+            return out + f" (the {dest} is given without a flag: {parser.prog} {dest.upper()})"
+        close = difflib.get_close_matches(name, flags, n=1)
+        if close:
+            return out + f" (did you mean {close[0]}?)"
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args, extras = parser.parse_known_args(given)
+    if extras:  # said by the command's own parser, with its usage
+        leaf = _leaf(parser, given)
+        leaf.error(_unknown(leaf, extras))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
