@@ -270,6 +270,7 @@ def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path, pg_env):
     env, before = pg_env, host_state()
     work = Path(env["HUGELAB_PG_WORK"])
     shm_before = {s.shmid for s in sysvshm.segments()}
+    dsm_before = set(Path("/dev/shm").glob("PostgreSQL.*"))
     pg_uid = cluster_uid()
     p = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", str(tmp_path / "s.db")],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -289,6 +290,7 @@ def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path, pg_env):
     left = [s for s in sysvshm.segments() if s.shmid not in shm_before and s.uid == pg_uid
             and s.nattch == 0]  # others' test servers come and go; an orphan has no one
     assert not left, f"a System V segment is left: {left}"
+    assert set(Path("/dev/shm").glob("PostgreSQL.*")) <= dsm_before, "its dynamic shared memory"
     assert host_state() == before
 
 

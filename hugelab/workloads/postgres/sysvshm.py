@@ -1,7 +1,8 @@
 """System V shared memory of a PostgreSQL cluster: PostgreSQL keeps a small System V segment
 (its key and id on line 7 of postmaster.pid) beside its main mmap'ed one. A fast shutdown removes
 it; a killed postmaster leaves it, unattached, until someone removes it: this module does, only
-for a segment whose id and key match the cluster's own record and that nobody has attached."""
+for a segment whose id and key match the cluster's own record and that nobody has attached,
+with the dynamic shared memory its header names (hugelab.workloads.postgres.dsm)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hugelab.proc import run
+from hugelab.workloads.postgres import dsm
 
 PROC_SHM = Path("/proc/sysvipc/shm")
 
@@ -86,8 +88,10 @@ def drop_for(data: Path, wait_s: float = 5.0) -> list[str]:
         if seg is None:
             return []
         if seg.nattch == 0:
+            header = dsm.attached_header(shmid)  # names its dynamic shared memory
             run(["ipcrm", "-m", str(shmid)], check=False)
-            return [f"removed System V shared memory segment {shmid} (key {key:#x})"]
+            return [f"removed System V shared memory segment {shmid} (key {key:#x})",
+                    *dsm.drop(header, data)]
         if time.monotonic() > deadline:
             return [f"System V segment {shmid} (key {key:#x}) is still attached: left alone"]
         time.sleep(0.05)
