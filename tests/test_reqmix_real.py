@@ -260,6 +260,12 @@ def test_duration_runs_whole_blocks_with_lockstep_clients(binary: Path,
     # a --window-ms window lasts at least its milliseconds on every client
     assert all(w.ns >= 3_000_000 for w in r.windows)
     assert r.clients == 3 and r.user_ns + r.sys_ns > 0
+    # a first block that outlasts the duration (a stolen second, a slow machine): still two
+    # blocks, the fewest a trial's estimate takes (a trial once failed with one)
+    r = _run(binary, ReqmixSettings(servers=servers, clients=1, window_ops=None, window_ms=30,
+                                    duration_s=0.01, seed=9))
+    _check_order(r)
+    assert r.blocks == 2 and len(r.windows) == 8 and r.wall_ns >= 8 * 30e6
 
 
 def test_build_is_cached_by_its_stamp(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ static const char USAGE[] =
     "  --window-ops N      timed ops per client per window (20 unless --window-ms)\n"
     "  --window-ms MS      or: each window lasts MS milliseconds\n"
     "  --warm-ops N        untimed ops at the start of each window (0)\n"
-    "  --windows N | --duration-s S   how long (whole ABBA blocks; 10 s)\n"
+    "  --windows N | --duration-s S   how long (whole ABBA blocks, by time at least 2; 10 s)\n"
     "  --seed S            order of the servers in each block (1)\n"
     "  --keyspace N (10000) --value-size B (100) --set-ratio F (0) --preload\n"
     "                      redis, memcached: keys key:%012d, a set with probability F;\n"

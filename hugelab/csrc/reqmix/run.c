@@ -92,8 +92,11 @@ static void plan(rm_run *r, long w)
     if (w % per_block != 0)
         return;
     const rm_opts *o = r->o;
+    /* by time: at least RM_MIN_BLOCKS whole blocks, however slow the machine (a stalled or
+     * stolen second must not leave a trial with one block, too few for its estimate) */
     int done = o->windows > 0 ? w >= o->windows
-                              : (double)(rm_now_ns() - r->t_begin) >= o->duration_s * 1e9;
+                              : w >= RM_MIN_BLOCKS * per_block
+                                    && (double)(rm_now_ns() - r->t_begin) >= o->duration_s * 1e9;
     if (done || ensure_chunk(r, w) != 0 || ensure_chunk(r, w + per_block - 1) != 0) {
         r->stop = 1;
         r->nwin = w;
