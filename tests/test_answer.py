@@ -154,3 +154,14 @@ def test_factorial_answers_per_factor_with_short_cell_names(tmp_path):
     assert names.short("thp=always,backing=thp [size=1G]",
                        "thp=never,backing=4k [size=1G]") == "thp=always, backing=thp"
     assert names.scope("thp=always,backing=thp [size=1G]") == "size=1G"
+
+
+def test_many_arms_warnings_fold_into_their_total_so_the_answer_stays_short():
+    arms = [f"a{i}" for i in range(6)]
+    r = result(warnings=[f"{a}: {1 + i % 2} of 2 trials under high machine load (CPU steal in "
+                         f"{1 + i % 2}): may be the machine's" for i, a in enumerate(arms)])
+    r.series = arms
+    _, notes = lead.warnings(r)
+    assert notes == ["6 arms: trials under high machine load: may be the machine's (9 of their "
+                     "12 trials; each arm's count in the evidence and monitors table: --full, "
+                     "--md, --html)"]

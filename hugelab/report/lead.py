@@ -36,13 +36,16 @@ def fold(items: list[tuple[str, str]], total: int, what: str = "comparisons") ->
     return out
 
 
-COUNT = re.compile(r"\d+ of \d+ ")
+COUNT = re.compile(r"(\d+) of (\d+) ")
+LISTED = 4  # subjects a folded line names with their counts; more: the total (first screen)
 
 
 def fold_counts(items: list[tuple[str, str]], what: str = "arms") -> list[str]:
     """(subject, text) pairs whose texts differ only in an 'N of M' count and parenthesised
     detail become one line listing each subject's count ('8 arms: trials under high machine
-    load: ... (4k: 1 of 2, thp: 2 of 2)'); the others stay as they are."""
+    load: ... (4k: 1 of 2, thp: 2 of 2)'); more than LISTED subjects, their total ('17 arms:
+    ... (24 of 44 trials; each arm's ...)'), so that the answer stays on the first screen;
+    the others stay as they are."""
     by: dict[str, list[tuple[str, str]]] = {}
     for subject, text in items:
         key = re.sub(r" ?\([^)]*\)", "", COUNT.sub("", text)) if COUNT.search(text) else text
@@ -52,8 +55,14 @@ def fold_counts(items: list[tuple[str, str]], what: str = "arms") -> list[str]:
         if len(group) == 1 or key == group[0][1]:
             out += [f"{s}: {t}" for s, t in group]
             continue
-        counts = "; ".join(f"{s}: {m.group().strip()}" if (m := COUNT.search(t)) else s
-                           for s, t in group)
+        found = [(s, m) for s, t in group if (m := COUNT.search(t))]
+        if len(group) > LISTED and len(found) == len(group):
+            n, of = (sum(int(m.group(i)) for _, m in found) for i in (1, 2))
+            counts = (f"{n} of their {of} trials; each {what[:-1]}'s count in the evidence and "
+                      "monitors table: --full, --md, --html")
+        else:
+            counts = "; ".join(f"{s}: {m.group().strip()}" if (m := COUNT.search(t)) else s
+                               for s, t in group)
         out.append(f"{len(group)} {what}: {key} ({counts})")
     return out
 
