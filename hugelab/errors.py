@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import traceback
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, known: Iterable[str], quote: str = "'") -> str | None:
+    """"did you mean 'x'?" for the one of `known` closest to `word`; None when none is close."""
+    close = difflib.get_close_matches(word, sorted(known), n=1)
+    return f"did you mean {quote}{close[0]}{quote}?" if close else None
 
 
 class HugelabError(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import traceback
@@ -12,7 +11,7 @@ from collections.abc import Callable, Sequence
 from hugelab import __version__
 from hugelab.cli.examples import attach
 from hugelab.cli.output import add_json, add_store
-from hugelab.errors import HugelabError, UsageError
+from hugelab.errors import HugelabError, UsageError, did_you_mean
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -75,9 +74,8 @@ def _unknown(parser: argparse.ArgumentParser, extras: list[str]) -> str:
             continue
         if (dest := name[2:].replace("-", "_")) in places:
             return out + f" (the {dest} is given without a flag: {parser.prog} {dest.upper()})"
-        close = difflib.get_close_matches(name, flags, n=1)
-        if close:
-            return out + f" (did you mean {close[0]}?)"
+        if close := did_you_mean(name, flags, quote=""):
+            return out + f" ({close})"
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -10,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab import kernel
-from hugelab.errors import ExperimentError
+from hugelab.errors import ExperimentError, did_you_mean
 from hugelab.experiment.backings import PMD_LABEL, backing_error, label_kb, mthp_size_problem
 from hugelab.experiment.factors import (
     Levels,
@@ -92,8 +91,7 @@ def _check_keys(d: dict[str, Any], allowed: set[str], loc: _Locator | None, what
                 arm: int | None = None, table: str | None = None) -> None:
     for key in d:
         if key not in allowed:
-            close = difflib.get_close_matches(key, sorted(allowed), n=1)
-            guess = f"did you mean '{close[0]}'? " if close else ""
+            guess = f"{close} " if (close := did_you_mean(key, allowed)) else ""
             raise _err(loc, f"unknown key '{key}' in {what}", key, arm=arm, table=table,
                        hint=f"{guess}known keys: {', '.join(sorted(allowed))}")
 

@@ -15,14 +15,13 @@ Each kind declares itself in its own module (hugelab.workloads.kind); KINDS list
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import re
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
-from hugelab.errors import ExperimentError
+from hugelab.errors import ExperimentError, did_you_mean
 from hugelab.experiment import Arm, Experiment
 from hugelab.proc import register_packages
 from hugelab.workloads.base import Workload
@@ -69,10 +68,9 @@ def lookup(name: str) -> Kind:
     """The declaration of kind `name`; ExperimentError (with a close match) when unknown."""
     known = kinds()
     if name not in known:
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else None
         raise ExperimentError(f"unknown workload kind '{name}'; known kinds: "
-                              f"{', '.join(known_kinds())}", hint=hint, key="kind")
+                              f"{', '.join(known_kinds())}", hint=did_you_mean(str(name), known),
+                              key="kind")
     return known[name]
 
 
@@ -166,12 +164,11 @@ def build_workload(kind: str, params: dict[str, Any]) -> Workload:
     kwargs: dict[str, Any] = {}
     for key, value in params.items():
         if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
             extra = "".join(f"{k}, " for k in declared.aliases)
             raise ExperimentError(
                 f"workload '{kind}': unknown key '{key}'; known keys: {extra}"
                 f"{', '.join(sorted(fields))}",
-                hint=f"did you mean '{close[0]}'?" if close else None, key=key)
+                hint=did_you_mean(key, fields), key=key)
         try:
             kwargs[key] = _convert(value, fields[key])
         except _Mismatch:
