@@ -8,7 +8,8 @@ the private directories a run owns, and the caches of what is built once.
 - An owned private directory: a fresh `<kind>-<random>` directory (0700) under a work directory
   (0711), holding an owner record (`owner.json`: the pid, start time and boot of the hugelab
   that made it, hugelab.identity) written before anything else, so that `sweep_owned` removes
-  a killed run's directories and never a live run's.
+  a killed run's directories and never a live run's. A trial's scratch directory in /dev/shm
+  or /tmp holds the same record (`claim`), so that `dead_claimed` finds a killed run's there.
 - A template cache (`TemplateCache`): each template is built once, under a lock
   (`<key>.lock`), into `<key>.tmp`, then renamed to `<key>`; `sweep` removes the `.tmp` a
   killed build left, unless a live build holds its lock.
@@ -113,15 +114,20 @@ def account_ids(user: str, missing: Exception) -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
+def claim(top: Path) -> None:
+    """Write this hugelab's owner record into the fresh directory `top`."""
+    rec = {**identity.record(), "created": time.time()}
+    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(rec, f)
+
+
 def new_owned_dir(work: Path, kind: str, owner: tuple[int, int] | None = None) -> Path:
     """A fresh 0700 directory `<kind>-<random>` under `work` (made 0711), with its owner
     record; handed to the account (uid, gid) `owner` when given."""
     top = work_dir(work) / f"{kind}-{uuid.uuid4().hex[:16]}"
     top.mkdir(mode=0o700)
-    rec = {**identity.record(), "created": time.time()}
-    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(rec, f)
+    claim(top)
     if owner is not None:
         os.chown(top, *owner)
     return top
@@ -143,6 +149,25 @@ def dead_owned(work: Path) -> list[Path]:
         return []
     return [top for top in sorted(work.iterdir())
             if top.is_dir() and not top.is_symlink() and not owner_alive(top)]
+
+
+def dead_claimed(parent: Path, prefix: str) -> list[Path]:
+    """The directories `<prefix>*` in a shared `parent` (/dev/shm, /tmp) that this user made
+    and claimed (`claim`) and whose owner is gone; one without a record is left alone (whose
+    it is cannot be told)."""
+    try:
+        found = sorted(parent.glob(f"{prefix}*"))
+    except OSError:
+        return []
+    out = []
+    for top in found:
+        try:
+            mine = not top.is_symlink() and top.is_dir() and top.stat().st_uid == os.geteuid()
+        except OSError:
+            continue
+        if mine and owner_record(top) and not owner_alive(top):
+            out.append(top)
+    return out
 
 
 # --- template caches -------------------------------------------------------------------------

@@ -208,3 +208,28 @@ def test_members_while_a_session_is_added_reads_a_copy(state, monkeypatch):
     monkeypatch.setattr(procscan, "_live_stat", live_stat)
     assert os.getpid() not in scope.members()  # this process is never its own member
     assert added and os.getppid() in scope.sessions
+
+
+def test_scratch_of_a_dead_owner_is_removed_whichever_state_directory_recovers(tmp_path):
+    """A killed run recovered with another state directory (none of its records): its scratch
+    directory is still found, by the owner record written into it."""
+    from hugelab import owned
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    with TrialScope("t", state=tmp_path / "state") as scope:
+        live = Path(scope.scratch)
+        assert owned.owner_record(live)["owner_pid"] == os.getpid()
+        assert live not in owned.dead_claimed(live.parent, contain.SCRATCH_PREFIX)  # alive
+    dead = shm / f"{contain.SCRATCH_PREFIX}dead"
+    dead.mkdir()
+    (dead / owned.OWNER_FILE).write_text(json.dumps({**identity.record(),
+                                                     "owner_pid": 2 ** 22 + 1}))
+    (dead / "left.o").write_bytes(b"x")
+    unknown = shm / f"{contain.SCRATCH_PREFIX}unknown"  # no record: whose, nobody can tell
+    unknown.mkdir()
+    other = shm / "hugelab-other"
+    other.mkdir()
+    (other / owned.OWNER_FILE).write_text((dead / owned.OWNER_FILE).read_text())
+    assert contain.remove_dead_scratch((str(shm),)) == [f"removed {dead}"]
+    assert not dead.exists() and unknown.is_dir() and other.is_dir()
+    assert not live.exists()  # the scope removed its own at its end

@@ -15,7 +15,8 @@ leaves the session. `TMPDIR` points to the scope's private directory (on tmpfs w
 
 After a SIGKILL of hugelab, `kill_leftover_workloads()` (run by `hugelab recover` and at the
 start of every host session) kills every process of a dead owner's scopes, removes their
-directories and records. Works the same with cgroup v1 or v2: it needs no cgroup at all.
+directories and records, and any scratch directory whose owner record (`owned.claim`, written
+right after it is made) names a dead hugelab, whichever state directory recorded it. Works the same with cgroup v1 or v2: it needs no cgroup at all.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hugelab import identity
+from hugelab import identity, owned
 from hugelab.errors import HostError
 from hugelab.host.journal import ensure_private_dir, state_dir, write_private
 from hugelab.identity import boot_id, clock_ticks_now, starttime
@@ -95,6 +96,7 @@ class TrialScope:
         self.since = clock_ticks_now()
         parent = next((p for p in SCRATCH_PARENTS if os.access(p, os.W_OK)), None)
         self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)
+        owned.claim(Path(self.scratch))  # found by owner, whatever state directory recovers
         self._write()
         bind(self)
         self._sampler = TreeSampler(self.members, self.sample_interval_s).start()
@@ -163,10 +165,8 @@ def _remove_scratch(path: object) -> None:
 def kill_leftover_workloads(state: Path | None = None) -> list[str]:
     """Kill the processes of every scope whose hugelab is gone; remove its files and record."""
     d = state or state_dir()
-    if not d.is_dir():
-        return []
-    done = []
-    for path, rec in _records(d):
+    done: list[str] = []
+    for path, rec in _records(d) if d.is_dir() else []:
         if identity.recorded_alive(rec):
             continue
         killed = kill_members(_record_members(rec))
@@ -178,6 +178,17 @@ def kill_leftover_workloads(state: Path | None = None) -> list[str]:
         _remove_scratch(rec.get("scratch"))
         if not _record_members(rec)():
             path.unlink(missing_ok=True)
+    return done + remove_dead_scratch()
+
+
+def remove_dead_scratch(parents: tuple[str, ...] = SCRATCH_PARENTS) -> list[str]:
+    """Scratch directories of dead hugelabs that no record named (a run killed, then recovered
+    with another state directory): removed; what was removed."""
+    done = []
+    for parent in parents:
+        for top in owned.dead_claimed(Path(parent), SCRATCH_PREFIX):
+            shutil.rmtree(top, ignore_errors=True)
+            done.append(f"removed {top}")
     return done
 
 
