@@ -19,7 +19,8 @@ from hugelab.workloads.postgres.workload import Postgres
 
 
 def header(tmp: Path, handle: int, magic: int = dsm.HEADER_MAGIC) -> bytes:
-    return dsm.HEADER.pack(magic, 1234, 1 << 20, 4096, handle, 0, 0, os.stat(tmp).st_ino)
+    st = os.stat(tmp)
+    return dsm.HEADER.pack(magic, 1234, 1 << 20, 4096, handle, 0, st.st_dev, st.st_ino)
 
 
 def control(items: list[tuple[int, int]], maxitems: int = 4) -> bytes:
@@ -52,10 +53,31 @@ def test_drop_removes_the_listed_segments_and_the_control_one(tmp_path, monkeypa
     dsm.name(200).write_bytes(b"x")
     keep = tmp_path / "PostgreSQL.300"
     keep.write_bytes(b"another server's")
-    done = dsm.drop(header(data, 100), data)
+    me = os.geteuid()
+    assert dsm.drop(header(data, 100), data, uid=me + 1) == []  # not the server account's
+    done = dsm.drop(header(data, 100), data, uid=me)
     assert len(done) == 2 and not dsm.name(100).exists() and not dsm.name(200).exists()
     assert keep.exists()  # 201 was listed but already gone: not said
-    assert dsm.drop(header(data, 100), data) == []
+    assert dsm.drop(header(data, 100), data, uid=me) == []
+
+
+def test_drop_follows_no_link_and_reads_no_fifo(tmp_path, monkeypatch):
+    """The header is the server account's to write: a handle naming a link or a FIFO is
+    neither followed nor read, nor is a listed link removed."""
+    monkeypatch.setattr(dsm, "SHM_DIR", tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    target = tmp_path / "precious"
+    target.write_bytes(control([(200, 2)]))
+    dsm.name(100).symlink_to(target)
+    os.mkfifo(dsm.name(101))
+    assert dsm.drop(header(data, 100), data, os.geteuid()) == []
+    assert dsm.drop(header(data, 101), data, os.geteuid()) == []  # would block if read
+    dsm.name(102).write_bytes(control([(200, 2)]))
+    dsm.name(200).symlink_to(target)
+    assert dsm.drop(header(data, 102), data, os.geteuid()) == [
+        f"removed PostgreSQL dynamic shared memory {dsm.name(102)}"]
+    assert target.exists() and dsm.name(200).is_symlink()
 
 
 # the first 56 bytes of a control segment a killed Debian PostgreSQL 15.14 left here (26976

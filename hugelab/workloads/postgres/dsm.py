@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import struct
 from pathlib import Path
 
@@ -20,6 +21,7 @@ HEADER = struct.Struct("=iiQQI4xQQQ")  # dsm_handle dsm_control, void *index, de
 CONTROL_MAGIC = 0x9A503D32  # PG_DYNSHMEM_CONTROL_MAGIC: uint32 magic, nitems, maxitems; items
 CONTROL_HEAD = struct.Struct("=III4x")
 ITEM = struct.Struct("=IIQQQ?7x")  # handle, refcnt, first_page, npages, private, pinned (14+)
+MAX_CONTROL = CONTROL_HEAD.size + 65536 * ITEM.size  # maxitems is 64 + 5 per connection
 
 
 def name(handle: int) -> Path:
@@ -28,12 +30,14 @@ def name(handle: int) -> Path:
 
 def control_handle(header: bytes, data: Path) -> int | None:
     """The control segment's handle from a System V header, if it is PostgreSQL's and for the
-    data directory `data` (its inode); None else (pure but for the stat)."""
+    data directory `data` (its device and inode, as PostgreSQL checks); None else (pure but for
+    the stat)."""
     if len(header) < HEADER.size:
         return None
-    magic, _pid, _total, _free, handle, _index, _dev, inode = HEADER.unpack_from(header)
+    magic, _pid, _total, _free, handle, _index, dev, inode = HEADER.unpack_from(header)
     try:
-        ours = os.stat(data).st_ino == inode
+        st = os.stat(data)
+        ours = (st.st_dev, st.st_ino) == (dev, inode)
     except OSError:
         ours = False
     return handle if magic == HEADER_MAGIC and handle and ours else None
@@ -73,19 +77,44 @@ def attached_header(shmid: int) -> bytes:
         libc.shmdt(addr)
 
 
-def drop(header: bytes, data: Path) -> list[str]:
+def _theirs(path: Path, uid: int) -> bool:
+    """Whether `path` is a regular file of `uid` (not a link, not another user's)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == uid
+
+
+def _read_control(path: Path, uid: int) -> bytes:
+    """The control segment's bytes, only from a regular file of `uid` of at most MAX_CONTROL
+    bytes (the System V header is the server account's to write: root follows no link and
+    reads no FIFO it names); b'' else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_size > MAX_CONTROL:
+            return b""
+        return f.read(MAX_CONTROL)
+
+
+def drop(header: bytes, data: Path, uid: int) -> list[str]:
     """Remove the dynamic shared memory of the killed postmaster whose System V header is
-    `header`: the segments its control segment lists, then the control segment; what was
-    done."""
+    `header` (a segment of `uid`, the server's account): the segments its control segment
+    lists, then the control segment, each only a regular file of `uid`; what was done."""
     handle = control_handle(header, data)
     if handle is None:
         return []
-    try:
-        control = name(handle).read_bytes()
-    except OSError:
+    control = _read_control(name(handle), uid)
+    if not control:
         return []
     done = []
     for h in [*listed(control), handle]:
+        if not _theirs(name(h), uid):
+            continue
         try:
             name(h).unlink()
         except OSError:

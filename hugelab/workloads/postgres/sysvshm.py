@@ -87,11 +87,10 @@ def drop_for(data: Path, wait_s: float = 5.0) -> list[str]:
         seg = next((s for s in segments() if s.shmid == shmid and s.key == key), None)
         if seg is None:
             return []
-        if seg.nattch == 0:
-            header = dsm.attached_header(shmid)  # names its dynamic shared memory
+        if seg.nattch == 0:  # its dynamic shared memory first: the header names it
+            done = dsm.drop(dsm.attached_header(shmid), data, seg.uid)
             run(["ipcrm", "-m", str(shmid)], check=False)
-            return [f"removed System V shared memory segment {shmid} (key {key:#x})",
-                    *dsm.drop(header, data)]
+            return [f"removed System V shared memory segment {shmid} (key {key:#x})", *done]
         if time.monotonic() > deadline:
             return [f"System V segment {shmid} (key {key:#x}) is still attached: left alone"]
         time.sleep(0.05)
