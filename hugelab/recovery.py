@@ -15,7 +15,11 @@ from hugelab.host.control import HostControl
 from hugelab.host.fragment import kill_leftover_fragmenters
 from hugelab.host.journal import state_dir
 from hugelab.host.paths import REAL, HostPaths
-from hugelab.trial.contain import kill_leftover_workloads, refuse_if_leftovers
+from hugelab.trial.contain import (
+    kill_leftover_workloads,
+    refuse_if_leftovers,
+    remove_dead_scratch,
+)
 from hugelab.vm.common.libvirtd import recover_domains
 from hugelab.vm.domains.ssh import remove_dead_dirs
 from hugelab.vm.own.qemurecords import kill_leftover_qemus
@@ -24,9 +28,10 @@ from hugelab.workloads.registry import kinds
 
 def kill_leftovers() -> list[str]:
     """Workload process trees, QEMUs, fragment holders and transient libvirt domains whose
-    hugelab is gone, with their temporary files and disk overlays, and its SSH connections'
+    hugelab is gone, with their temporary files (any trial scratch directory of a dead owner,
+    whichever state directory recorded it) and disk overlays, and its SSH connections'
     directories."""
-    done = kill_leftover_workloads(state_dir())
+    done = kill_leftover_workloads(state_dir()) + remove_dead_scratch()
     for declared in kinds().values():  # after its processes: a segment goes once nobody attaches
         done += declared.leftovers() if declared.leftovers else []
     done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]

@@ -8,15 +8,18 @@
 
 A scope writes `workload-<token>.json` (0600) to the state directory *before* the first process
 starts, and removes it when every process of the trial is gone. Each process is started by
-`hugelab.proc.spawn()` (which finds the scope bound to its thread) in a new session, with the parent-death signal (SIGKILL, through util-linux `setpriv`)
-and `HUGELAB_TRIAL=<token>` in its environment, which every descendant inherits, even one that
-leaves the session. `TMPDIR` points to the scope's private directory (on tmpfs when the host has
-/dev/shm), so the workload's temporary files go where the scope can remove them.
+`hugelab.proc.spawn()` (which finds the scope bound to its thread) in a new session, with the
+parent-death signal (SIGKILL, through util-linux `setpriv`) and `HUGELAB_TRIAL=<token>` in its
+environment, which every descendant inherits, even one that leaves the session. `TMPDIR` points
+to the scope's private directory (on tmpfs when the host has /dev/shm), so the workload's
+temporary files go where the scope can remove them.
 
 After a SIGKILL of hugelab, `kill_leftover_workloads()` (run by `hugelab recover` and at the
 start of every host session) kills every process of a dead owner's scopes, removes their
-directories and records, and any scratch directory whose owner record (`owned.claim`, written
-right after it is made) names a dead hugelab, whichever state directory recorded it. Works the same with cgroup v1 or v2: it needs no cgroup at all.
+directories and records; `remove_dead_scratch()` (run there too) removes any scratch directory
+whose owner record (`owned.claim`, written right after it is made) names a dead hugelab,
+whichever state directory recorded it. Works the same with cgroup v1 or v2: it needs no cgroup
+at all.
 """
 
 from __future__ import annotations
@@ -96,7 +99,11 @@ class TrialScope:
         self.since = clock_ticks_now()
         parent = next((p for p in SCRATCH_PARENTS if os.access(p, os.W_OK)), None)
         self.scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)
-        owned.claim(Path(self.scratch))  # found by owner, whatever state directory recovers
+        try:
+            owned.claim(Path(self.scratch))  # found by owner, whatever state directory recovers
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)  # unclaimed, no sweep would find it
+            raise
         self._write()
         bind(self)
         self._sampler = TreeSampler(self.members, self.sample_interval_s).start()
@@ -178,7 +185,7 @@ def kill_leftover_workloads(state: Path | None = None) -> list[str]:
         _remove_scratch(rec.get("scratch"))
         if not _record_members(rec)():
             path.unlink(missing_ok=True)
-    return done + remove_dead_scratch()
+    return done
 
 
 def remove_dead_scratch(parents: tuple[str, ...] = SCRATCH_PARENTS) -> list[str]:
