@@ -43,6 +43,7 @@ def test_every_command_has_an_example():
     (["vm", "diff", "--jsn", "a", "b"], "hugelab vm diff: error: unrecognized arguments: --jsn "
      "(did you mean --json?)"),
     (["report", "1", "2"], "hugelab report: error: unrecognized arguments: 2\n"),
+    (["--frob", "report", "1"], "hugelab: error: unrecognized arguments: --frob\n"),
 ])
 def test_an_unknown_argument_is_told_by_its_commands_parser(argv, said, capsys):
     from hugelab.cli.main import main
@@ -50,4 +51,5 @@ def test_an_unknown_argument_is_told_by_its_commands_parser(argv, said, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and said in err
-    assert err.startswith(f"usage: hugelab {argv[0]}")  # the command's usage, not hugelab's
+    command = "" if argv[0].startswith("-") else f" {argv[0]}"  # hugelab's own flag: its usage
+    assert err.startswith(f"usage: hugelab{command} ")

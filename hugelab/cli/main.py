@@ -50,30 +50,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _leaf(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The (sub)command's own parser that `argv` names: `hugelab vm diff ...` -> diff's."""
-    for tok in argv:
+def _leaf(parser: argparse.ArgumentParser, argv: Sequence[str]
+          ) -> tuple[argparse.ArgumentParser, int]:
+    """The (sub)command's own parser that `argv` names (`hugelab vm diff ...`: diff's), and
+    the position of its name in `argv` (-1: hugelab's own)."""
+    at = -1
+    for i, tok in enumerate(argv):
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if tok.startswith("-") or not subs:
             continue
         if tok not in subs[0].choices:
             break
-        parser = subs[0].choices[tok]
-    return parser
+        parser, at = subs[0].choices[tok], i
+    return parser, at
 
 
 def _unknown(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     """What to say of arguments the command does not take: the option meant (a close name), or
     a positional given as an option (`report --run 1`: `report 1`)."""
     flags = [o for a in parser._actions for o in a.option_strings]
-    places = {a.dest for a in parser._actions if not a.option_strings}
+    places = {a.dest: a.metavar or a.dest.upper() for a in parser._actions
+              if not a.option_strings}
     out = f"unrecognized arguments: {' '.join(extras)}"
     for word in extras:
         name = word.split("=", 1)[0]
         if not name.startswith("--"):
             continue
         if (dest := name[2:].replace("-", "_")) in places:
-            return out + f" (the {dest} is given without a flag: {parser.prog} {dest.upper()})"
+            return out + f" (the {dest} is given without a flag: {parser.prog} {places[dest]})"
         if close := did_you_mean(name, flags, quote=""):
             return out + f" ({close})"
     return out
@@ -83,8 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(given)
-    if extras:  # said by the command's own parser, with its usage
-        leaf = _leaf(parser, given)
+    if extras:  # said by the command's own parser, with its usage, when given after its name
+        leaf, at = _leaf(parser, given)
+        if any(given.index(x) < at for x in extras):
+            leaf = parser
         leaf.error(_unknown(leaf, extras))
     if not getattr(args, "func", None):
         parser.print_help()
