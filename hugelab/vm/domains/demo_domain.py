@@ -8,6 +8,7 @@ user): the disk holds the host key's private half.
 
 from __future__ import annotations
 
+import enum
 import os
 import shutil
 from pathlib import Path
@@ -101,15 +102,16 @@ def define_image_domain(name: str, *, uri: str = "qemu:///system", mem_mib: int 
     say = progress or (lambda msg: None)
     try:
         found, pinned = _defined_as(conn, name, stamp)
-        if found == "same":
+        if found is Standing.SAME:
             say(f"domain '{name}' is defined from this image and key: left as it is")
             return home
         image = build_image(progress=progress)
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(IMAGES_ROOT, 0o711)
         kernel = _boot_kernel(image.kernel)
-        if found.startswith("same image") and pinned == (image.host_key or "").strip():
-            why = f"another key: defined again for {key}" if found.endswith("key") else \
+        if found in (Standing.OTHER_KEY, Standing.OLDER) and \
+                pinned == (image.host_key or "").strip():
+            why = f"another key: defined again for {key}" if found is Standing.OTHER_KEY else \
                 "an older definition: defined again"
             say(f"domain '{name}' is of this image with {why} (its copies kept)")
         else:
@@ -175,17 +177,24 @@ def _key_of(stamp: str) -> str:
     return stamp.rpartition(", key ")[2] if ", key " in stamp else ""
 
 
-def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
-    """How domain `name` stands against `stamp`, and the sshd host key it pinned: "same"
-    (defined with it, its copies intact), "same image, another key" or "same image, older
-    definition" (undefined here: of this image, copies intact; they are kept if their pinned
-    host key is the cached image's), "" (not defined, or undefined here: another image or its
-    copies not intact); refuses to touch any other domain, before reading any copy."""
+class Standing(enum.Enum):
+    """How a defined demo domain stands against the definition wanted (`_defined_as`)."""
+
+    SAME = "defined with it, its copies intact"
+    OTHER_KEY = "of this image, copies intact, another key: undefined here"
+    OLDER = "of this image, copies intact, an older definition: undefined here"
+    NONE = "not defined, or undefined here: another image or its copies not intact"
+
+
+def _defined_as(conn: Any, name: str, stamp: str) -> tuple[Standing, str | None]:
+    """How domain `name` stands against `stamp` (Standing), and the sshd host key it pinned
+    (copies of this image are kept if it is the cached image's); refuses to touch any other
+    domain, before reading any copy."""
     lv = libvirt_module()
     try:
         dom = conn.lookupByName(name)
     except lv.libvirtError:
-        return "", None
+        return Standing.NONE, None
     root = dx.parse(user_xml(dom))
     have = root.findtext("description") or ""
     home = str(IMAGES_ROOT / safe_name(name))
@@ -195,7 +204,7 @@ def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
                           hint="pick another name (--name)")
     intact = copies_intact(IMAGES_ROOT / safe_name(name))
     if have == stamp and intact:
-        return "same", dx.host_key(root)
+        return Standing.SAME, dx.host_key(root)
     if dom.isActive():
         raise DomainError(f"demo domain '{name}' is of an older image or another key and is "
                           "running",
@@ -208,6 +217,6 @@ def _defined_as(conn: Any, name: str, stamp: str) -> tuple[str, str | None]:
                           hint=f"undefine it yourself (virsh undefine {name}) and run this again"
                           ) from exc
     if not (intact and _image_of(have) == _image_of(stamp)):
-        return "", dx.host_key(root)
-    return ("same image, another key" if _key_of(have) != _key_of(stamp) else
-            "same image, older definition"), dx.host_key(root)
+        return Standing.NONE, dx.host_key(root)
+    return (Standing.OTHER_KEY if _key_of(have) != _key_of(stamp) else Standing.OLDER), \
+        dx.host_key(root)
