@@ -169,7 +169,9 @@ def test_two_real_redis_servers_at_once_each_with_its_own_evidence():
     assert "redis" not in out[1].evidence  # no app switch set: no app rule to judge
     for r in out:
         assert r.info["reps"]["n"] == 2 and r.metrics["get_rps"] > 0
-        assert 1.0 < r.metrics["duration_s"] < 10.0 and r.info["version"]
+        # two windows of about 1 s, each sized from the server's last run: a machine whose
+        # speed moved (a CI run's: 0.81 s in all) can make the first one short
+        assert 0.5 < r.metrics["duration_s"] < 10.0 and r.info["version"]
         assert r.info["interleaved"]["servers"] == 2
     assert not [p for p in pids if os.path.exists(f"/proc/{p}/status") and
                 "Z" not in open(f"/proc/{p}/status").read().split("State:")[1][:4]]

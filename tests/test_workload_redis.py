@@ -122,3 +122,25 @@ def test_missing_benchmark_names_redis_tools():
     with pytest.raises(ToolMissingError) as ei:
         RedisBenchmark(benchmark_binary="/nonexistent/redis-benchmark").run(NativeTarget(), "4k")
     assert ei.value.package == "redis-tools"
+
+
+def test_each_window_is_sized_by_the_servers_last_run(monkeypatch):
+    """A warm-up under a load spike measured a third of the rate: the first window is short,
+    the next one is sized by the first's rate (a CI run's windows were 2.5x short in all)."""
+    from types import SimpleNamespace
+
+    from hugelab.workloads.base import WorkloadResult
+    w = RedisBenchmark(requests=1000, clients=2)
+    asked: list[int] = []
+
+    def bench(target, srv, requests):
+        asked.append(requests)
+        wall = requests / 30000  # the machine's true rate: 30,000 a second
+        return WorkloadResult(metrics={"get_rps": 30000.0, "wall_s": wall}, primary="get_rps",
+                              unit="requests/s", better="higher")
+
+    monkeypatch.setattr(RedisBenchmark, "_bench", lambda self, *a: bench(*a))
+    srv = SimpleNamespace(rate=10000.0)  # the warm-up's, under the spike
+    first, _ = w.window(NativeTarget(), srv, 1.0)
+    second, _ = w.window(NativeTarget(), srv, 1.0)
+    assert asked == [10000, 30000] and first["wall_s"] < 0.5 and second["wall_s"] == 1.0

@@ -1,8 +1,8 @@
 """redis-benchmark, Redis's load generator, as hugelab runs it: the tests it knows, its argv,
 its CSV (rps and latencies per test), and its runs as the windows of design "interleaved"
 (`BenchmarkRuns`, which RedisBenchmark takes in): a warm-up run of `requests` per server
-measures its rate, and each window then sends as many requests as fill `window_s` at that
-rate, so windows stay near their length whichever arm is faster; an arm's requests/s is the
+measures its rate, and each window then sends as many requests as fill `window_s` at the rate
+of the server's last run, so windows stay near their length whichever arm is faster; an arm's requests/s is the
 geometric mean of its windows, its latency percentiles the median of its windows'."""
 
 from __future__ import annotations
@@ -149,9 +149,14 @@ class BenchmarkRuns:
 
     def window(self, target: Target, srv: Running, seconds: float
                ) -> tuple[dict[str, float], np.ndarray]:
-        """One redis-benchmark run sized to last about `seconds` at the warm-up's rate."""
+        """One redis-benchmark run sized to last about `seconds` at the rate of this server's
+        last run (the warm-up's, then each window's: a machine whose speed moves under load
+        leaves one window off its length, not all of them)."""
         n = max(self.clients, round(srv.rate * seconds)) if srv.rate else self.requests
-        return self._bench(target, srv, n).metrics, np.empty(0)
+        metrics = self._bench(target, srv, n).metrics
+        if metrics.get("wall_s"):
+            srv.rate = n / max(metrics["wall_s"], 1e-3)
+        return metrics, np.empty(0)
 
     def finish(self, srv: Running, windows: list[dict[str, float]],
                latencies: np.ndarray, backing: str) -> WorkloadResult:
