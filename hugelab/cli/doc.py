@@ -6,13 +6,13 @@ import argparse
 import os
 from collections.abc import Iterator
 
+from hugelab.cli.tree import subcommands
+
 
 def _walk(parser: argparse.ArgumentParser, prefix: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     yield prefix, parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _walk(sub, f"{prefix} {name}")
+    for name, sub in subcommands(parser).items():
+        yield from _walk(sub, f"{prefix} {name}")
 
 
 def helps() -> list[tuple[str, str]]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from hugelab.cli.tree import subcommands
+
 # command (as docs/cli.md names it) -> (an example command line, what it does)
 EXAMPLES: dict[str, tuple[str, str]] = {
     "hugelab inspect": ("hugelab inspect --json", "this host's THP, pools and NUMA as JSON"),
@@ -79,7 +81,5 @@ def attach(parser: argparse.ArgumentParser, name: str = "hugelab") -> None:
     parser.formatter_class = ExampleFormatter
     if not parser.epilog:
         parser.epilog = epilog(name) or None
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub_name, sub in action.choices.items():
-                attach(sub, f"{name} {sub_name}")
+    for sub_name, sub in subcommands(parser).items():
+        attach(sub, f"{name} {sub_name}")

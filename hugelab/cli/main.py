@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from hugelab import __version__
 from hugelab.cli.examples import attach
 from hugelab.cli.output import add_json, add_store
+from hugelab.cli.tree import subcommands
 from hugelab.errors import HugelabError, UsageError, did_you_mean
 
 Handler = Callable[[argparse.Namespace], int]
@@ -56,12 +57,12 @@ def _leaf(parser: argparse.ArgumentParser, argv: Sequence[str]
     the position of its name in `argv` (-1: hugelab's own)."""
     at = -1
     for i, tok in enumerate(argv):
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        subs = subcommands(parser)
         if tok.startswith("-") or not subs:
             continue
-        if tok not in subs[0].choices:
+        if tok not in subs:
             break
-        parser, at = subs[0].choices[tok], i
+        parser, at = subs[tok], i
     return parser, at
 
 
