@@ -172,8 +172,10 @@ def _remove_scratch(path: object) -> None:
 def kill_leftover_workloads(state: Path | None = None) -> list[str]:
     """Kill the processes of every scope whose hugelab is gone; remove its files and record."""
     d = state or state_dir()
-    done: list[str] = []
-    for path, rec in _records(d) if d.is_dir() else []:
+    if not d.is_dir():
+        return []
+    done = []
+    for path, rec in _records(d):
         if identity.recorded_alive(rec):
             continue
         killed = kill_members(_record_members(rec))
