@@ -53,3 +53,24 @@ def test_another_state_directorys_key_redefines_the_domain_and_keeps_its_copies(
     define_image_domain(DOMAIN, progress=said.append)
     assert said == [f"domain '{DOMAIN}' is defined from this image and key: left as it is"]
     assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in home.iterdir()} == copies
+
+    # an experiment still naming the first key (an example's path kept) is refused before any
+    # host change, with the key the domain takes, where every boot would fail 300 s later
+    import tomllib
+
+    from hugelab.errors import HugelabError
+    from hugelab.experiment.parse import parse_experiment
+    from hugelab.vm.domains.domainresolve import resolve
+
+    def arm(key):
+        exp = parse_experiment(tomllib.loads(
+            f'name = "k"\nbaseline = "a"\n[vm]\ndomain = "{DOMAIN}"\naccess = "ssh"\n'
+            f'ssh_key = "{key}"\n[workload]\nkind = "sysbench"\n[[arms]]\nname = "a"\n'
+            'backing = "4k"\nvm = { backing = "anon" }\n'))
+        return exp.arms[0]
+
+    with pytest.raises(HugelabError) as err:
+        resolve(arm(key_a))
+    assert "lets in over SSH only the key" in str(err.value) and str(key_a) in str(err.value)
+    assert f'ssh_key = "{key_b}"' in (err.value.hint or ""), err.value.hint
+    assert resolve(arm(key_b)).vm.ssh_key == str(key_b)

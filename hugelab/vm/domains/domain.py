@@ -59,6 +59,16 @@ def host_key(root: ET.Element) -> str | None:
     return key.strip() if key and key.strip() else None
 
 
+def kernel_ssh_key(root: ET.Element, arg: str) -> str | None:
+    """The public key ("TYPE BASE64") the domain's direct-boot kernel command line names in
+    `arg`=TYPE,BASE64 (hugelab's demo domains let that key in over SSH), or None."""
+    for word in (root.findtext("os/cmdline") or "").split():
+        name, _, value = word.partition("=")
+        if name == arg and "," in value:
+            return value.replace(",", " ", 1)
+    return None
+
+
 def pin_host_key(root: ET.Element, key: str) -> None:
     """Pin `key` (an OpenSSH public key line) in the domain's metadata, replacing one pinned."""
     ET.register_namespace("hugelab", HUGELAB_NS)

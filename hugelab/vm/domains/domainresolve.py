@@ -11,8 +11,10 @@ from typing import Any
 
 from hugelab import kernel
 from hugelab.experiment import Arm, Experiment
+from hugelab.owned import state_dir
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 
 LOCAL_URIS = ("qemu:///system",)
 
@@ -71,10 +73,42 @@ def resolve(arm: Arm, *, check: bool = True) -> Arm:
                               f"({', '.join(writable)}) beside it",
                               hint="shut it down first (virsh shutdown), or mark its disks "
                               "<readonly/>")
+        if check:
+            _check_ssh_key(arm, root)
     finally:
         conn.close()
     return replace(arm, vm=replace(vm, mem_mib=vm.mem_mib or dx.memory_mib(root),
                                    vcpus=vm.vcpus or dx.vcpus(root)))
+
+
+def _public_half(key: Path) -> str | None:
+    """"TYPE BASE64" of private key `key`'s public half (KEY.pub), or None when unreadable."""
+    try:
+        words = Path(f"{key}.pub").read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return " ".join(words[:2]) if len(words) >= 2 else None
+
+
+def _check_ssh_key(arm: Arm, root: Any) -> None:
+    """An SSH arm's key against the key a demo domain's kernel command line lets in: a
+    mismatch would fail every trial's boot with "Permission denied (publickey)" 300 s later
+    (a demo domain defined under another state directory, an example's key path kept)."""
+    vm = arm.vm
+    assert vm is not None
+    wanted = dx.kernel_ssh_key(root, SSH_KEY_ARG)
+    given = _public_half(Path(vm.ssh_key)) if vm.access == "ssh" and vm.ssh_key else None
+    if wanted is None or given is None or given == wanted:
+        return
+    ours = state_dir() / "ssh" / "id_ed25519"
+    fix = f'ssh_key = "{ours}" (this state directory\'s key, which the domain takes)' \
+        if _public_half(ours) == wanted else \
+        f"run `hugelab vm demo-domain {vm.domain}` again to let this state directory's key in, " \
+        f'then ssh_key = "{ours}"'
+    raise DomainError(f"arm '{arm.name}': domain '{vm.domain}' lets in over SSH only the key its "
+                      f"kernel command line names ({SSH_KEY_ARG}), and ssh_key = "
+                      f"\"{vm.ssh_key}\" is another key",
+                      hint=fix)
 
 
 def check_own_libvirt_file(arm: Arm, mounts: str = "/proc/mounts") -> None:
