@@ -67,6 +67,7 @@ def test_every_key_is_described_with_whose_it_is():
     assert costs.describe("rss_peak_kb").scope == "workload"
 
 
+@pytest.mark.slow  # a simulation: the Python lane
 def test_the_shift_interval_covers_the_true_shift_as_often_as_it_says():
     """Simulation: 1,000 runs of 12 paired counts (Poisson) whose true shift is +2."""
     rng = np.random.default_rng(7)

@@ -191,6 +191,7 @@ def _aa_trial(rng, n_windows=6, drift=0.02):
     return [interleave.geomean(v) for v in per]
 
 
+@pytest.mark.slow  # a simulation: the Python lane
 def test_interleaved_servers_aa_false_positives_at_most_alpha_by_simulation():
     from hugelab.stats import paired
     rng = random.Random(7)

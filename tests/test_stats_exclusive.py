@@ -116,6 +116,7 @@ def _fwer(adjusting, sd: float, reps: int = 20000, alpha: float = 0.05,
     return float(np.mean(np.isin(v_same, ["faster", "slower"]) | (v_edge == "equivalent")))
 
 
+@pytest.mark.slow  # a simulation: the Python lane
 def test_simulated_familywise_error_within_alpha_where_two_holm_families_exceed_it():
     def two_families(p, t):
         return np.apply_along_axis(holm, 1, p), np.apply_along_axis(holm, 1, t)

@@ -37,6 +37,7 @@ def aa(seed: int, tau: float, kind: str = "normal") -> np.ndarray:
     return between + rng.normal(0, WINDOW_SD, (SIMS, N))
 
 
+@pytest.mark.slow  # a simulation of 500 runs: the Python lane
 def test_the_schedule_starts_at_the_first_look_that_can_stop(plans) -> None:
     sizes = plans["auto"].look_sizes
     assert sizes[-1] == N and all(b > a for a, b in zip(sizes, sizes[1:], strict=False))
@@ -51,6 +52,7 @@ def test_the_schedule_starts_at_the_first_look_that_can_stop(plans) -> None:
         look_schedule(5, ALPHA)
 
 
+@pytest.mark.slow  # a simulation of 500 runs: the Python lane
 @pytest.mark.parametrize("kind", ["normal", "t3"])
 def test_aa_never_claims_more_than_alpha_with_futility_stops(plans, kind: str) -> None:
     r = replay(aa(1, 0.015, kind), plans["auto"])
@@ -58,6 +60,7 @@ def test_aa_never_claims_more_than_alpha_with_futility_stops(plans, kind: str) -
     assert fp <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / SIMS)
 
 
+@pytest.mark.slow  # a simulation of 500 runs: the Python lane
 def test_an_easy_aa_stops_earlier_and_a_hard_one_keeps_its_equivalence_power(plans) -> None:
     easy = aa(2, 0.003)
     mine, five = replay(easy, plans["auto"]), run_sequential(easy, plans["five"])
@@ -73,6 +76,7 @@ def test_an_easy_aa_stops_earlier_and_a_hard_one_keeps_its_equivalence_power(pla
     assert mine.blocks[mine.decision == "equivalent"].mean() > 20
 
 
+@pytest.mark.slow  # a simulation of 500 runs: the Python lane
 def test_cannot_reach_is_seldom_wrong_and_the_reachable_margin_mostly_holds(plans) -> None:
     r = replay(aa(4, 0.019), plans["auto"])
     said = ~np.isnan(r.said_at)
