@@ -125,6 +125,7 @@ def test_process_rules():
     assert bad.status == CONTRADICTED and "THP_enabled is 1 in redis-benchmar" in bad.reason
     assert check_process("never", _tree({"perf": 1}, {"x": 1})).status == VERIFIED  # harness
     assert check_process("never", _tree({"hugelab-thp": 1}, {"x": 1})).status == VERIFIED
+    assert check_process("never", _tree({"setpriv": 1}, {"x": 1})).status == VERIFIED  # its fork
     assert check_process("madvise", _tree({"x": 1}, {})).status == VERIFIED
     stray = check_process("madvise", _tree({"x": 1}, {}, {"x": 4096}))
     assert stray.status == CONTRADICTED and "4.0 MiB of THP lie outside" in stray.reason

@@ -24,8 +24,11 @@ Judge = Callable[[Mapping[str, Any]], Check | None]
 
 # hugelab's own wrappers around a workload's processes: `hugelab-thp` is seen under its own
 # name only between its exec and its prctl, just before it execs the program (THP_enabled 1
-# there is its start, not the workload's: a CI run's redis-persistence sample caught one)
-HARNESS_COMMS = frozenset({"perf", "hugelab-thp"})
+# there is its start, not the workload's: a CI run's redis-persistence sample caught one), and
+# `setpriv` (hugelab.proc's parent-death wrapper, outside hugelab-thp) only between the fork and
+# its exec of hugelab-thp (a CI run's test_redis_rdb sample caught one): util-linux's setpriv
+# always execs its command, so no workload runs under that name
+HARNESS_COMMS = frozenset({"perf", "hugelab-thp", "setpriv"})
 
 
 def _counts(tree: dict[str, Any], key: str) -> dict[str, int]:
