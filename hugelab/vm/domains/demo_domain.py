@@ -14,11 +14,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hugelab.owned import ensure_private_dir, state_dir
+from hugelab.owned import ensure_private_dir
 from hugelab.proc import run
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.common.spec import safe_name
 from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.demokey import demo_key_path
 from hugelab.vm.domains.domainresolve import user_xml
 from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 
@@ -29,8 +30,8 @@ DOMAIN_VERSION = 4  # bump when image_domain_xml changes: older demo domains are
 def demo_key() -> Path:
     """hugelab's own SSH key for the domains `define_image_domain` makes (their kernel command
     line names its public half: see hugelab.vm.domains.imagerecipe.SSH_KEY_ARG). Made once, 0600."""
-    home = ensure_private_dir(state_dir() / "ssh")
-    key = home / "id_ed25519"
+    key = demo_key_path()
+    ensure_private_dir(key.parent)
     if not key.exists():
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hugelab demo domains",
              "-f", str(key)])

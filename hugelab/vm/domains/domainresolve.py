@@ -11,9 +11,9 @@ from typing import Any
 
 from hugelab import kernel
 from hugelab.experiment import Arm, Experiment
-from hugelab.owned import state_dir
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.domains import domain as dx
+from hugelab.vm.domains.demokey import demo_key_path
 from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 
 LOCAL_URIS = ("qemu:///system",)
@@ -100,7 +100,7 @@ def _check_ssh_key(arm: Arm, root: Any) -> None:
     given = _public_half(Path(vm.ssh_key)) if vm.access == "ssh" and vm.ssh_key else None
     if wanted is None or given is None or given == wanted:
         return
-    ours = state_dir() / "ssh" / "id_ed25519"
+    ours = demo_key_path()
     fix = f'ssh_key = "{ours}" (this state directory\'s key, which the domain takes)' \
         if _public_half(ours) == wanted else \
         f"run `hugelab vm demo-domain {vm.domain}` again to let this state directory's key in, " \
