@@ -19,7 +19,7 @@ from hugelab.proc import run
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.common.spec import safe_name
 from hugelab.vm.domains import domain as dx
-from hugelab.vm.domains.demokey import demo_key_path
+from hugelab.vm.domains.demokey import demo_key_path, public_half
 from hugelab.vm.domains.domainresolve import user_xml
 from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 
@@ -40,8 +40,11 @@ def demo_key() -> Path:
 
 
 def _key_arg(key: Path) -> str:
-    kind, blob = Path(f"{key}.pub").read_text().split()[:2]
-    return f"{SSH_KEY_ARG}={kind},{blob}"
+    half = public_half(key)
+    if half is None:
+        raise DomainError(f"hugelab's SSH key {key} has no readable public half ({key}.pub)",
+                          hint=f"remove {key} and run this again to make a new one")
+    return f"{SSH_KEY_ARG}={half.replace(' ', ',', 1)}"
 
 
 def image_domain_xml(name: str, disk: Path, kernel: Path, initrd: Path, *, mem_mib: int = 512,

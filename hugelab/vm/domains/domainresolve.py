@@ -13,7 +13,7 @@ from hugelab import kernel
 from hugelab.experiment import Arm, Experiment
 from hugelab.vm.common.libvirtd import DomainError, connect, libvirt_module
 from hugelab.vm.domains import domain as dx
-from hugelab.vm.domains.demokey import demo_key_path
+from hugelab.vm.domains.demokey import demo_key_path, public_half
 from hugelab.vm.domains.imagerecipe import SSH_KEY_ARG
 
 LOCAL_URIS = ("qemu:///system",)
@@ -81,15 +81,6 @@ def resolve(arm: Arm, *, check: bool = True) -> Arm:
                                    vcpus=vm.vcpus or dx.vcpus(root)))
 
 
-def _public_half(key: Path) -> str | None:
-    """"TYPE BASE64" of private key `key`'s public half (KEY.pub), or None when unreadable."""
-    try:
-        words = Path(f"{key}.pub").read_text().split()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return " ".join(words[:2]) if len(words) >= 2 else None
-
-
 def _check_ssh_key(arm: Arm, root: Any) -> None:
     """An SSH arm's key against the key a demo domain's kernel command line lets in: a
     mismatch would fail every trial's boot with "Permission denied (publickey)" 300 s later
@@ -97,12 +88,12 @@ def _check_ssh_key(arm: Arm, root: Any) -> None:
     vm = arm.vm
     assert vm is not None
     wanted = dx.kernel_ssh_key(root, SSH_KEY_ARG)
-    given = _public_half(Path(vm.ssh_key)) if vm.access == "ssh" and vm.ssh_key else None
+    given = public_half(Path(vm.ssh_key)) if vm.access == "ssh" and vm.ssh_key else None
     if wanted is None or given is None or given == wanted:
         return
     ours = demo_key_path()
     fix = f'ssh_key = "{ours}" (this state directory\'s key, which the domain takes)' \
-        if _public_half(ours) == wanted else \
+        if public_half(ours) == wanted else \
         f"run `hugelab vm demo-domain {vm.domain}` again to let this state directory's key in, " \
         f'then ssh_key = "{ours}"'
     raise DomainError(f"arm '{arm.name}': domain '{vm.domain}' lets in over SSH only the key its "
