@@ -89,8 +89,10 @@ def pytest_collection_finish(session):
 def _host_lock(request):
     """Tests that change the real host (pools, THP, mounts, guests) run one at a time across
     pytest processes, so two developers' suites on one machine cannot shrink each other's
-    pools or see each other's changes in their before/after checks."""
-    if not _marked(request.node, "host", "vm"):
+    pools or see each other's changes in their before/after checks. A test that only reads
+    the host (`reads_host`, in the Python lane) waits for the lock too: the machine lane's
+    host tests run beside it and set THP to never or fill pools mid-test."""
+    if not _marked(request.node, "host", "vm", "reads_host"):
         yield
         return
     from tests.hostguard import host_lock, host_state, put_back

@@ -116,6 +116,7 @@ def test_a_killed_host_is_reported_recovered_and_resumed(fleet: SshFleet, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.reads_host  # its preflight reads this host's THP mode
 def test_a_relative_inventory_path_is_the_callers(fleet: SshFleet, tmp_path: Path,
                                                    pg_url: str) -> None:
     """The README's form, `-i inv.ini` from the directory holding it, names the hosts in that

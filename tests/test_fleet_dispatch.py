@@ -212,6 +212,7 @@ def test_arm_needs_of_an_experiment(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.reads_host  # its verdict follows this host's pools
 def test_preflight_on_this_machine_prints_its_verdict(tmp_path: Path) -> None:
     path = tmp_path / "huge.toml"
     path.write_text(HUGE_POOL)
@@ -458,6 +459,7 @@ def test_the_hosts_answer_ansible(fleet: SshFleet, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.reads_host  # its preflight reads this host's THP mode and pools
 def test_install_and_preflight_on_every_host(fleet: SshFleet, tmp_path: Path) -> None:
     """The playbook installs hugelab (real ./bootstrap setup) and runs its preflight; an
     inventory entry on a closed port is reported unreachable; nothing runs (preflight only)."""

@@ -256,8 +256,9 @@ def test_hugelab_run_records_the_fork_price_per_arm(tmp_path):
     THP (a write after fork copies 2 MiB). This host (Linux 6.x) does not show it: a write to
     a shared huge page splits its PMD and copies 4 KiB (the kernel's thp_split_pmd grows by
     about the THP arm's data set / 2 MiB), so the THP arm's first save copies well under its
-    whole data set, as the 4 KiB arm's does, and afterwards its data set is no longer in THP;
-    what THP does show is a faster first fork (one page-table entry per 2 MiB)."""
+    whole data set, as the 4 KiB arm's does, and afterwards its data set is no longer in THP.
+    Which arm forks faster is a speed claim, for a benchmark: here every fork's time is
+    Redis's own figure, recorded per arm (a loaded CI host once forked the THP arm 4x slower)."""
     exp = tmp_path / "exp.toml"
     exp.write_text(EXPERIMENT)
     env = {**os.environ, "HUGELAB_STATE_DIR": str(tmp_path / "state")}
@@ -287,4 +288,4 @@ def test_hugelab_run_records_the_fork_price_per_arm(tmp_path):
     assert splits * 2048 >= 0.5 * data_kb, (splits, data_kb)  # the saves split its THPs
     assert thp["server"]["anon_huge_kb"] < 0.25 * data_kb, thp["server"]
     assert thp["forks"][0]["cow_bytes"] / 1024 < 0.9 * data_kb, thp["forks"][0]  # not 2 MiB each
-    assert thp["forks"][0]["fork_usec"] < small["forks"][0]["fork_usec"], (thp, small)
+    assert all(f["fork_usec"] > 0 for f in thp["forks"] + small["forks"]), (thp, small)
