@@ -133,7 +133,9 @@ def test_fast_at_250k_pairs() -> None:
     r = effect_drift(d, np.arange(d.size))
     elapsed = time.perf_counter() - t0
     assert r.n == 250_000 and not r.drifting
-    assert elapsed < 1.0, f"{elapsed:.2f} s (about 0.2 s on the development machine)"
+    # not a speed claim (about 0.2 s here): a guard against a quadratic rewrite, which would
+    # take minutes at this size
+    assert elapsed < 30.0, f"{elapsed:.2f} s"
 
 
 # --- Monte-Carlo validation -------------------------------------------------------------------

@@ -158,10 +158,7 @@ def test_cache_hit_returns_at_once_without_building(cache, monkeypatch):
     monkeypatch.setattr(imagebuild, "_build_into", no_build)
     monkeypatch.setattr(imagebuild, "_preflight", no_build)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # a hit needs no root
-    t0 = time.perf_counter()
-    got = imagebuild.build_image()
-    took = time.perf_counter() - t0
-    assert took < 0.05, f"cache hit took {took * 1000:.1f} ms"
+    got = imagebuild.build_image()  # no build, no preflight: both raise above
     d = cache / "images" / digest
     assert got == img.GuestImage(disk=d / "disk.qcow2", kernel=d / "vmlinuz",
                                  initrd=d / "initrd.img", recipe=digest, root_device="/dev/vda",
