@@ -40,3 +40,14 @@ def test_the_dry_run_warns_with_the_reserve():
     assert pool_plan_warnings(host, {("2M", None): fits}) == []
     said = pool_plan_warnings(host, {("2M", None): fits + 1})
     assert len(said) == 1 and "MiB is left to the host (the pool reserve)" in said[0]
+
+
+def test_a_run_whose_pools_need_no_more_memory_is_not_warned_on_a_full_host():
+    """A host with less than the reserve available: a run whose pool pages are already free
+    (or that needs no pool) is told nothing about memory ("0.0 GiB more" was said before)."""
+    from hugelab.planning.pools import pool_plan_warnings
+    host = {"pools": [{"size": "2M", "size_kb": 2048, "free": 8, "resv": 0}],
+            "meminfo_kb": {"MemAvailable": POOL_RESERVE_KB // 2}}
+    assert pool_plan_warnings(host, {}) == []
+    assert pool_plan_warnings(host, {("2M", None): 8}) == []
+    assert len(pool_plan_warnings(host, {("2M", None): 9})) == 1

@@ -82,7 +82,7 @@ def pool_plan_warnings(host: dict[str, Any], pools: dict[PoolKey, int]
                        f"{held[size]['held']} + {pages} pages so that its own are free")
         extra_kb += max(pages - free, 0) * int(pool["size_kb"])
     avail = int((host.get("meminfo_kb") or {}).get("MemAvailable", 0))
-    if extra_kb > avail - POOL_RESERVE_KB:
+    if extra_kb and extra_kb > avail - POOL_RESERVE_KB:
         out.append(f"the run's pools need {extra_kb / 1048576:.1f} GiB more memory than is free "
                    f"in them now, and only {avail / 1048576:.1f} GiB is available, of which "
                    f"{POOL_RESERVE_KB // 1024} MiB is left to the host (the pool reserve): arms "
