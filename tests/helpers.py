@@ -332,3 +332,15 @@ def check_layout(out: str, width: int, words: set[str]) -> None:
 def cell_words(exp: Experiment) -> set[str]:
     return {f"{f}={lv}" for a in exp.arms for f, lv in a.levels} | \
         {a.name for a in exp.arms}
+
+
+def cmdlines() -> dict[int, str]:
+    """Every process's command line, by pid, from /proc (the kernel's own account)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+    return out

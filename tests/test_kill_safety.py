@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import HUGELAB, make_tree
+from tests.helpers import HUGELAB, cmdlines, make_tree
 from tests.hostguard import carrying, host_state, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
@@ -148,17 +148,6 @@ backing = "4k"
 name = "b"
 backing = "hugetlb-2M"
 """
-
-
-def cmdlines() -> dict[int, str]:
-    out = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-    return out
 
 
 def records(state: Path) -> list[dict]:

@@ -20,6 +20,7 @@ import pytest
 from hugelab.errors import CommandError, ToolMissingError
 from hugelab.vm.domains.ssh import Ssh, SshError, SshTarget, known_hosts_line, remove_dead_dirs
 from hugelab.workloads.serverside import free_port
+from tests.helpers import cmdlines
 from tests.hostguard import clear_stale_pyenv_lock
 
 pytestmark = pytest.mark.server  # sshd servers
@@ -108,15 +109,7 @@ def test_a_missing_program_names_its_package(target):
 def _running(marker: str) -> list[str]:
     """Processes on this machine (the "remote" end is 127.0.0.1) whose command line names
     `marker`, read from /proc: the kernel's own account, not the SSH client's."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmd:
-            found.append(f"{pid}: {cmd}")
-    return found
+    return [f"{pid}: {cmd}" for pid, cmd in cmdlines().items() if marker in cmd]
 
 
 def test_a_timeout_kills_the_remote_program(target, tmp_path):
