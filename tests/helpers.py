@@ -7,6 +7,7 @@ test module that the others import.
   factor), `store_run` (a baseline/candidate pair per block; `ISSUE_EFFECTS`), `requests_run`
   (request-level off vs on with server CPU per op; `DAEMONS`), `factorial_store` (a factorial
   run: `FACTORIAL_EXP`, `FACTORIAL_EFFECT`).
+- `reqmix_report`: a request client's JSON report with the window rates a test gives.
 - `make_tree`: a generated C tree with a real Makefile, for the make-build workload.
 - the runner's fakes: `DeterministicWorkload` (latency by backing, evidence that can lie),
   `Recorder` (a target that records the backings run), `experiment` (one arm per backing) and
@@ -18,6 +19,7 @@ test module that the others import.
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 import sys
@@ -49,6 +51,23 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     rc = cli_main(argv)
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+# --- the request client's report ----------------------------------------------------------------
+
+def reqmix_report(rates: list[list[float]], ops: int = 100) -> str:
+    """A client report whose arm a's window in block b ran at rates[b][a] ops/s."""
+    windows = [{"arm": a, "block": b, "pos": a, "ops": ops, "ns": int(ops * 1e9 / r),
+                "cpu_ns": int(ops * 1e9 / r / 4)}
+               for b, row in enumerate(rates) for a, r in enumerate(row)]
+    arms = len(rates[0])
+    lat = [{"arm": a, "protocol": "redis", "ops_total": ops * len(rates), "preloaded": 0,
+            "timed_ops": ops * len(rates), "mean_ns": 1e5, "p50_ns": 9e4, "p90_ns": 1.5e5,
+            "p99_ns": 3e5, "p999_ns": 5e5, "max_ns": 1e6} for a in range(arms)]
+    return json.dumps({"reqmix": 1, "arms": arms, "clients": 1, "window_ops": ops,
+                       "window_ms": 0, "warm_ops": 0, "seed": 1, "servers": ["x"] * arms,
+                       "blocks": len(rates), "wall_ns": 1, "rusage": {"user_ns": 0, "sys_ns": 0},
+                       "latency": lat, "windows": windows})
 
 
 # --- stores with known effects ------------------------------------------------------------------

@@ -5,7 +5,6 @@ pinned apart from the client, nothing left running."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -19,21 +18,7 @@ from hugelab.stats.windows import block_log_ratios
 from hugelab.workloads.reqmix import parse_output
 from hugelab.workloads.requests import arm_metrics, pinning, wants_requests
 from hugelab.workloads.servercpu import TICK, core_map, tree, tree_cpu_s
-
-
-def report(rates: list[list[float]], ops: int = 100) -> str:
-    """A client report whose arm a's window in block b ran at rates[b][a] ops/s."""
-    windows = [{"arm": a, "block": b, "pos": a, "ops": ops, "ns": int(ops * 1e9 / r),
-                "cpu_ns": int(ops * 1e9 / r / 4)}
-               for b, row in enumerate(rates) for a, r in enumerate(row)]
-    arms = len(rates[0])
-    lat = [{"arm": a, "protocol": "redis", "ops_total": ops * len(rates), "preloaded": 0,
-            "timed_ops": ops * len(rates), "mean_ns": 1e5, "p50_ns": 9e4, "p90_ns": 1.5e5,
-            "p99_ns": 3e5, "p999_ns": 5e5, "max_ns": 1e6} for a in range(arms)]
-    return json.dumps({"reqmix": 1, "arms": arms, "clients": 1, "window_ops": ops,
-                       "window_ms": 0, "warm_ops": 0, "seed": 1, "servers": ["x"] * arms,
-                       "blocks": len(rates), "wall_ns": 1, "rusage": {"user_ns": 0, "sys_ns": 0},
-                       "latency": lat, "windows": windows})
+from tests.helpers import reqmix_report as report
 
 
 def test_the_client_and_the_servers_get_cpus_of_their_own():

@@ -17,7 +17,13 @@ from hugelab.store import Trial
 from hugelab.store.spool import write_id
 from hugelab.trial import costs
 from hugelab.trial.evidence import CONTRADICTED
-from hugelab.trial.judge import cell, host_state_check, judge_evidence, layer_checks
+from hugelab.trial.judge import (
+    cell,
+    host_state_check,
+    judge_evidence,
+    layer_checks,
+    measurement_check,
+)
 from hugelab.vm.trial import GuestOutcome
 from hugelab.workloads.base import Workload, WorkloadResult
 from hugelab.workloads.registry import kind_of
@@ -60,7 +66,8 @@ class TrialRecorder:
             app=evidence.get("app_costs"), guest=arm.vm is not None)}
         declared = kind_of(self.workload_of(arm))  # the application's own switch, by its kind
         checks = layer_checks(arm, evidence, target, host_backing, self.exp.thp_min_fraction,
-                              declared.judge if declared else None) + host_state_check(mon)
+                              declared.judge if declared else None) + host_state_check(mon) \
+            + measurement_check(result.metrics, mon)
         status, reason = judge_evidence(evidence, checks)
         flagged = status == CONTRADICTED
         return Trial(run_id, spec.block, spec.position, spec.arm, "flagged" if flagged else "ok",

@@ -1,9 +1,9 @@
 """One trial's evidence judged: the rules for every layer its arm sets (workload, process,
-the application's own switch, the guest's RAM on the host, the host state it ran in), the
-verdict they make together, and the (host, guest) cell of the report's grid it stands in.
+the application's own switch, the guest's RAM on the host, the host state it ran in, and
+whether a request-level trial measured enough to count), the verdict they make together, and the (host, guest) cell of the report's grid it stands in.
 
     checks = layer_checks(arm, evidence, target, cell(arm)[0], min_fraction, judge)
-    checks += host_state_check(monitors)
+    checks += host_state_check(monitors) + measurement_check(metrics, monitors)
     status, reason = judge_evidence(evidence, checks)   # evidence gains check/reason/checks
 """
 
@@ -77,6 +77,29 @@ def host_state_check(mon: dict[str, Any]) -> list[Check]:
         return [Check(CONTRADICTED, f"host: {state['missed']}", layer="host")]
     return [Check(VERIFIED, f"host: fragmented to {state.get('unusable', 0):.2f} of free memory "
                   f"unusable for 2 MiB pages (target {state.get('target')})", layer="host")]
+
+
+# the fewest paired window blocks whose 95% signed-rank interval is finite
+# (hugelab.stats.signedrank.min_pairs(0.05)): the within-trial interval of a request-level trial
+MIN_WINDOW_BLOCKS = 6
+
+
+def measurement_check(metrics: dict[str, Any] | None, mon: dict[str, Any]) -> list[Check]:
+    """A request-level trial whose client timed every arm in fewer window blocks than its own
+    interval needs measured too little to count (a stalled machine: a collapse of throughput
+    under hypervisor steal left 2-3 blocks where ~45 are usual): contradicted, so flagged and
+    left out of the analysis whatever its value (the rule reads the count, never the effect,
+    so it cannot lean a comparison either way). Other trials: no check."""
+    blocks = (metrics or {}).get("window_blocks")
+    if not isinstance(blocks, int | float) or blocks >= MIN_WINDOW_BLOCKS:
+        return []
+    steal = (mon.get("load") or {}).get("steal_share")
+    why = (f" (the hypervisor took {steal:.0%} of the CPU)" if isinstance(steal, float) and steal
+           else "")
+    return [Check(CONTRADICTED, f"the load generator timed every arm in only {blocks:.0f} "
+                  f"window block(s), fewer than the {MIN_WINDOW_BLOCKS} a within-trial interval "
+                  f"needs: the machine stalled the load{why}, or the load is too short for "
+                  "its windows (duration_s, window_ops)", layer="measurement")]
 
 
 def judge_evidence(evidence: dict[str, Any], checks: list[Check]) -> tuple[str, str]:

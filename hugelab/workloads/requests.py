@@ -34,7 +34,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.stats.windows import block_log_ratios, hl_shift, median_se, robust_arm_rates
+from hugelab.stats.windows import (
+    block_arm_means,
+    block_log_ratios,
+    hl_shift,
+    median_se,
+    robust_arm_rates,
+)
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.reqmix import ReqmixResult, ReqmixSettings, parse_output, reqmix_argv
 from hugelab.workloads.reqmix import effects as window_effects
@@ -83,7 +89,9 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
     robust to preempted windows (stats.windows.robust_arm_rates: its log-ratio to the
     reference arm's is the Hodges-Lehmann shift of their paired per-block log-ratios),
     `ops_per_s_mean` the plain geometric mean of its windows' rates (whose log-ratio is their
-    mean), latency percentiles in ms, the client's CPU share, and (other arms) the
+    mean), `window_blocks` the client's blocks that timed every arm (the same for every arm:
+    fewer than a within-trial interval needs and the trial is flagged, hugelab.trial.judge
+    measurement_check), latency percentiles in ms, the client's CPU share, and (other arms) the
     within-trial window effect against the reference (the mean) with its 95% interval, and
     the Hodges-Lehmann and median log-ratios with their standard errors (robust_effects)."""
     mine = [w for w in result.windows if w.arm == arm and w.ns > 0 and w.ops > 0]
@@ -94,8 +102,10 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
     rate = robust_arm_rates([w.arm for w in timed], [w.block for w in timed],
                             [w.ops for w in timed], [w.ns for w in timed], reference)[arm]
     lat = next(x for x in result.latency if x.arm == arm)
+    complete = block_arm_means([w.arm for w in timed], [w.block for w in timed],
+                               [w.ops for w in timed], [w.ns for w in timed])[1].shape[0]
     out = {"ops_per_s": rate, "ops_per_s_mean": mean, "ops": float(lat.ops_total),
-           "windows": float(len(mine)),
+           "windows": float(len(mine)), "window_blocks": float(complete),
            "latency_avg_ms": lat.mean_ns / 1e6, "p50_ms": lat.p50_ns / 1e6,
            "p99_ms": lat.p99_ns / 1e6, "p99_9_ms": lat.p999_ns / 1e6,
            "client_cpu_share": result.client_cpu_share(arm)}
