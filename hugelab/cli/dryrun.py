@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from hugelab.cli.output import stacked
 from hugelab.errors import UsageError
 from hugelab.planning.cost import human
 from hugelab.units import amount
@@ -127,8 +128,9 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
     for col in ("cell", "host THP", "guests", "s/trial"):
         t.add_column(col, overflow="fold", justify="right" if col == "s/trial" else "left",
                      no_wrap=col != "cell")
+    names = stacked([row[0] for row in rows], con.width, 50)  # host THP, guests, s/trial
     for row in rows:
-        t.add_row(*(Text(cell) for cell in row))
+        t.add_row(Text(names[row[0]]), *(Text(cell) for cell in row[1:]))
     con.print(t)
     if scenarios:
         con.print(f"scenarios (every cell above runs in each): {', '.join(scenarios)}",
@@ -153,6 +155,10 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         con.print(f"every trial builds in its domain's guest (not built by this dry run): "
                   f"{g['what']}: about {human(g['seconds'])} under {g['accel'].upper()}, "
                   f"counted in s/trial", highlight=False, markup=False)
+    if p.get("fragment_s"):
+        con.print(f"every block makes its aged host's states (host_state = \"fragmented\"): "
+                  f"about {human(p['fragment_s'])} a block, faulting in the share of today's free "
+                  "memory each degree asks for; counted below", highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \
         " (configured or estimated workload time + 0.5 s per trial + boot + builds)"

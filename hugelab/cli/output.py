@@ -17,6 +17,15 @@ def printable(text: str) -> str:
     return "".join(c for c in text if c == "\n" or c.isprintable())
 
 
+def stacked(names: list[str], width: int, room: int) -> dict[str, str]:
+    """Cell names as a narrow table shows them: a factorial cell's levels one a line, each
+    whole (`host=4k,` / `huge_pages=off`), where the longest name and the `room` the other
+    columns need do not fit in `width`; else as they are. A table folds a long name mid-word."""
+    longest = max(map(len, names), default=0)
+    split = longest > 20 and longest + room > width
+    return {n: n.replace(",", ",\n") if split else n for n in names}
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from hugelab.cli.output import stacked
 from hugelab.errors import ExperimentError, UsageError
 from hugelab.experiment import Experiment, default_experiment, load_experiment
 from hugelab.host.control import require_root
@@ -380,12 +381,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     from hugelab.report.table import num  # the report's numbers: 17,670, not 1.767e+04
     unit = next((tr["unit"] for tr in data["trials"] if tr["unit"]), "")
     t = Table(title=escape(f"run {args.run}: {data['run']['name']} (values in {unit or '-'})"),
-              box=box.SIMPLE_HEAD)
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for col in ("block", "arm", "target", "status", "tries", "value"):
         t.add_column(col, no_wrap=True, justify="right" if col in ("block", "value") else "left")
     t.add_column("evidence / error", overflow="fold", ratio=1)
+    names = stacked([tr["arm"] for tr in data["trials"]], con.width, 100)  # evidence's room
     for tr in data["trials"]:
-        t.add_row(str(tr["block"]), Text(tr["arm"]), tr["target"], tr["status"], _tries(tr),
+        t.add_row(str(tr["block"]), Text(names[tr["arm"]]), tr["target"], tr["status"], _tries(tr),
                   num(tr["value"]), Text(_note(tr)))
     con.print(t)
     return 0

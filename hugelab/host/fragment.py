@@ -99,8 +99,7 @@ def check_reachable(target: FragmentTarget, reserve_kb: int,
         raise HostError(
             f"fragmenting to {target.unusable:.2f} faults in about {need_kb >> 10} MiB; "
             f"{avail_kb >> 10} MiB is available and {reserve_kb >> 10} MiB must stay free",
-            hint="lower the target, or bound it with fragment_max (it then may miss the "
-                 "target, and says so)")
+            hint="lower the target (the arm's fragment), or run it with more memory free")
 
 
 def missed(report: dict[str, Any], target: FragmentTarget) -> str | None:

@@ -30,14 +30,18 @@ from hugelab.workloads.preview import previewing
 RECENT_RUNS = 20  # boot times are taken from this many latest runs of the store
 
 
-def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, str | None]:
-    """Median guest boot seconds (latest runs) and per-arm trial seconds (this experiment's
-    earlier run), from the store when it exists; and the accelerator guests last had."""
+def measured(store_path: str | Path | None, exp: Experiment,
+             free_kb: int = 0) -> tuple[Measured, str | None]:
+    """Median guest boot seconds (latest runs), per-arm trial seconds (this experiment's
+    earlier run) and fragment holders' fill rate, from the store when it exists, with the
+    host's free memory (`free_kb`: what an aged host's making fills); and the accelerator
+    guests last had."""
     if not exists(resolve(store_path)):
-        return Measured(), None
+        return Measured(free_kb=free_kb), None
     boots: list[float] = []
     accel = None
     per_arm: dict[str, list[float]] = {}
+    holders: dict[tuple[int, float], float] = {}  # (run, its seconds) -> bytes per second
     with open_store(store_path) as store:
         runs = store.runs()[-RECENT_RUNS:]
         for run in runs:
@@ -49,8 +53,13 @@ def measured(store_path: str | Path | None, exp: Experiment) -> tuple[Measured, 
                     accel = prov.get("accel") or accel
                 if mine and t.get("status") == "ok" and t.get("started") and t.get("ended"):
                     per_arm.setdefault(t["arm"], []).append(float(t["ended"]) - float(t["started"]))
+                held = (t.get("monitors") or {}).get("host_state") or {}
+                if held.get("touched_kb") and held.get("seconds"):  # one holder, many trials
+                    holders[(run["id"], float(held["seconds"]))] = \
+                        float(held["touched_kb"]) * 1024 / float(held["seconds"])
     trial_s = {a: statistics.median(v) for a, v in per_arm.items()}
-    return Measured(statistics.median(boots) if boots else None, trial_s or None), accel
+    return Measured(statistics.median(boots) if boots else None, trial_s or None,
+                    statistics.median(holders.values()) if holders else None, free_kb), accel
 
 
 def _unresolved(arm: Arm) -> bool:
@@ -191,7 +200,7 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
     pools = pool_plan(exp, workload, runnable, per_arm)
     mounts = sorted({a.vm.page_size for a in runnable
                      if a.vm and a.vm.backing == "file" and a.vm.page_size})
-    meas, accel = measured(store_path, exp)
+    meas, accel = measured(store_path, exp, free_lists(paths).free_kb())
     exp_run = replace(exp, arms=tuple(runnable))  # skipped cells cost nothing
     est = estimate(exp_run, meas, accel or "tcg")
     out: dict[str, Any] = {
@@ -215,7 +224,7 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
                          "memory_cgroups": memory_cgroups(runnable, host)},
         "host_mthp": host_mthp(host),
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
-        "boot_s": est.boot_s, "boot_basis": est.boot_basis,
+        "boot_s": est.boot_s, "boot_basis": est.boot_basis, "fragment_s": est.fragment_s,
         "estimated_s": est.seconds, "budget_s": budget_s, "warnings": list(notes or []),
         "builds": builds(workload, per_arm, [a.name for a in runnable]),
     }
