@@ -88,6 +88,16 @@ class JvmBenchmark:
                                   "(THP) exclude each other; an arm sets one")
 
 
+    def for_arm(self, arm: Any) -> JvmBenchmark:
+        """The many-threads program runs on the host and in hugelab's own guests only: an arm
+        in a user's domain is refused before any trial (not once per trial after its boot)."""
+        if self.threads and arm.vm is not None and arm.vm.domain is not None:
+            raise ExperimentError(f"arm '{arm.name}': jvm threads runs hugelab's own program, "
+                                  "which is not copied into a user's domain",
+                                  hint="run it natively or in hugelab's own guests (no domain), "
+                                       "or measure your jar there (jar = ...)")
+        return self
+
     def _check_own_benchmark(self) -> None:
         """hugelab's threads program or the user's jar, never both; each checked."""
         if self.threads:

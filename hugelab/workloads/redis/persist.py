@@ -60,12 +60,20 @@ def check(persistence: str, fork_every_s: float, preload: bool, keyspace: int | 
         raise ExperimentError("redis: preload writes every key of keyspace; set keyspace")
 
 
-def refuse_guest(persistence: str, arm: Any) -> None:
-    """Persistence runs natively only (its files and the fork probe are this host's)."""
-    if persistence != "off" and getattr(arm, "vm", None) is not None:
+def refuse_guest(persistence: str, rdb: object, arm: Any) -> None:
+    """Persistence and a user's RDB run natively only (their files and the fork probe are this
+    host's): an arm in a guest is refused when the file is read, not once per trial."""
+    if getattr(arm, "vm", None) is None:
+        return
+    if persistence != "off":
         raise ExperimentError(f"arm '{arm.name}': redis persistence runs on the host only for "
                               "now (its private directory, fork driver and latency probe are "
                               "this host's)", hint='persistence = "off" for guest arms')
+    if rdb:
+        raise ExperimentError(f"arm '{arm.name}': redis rdb (your data set) is loaded on the "
+                              "host only for now (the file is this host's; it is not copied "
+                              "into guests)", hint="leave rdb out for guest arms: keyspace and "
+                              "data_size write a data set of that size there")
 
 
 def interleave_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:

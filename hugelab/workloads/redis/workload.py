@@ -122,8 +122,8 @@ class RedisBenchmark(ServerKind, BenchmarkRuns):
         validate(self)
 
     def for_arm(self, arm: Any) -> RedisBenchmark:
-        """Persistence natively only: an arm in a guest is refused before any trial."""
-        persist.refuse_guest(self.persistence, arm)
+        """Persistence and rdb natively only: an arm in a guest is refused before any trial."""
+        persist.refuse_guest(self.persistence, self.rdb, arm)
         return self
 
     @property
