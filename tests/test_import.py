@@ -198,3 +198,12 @@ def test_cli_import_unknown_format_and_missing_arm(tmp_path, capsys):
     rc, _, err = cli(["import", str(tmp_path / "nope.csv"), "--store", str(db)], capsys)
     assert rc == 2 and "cannot read" in err
     assert not db.exists()
+
+
+def test_blocks_numbered_from_one_count_as_many_as_there_are(tmp_path):
+    rows = "arm,value,block\n" + "".join(f"{a},{v},{b}\n" for b in range(1, 13)
+                                          for a, v in (("4k", 10.0), ("thp", 9.0)))
+    res = import_files(tmp_path / "s.db", [(None, write(tmp_path, "one.csv", rows))])
+    assert res.blocks == 12  # not 13: the numbers are labels, counted as given
+    with Store(tmp_path / "s.db") as store:
+        assert store.run(res.run_id)["experiment"]["blocks"] == 12

@@ -130,6 +130,8 @@ def test_passwords_are_never_shown_or_stored(pg_server, tmp_path: Path, monkeypa
         assert r.returncode == 0, (argv, r.stderr)
         assert pg_server.password not in r.stdout + r.stderr
         assert "hugelab@127.0.0.1" in r.stdout + r.stderr or argv[0] == "show"
+        if argv[1] == "info":
+            assert json.loads(r.stdout)["engine"] == "postgresql"
     bad = _cli("show", "--store", url.replace("hugelab@", "hugelab:wrong-Pw9@"))
     assert bad.returncode != 0 and "wrong-Pw9" not in bad.stdout + bad.stderr
     assert "hint" in bad.stderr and "Traceback" not in bad.stderr

@@ -84,7 +84,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     with open_store(args.store, must_exist=True) as store:
         runs = store.runs()
-        info = {"store": store.name, "engine": type(store).__name__,
+        info = {"store": store.name, "engine": store.engine,
                 "migrations": store.migrations(), "runs": len(runs),
                 "trials": sum(r["trials"] for r in runs),
                 "labels": sorted({r.get("label") or "" for r in runs} - {""}),

@@ -24,6 +24,7 @@ class SqlStore(RunReads):
     """A results store. Every trial is committed on its own, before the next one starts."""
 
     name: str = ""  # what messages call it: a path, or a URL without its password
+    engine: str = ""  # "sqlite" or "postgresql"
 
     # --- the dialect: what an engine provides ------------------------------------------------
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -77,6 +77,8 @@ def _sql(sql: str) -> str:
 
 
 class PostgresStore(SqlStore):
+    engine = "postgresql"
+
     def __init__(self, url: str, name: str) -> None:
         """`url` without its password; `password` from it, or libpq finds one (PGPASSWORD,
         ~/.pgpass). Only `name` (no password) ever appears in a message."""

@@ -31,6 +31,8 @@ def create_private(path: Path) -> None:
 class Store(SqlStore):
     """A SQLite file. Every trial is committed on its own, before the next one starts."""
 
+    engine = "sqlite"
+
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.name = str(self.path)

@@ -208,8 +208,14 @@ def _insert(store: SqlStore, key: str, name: str, experiment: dict[str, Any],
     return run_id
 
 
+def block_count(parsed: Parsed) -> int:
+    """How many blocks the records name: their distinct numbers, however numbered (from 0,
+    from 1, with gaps)."""
+    return len({r.block or 0 for r in parsed.records})
+
+
 def _experiment(name: str, arms: list[str], baseline: str, parsed: Parsed) -> dict[str, Any]:
-    blocks = 1 + max(r.block or 0 for r in parsed.records)
+    blocks = block_count(parsed)
     kinds = sorted({s["format"] for s in parsed.sources})
     return {"name": name, "arms": [{"name": a, "backing": "unknown"} for a in arms],
             "baseline": baseline, "blocks": blocks, "design": "paired", "seed": None,
@@ -247,5 +253,5 @@ def import_files(store_path: str | Path | None, items: list[tuple[str | None, Pa
         where = store.name
     counts = {a: sum(1 for r in parsed.records if r.arm == a) for a in arms}
     return ImportResult(run_id, where, run_name, len(parsed.records), counts,
-                        1 + max(r.block or 0 for r in parsed.records), base, parsed.pairing,
+                        block_count(parsed), base, parsed.pairing,
                         tuple(parsed.notes), tuple(parsed.warnings))
