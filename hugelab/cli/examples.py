@@ -49,8 +49,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
                       "--store postgresql://me@db:5432/hugelab", "one experiment on every host"),
     "hugelab fleet run": ("hugelab fleet run -i examples/fleet-hosts.ini examples/fleet-1g.toml "
                           "--preflight-only", "which hosts can run it, changing nothing"),
-    "hugelab fleet recover": ("hugelab fleet recover -i examples/fleet-hosts.ini --limit beta",
-                              "stop and put back host beta"),
+    "hugelab fleet recover": ("hugelab fleet recover -i examples/fleet-hosts.ini "
+                              "--limit host-b.example", "stop and put back that one host"),
 }
 
 

@@ -49,7 +49,9 @@ def _qemu_args(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
         "port shown is an example (each trial picks a free one). It shows the guest; it is "
         "not a script: the run makes what the paths name (the initramfs, built and cached in "
         "the state directory; the hugetlbfs mount of a file backing; sockets and logs), so "
-        "those paths are placeholders, and accel = auto prints kvm unless --accel says tcg. "
+        "those paths are placeholders; -kernel shows the host's bzImage, where a run boots its "
+        "uncompressed image through QEMU's PVH entry (extracted once into the cache "
+        "directory); and accel = auto prints kvm unless --accel says tcg. "
         "To start such a guest yourself, use `hugelab vm libvirt-xml` (its --initrd).")
     _arm_guest_args(q, "accelerator to print for accel = auto (default: kvm)")
     add_json(q)
