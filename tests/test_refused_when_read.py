@@ -9,35 +9,18 @@ import pytest
 
 from tests.helpers import cli
 
-JVM_THREADS_IN_DOMAIN = """
-name = "t"
-blocks = 1
-[workload]
-kind = "jvm"
-threads = 10
-[[arms]]
-name = "native"
-backing = "4k"
-[[arms]]
-name = "in-domain"
-backing = "4k"
-vm = { domain = "some-domain", backing = "anon" }
-"""
 
-REDIS_RDB_IN_GUEST = """
-name = "r"
-blocks = 1
-[workload]
-kind = "redis"
-rdb = "./dump.rdb"
-[[arms]]
-name = "native"
-backing = "4k"
-[[arms]]
-name = "guest"
-backing = "4k"
-vm = { backing = "anon", mem = "1G" }
-"""
+def experiment(workload: str, arm: str, vm: str) -> str:
+    """A native arm and one arm `arm` with `vm`, over the [workload] lines given."""
+    return (f'name = "t"\nblocks = 1\n[workload]\n{workload}\n'
+            '[[arms]]\nname = "native"\nbacking = "4k"\n'
+            f'[[arms]]\nname = "{arm}"\nbacking = "4k"\nvm = {{ {vm} }}\n')
+
+
+JVM_THREADS_IN_DOMAIN = experiment('kind = "jvm"\nthreads = 10', "in-domain",
+                                   'domain = "some-domain", backing = "anon"')
+REDIS_RDB_IN_GUEST = experiment('kind = "redis"\nrdb = "./dump.rdb"', "guest",
+                                'backing = "anon", mem = "1G"')
 
 
 @pytest.mark.parametrize(("text", "arm", "says"), [
