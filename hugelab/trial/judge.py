@@ -1,6 +1,7 @@
 """One trial's evidence judged: the rules for every layer its arm sets (workload, process,
 the application's own switch, the guest's RAM on the host, the host state it ran in, and
-whether a request-level trial measured enough to count), the verdict they make together, and the (host, guest) cell of the report's grid it stands in.
+whether a request-level trial measured enough to count), the verdict they make together, and
+the (host, guest) cell of the report's grid it stands in.
 
     checks = layer_checks(arm, evidence, target, cell(arm)[0], min_fraction, judge)
     checks += host_state_check(monitors) + measurement_check(metrics, monitors)
