@@ -157,8 +157,9 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
                   f"counted in s/trial", highlight=False, markup=False)
     if p.get("fragment_s"):
         con.print(f"every block makes its aged host's states (host_state = \"fragmented\"): "
-                  f"about {human(p['fragment_s'])} a block, faulting in the share of today's free "
-                  "memory each degree asks for; counted below", highlight=False, markup=False)
+                  f"up to about {human(p['fragment_s'])} a block, faulting in the share of "
+                  "today's free memory each degree asks for (once for consecutive blocks that "
+                  "end and start in one state); counted below", highlight=False, markup=False)
     line = f"estimated duration: {human(p['estimated_s'])}"
     line += " (trial times measured in this store's earlier run)" if measured else \
         " (configured or estimated workload time + 0.5 s per trial + boot + builds)"
