@@ -214,6 +214,13 @@ class TemplateCache:
                     raise
         return dest
 
+    def drop(self, key: str) -> bool:
+        """The template `key` removed, unless a build of it holds its lock; whether it was."""
+        with _flock(self.root / f"{key}{LOCK_SUFFIX}", blocking=False) as taken:
+            if taken:
+                shutil.rmtree(self.root / key, ignore_errors=True)
+        return taken
+
     def sweep(self) -> list[str]:
         """Half-built templates (a run killed while building one) removed, unless a live
         build holds their lock; what was removed."""

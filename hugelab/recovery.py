@@ -21,6 +21,7 @@ from hugelab.trial.contain import (
     remove_dead_scratch,
 )
 from hugelab.vm.common.libvirtd import recover_domains
+from hugelab.vm.domains import layer
 from hugelab.vm.domains.ssh import remove_dead_dirs
 from hugelab.vm.own.qemurecords import kill_leftover_qemus
 from hugelab.workloads.registry import kinds
@@ -37,6 +38,7 @@ def kill_leftovers() -> list[str]:
     done += [f"killed leftover QEMU pid {pid}" for pid in kill_leftover_qemus(state_dir())]
     done += kill_leftover_fragmenters(state_dir())  # an aged host's holder: its memory freed
     done += [f"destroyed leftover transient domain {name}" for name in recover_domains()]
+    done += layer.sweep()  # a domain's layer half built by a killed run
     return done + [f"removed leftover SSH directory {d}" for d in remove_dead_dirs()]
 
 

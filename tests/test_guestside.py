@@ -226,7 +226,7 @@ def test_postgres_restores_a_dump_in_a_domain_as_on_the_host(tmp_path, fmt):
         dump.write_bytes(b"PGDMP\x01\x0e pgbench_accounts")
     else:
         dump.write_text("CREATE TABLE pgbench_accounts (aid int);\n")
-    way = Way(stdout={"ls": "pgbench.1\n", "pgbench": PGBENCH_OUT})
+    way = Way(stdout={"ls": "pgbench.1\n", "pgbench": PGBENCH_OUT}, fail={"test"})  # no layer
     way.files[f"{GUEST_DIR}/pgbench.1"] = "0 0 120 0 1 1\n"
     way.write_bytes = lambda path, data, **_: way.files.__setitem__(path, data)  # type: ignore[attr-defined]
     indomain.load(Postgres(dump=str(dump), prewarm=False, warmup_s=0), way)  # type: ignore[arg-type]

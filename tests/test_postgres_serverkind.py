@@ -195,6 +195,8 @@ class DomainWay(ScriptedWay):
         prog = run[0].rsplit("/", 1)[-1]
         if prog == "kill":
             self.files.pop(f"/proc/{self.PID}/stat", None)
+        if prog in ("test", "touch", "mv"):  # the guest's files, as far as a layer needs them
+            return ExecResult(list(argv), self._file(prog, run[-2], run[-1]), "", "", 0.01)
         out = {"ls": "15\n" if run[1:] == ["/usr/lib/postgresql"] else "pgbench.4343\n",
                "psql": "1234\n", "pgbench": "" if "-i" in run else PGBENCH_OUT,
                "postgres": "38\n" if "-C" in run else "postgres (PostgreSQL) 15.14\n"}
@@ -202,6 +204,16 @@ class DomainWay(ScriptedWay):
         return ExecResult(list(argv), code, out.get(prog, ""), "Job failed" if code else "",
                           0.01)
 
+
+    def _file(self, prog: str, a: str, b: str) -> int:
+        if prog == "test":  # test -e PATH
+            return 0 if b in self.files else 1
+        if prog == "touch":
+            self.files[b] = ""
+        else:  # mv A B: everything under A moves under B
+            for path in [p for p in self.files if p == a or p.startswith(a + "/")]:
+                self.files[b + path[len(a):]] = self.files.pop(path)
+        return 0
 
 
 @pytest.fixture
@@ -253,12 +265,60 @@ def test_a_trial_in_a_users_domain_runs_the_bases_life_cycle_with_its_own_parts(
     info = result.info
     assert list(info) == ["where", "client", "guest_pool", "prewarmed_blocks", "tool",
                           "version", "backing", "settings", "builtin", "bindir", "warnings",
-                          "guest_changes_undone"]
+                          "data", "guest_changes_undone"]
+    assert info["data"] == "made in the trial"
     assert info["guest_pool"] == {"page_kb": 2048, "before": 0, "set": 38, "server_pages": 38}
     assert info["guest_changes_undone"] == [
         "postgres stopped", f"{DomainWay.POOL} back to 0", "its directory removed"]
     assert info["bindir"] == "/usr/lib/postgresql/15/bin" and info["prewarmed_blocks"] == 1234
     assert info["version"] == "postgres (PostgreSQL) 15.14" and info["client"] == "guest vm0"
+
+
+def test_a_trial_over_the_domains_layer_moves_its_cluster_in_and_fills_nothing(
+        no_host_cluster):
+    """Where the domain's layer holds the cluster (hugelab.vm.domains.layer), the trial moves
+    it into its directory instead of running initdb, loads no data (pgbench -i) and says so in
+    its info; the rest of the trial is the same."""
+    from hugelab.workloads.postgres import indomain
+    way = DomainWay()
+    way.files[f"{indomain.TEMPLATE}/{indomain.LOADED}"] = ""
+    way.files[f"{indomain.TEMPLATE}/PG_VERSION"] = "15\n"
+    result = pg("hugetlb-2M", prewarm=True).run(way, "hugetlb-2M")  # type: ignore[arg-type]
+    ran = [(a[4:] if a[0] == "runuser" else a) for a in way.log]
+    progs = [a[0].rsplit("/", 1)[-1] for a in ran]
+    assert "initdb" not in progs and not any(p == "pgbench" and "-i" in a
+                                             for p, a in zip(progs, ran, strict=True))
+    assert ["mv", indomain.TEMPLATE, indomain.DATA] in ran
+    assert progs.index("mv") < progs.index("postgres") < progs.index("systemd-run")
+    assert result.info["data"] == "the domain's layer"
+    assert result.evidence["Hugetlb_kB"] == 16384
+
+
+def test_the_layers_build_makes_fills_stops_then_keeps_the_cluster(no_host_cluster):
+    """The layer's build, in its own copy of the domain: initdb, a server with huge pages off
+    (whatever the arm asks: the layer is data), pgbench -i, the cluster marked, the server
+    stopped, then the cluster moved to TEMPLATE before the trial's directory goes; the guest
+    build's key names its content."""
+    from hugelab.workloads.postgres import indomain
+    way = DomainWay()
+    import dataclasses
+    w = dataclasses.replace(pg("hugetlb-2M"), scale=3)
+    build = w.guest_build()
+    assert build is not None and '"scale": 3' in build.key and "-s 3" in build.what
+    build.build(way)  # type: ignore[arg-type]
+    ran = [(a[4:] if a[0] == "runuser" else a) for a in way.log]
+    progs = [a[0].rsplit("/", 1)[-1] for a in ran]
+    fill = next(i for i, a in enumerate(ran) if progs[i] == "pgbench" and "-i" in a)
+    assert ran[fill][ran[fill].index("-s") + 1] == "3"
+    keep = ran.index(["mv", indomain.DATA, indomain.TEMPLATE])
+    assert progs.index("initdb") < progs.index("systemd-run") < fill < progs.index("touch")
+    assert progs.index("touch") < progs.index("kill") < keep
+    assert ran[keep + 1] == ["rm", "-rf", "/var/tmp/hugelab"]  # then the check that it is kept
+    assert ran[-1] == ["test", "-e", f"{indomain.TEMPLATE}/{indomain.LOADED}"]
+    daemon = ran[progs.index("systemd-run")]
+    assert "huge_pages=off" in daemon and "fsync=off" in daemon
+    assert f"{indomain.TEMPLATE}/{indomain.LOADED}" in way.files
+    assert pg("4k").guest_build().key != build.key  # type: ignore[union-attr]
 
 
 def test_a_start_in_a_users_domain_without_its_huge_pages_is_a_busy_pool(no_host_cluster):

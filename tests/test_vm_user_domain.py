@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -164,13 +165,40 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
         f'script = "{data}/shop-orders.sql"\nclients = 1\nthreads = 1\nduration_s = 3\n'
         'warmup_s = 1')).split("[[arms]]\n", 1)[0] + PG_ARM)
     log = tmp_path / "run.log"  # what the run said, should it end before the kill
+    # first killed while the domain's layer is built (its copy booting): recover removes the
+    # copy, its record and the half-built layer
+    from hugelab.vm.domains.layer import LAYER_ROOT, MANIFEST
+    for made in LAYER_ROOT.glob(f"*/{MANIFEST}"):  # this domain's layers: built again here
+        if json.loads(made.read_text())["domain"] == name:
+            shutil.rmtree(made.parent)
     with open(log, "w") as out:
         proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 120
+    try:
+        while not any("-layer-" in d for d in transient()):
+            assert proc.poll() is None, f"the run ended before its layer: {log.read_text()}"
+            assert time.monotonic() < deadline, "no copy of the domain built its layer"
+            time.sleep(0.2)
+        assert list(LAYER_ROOT.glob("*.tmp"))  # the layer, half built
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    r = subprocess.run([*HUGELAB, "recover"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert transient() == [] and not list(LAYER_ROOT.glob("*.tmp")), r.stdout
+    assert not list((tmp_path / "state" / "domains").glob("*.json"))
+    # then killed while a trial's postmaster runs in its copy, over the layer built first
+    with open(log, "w") as out:
+        proc = subprocess.Popen([*HUGELAB, "run", str(exp), "--store", "s.db"], cwd=tmp_path,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 420
+
+    def trials() -> list[str]:
+        return [d for d in transient() if "-layer-" not in d]
+
     try:  # until the guest's postmaster is up (its pid file, read through the agent)
-        while not (transient() and guest_has(transient()[0],
-                                             "/var/tmp/hugelab/data/postmaster.pid")):
+        while not (trials() and guest_has(trials()[0], "/var/tmp/hugelab/data/postmaster.pid")):
             assert proc.poll() is None, \
                 f"the run ended before the guest's server started: {log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "the guest's server did not start"
@@ -200,6 +228,7 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
     info = trials[0]["provenance"]
     assert "postgres stopped" in info["guest_changes_undone"]
     assert info["dump"] == f"{data}/shop.sql" and info["builtin"] == f"{data}/shop-orders.sql"
+    assert info["data"] == "the domain's layer"  # restored once, in the layer's copy
     assert info["settings"]["work_mem"] == "8MB"  # the user's conf, under the arm's app
     assert info["settings"]["shared_buffers"] == "32MB" and info["settings"]["huge_pages"] == "on"
     assert any("huge_pages" in w for w in info["warnings"]), info["warnings"]

@@ -115,6 +115,21 @@ def build_lines(builds: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def guest_build_lines(builds: list[dict[str, Any]]) -> list[str]:
+    """What the domain arms build in their guests: a layer once, then every trial's part."""
+    out = []
+    for g in builds:
+        if (layer := g.get("layer")):
+            out.append(f"once per run, unless cached: a layer over {layer['domain']}'s disks, "
+                       f"built in a copy of it (not built by this dry run): {layer['what']}: "
+                       f"up to about {human(layer['seconds'])} and a boot under "
+                       f"{g['accel'].upper()}, counted below")
+        out.append(f"every trial builds in its domain's guest (not built by this dry run): "
+                   f"{g['what']}: about {human(g['seconds'])} under {g['accel'].upper()}, "
+                   f"counted in s/trial")
+    return out
+
+
 def print_plan(p: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print(json.dumps(p, indent=2))
@@ -151,10 +166,8 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
         con.print(text, highlight=False, markup=False)
     for text in build_lines(p.get("builds") or []):
         con.print(text, highlight=False, markup=False)
-    for g in p.get("guest_builds") or []:
-        con.print(f"every trial builds in its domain's guest (not built by this dry run): "
-                  f"{g['what']}: about {human(g['seconds'])} under {g['accel'].upper()}, "
-                  f"counted in s/trial", highlight=False, markup=False)
+    for text in guest_build_lines(p.get("guest_builds") or []):
+        con.print(text, highlight=False, markup=False)
     if p.get("fragment_s"):
         con.print(f"every block makes its aged host's states (host_state = \"fragmented\"): "
                   f"up to about {human(p['fragment_s'])} a block, faulting in the share of "

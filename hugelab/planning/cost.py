@@ -51,6 +51,7 @@ class Estimate:
     boot_s: float
     boot_basis: str
     fragment_s: float = 0.0  # per block: making the aged host's states (host_state)
+    layers_s: float = 0.0  # once: the domains' layers (at most: a cached one is not built)
 
 
 def _duration(value: Any) -> float | None:
@@ -172,10 +173,11 @@ def estimate(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg
     per_block = frag + (max((s - f for s, f in zip(secs, fills, strict=True)), default=0.0)
                         + sum(fills) if _together(exp) else sum(secs))
     blocks = exp.blocks * exp.repeats  # every repeat runs every block (pauses not counted)
-    return Estimate(per_block * blocks, per_block, blocks * len(exp.arms),
+    once = layers_s(exp, dom, accel)
+    return Estimate(per_block * blocks + once, per_block, blocks * len(exp.arms),
                     {k: b for k, (_, b, _) in times.items()},
                     {k: s for k, (s, _, _) in times.items()},
-                    boot, basis_boot, frag)
+                    boot, basis_boot, frag, once)
 
 
 def cuts(exp: Experiment, measured: Measured = Measured(), accel: str = "tcg"
@@ -247,4 +249,31 @@ def in_guest_build_s(table: dict[str, Any], accel: str = "tcg") -> float:
     slow = GUEST_SLOWDOWN.get(accel, GUEST_SLOWDOWN["tcg"])
     reread = size / REREAD_BYTES_PER_S if g.reread else 0.0
     fixed = g.fixed_s.get(accel, max(g.fixed_s.values(), default=0.0))
-    return fixed + slow * (size / BUILD_BYTES_PER_S + reread) + g.warmup_s
+    load = 0.0 if g.layer_s else size / BUILD_BYTES_PER_S  # a layer's: once, layer_build_s
+    return fixed + slow * (load + reread) + g.warmup_s
+
+
+def layer_build_s(table: dict[str, Any], accel: str = "tcg", boot_s: float = 0.0) -> float:
+    """Seconds a run spends once building the data of `table` in a user's domain's layer (a
+    boot, the kind's fixed part, its data): 0 for a kind without one. An upper bound: a layer
+    already cached is not built again."""
+    g = in_guest_build(table)
+    if g is None or not g.layer_s:
+        return 0.0
+    size = build_cost(g.recipe, g.amount)[0] or 0
+    slow = GUEST_SLOWDOWN.get(accel, GUEST_SLOWDOWN["tcg"])
+    return boot_s + g.layer_s.get(accel, max(g.layer_s.values())) + \
+        slow * size / BUILD_BYTES_PER_S
+
+
+def layers_s(exp: Experiment, boot_s: float, accel: str) -> float:
+    """Seconds of every layer the experiment's domain arms build, once each (by domain and
+    build)."""
+    once: dict[tuple[str, str], float] = {}
+    for a in exp.arms:
+        if a.vm is not None and a.vm.domain is not None:
+            table = exp.workload_for(a)
+            g = in_guest_build(table)
+            if g is not None and g.layer_s:
+                once[(a.vm.domain, g.layer_what)] = layer_build_s(table, accel, boot_s)
+    return sum(once.values())

@@ -16,7 +16,14 @@ from hugelab.host.paths import REAL, HostPaths, read_text
 from hugelab.owned import state_dir
 from hugelab.planning.arms import arm_thp_knobs, arm_tunables, unsupported_arms
 from hugelab.planning.budget import over_budget
-from hugelab.planning.cost import Measured, build_cost, estimate, in_guest_build, in_guest_build_s
+from hugelab.planning.cost import (
+    Measured,
+    build_cost,
+    estimate,
+    in_guest_build,
+    in_guest_build_s,
+    layer_build_s,
+)
 from hugelab.planning.poolreach import reach_plan
 from hugelab.planning.pools import pool_plan, pool_plan_warnings, workload_bytes
 from hugelab.store.keys import experiment_key_of
@@ -163,6 +170,9 @@ def guest_builds(arms: list[Arm], exp: Experiment, accel: str) -> list[dict[str,
         if a.vm is not None and a.vm.domain is not None and (g := in_guest_build(table)):
             out.setdefault(g.what, {"what": g.what, "seconds": in_guest_build_s(table, accel),
                                     "accel": accel})
+            if g.layer_s:
+                out[g.what]["layer"] = {"what": g.layer_what, "domain": a.vm.domain,
+                                        "seconds": layer_build_s(table, accel)}
     return list(out.values())
 
 
@@ -225,8 +235,8 @@ def _plan(exp: Experiment, workload: Workload, per_arm: dict[str, Workload],
         "host_mthp": host_mthp(host),
         "guests_per_block": sum(a.vm.vms for a in runnable if a.vm),
         "boot_s": est.boot_s, "boot_basis": est.boot_basis, "fragment_s": est.fragment_s,
-        "estimated_s": est.seconds, "budget_s": budget_s, "warnings": list(notes or []),
-        "builds": builds(workload, per_arm, [a.name for a in runnable]),
+        "layers_s": est.layers_s, "estimated_s": est.seconds, "budget_s": budget_s,
+        "warnings": list(notes or []), "builds": builds(workload, per_arm, [a.name for a in runnable]),
     }
     out["estimated_s"] += sum(b["seconds"] or 0.0 for b in out["builds"] if not b["cached"])
     out["guest_builds"] = guest_builds(runnable, exp, accel or "tcg")

@@ -14,7 +14,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hugelab.errors import HugelabError, internal_error
 from hugelab.experiment import Arm
@@ -30,7 +30,11 @@ from hugelab.vm.common.spec import VmSpec, validate
 from hugelab.vm.netserver import GuestServer
 from hugelab.workloads.base import Target, Workload, WorkloadResult
 from hugelab.workloads.registry import kind_of
+from hugelab.workloads.serverkind import ServerKind
 from hugelab.workloads.serverside import LOOPBACK, free_port
+
+if TYPE_CHECKING:
+    from hugelab.vm.domains.layer import Layer
 
 GUEST_VMSTAT_PREFIXES = ("thp_", "compact_", "pgfault", "htlb_")
 
@@ -200,10 +204,10 @@ def _run_reps(g: Guest, workload: Workload, backing: str, guest_port: int | None
     return results[0] if k == 1 else reps.combine(results, walls)
 
 
-def _guest(arm: Arm, spec: VmSpec, name: str) -> Guest:
+def _guest(arm: Arm, spec: VmSpec, name: str, layer: Layer | None = None) -> Guest:
     """hugelab's own image-less guest (under QEMU, or libvirtd), or a transient copy of the
-    user's libvirt domain (reached through its agent or SSH): each a
-    hugelab.vm.common.guestapi.Guest, which mypy checks here."""
+    user's libvirt domain (reached through its agent or SSH; over `layer`, when its kind built
+    one): each a hugelab.vm.common.guestapi.Guest, which mypy checks here."""
     assert arm.vm is not None
     if arm.vm.domain is None and arm.vm.manager == "libvirt":
         from hugelab.vm.own.libvirt_own import LibvirtGuest
@@ -213,7 +217,19 @@ def _guest(arm: Arm, spec: VmSpec, name: str) -> Guest:
         return QemuGuest(spec, name=name)
     from hugelab.vm.domains.libvirt_guest import Access, DomainGuest
     return DomainGuest(spec, domain=arm.vm.domain, uri=arm.vm.uri, name=name,
-                       access=Access.of(arm.vm))
+                       access=Access.of(arm.vm), layer=layer.overlays if layer else None)
+
+
+def _layer(arm: Arm, workload: Workload, spec: VmSpec) -> Layer | None:
+    """The prepared layer a server kind's trials in a user's domain boot over (built by the
+    first trial that needs it: hugelab.vm.domains.layer); None where there is none."""
+    assert arm.vm is not None
+    build = workload.guest_build() if isinstance(workload, ServerKind) else None
+    if arm.vm.domain is None or build is None:
+        return None
+    from hugelab.vm.domains import layer
+    from hugelab.vm.domains.libvirt_guest import Access
+    return layer.ensure(arm.vm.domain, arm.vm.uri, spec, build, Access.of(arm.vm))
 
 
 def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
@@ -233,7 +249,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
     workload_s = [0.0] * len(names)
     with ExitStack() as stack:
         try:
-            guests = [stack.enter_context(_guest(arm, s, n))
+            layer = _layer(arm, workload, spec)
+            guests = [stack.enter_context(_guest(arm, s, n, layer))
                       for s, n in zip(net_specs(spec, len(names), guest_port), names, strict=True)]
         except HugelabError as exc:
             why = f"guest boot failed{pool_state(spec)}: {exc.message}"

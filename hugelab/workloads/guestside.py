@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hugelab import kernel
@@ -40,6 +41,17 @@ class Way(Protocol):
     def read_file(self, path: str, *, wait_s: float = 60.0) -> str: ...
 
     def write_file(self, path: str, data: str, *, wait_s: float = 60.0) -> None: ...
+
+
+@dataclass(frozen=True)
+class LayerBuild:
+    """What a server kind builds in a user's domain once, for every trial there to boot over
+    (hugelab.vm.domains.layer): `key` names its content (with the domain's disks it is the
+    layer's cache key), `what` says it in a line, `build(way)` makes it in a copy's guest."""
+
+    key: str
+    what: str
+    build: Callable[[Way], None]
 
 
 def in_domain(target: object) -> bool:

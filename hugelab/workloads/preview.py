@@ -42,7 +42,7 @@ class GuestBuild:
     `guest_build`; the dry run builds none of it): the data it loads (a Build's recipe and
     amount, which the cost model sizes), the rest in seconds per accelerator (an initdb, a
     server started and stopped), whether it reads the data again (a prewarm), and an untimed
-    warmup's seconds."""
+    warmup's seconds; with `layer_s`, the data is built once per run instead."""
 
     what: str                    # "PostgreSQL: initdb, pgbench -i -s 1, pg_prewarm"
     recipe: str
@@ -50,6 +50,12 @@ class GuestBuild:
     fixed_s: Mapping[str, float]  # "kvm" / "tcg" -> seconds
     reread: bool = False
     warmup_s: float = 0.0
+    # a kind whose data is built once in the domain's layer (hugelab.vm.domains.layer): the
+    # layer's seconds beyond its data and boot (initdb, a server started and stopped, the
+    # power-off), once per run where not cached; its trials then count fixed_s, the reread
+    # and the warmup only
+    layer_s: Mapping[str, float] | None = None
+    layer_what: str = ""
 
 
 def active() -> bool:

@@ -88,7 +88,7 @@ from typing import Any, ClassVar
 from hugelab import proc
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.guestside import in_domain
+from hugelab.workloads.guestside import LayerBuild, in_domain
 from hugelab.workloads.process_thp import target_for
 from hugelab.workloads.requests import start_one
 from hugelab.workloads.servercpu import PinnedTarget, pin_tree, pinning
@@ -169,6 +169,11 @@ class ServerKind(Placement):
     # -- hooks with defaults -------------------------------------------------------------------
     def admit(self, backing: str) -> None:
         check_backing(backing)
+
+    def guest_build(self) -> LayerBuild | None:
+        """What its trials in a user's domain boot over, built once (hugelab.vm.domains.layer):
+        its data; None: every trial makes its own."""
+        return None
 
     def own_files(self, target: Target | None) -> Path | None:
         return None

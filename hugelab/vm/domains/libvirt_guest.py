@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -86,7 +87,8 @@ class DomainGuest:
     hugelab.vm.common.guestapi.Guest)."""
 
     def __init__(self, spec: VmSpec, *, domain: str, uri: str, name: str = "vm0",
-                 access: Access | None = None) -> None:
+                 access: Access | None = None, layer: Mapping[str, str] | None = None,
+                 keep: Path | None = None) -> None:
         self.spec = spec
         self.domain = domain
         self.uri = uri
@@ -101,6 +103,13 @@ class DomainGuest:
         self.record: Path | None = None
         self.overlays = OVERLAY_ROOT / transient_name(domain, name)
         self.dom_name = self.overlays.name
+        # a prepared layer (hugelab.vm.domains.layer): disk -> the overlay this copy's stack over
+        self.layer = dict(layer or {})
+        # a layer's build: its overlays made in `keep` (a directory of 0711) and kept there
+        self.keep = keep
+        if keep is not None:
+            self.overlays = keep
+        self.overlay_names: dict[str, str] = {}  # disk -> its overlay's file name
         self.xml = ""
 
     @property
@@ -125,16 +134,19 @@ class DomainGuest:
                                                                           str | None]:
         """qcow2 overlays over the writable disks (0600: they hold what the guest writes;
         libvirt hands them to its QEMU user), and a private copy of the UEFI variables."""
-        OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
-        os.chmod(OVERLAY_ROOT, 0o711)
-        self.overlays.mkdir(mode=0o711)
+        if self.keep is None:
+            OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
+            os.chmod(OVERLAY_ROOT, 0o711)
+            self.overlays.mkdir(mode=0o711)
         out = {}
         for i, d in enumerate(x for x in disks if not x.readonly):
             path = self.overlays / f"{i}-{d.target}.qcow2"
-            run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", d.format, "-b", d.source,
-                 str(path)])
+            under = self.layer.get(d.source)  # the layer's overlay of this disk, when built
+            run(["qemu-img", "create", "-q", "-f", "qcow2", "-F",
+                 "qcow2" if under else d.format, "-b", under or d.source, str(path)])
             os.chmod(path, 0o600)
             out[d.source] = str(path)
+            self.overlay_names[d.source] = path.name
         vars_copy = None
         if nvram:
             vars_copy = str(self.overlays / "VARS.fd")
@@ -235,13 +247,27 @@ class DomainGuest:
         except Exception:  # noqa: BLE001 - libvirtError: the domain is gone
             return False
 
+    def power_off(self, limit_s: float) -> None:
+        """The guest's file systems synced and the guest powered off cleanly (a layer's build:
+        every copy over it then mounts a clean file system); past `limit_s`, ended anyway (its
+        data was synced)."""
+        self.target.exec(["sync"], timeout=limit_s)
+        try:
+            self.target.exec(["systemctl", "--no-block", "poweroff"], timeout=30)
+        except HugelabError:
+            pass  # the way in may go before it answers
+        deadline = time.monotonic() + limit_s
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
     def close(self) -> None:
         if self.ssh is not None:
             self.ssh.close()
             self.ssh = None
         if self.conn is not None and not destroy(self.conn, self.dom_name):
             return  # still there: the record stays for recover, and so do its overlays
-        shutil.rmtree(self.overlays, ignore_errors=True)
+        if self.keep is None:
+            shutil.rmtree(self.overlays, ignore_errors=True)
         if self.record is not None:
             self.record.unlink(missing_ok=True)
         if self.conn is not None:

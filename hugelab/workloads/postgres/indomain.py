@@ -4,7 +4,10 @@ server placed by serverplace.InDomain, hugelab.workloads.guestside.DomainServers
 server starts (`prepare`): the guest's own PostgreSQL found (under /usr/lib/postgresql/<version>/
 bin, Debian's layout, or the workload's `bindir`) and linked at BIN, where every later step runs
 it; a cluster made by its initdb; the guest's pool grown by what that server says it needs
-(`postgres -C shared_memory_size_in_huge_pages`, with the arm's settings). The server
+(`postgres -C shared_memory_size_in_huge_pages`, with the arm's settings). The cluster is the
+domain's layer's where one is built (`guest_build`, hugelab.vm.domains.layer: made and filled
+once, then moved into each trial's directory, so a trial at scale 100 does not fill its own);
+else the trial makes and fills its own. The server
 (`server_argv`) has the arm's settings (huge_pages, huge_page_size, the app's) as options, its
 private socket in the trial's directory and a listener on the guest's 127.0.0.1:PORT, and runs
 as a transient systemd service (`daemon_argv`: it has no daemon mode of its own) that is started
@@ -15,13 +18,22 @@ in the guest's smaps. Everything is undone at the end of the trial (the base's s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.guestside import GUEST_DIR, PAGE_KB, DomainHandle, GuestSide, Way
+from hugelab.workloads.guestside import (
+    GUEST_DIR,
+    PAGE_KB,
+    DomainHandle,
+    DomainServers,
+    GuestSide,
+    LayerBuild,
+    Way,
+)
 from hugelab.workloads.postgres import pgbench, prewarm, segment, server, userdata
 from hugelab.workloads.serverside import LOOPBACK
 
@@ -33,6 +45,11 @@ BIN = f"{GUEST_DIR}/bin"  # the guest's binaries (find_bindir), linked in the tr
 DATA = f"{GUEST_DIR}/data"
 LOG = f"{GUEST_DIR}/server.log"
 START_TIMEOUT_S = 300.0  # initdb, and the server's start, under TCG
+# the layer's cluster (hugelab.vm.domains.layer): made once by `build`, moved to DATA by each
+# trial's `prepare`; LOADED in a cluster the layer filled (the trial loads nothing more)
+TEMPLATE = "/var/lib/hugelab-layer/postgres"
+LOADED = "hugelab-loaded"
+BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
 
 
 def find_bindir(side: GuestSide, bindir: str | None) -> str:
@@ -70,14 +87,17 @@ def daemon_argv(argv: list[str], pidfile: str) -> list[str]:
 
 
 def prepare(w: Any, side: GuestSide) -> None:
-    """Before Postgres workload `w`'s server starts: the guest's binaries linked at BIN, a
-    cluster made by its initdb, the guest's pool grown by what that server needs for the arm's
-    backing (kept in `side.notes` with the bindir, for the trial's info)."""
-    side.notes["bindir"] = bindir = find_bindir(side, w.bindir)
-    side.run(["ln", "-s", bindir, BIN])
-    side.run([f"{BIN}/initdb", "-D", DATA, "-U", USER, "-A", "trust", "-E", "UTF8",
-              "--locale=C", "--no-sync", "--no-instructions"], user=USER,
-             timeout=START_TIMEOUT_S)
+    """Before Postgres workload `w`'s server starts: the guest's binaries linked at BIN, the
+    cluster (the layer's, moved from TEMPLATE, or one made by its initdb), the guest's pool
+    grown by what that server needs for the arm's backing (kept in `side.notes` with the
+    bindir, for the trial's info)."""
+    if _marked(side, f"{TEMPLATE}/{LOADED}"):
+        _linked(w, side)
+        side.run(["mv", TEMPLATE, DATA])
+        side.notes["data"] = "the domain's layer"
+    else:
+        _made(w, side)
+        side.notes["data"] = "made in the trial"
     backing = w.arm_backing or "4k"
     settings = w.settings(backing)
     if backing in PAGE_KB and settings.get("huge_pages") != "off":
@@ -87,11 +107,68 @@ def prepare(w: Any, side: GuestSide) -> None:
         side.notes["guest_pool"] = side.grow_pool(backing, pages * PAGE_KB[backing] * 1024)
 
 
-def load(w: Any, way: Way) -> tuple[int, dict[str, float], np.ndarray]:
-    """Postgres workload `w`'s load in the guest: its data (the user's dump, restored as on the
-    host, or pgbench -i), pg_prewarm (`prewarm`), the warm-up, then the measured pgbench run:
-    the blocks prewarmed, pgbench's summary and every transaction's latency in µs."""
-    side = GuestSide(way, "postgres")  # nothing of its to undo: the trial's directory goes
+def _linked(w: Any, side: GuestSide) -> None:
+    side.notes["bindir"] = bindir = find_bindir(side, w.bindir)
+    side.run(["ln", "-s", bindir, BIN])
+
+
+def _made(w: Any, side: GuestSide) -> None:
+    """The guest's binaries linked at BIN and a cluster made at DATA by its initdb."""
+    _linked(w, side)
+    side.run([f"{BIN}/initdb", "-D", DATA, "-U", USER, "-A", "trust", "-E", "UTF8",
+              "--locale=C", "--no-sync", "--no-instructions"], user=USER,
+             timeout=START_TIMEOUT_S)
+
+
+def _marked(side: GuestSide, path: str) -> bool:
+    res = side.probe(["test", "-e", path])
+    return res is not None and res.returncode == 0
+
+
+def guest_build(w: Any) -> LayerBuild:
+    """Postgres workload `w`'s layer (hugelab.vm.domains.layer): its cluster made and filled
+    once, by pgbench at its scale or from the user's dump (by its content)."""
+    if w.dump:
+        path = Path(w.dump)
+        data = {"dump": userdata.sha256(path), "format": userdata.check_dump(w.dump)}
+        what = f"PostgreSQL's cluster restored from {path.name}"
+    else:
+        data = {"scale": w.scale}
+        what = f"PostgreSQL's cluster filled by pgbench -i -s {w.scale}"
+    key = json.dumps({"kind": "postgres", "bindir": w.bindir, **data}, sort_keys=True)
+    return LayerBuild(key, what, lambda way: build(w, way))
+
+
+def build(w: Any, way: Way) -> None:
+    """In the layer's copy of the domain: a cluster made and filled as a trial would make it,
+    its server stopped cleanly, the cluster marked LOADED and moved to TEMPLATE, where every
+    trial's copy finds it (`prepare`); WorkloadError when it could not be kept."""
+    def made(side: GuestSide, _top: str) -> None:
+        _made(w, side)
+        side.later("the cluster kept for the layer", lambda: _keep(side))
+
+    servers = DomainServers(way, PORT, daemon_argv, owner=USER, log=LOG, prepare=made,
+                            ready_s=START_TIMEOUT_S)
+    handle = servers.start(lambda port: server_argv(dict(BUILD_SETTINGS), port), "postgres")
+    try:
+        _fill(w, handle.side)
+        handle.side.run(["touch", f"{DATA}/{LOADED}"], user=USER)
+    finally:
+        handle.stop()
+    if not _marked(handle.side, f"{TEMPLATE}/{LOADED}"):
+        raise WorkloadError(f"postgres in guest {way.name}: the filled cluster was not kept "
+                            f"at {TEMPLATE} ({'; '.join(handle.side.undone)})")
+
+
+def _keep(side: GuestSide) -> None:
+    """The stopped server's cluster moved out of the trial's directory, to TEMPLATE."""
+    side.run(["mkdir", "-p", TEMPLATE.rsplit("/", 1)[0]])
+    side.run(["rm", "-rf", TEMPLATE])
+    side.run(["mv", DATA, TEMPLATE])
+
+
+def _fill(w: Any, side: GuestSide) -> None:
+    """The cluster filled: the user's dump restored as on the host, or pgbench -i."""
     if w.dump:  # restored as on the host (userdata.restore_steps)
         dump = f"{GUEST_DIR}/dump"
         side.put_bytes(dump, Path(w.dump).read_bytes(), owner=USER)
@@ -101,6 +178,15 @@ def load(w: Any, way: Way) -> tuple[int, dict[str, float], np.ndarray]:
     else:
         side.run([f"{BIN}/pgbench", "-i", "-q", "-s", str(w.scale), "-h", GUEST_DIR, "-p",
                   str(PORT), "-U", USER, "postgres"], user=USER, timeout=1800)
+
+
+def load(w: Any, way: Way) -> tuple[int, dict[str, float], np.ndarray]:
+    """Postgres workload `w`'s load in the guest: its data (the user's dump, restored as on the
+    host, or pgbench -i), pg_prewarm (`prewarm`), the warm-up, then the measured pgbench run:
+    the blocks prewarmed, pgbench's summary and every transaction's latency in µs."""
+    side = GuestSide(way, "postgres")  # nothing of its to undo: the trial's directory goes
+    if not _marked(side, f"{DATA}/{LOADED}"):  # the layer's cluster is filled already
+        _fill(w, side)
     blocks = 0
     if w.prewarm:
         res = side.run(prewarm.argv(f"{BIN}/psql", GUEST_DIR, PORT, USER), user=USER,
@@ -150,5 +236,6 @@ def info(w: Any, backing: str, own: dict[str, Any]) -> dict[str, Any]:
             "tool": own["tool"], "version": own["version"], "backing": backing,
             "settings": w.settings(backing), "builtin": w.script or w.builtin,
             "bindir": own["bindir"], "warnings": w.settings_warnings(backing),
+            "data": own.get("data", "made in the trial"),
             **({"dump": w.dump} if w.dump else {}),
             "guest_changes_undone": list(own["undone"])}

@@ -34,7 +34,7 @@ import numpy as np
 
 from hugelab.errors import WorkloadError
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
-from hugelab.workloads.guestside import DomainHandle, GuestSide, in_domain
+from hugelab.workloads.guestside import DomainHandle, GuestSide, LayerBuild, in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import (
     CLIENT_APART,
@@ -189,6 +189,10 @@ class Postgres(ServerKind):
 
     def prepare_domain(self, side: GuestSide, top: str) -> None:
         indomain.prepare(self, side)
+
+    def guest_build(self) -> LayerBuild | None:
+        """Its cluster in a user's domain, made and filled once (indomain.guest_build)."""
+        return indomain.guest_build(self)
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:

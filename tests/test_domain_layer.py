@@ -1,0 +1,51 @@
+"""A domain's prepared layer (hugelab.vm.domains.layer): its cache key follows the domain's
+disks and the kind's build, and a layer over disks that have changed since is removed when a new
+one is made, while other domains' layers and the one in use stay. The layer's build and use in a
+real domain: tests/test_vm_user_domain.py (killed mid-build, then used) and the
+postgres-domain-2x2 example (tests/test_examples_run.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hugelab import owned
+from hugelab.vm.domains.layer import MANIFEST, _drop_stale, layer_key
+
+
+def test_the_key_follows_the_disks_and_the_build():
+    disks = [("/img/a.qcow2", 100, 7)]
+    key = layer_key("d", "qemu:///system", disks, '{"scale": 1}')
+    assert key == layer_key("d", "qemu:///system", list(disks), '{"scale": 1}')
+    for other in (layer_key("d", "qemu:///system", [("/img/a.qcow2", 100, 8)], '{"scale": 1}'),
+                  layer_key("d", "qemu:///system", [("/img/a.qcow2", 101, 7)], '{"scale": 1}'),
+                  layer_key("d", "qemu:///system", disks, '{"scale": 2}'),
+                  layer_key("e", "qemu:///system", disks, '{"scale": 1}'),
+                  layer_key("d", "qemu:///session", disks, '{"scale": 1}')):
+        assert other != key
+
+
+def _layer(root: Path, key: str, domain: str, disk: Path, mtime_ns: int) -> Path:
+    (root / key).mkdir(parents=True)
+    st = disk.stat()
+    (root / key / MANIFEST).write_text(json.dumps({
+        "domain": domain, "uri": "qemu:///system",
+        "sources": [[str(disk), st.st_size, mtime_ns]]}))
+    return root / key
+
+
+def test_layers_over_changed_disks_go_when_a_new_one_is_made(tmp_path):
+    disk = tmp_path / "disk.qcow2"
+    disk.write_bytes(b"x" * 10)
+    now = disk.stat().st_mtime_ns
+    root = tmp_path / "layers"
+    new = _layer(root, "new", "d", disk, now)
+    same = _layer(root, "same", "d", disk, now)  # another build over the disk as it is
+    stale = _layer(root, "stale", "d", disk, now - 1)  # the disk was written since
+    other = _layer(root, "other", "e", disk, now - 1)  # another domain's: not this run's to judge
+    _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
+    assert new.is_dir() and same.is_dir() and other.is_dir() and not stale.exists()
+    os.utime(disk, ns=(now + 10**9, now + 10**9))  # written again: the kept one is stale too
+    _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
+    assert new.is_dir() and not same.exists()
