@@ -195,8 +195,8 @@ class DomainWay(ScriptedWay):
         prog = run[0].rsplit("/", 1)[-1]
         if prog == "kill":
             self.files.pop(f"/proc/{self.PID}/stat", None)
-        if prog in ("test", "touch", "mv"):  # the guest's files, as far as a layer needs them
-            return ExecResult(list(argv), self._file(prog, run[-2], run[-1]), "", "", 0.01)
+        if (code := self.file_op(prog, run)) is not None:  # a layer's files
+            return ExecResult(list(argv), code, "", "", 0.01)
         out = {"ls": "15\n" if run[1:] == ["/usr/lib/postgresql"] else "pgbench.4343\n",
                "psql": "1234\n", "pgbench": "" if "-i" in run else PGBENCH_OUT,
                "postgres": "38\n" if "-C" in run else "postgres (PostgreSQL) 15.14\n"}
@@ -204,16 +204,6 @@ class DomainWay(ScriptedWay):
         return ExecResult(list(argv), code, out.get(prog, ""), "Job failed" if code else "",
                           0.01)
 
-
-    def _file(self, prog: str, a: str, b: str) -> int:
-        if prog == "test":  # test -e PATH
-            return 0 if b in self.files else 1
-        if prog == "touch":
-            self.files[b] = ""
-        else:  # mv A B: everything under A moves under B
-            for path in [p for p in self.files if p == a or p.startswith(a + "/")]:
-                self.files[b + path[len(a):]] = self.files.pop(path)
-        return 0
 
 
 @pytest.fixture

@@ -23,3 +23,18 @@ class ScriptedWay:
 
     def write_file(self, path: str, data: Any, *, wait_s: float = 60.0) -> None:
         self.files[path] = data
+
+    def file_op(self, prog: str, run: list[str]) -> int | None:
+        """`test -e PATH`, `touch PATH` and `mv A B` over the guest's files (what a domain's
+        layer needs of them, hugelab.vm.domains.layer); None for any other program."""
+        if prog == "test":
+            return 0 if run[-1] in self.files else 1
+        if prog == "touch":
+            self.files[run[-1]] = ""
+            return 0
+        if prog == "mv":  # everything under A moves under B
+            a, b = run[-2], run[-1]
+            for path in [p for p in self.files if p == a or p.startswith(a + "/")]:
+                self.files[b + path[len(a):]] = self.files.pop(path)
+            return 0
+        return None

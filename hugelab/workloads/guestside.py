@@ -54,6 +54,23 @@ class LayerBuild:
     build: Callable[[Way], None]
 
 
+LOADED = "hugelab-loaded"  # in data a layer filled (hugelab.vm.domains.layer): load nothing more
+
+
+def marked(side: GuestSide, path: str) -> bool:
+    """Whether `path` exists in the guest (a layer's LOADED mark)."""
+    res = side.probe(["test", "-e", path])
+    return res is not None and res.returncode == 0
+
+
+def keep(side: GuestSide, data: str, template: str) -> None:
+    """A layer's build: the stopped server's data moved out of the trial's directory, to
+    `template`, where the layer keeps it for every trial's copy."""
+    side.run(["mkdir", "-p", template.rsplit("/", 1)[0]])
+    side.run(["rm", "-rf", template])
+    side.run(["mv", data, template])
+
+
 def in_domain(target: object) -> bool:
     """Whether `target` is a way into a user's domain (which has its own files), not the host
     nor one of hugelab's own guests (which see the host's root)."""

@@ -41,7 +41,7 @@ from hugelab.proc import which
 from hugelab.units import parse_size
 from hugelab.workloads import interleave
 from hugelab.workloads.base import ExecResult, Place, Target, WorkloadResult, place_of
-from hugelab.workloads.guestside import DomainHandle, in_domain
+from hugelab.workloads.guestside import DomainHandle, LayerBuild, in_domain
 from hugelab.workloads.interleave import server_problem
 from hugelab.workloads.kind import (
     CLIENT_APART,
@@ -165,6 +165,10 @@ class Mariadb(ServerKind):
     def own_files(self, target: Target | None) -> Path | None:
         """Its datadir copied from the template; None in a user's domain (the guest's own)."""
         return None if in_domain(target) else template.trial_dir(self)
+
+    def guest_build(self) -> LayerBuild | None:
+        """Its datadir and tables in a user's domain, made once (indomain.guest_build)."""
+        return indomain.guest_build(self)
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:

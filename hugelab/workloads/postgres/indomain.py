@@ -27,12 +27,15 @@ import numpy as np
 from hugelab.errors import WorkloadError
 from hugelab.workloads.guestside import (
     GUEST_DIR,
+    LOADED,
     PAGE_KB,
     DomainHandle,
     DomainServers,
     GuestSide,
     LayerBuild,
     Way,
+    keep,
+    marked,
 )
 from hugelab.workloads.postgres import pgbench, prewarm, segment, server, userdata
 from hugelab.workloads.serverside import LOOPBACK
@@ -48,7 +51,6 @@ START_TIMEOUT_S = 300.0  # initdb, and the server's start, under TCG
 # the layer's cluster (hugelab.vm.domains.layer): made once by `build`, moved to DATA by each
 # trial's `prepare`; LOADED in a cluster the layer filled (the trial loads nothing more)
 TEMPLATE = "/var/lib/hugelab-layer/postgres"
-LOADED = "hugelab-loaded"
 BUILD_SETTINGS: dict[str, object] = {"huge_pages": "off", "fsync": "off"}  # never `try`
 
 
@@ -91,7 +93,7 @@ def prepare(w: Any, side: GuestSide) -> None:
     cluster (the layer's, moved from TEMPLATE, or one made by its initdb), the guest's pool
     grown by what that server needs for the arm's backing (kept in `side.notes` with the
     bindir, for the trial's info)."""
-    if _marked(side, f"{TEMPLATE}/{LOADED}"):
+    if marked(side, f"{TEMPLATE}/{LOADED}"):
         _linked(w, side)
         side.run(["mv", TEMPLATE, DATA])
         side.notes["data"] = "the domain's layer"
@@ -120,11 +122,6 @@ def _made(w: Any, side: GuestSide) -> None:
              timeout=START_TIMEOUT_S)
 
 
-def _marked(side: GuestSide, path: str) -> bool:
-    res = side.probe(["test", "-e", path])
-    return res is not None and res.returncode == 0
-
-
 def guest_build(w: Any) -> LayerBuild:
     """Postgres workload `w`'s layer (hugelab.vm.domains.layer): its cluster made and filled
     once, by pgbench at its scale or from the user's dump (by its content)."""
@@ -145,7 +142,7 @@ def build(w: Any, way: Way) -> None:
     trial's copy finds it (`prepare`); WorkloadError when it could not be kept."""
     def made(side: GuestSide, _top: str) -> None:
         _made(w, side)
-        side.later("the cluster kept for the layer", lambda: _keep(side))
+        side.later("the cluster kept for the layer", lambda: keep(side, DATA, TEMPLATE))
 
     servers = DomainServers(way, PORT, daemon_argv, owner=USER, log=LOG, prepare=made,
                             ready_s=START_TIMEOUT_S)
@@ -155,16 +152,9 @@ def build(w: Any, way: Way) -> None:
         handle.side.run(["touch", f"{DATA}/{LOADED}"], user=USER)
     finally:
         handle.stop()
-    if not _marked(handle.side, f"{TEMPLATE}/{LOADED}"):
+    if not marked(handle.side, f"{TEMPLATE}/{LOADED}"):
         raise WorkloadError(f"postgres in guest {way.name}: the filled cluster was not kept "
                             f"at {TEMPLATE} ({'; '.join(handle.side.undone)})")
-
-
-def _keep(side: GuestSide) -> None:
-    """The stopped server's cluster moved out of the trial's directory, to TEMPLATE."""
-    side.run(["mkdir", "-p", TEMPLATE.rsplit("/", 1)[0]])
-    side.run(["rm", "-rf", TEMPLATE])
-    side.run(["mv", DATA, TEMPLATE])
 
 
 def _fill(w: Any, side: GuestSide) -> None:
@@ -185,7 +175,7 @@ def load(w: Any, way: Way) -> tuple[int, dict[str, float], np.ndarray]:
     host, or pgbench -i), pg_prewarm (`prewarm`), the warm-up, then the measured pgbench run:
     the blocks prewarmed, pgbench's summary and every transaction's latency in µs."""
     side = GuestSide(way, "postgres")  # nothing of its to undo: the trial's directory goes
-    if not _marked(side, f"{DATA}/{LOADED}"):  # the layer's cluster is filled already
+    if not marked(side, f"{DATA}/{LOADED}"):  # the layer's cluster is filled already
         _fill(w, side)
     blocks = 0
     if w.prewarm:
