@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from hugelab import owned
-from hugelab.vm.domains.layer import MANIFEST, _drop_stale, layer_key
+from hugelab.vm.domains.layer import MANIFEST, _drop_stale, disk_stats, layer_key
 
 
 def test_the_key_follows_the_disks_and_the_build():
@@ -49,3 +49,13 @@ def test_layers_over_changed_disks_go_when_a_new_one_is_made(tmp_path):
     os.utime(disk, ns=(now + 10**9, now + 10**9))  # written again: the kept one is stale too
     _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
     assert new.is_dir() and not same.exists()
+
+
+def test_a_disk_that_is_not_a_regular_file_gets_no_layer(tmp_path):
+    """A block device's or a network disk's writes show in no mtime: such a domain's trials
+    build their own data (no layer), rather than boot over one that may be stale."""
+    disk = tmp_path / "disk.qcow2"
+    disk.write_bytes(b"x" * 10)
+    assert disk_stats([str(disk)]) == [(str(disk), 10, disk.stat().st_mtime_ns)]
+    assert disk_stats([str(disk), "/dev/null"]) is None  # a device
+    assert disk_stats([str(disk), str(tmp_path / "gone")]) is None  # not a path here

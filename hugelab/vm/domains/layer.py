@@ -13,7 +13,9 @@ again (issue 39: the sizes users run; at scale 100 pgbench -i takes minutes a tr
   kind's build key: a domain whose disks change (the user booted and wrote to it) gets a new
   layer, and its stale layers are removed when the new one is made.
 - The user's disks are only read, as in every trial: the layer's overlays write beside them,
-  under LAYER_ROOT (where libvirt's QEMU user can reach them).
+  under LAYER_ROOT (where libvirt's QEMU user can reach them). A domain with a disk that is
+  not a regular file (a block device, a network disk) gets no layer: nothing would show that
+  it changed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,19 +44,29 @@ MANIFEST = "layer.json"
 POWEROFF_S = 120.0  # the builder's clean power-off, under TCG
 
 
-def _sources(domain: str, uri: str) -> list[tuple[str, int, int]]:
-    """Each writable disk of the domain: (path, size, mtime in ns)."""
+def _sources(domain: str, uri: str) -> list[tuple[str, int, int]] | None:
+    """Each writable disk of the domain: (path, size, mtime in ns); None when one is not a
+    regular file (a block device or a network disk, whose writes no mtime shows: no layer
+    could tell that it changed)."""
     conn = connect(uri)
     try:
         disks = dx.disks(dx.parse(user_xml(lookup(conn, domain))))
     finally:
         conn.close()
+    return disk_stats([d.source for d in disks if not d.readonly])
+
+
+def disk_stats(paths: list[str]) -> list[tuple[str, int, int]] | None:
+    """(path, size, mtime in ns) of each disk; None when one is not a regular file."""
     out = []
-    for d in disks:
-        if d.readonly:
-            continue
-        st = os.stat(d.source)
-        out.append((d.source, st.st_size, st.st_mtime_ns))
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        out.append((path, st.st_size, st.st_mtime_ns))
     return out
 
 
@@ -81,10 +94,15 @@ class Layer:
     what: str
 
 
-def ensure(domain: str, uri: str, spec: VmSpec, build: LayerBuild, access: Access) -> Layer:
+def ensure(domain: str, uri: str, spec: VmSpec, build: LayerBuild, access: Access
+           ) -> Layer | None:
     """The layer of `build` over `domain`, built first when not cached (see the module
-    docstring); VMError when the build fails, with the guest's account of it."""
+    docstring); None for a domain with a disk that is not a regular file (every trial then
+    builds its own data, as without a layer); VMError when the build fails, with the guest's
+    account of it."""
     sources = _sources(domain, uri)
+    if sources is None:
+        return None
     key = layer_key(domain, uri, sources, build.key)
     store = cache()
     path = store.ensure(key, lambda tmp: _build(tmp, domain, uri, spec, build, access,
