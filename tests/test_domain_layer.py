@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from hugelab import owned
 from hugelab.vm.domains.layer import MANIFEST, _drop_stale, disk_stats, layer_key
 
@@ -59,3 +61,27 @@ def test_a_disk_that_is_not_a_regular_file_gets_no_layer(tmp_path):
     assert disk_stats([str(disk)]) == [(str(disk), 10, disk.stat().st_mtime_ns)]
     assert disk_stats([str(disk), "/dev/null"]) is None  # a device
     assert disk_stats([str(disk), str(tmp_path / "gone")]) is None  # not a path here
+
+
+def test_a_layer_that_cannot_be_built_fails_the_trial_saying_so_with_its_cause(monkeypatch):
+    """A guest without the kind's server: the layer's build fails before any trial's copy
+    boots, and the trial says that the layer was not built, with the build's own error, hint
+    and cause (not "guest boot failed")."""
+    from hugelab.errors import ToolMissingError
+    from hugelab.experiment import Arm, VmLayer
+    from hugelab.vm import trial
+    from hugelab.vm.common.spec import VmSpec
+    from hugelab.vm.domains import layer
+    from hugelab.workloads.postgres.workload import Postgres
+
+    def missing(*_a, **_k):
+        raise ToolMissingError("/usr/lib/postgresql/<version>/bin/postgres",
+                               "postgresql (in the guest layer, with its package manager)")
+
+    monkeypatch.setattr(layer, "ensure", missing)
+    monkeypatch.setattr(trial, "_guest", lambda *a, **k: pytest.fail("a trial's copy booted"))
+    arm = Arm("on", "hugetlb-2M", vm=VmLayer(domain="users-vm"))
+    [out] = trial.run_guest_trial(arm, Postgres(), VmSpec())
+    assert out.result is None and out.error.startswith("the domain's layer was not built: ")
+    assert "postgres' is not installed" in out.error and "apt-get install postgresql" in out.error
+    assert out.cause == ToolMissingError.cause

@@ -245,11 +245,16 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
     # a user's domain runs a server kind's server and client inside (hugelab.workloads.guestside)
     guest_port = None if arm.vm.domain else server_guest_port(workload)
     client = client or NativeTarget()
-    t0 = time.monotonic()
+    try:
+        layer = _layer(arm, workload, spec)
+    except HugelabError as exc:  # its cause is the build's: a guest without the server, ...
+        why = f"the domain's layer was not built: {exc.message}" + \
+            (f"\nhint: {exc.hint}" if exc.hint else "")
+        return [GuestOutcome(n, None, why, cause=exc.cause) for n in names]
+    t0 = time.monotonic()  # the boot on, not a layer's build
     workload_s = [0.0] * len(names)
     with ExitStack() as stack:
         try:
-            layer = _layer(arm, workload, spec)
             guests = [stack.enter_context(_guest(arm, s, n, layer))
                       for s, n in zip(net_specs(spec, len(names), guest_port), names, strict=True)]
         except HugelabError as exc:

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hugelab import owned
-from hugelab.errors import HugelabError, VMError
 from hugelab.vm.common.libvirtd import connect
 from hugelab.vm.common.spec import VmSpec
 from hugelab.vm.domains import domain as dx
@@ -98,8 +97,8 @@ def ensure(domain: str, uri: str, spec: VmSpec, build: LayerBuild, access: Acces
            ) -> Layer | None:
     """The layer of `build` over `domain`, built first when not cached (see the module
     docstring); None for a domain with a disk that is not a regular file (every trial then
-    builds its own data, as without a layer); VMError when the build fails, with the guest's
-    account of it."""
+    builds its own data, as without a layer). A build that fails raises its own error (a
+    guest without the kind's server: the kind's ToolMissingError, a workload's cause)."""
     sources = _sources(domain, uri)
     if sources is None:
         return None
@@ -124,11 +123,7 @@ def _build(tmp: Path, domain: str, uri: str, spec: VmSpec, build: LayerBuild, ac
     t0 = time.monotonic()
     guest = DomainGuest(quiet, domain=domain, uri=uri, name="layer", access=access, keep=tmp)
     with guest:
-        try:
-            build.build(guest.target)
-        except HugelabError as exc:
-            raise VMError(f"building {build.what} in a copy of '{domain}' failed: "
-                          f"{exc.message}", hint=exc.hint) from exc
+        build.build(guest.target)
         guest.power_off(POWEROFF_S)
     manifest = {"domain": domain, "uri": uri, "what": build.what, "key": build.key,
                 "disks": guest.overlay_names, "sources": sources,
