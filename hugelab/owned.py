@@ -12,7 +12,9 @@ the private directories a run owns, and the caches of what is built once.
   or /tmp holds the same record (`claim`), so that `dead_claimed` finds a killed run's there.
 - A template cache (`TemplateCache`): each template is built once, under a lock
   (`<key>.lock`), into `<key>.tmp`, then renamed to `<key>`; `sweep` removes the `.tmp` a
-  killed build left, unless a live build holds its lock.
+  killed build left, unless a live build holds its lock. `drop` removes a template unless a
+  build holds its lock or a live process uses it (`ensure(..., hold=True)`: a shared lock on
+  `<key>.use` for the rest of that process).
 
 Standard library only, over identity.py.
 """
@@ -38,6 +40,8 @@ DEFAULT_CACHE_DIR = Path("/var/cache/hugelab")
 OWNER_FILE = "owner.json"
 TMP_SUFFIX = ".tmp"
 LOCK_SUFFIX = ".lock"
+USE_SUFFIX = ".use"
+_IN_USE: dict[Path, int] = {}  # this process's shared locks on templates' use files (held)
 
 
 def state_dir() -> Path:
@@ -194,10 +198,12 @@ class TemplateCache:
         self.root = root
 
     def ensure(self, key: str, build: Callable[[Path], None],
-               ready: Callable[[Path], bool] = Path.is_dir) -> Path:
+               ready: Callable[[Path], bool] = Path.is_dir, hold: bool = False) -> Path:
         """The template `key`, built by `build(tmp)` first when not `ready`: `build` makes the
         directory `tmp`, which becomes the template only once whole. Two processes that need
-        one at once build it once: the second waits for the first's lock."""
+        one at once build it once: the second waits for the first's lock. `hold`: kept from
+        `drop` while this process lives (taken before the build's lock is let go, so that no
+        drop comes between)."""
         root = self.root
         if not root.is_dir():
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -212,14 +218,25 @@ class TemplateCache:
                 except BaseException:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise
+            if hold:
+                self._hold(key)
         return dest
 
+    def _hold(self, key: str) -> None:
+        use = self.root / f"{key}{USE_SUFFIX}"
+        if use not in _IN_USE:  # the lock goes with the process (its descriptor never closed)
+            fd = os.open(use, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            _IN_USE[use] = fd
+
     def drop(self, key: str) -> bool:
-        """The template `key` removed, unless a build of it holds its lock; whether it was."""
-        with _flock(self.root / f"{key}{LOCK_SUFFIX}", blocking=False) as taken:
-            if taken:
+        """The template `key` removed, unless a build of it holds its lock or a live process
+        holds it (`ensure(..., hold=True)`, this one included); whether it was."""
+        with _flock(self.root / f"{key}{LOCK_SUFFIX}", blocking=False) as taken, \
+                _flock(self.root / f"{key}{USE_SUFFIX}", blocking=False) as unused:
+            if taken and unused:
                 shutil.rmtree(self.root / key, ignore_errors=True)
-        return taken
+        return taken and unused
 
     def sweep(self) -> list[str]:
         """Half-built templates (a run killed while building one) removed, unless a live

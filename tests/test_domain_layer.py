@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,34 @@ def test_layers_over_changed_disks_go_when_a_new_one_is_made(tmp_path):
     os.utime(disk, ns=(now + 10**9, now + 10**9))  # written again: the kept one is stale too
     _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
     assert new.is_dir() and not same.exists()
+
+
+HOLDER = """import sys
+from pathlib import Path
+from hugelab import owned
+owned.TemplateCache(Path(sys.argv[1])).ensure(sys.argv[2], lambda tmp: tmp.mkdir(), hold=True)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_stale_layer_a_live_run_boots_over_stays_until_that_run_ends(tmp_path):
+    disk = tmp_path / "disk.qcow2"
+    disk.write_bytes(b"x" * 10)
+    now = disk.stat().st_mtime_ns
+    root = tmp_path / "layers"
+    stale = _layer(root, "stale", "d", disk, now - 1)
+    run = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), "stale"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "held\n"
+        _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
+        assert stale.is_dir()  # its trials' copies still boot over it
+    finally:
+        run.communicate("", timeout=30)
+    assert run.returncode == 0
+    _drop_stale(owned.TemplateCache(root), "d", "qemu:///system", keep="new")
+    assert not stale.exists()
 
 
 def test_a_disk_that_is_not_a_regular_file_gets_no_layer(tmp_path):

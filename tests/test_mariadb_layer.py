@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from hugelab.workloads.base import ExecResult
-from hugelab.workloads.guestside import GUEST_DIR, LOADED, GuestSide
+from hugelab.workloads.guestside import GUEST_DIR, LOADED, DomainHandle, GuestSide
 from hugelab.workloads.mariadb import indomain
 from hugelab.workloads.mariadb.workload import Mariadb
 from tests.wayin import ScriptedWay
@@ -66,7 +66,24 @@ def test_a_trial_over_the_layer_moves_the_datadir_in_and_makes_nothing():
     indomain.build(Mariadb(), way, indomain.PORT)  # type: ignore[arg-type]
     assert ["mv", indomain.TEMPLATE, f"{GUEST_DIR}/data"] in way.log
     assert not {"mariadb-install-db", "mariadb", "sysbench"} & set(_progs(way))
+    assert _data(side) == "the domain's layer"
     bare = MariadbWay()  # no layer: the trial makes its own, as before
-    indomain.install(GuestSide(bare, "mariadbd"), GUEST_DIR)  # type: ignore[arg-type]
+    bare_side = GuestSide(bare, "mariadbd")  # type: ignore[arg-type]
+    indomain.install(bare_side, GUEST_DIR)
     indomain.build(Mariadb(), bare, indomain.PORT)  # type: ignore[arg-type]
     assert {"mariadb-install-db", "mariadb", "sysbench"} <= set(_progs(bare))
+    assert _data(bare_side) == "made in the trial"
+
+
+def _data(side: GuestSide) -> str:
+    """What a trial's info says of its data, as PostgreSQL's does: read through the handle
+    while the server runs (last_look), then written by `loaded`."""
+    way = side.way
+    way.files[f"/proc/{MariadbWay.PID}/smaps"] = ""  # type: ignore[attr-defined]
+    w = Mariadb()
+    run = "transactions:  80  (16.00 per sec.)\nsysbench 1.0.20\n"
+    look = w.last_look(ExecResult([], 0, run, "", 0.0),
+                       DomainHandle(indomain.PORT, side, MariadbWay.PID, "mariadbd"), None)
+    result = w.loaded(look, "", way)  # type: ignore[arg-type]
+    assert result.info["where"] == "domain"
+    return str(result.info["data"])

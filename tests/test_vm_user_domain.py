@@ -229,6 +229,8 @@ def test_sigkill_during_a_guest_server_trial_then_recover_and_resume(domain, tmp
     assert "postgres stopped" in info["guest_changes_undone"]
     assert info["dump"] == f"{data}/shop.sql" and info["builtin"] == f"{data}/shop-orders.sql"
     assert info["data"] == "the domain's layer"  # restored once, in the layer's copy
+    assert info["layer"]["what"] == "PostgreSQL's cluster restored from shop.sql"
+    assert Path(info["layer"]["path"]).parent == LAYER_ROOT
     assert info["settings"]["work_mem"] == "8MB"  # the user's conf, under the arm's app
     assert info["settings"]["shared_buffers"] == "32MB" and info["settings"]["huge_pages"] == "on"
     assert any("huge_pages" in w for w in info["warnings"]), info["warnings"]

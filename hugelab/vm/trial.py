@@ -288,6 +288,8 @@ def run_guest_trial(arm: Arm, workload: Workload, spec: VmSpec,
             final.append(_settle(o, g, b, arm, spec, guest_port))
             o.provenance.update({"guest_wall_s": round(guest_wall, 3),
                                  "workload_s": round(workload_s[i], 3)})
+            if layer is not None:  # what the copy booted over, and where it is kept
+                o.provenance["layer"] = {"what": layer.what, "path": str(layer.path)}
         return final
 
 

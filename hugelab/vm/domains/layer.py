@@ -11,7 +11,8 @@ again (issue 39: the sizes users run; at scale 100 pgbench -i takes minutes a tr
   runs that need one build it once; a killed build's half is removed by the next, or `sweep`).
 - The key covers the domain, its URI, each writable disk's path, size and mtime, and the
   kind's build key: a domain whose disks change (the user booted and wrote to it) gets a new
-  layer, and its stale layers are removed when the new one is made.
+  layer, and its stale layers are removed when the new one is made, unless a live run still
+  boots over them (each run holds the layers it uses: owned.TemplateCache.ensure(hold=True)).
 - The user's disks are only read, as in every trial: the layer's overlays write beside them,
   under LAYER_ROOT (where libvirt's QEMU user can reach them). A domain with a disk that is
   not a regular file (a block device, a network disk) gets no layer: nothing would show that
@@ -106,7 +107,7 @@ def ensure(domain: str, uri: str, spec: VmSpec, build: LayerBuild, access: Acces
     store = cache()
     path = store.ensure(key, lambda tmp: _build(tmp, domain, uri, spec, build, access,
                                                 sources),
-                        ready=lambda p: (p / MANIFEST).is_file())
+                        ready=lambda p: (p / MANIFEST).is_file(), hold=True)
     manifest = json.loads((path / MANIFEST).read_text())
     _drop_stale(store, domain, uri, keep=key)
     return Layer(path, {src: str(path / name) for src, name in manifest["disks"].items()},

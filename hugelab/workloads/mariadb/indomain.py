@@ -53,7 +53,9 @@ def install(side: GuestSide, top: str) -> None:
     side.need(server.SERVER, "mariadb-server")
     if marked(side, f"{TEMPLATE}/{LOADED}"):
         side.run(["mv", TEMPLATE, f"{top}/data"])
+        side.notes["data"] = "the domain's layer"
         return
+    side.notes["data"] = "made in the trial"
     side.run(["mariadb-install-db", "--no-defaults", f"--user={datadir.USER}",
               f"--datadir={top}/data", "--skip-test-db",
               "--auth-root-authentication-method=socket"], timeout=600)
@@ -113,7 +115,9 @@ def _fill(w: Any, side: GuestSide, port: int) -> None:
                        database=w.database), timeout=3600)
 
 
-def look(handle: DomainHandle) -> tuple[str, list[dict[str, int]]]:
-    """The guest's server's error log and its mappings in huge pages, read while it runs."""
+def look(handle: DomainHandle) -> tuple[str, list[dict[str, int]], str]:
+    """The guest's server's error log and its mappings in huge pages, read while it runs, and
+    where its data came from (the domain's layer, or made in the trial: `install`)."""
     log = handle.side.way_read(LOG) or ""
-    return log, server.hugetlb_mappings(handle.side.smaps(handle.pid))
+    return (log, server.hugetlb_mappings(handle.side.smaps(handle.pid)),
+            str(handle.side.notes.get("data", "made in the trial")))

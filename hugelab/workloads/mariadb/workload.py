@@ -202,22 +202,24 @@ class Mariadb(ServerKind):
         return self.sysbench(client, port, self.duration_s)
 
     def last_look(self, load: ExecResult, handle: ServerHandle, files: Path | None
-                  ) -> tuple[ExecResult, str, list[dict[str, int]]]:
-        """Its error log and its mappings in huge pages, read while it still runs."""
+                  ) -> tuple[ExecResult, str, list[dict[str, int]], str | None]:
+        """Its error log and its mappings in huge pages, read while it still runs; in a user's
+        domain, where its data came from."""
         if isinstance(handle, DomainHandle):
             return load, *indomain.look(handle)
-        return load, server.error_log(files), server.mappings(server.pid_of(handle))
+        return load, server.error_log(files), server.mappings(server.pid_of(handle)), None
 
-    def loaded(self, load: tuple[ExecResult, str, list[dict[str, int]]], output: str,
-               client: Target) -> WorkloadResult:
-        res, log, maps = load
+    def loaded(self, load: tuple[ExecResult, str, list[dict[str, int]], str | None],
+               output: str, client: Target) -> WorkloadResult:
+        res, log, maps, data = load
         result = WorkloadResult(metrics=oltp.parse(res.stdout), primary="tps", unit=self.unit,
                                 better="higher")
         # its memory (evidence["server"]) is the base's; a paired trial's tree is the trial's
         evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log, maps, {})
         evidence.tell(self, result, log, first_version(res.stdout, r"sysbench (\S+)"))
         if in_domain(client):
-            result.info.update({"where": "domain", "client": f"guest {client.name}"})
+            result.info.update({"where": "domain", "client": f"guest {client.name}",
+                                "data": data or "made in the trial"})
         return result
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
