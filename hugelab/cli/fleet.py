@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 
-from hugelab.cli.output import print_json
+from hugelab.cli.output import action, print_json
 from hugelab.cli.run import DEFAULT_OUTAGE_S, outage_arg
 from hugelab.errors import UsageError
 
@@ -34,14 +34,14 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                        "inventory name, and recovers a host whose run fails. Then `hugelab "
                        "report --store URL --experiment NAME` merges them.")
     fs = p.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
-    r = fs.add_parser("run", help="run EXPERIMENT on every host of INVENTORY",
-                      description="Runs EXPERIMENT on every host of an Ansible inventory. "
-                      "Running the same command again resumes every host where it stopped "
-                      "(no trial is repeated). Ctrl-C stops the hosts' runs and puts them back. "
-                      "Exits 0 when every host ran (or was selected out), 1 when a host failed "
-                      "or was unreachable, 130 when interrupted. A host that stops answering "
-                      "during its run is reported lost (its run may go on there) and the "
-                      "others go on; the next fleet run resumes it.")
+    r = action(fs, cmd_fleet_run, "run", help="run EXPERIMENT on every host of INVENTORY",
+               description="Runs EXPERIMENT on every host of an Ansible inventory. "
+               "Running the same command again resumes every host where it stopped "
+               "(no trial is repeated). Ctrl-C stops the hosts' runs and puts them back. "
+               "Exits 0 when every host ran (or was selected out), 1 when a host failed "
+               "or was unreachable, 130 when interrupted. A host that stops answering "
+               "during its run is reported lost (its run may go on there) and the "
+               "others go on; the next fleet run resumes it.")
     r.add_argument("experiment", type=Path, help="experiment file (TOML)")
     r.add_argument("-i", "--inventory", type=Path, required=True,
                    help="Ansible inventory (INI or YAML) of the hosts")
@@ -63,14 +63,13 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
                    "selected out and why; no host's huge-page settings are changed and nothing "
                    "is run")
     add_json(r)
-    r.set_defaults(func=cmd_fleet_run)
-    c = fs.add_parser("recover", help="stop hugelab runs on the hosts and put them back",
-                      description="On every host (or --limit): stops a running `hugelab run` "
-                      "and runs `hugelab recover` (THP modes, pools, leftover workloads).")
+    c = action(fs, cmd_fleet_recover, "recover",
+               help="stop hugelab runs on the hosts and put them back",
+               description="On every host (or --limit): stops a running `hugelab run` "
+               "and runs `hugelab recover` (THP modes, pools, leftover workloads).")
     c.add_argument("-i", "--inventory", type=Path, required=True, help="Ansible inventory")
     c.add_argument("--limit", metavar="PATTERN", help="only these hosts (Ansible's --limit)")
     add_json(c)
-    c.set_defaults(func=cmd_fleet_recover)
 
 
 def _store_url(args: argparse.Namespace) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hugelab.cli.output import action
 from hugelab.errors import UsageError
 from hugelab.host.control import (
     THP_DEFRAG,
@@ -28,20 +29,20 @@ MANUAL_JOURNAL = "host-set.json"
 
 
 def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser("inspect", help="show this host's huge-page state (read-only, no root)",
-                       description="Kernel and CPU support, THP modes, hugetlb pools per size and "
-                       "NUMA node and who holds their pages (processes, SysV segments, "
-                       "hugetlbfs files; other users' processes only as root), hugetlbfs "
-                       "mounts, meminfo, fragmentation — with warnings.")
+    p = action(sub, cmd_inspect, "inspect",
+               help="show this host's huge-page state (read-only, no root)",
+               description="Kernel and CPU support, THP modes, hugetlb pools per size and "
+               "NUMA node and who holds their pages (processes, SysV segments, "
+               "hugetlbfs files; other users' processes only as root), hugetlbfs "
+               "mounts, meminfo, fragmentation — with warnings.")
     add_json(p)
     p.add_argument("--sysfs-root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
-    p.set_defaults(func=cmd_inspect)
 
     host = sub.add_parser("host", help="change or restore host huge-page settings (root)")
     hsub = host.add_subparsers(dest="host_command", metavar="ACTION", required=True)
-    s = hsub.add_parser("set", help="set THP modes, reserve pools, mount hugetlbfs",
-                        description="Changes are journaled first; `hugelab host restore` puts back "
-                        "exactly what was there.")
+    s = action(hsub, cmd_host_set, "set", help="set THP modes, reserve pools, mount hugetlbfs",
+               description="Changes are journaled first; `hugelab host restore` puts back "
+               "exactly what was there.")
     s.add_argument("--thp", choices=THP_ENABLED, help="THP 'enabled' mode")
     s.add_argument("--defrag", choices=THP_DEFRAG, help="THP 'defrag' mode")
     s.add_argument("--pool", action="append", default=[], metavar="SIZE=PAGES[@NODE]",
@@ -52,23 +53,22 @@ def register(sub: argparse._SubParsersAction, add_json: Callable[[argparse.Argum
                    help="how long to compact memory while a pool grows (default 10)")
     s.add_argument("--dry-run", action="store_true", help="print the equivalent shell commands")
     add_json(s)
-    s.set_defaults(func=cmd_host_set)
-    r = hsub.add_parser("restore", help="undo every `hugelab host set` since the last restore")
+    r = action(hsub, cmd_host_restore, "restore",
+               help="undo every `hugelab host set` since the last restore")
     add_json(r)
-    r.set_defaults(func=cmd_host_restore)
 
-    rec = sub.add_parser("recover", help="clean up after a killed run (workloads, QEMU, THP, pools)",
-                         description="After a hugelab that was killed (SIGKILL, power loss): kills "
-                         "the workload processes and guests of its trials, removes their "
-                         "temporary files and its SSH connections' directories (hugelab-ssh-*, "
-                         "their master connections stopped), then replays its journal (THP modes, pools, mounts). "
-                         "Waits a few seconds for a dying hugelab to let go of the lock. Safe to "
-                         "run any time; every `hugelab run` does the same before it starts.")
+    rec = action(sub, cmd_recover, "recover",
+                 help="clean up after a killed run (workloads, QEMU, THP, pools)",
+                 description="After a hugelab that was killed (SIGKILL, power loss): kills "
+                 "the workload processes and guests of its trials, removes their "
+                 "temporary files and its SSH connections' directories (hugelab-ssh-*, "
+                 "their master connections stopped), then replays its journal (THP modes, pools, mounts). "
+                 "Waits a few seconds for a dying hugelab to let go of the lock. Safe to "
+                 "run any time; every `hugelab run` does the same before it starts.")
     add_json(rec)
     rec.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
                      help="how long to wait for another hugelab that holds this host's lock (10; "
                      "a fleet whose hosts share one kernel waits for the others' trials)")
-    rec.set_defaults(func=cmd_recover)
 
 
 def _print_json(data: Any) -> None:

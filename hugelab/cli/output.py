@@ -1,9 +1,10 @@
-"""What every command shares for output: JSON printing and the common options."""
+"""What every command shares for output: JSON printing, the common options and a subcommand."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 
@@ -34,3 +35,12 @@ def add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH|URL", default=None,
                    help="results store: a SQLite file or postgresql://USER@HOST:PORT/DB (password: "
                         "PGPASSWORD or ~/.pgpass); default: $HUGELAB_STORE, else ./hugelab.db")
+
+
+def action(sub: argparse._SubParsersAction, func: Callable[..., int], name: str, *,
+           help: str, description: str | None = None) -> argparse.ArgumentParser:  # noqa: A002
+    """The subcommand NAME of `sub`, run by `func`: its own options are added by the caller,
+    then --json (`add_json`) last."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.set_defaults(func=func)
+    return p

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
-from hugelab.cli.output import print_json
+from hugelab.cli.output import action, print_json
 from hugelab.errors import UsageError
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
@@ -22,36 +22,36 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                        "PostgreSQL database (postgresql://USER@HOST:PORT/DB, shared by a fleet). "
                        "Both have the same tables and named migrations.")
     ss = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
-    c = ss.add_parser("copy", help="copy runs from SRC into DST (a run DST has: only what changed)",
-                      description="Copies runs from one store into another, each run in one "
-                      "transaction: a laptop's runs into the team's PostgreSQL, or a fleet's "
-                      "runs into a SQLite file for offline analysis. A run DST already has (same "
-                      "experiment, same host label) gets the trials it lacks, the later "
-                      "attempts of trials retried since, and the source's run status: copying "
-                      "again never duplicates a trial. Passwords come from PGPASSWORD or "
-                      "~/.pgpass and are never shown.")
+    c = action(ss, cmd_copy, "copy",
+               help="copy runs from SRC into DST (a run DST has: only what changed)",
+               description="Copies runs from one store into another, each run in one "
+               "transaction: a laptop's runs into the team's PostgreSQL, or a fleet's "
+               "runs into a SQLite file for offline analysis. A run DST already has (same "
+               "experiment, same host label) gets the trials it lacks, the later "
+               "attempts of trials retried since, and the source's run status: copying "
+               "again never duplicates a trial. Passwords come from PGPASSWORD or "
+               "~/.pgpass and are never shown.")
     c.add_argument("src", metavar="SRC", help="store to read: a SQLite path or a postgresql:// URL")
     c.add_argument("dst", metavar="DST", help="store to write (created when missing)")
     c.add_argument("--run", type=int, action="append", metavar="ID",
                    help="copy only this run (repeatable; default: every run)")
     add_json(c)
-    c.set_defaults(func=cmd_copy)
-    i = ss.add_parser("info", help="engine, migrations, runs and connection security of a store")
+    i = action(ss, cmd_info, "info",
+               help="engine, migrations, runs and connection security of a store")
     add_store(i)
     add_json(i)
-    i.set_defaults(func=cmd_info)
-    f = ss.add_parser("flush", help="write the trials a run spooled while its store was away",
-                      description="A run whose PostgreSQL store went away (a restart, a "
-                      "failover) keeps the trials it measured meanwhile in a local spool "
-                      "(store-spool.db in hugelab's state directory, mode 0600) and writes them "
-                      "when the server is back; a run that stopped because the server stayed "
-                      "away longer than --store-outage leaves them there. This writes them, "
-                      "each trial exactly once (the next `hugelab run` on that store does the "
-                      "same). Passwords come from PGPASSWORD or ~/.pgpass.")
+    f = action(ss, cmd_flush, "flush",
+               help="write the trials a run spooled while its store was away",
+               description="A run whose PostgreSQL store went away (a restart, a "
+               "failover) keeps the trials it measured meanwhile in a local spool "
+               "(store-spool.db in hugelab's state directory, mode 0600) and writes them "
+               "when the server is back; a run that stopped because the server stayed "
+               "away longer than --store-outage leaves them there. This writes them, "
+               "each trial exactly once (the next `hugelab run` on that store does the "
+               "same). Passwords come from PGPASSWORD or ~/.pgpass.")
     f.add_argument("--store", metavar="URL", default=None,
                    help="only this store's trials (default: every store the spool names)")
     add_json(f)
-    f.set_defaults(func=cmd_flush)
 
 
 def cmd_copy(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from hugelab.cli.output import action
 from hugelab.errors import ExperimentError, UsageError
 from hugelab.experiment import Arm, Experiment, default_experiment, load_experiment
 from hugelab.experiment.where import locate
@@ -32,30 +33,31 @@ AddOpt = Callable[[argparse.ArgumentParser], None]
 def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
     vm = sub.add_parser("vm", help="guest tools: print the QEMU options or libvirt domain of an arm")
     vsub = vm.add_subparsers(dest="vm_command", metavar="ACTION", required=True)
-    _qemu_args(vsub, add_json)
-    _libvirt_xml(vsub, add_json)
-    _diff(vsub, add_json)
-    _demo_domain(vsub, add_json)
+    for build in (_qemu_args, _libvirt_xml, _diff, _demo_domain):
+        add_json(build(vsub))  # --json last, after each action's own options
 
-def _qemu_args(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    q = vsub.add_parser(
-        "qemu-args", help="print the QEMU command line hugelab uses for an arm's guest",
-        description="Prints the full qemu-system-x86_64 argv for ARM of EXPERIMENT: the guest "
-        "RAM backend (memory-backend-ram/file/memfd, prealloc, share, hugetlbsize), the guest "
-        "kernel command line (transparent_hugepage=, hugepagesz=/hugepages=), and the image-less "
-        "root (host / over virtio-9p, read-only). For a kind with a server (iperf3, redis, memcached) "
-        "the guest also gets a NIC on "
-        "user networking (restrict=on) with a 127.0.0.1 port forward to its server; the host "
-        "port shown is an example (each trial picks a free one). It shows the guest; it is "
-        "not a script: the run makes what the paths name (the initramfs, built and cached in "
-        "the state directory; the hugetlbfs mount of a file backing; sockets and logs), so "
-        "those paths are placeholders; -kernel shows the host's bzImage, where a run boots its "
-        "uncompressed image through QEMU's PVH entry (extracted once into the cache "
-        "directory); and accel = auto prints kvm unless --accel says tcg. "
-        "To start such a guest yourself, use `hugelab vm libvirt-xml` (its --initrd).")
+def _qemu_args(vsub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    q = action(vsub, cmd_qemu_args, "qemu-args",
+               help="print the QEMU command line hugelab uses for an arm's guest",
+               description="Prints the full qemu-system-x86_64 argv for ARM of EXPERIMENT: the "
+               "guest RAM backend (memory-backend-ram/file/memfd, prealloc, share, "
+               "hugetlbsize), the guest kernel command line (transparent_hugepage=, "
+               "hugepagesz=/hugepages=), and the image-less root (host / over "
+               "virtio-9p, read-only). For a kind with a server (iperf3, redis, "
+               "memcached) the guest also gets a NIC on user networking "
+               "(restrict=on) with a 127.0.0.1 port forward to its server; the host "
+               "port shown is an example (each trial picks a free one). It shows the "
+               "guest; it is not a script: the run makes what the paths name (the "
+               "initramfs, built and cached in the state directory; the hugetlbfs "
+               "mount of a file backing; sockets and logs), so those paths are "
+               "placeholders; -kernel shows the host's bzImage, where a run boots "
+               "its uncompressed image through QEMU's PVH entry (extracted once into "
+               "the cache directory); and accel = auto prints kvm unless --accel "
+               "says tcg. To start such a guest yourself, use `hugelab vm "
+               "libvirt-xml` (its --initrd).")
     _arm_guest_args(q, "accelerator to print for accel = auto (default: kvm)")
-    add_json(q)
-    q.set_defaults(func=cmd_qemu_args)
+    return q
+
 
 def _arm_guest_args(p: argparse.ArgumentParser, accel_help: str) -> None:
     """ARM [EXPERIMENT] [--accel]: the arm's guest that `qemu-args` and `libvirt-xml` print."""
@@ -63,61 +65,66 @@ def _arm_guest_args(p: argparse.ArgumentParser, accel_help: str) -> None:
     p.add_argument("experiment", type=Path, nargs="?", help="experiment file (default: built-in)")
     p.add_argument("--accel", choices=("kvm", "tcg"), default=None, help=accel_help)
 
-def _libvirt_xml(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    x = vsub.add_parser(
-        "libvirt-xml", help="print a libvirt domain XML for an arm's guest (for virsh define)",
-        description="Prints the libvirt <domain> of ARM's guest, the same guest `vm qemu-args` "
-        "prints: <memoryBacking> with <hugepages><page size=.../> and <source type='file'|"
-        "'memfd'/> for hugetlb-backed RAM (anon: none, THP follows the host), <access "
-        "mode='shared'/> for share, <allocation mode='immediate'/> for prealloc, <numatune> and "
-        "<cputune> pins, direct kernel boot with the guest command line, the host / read-only "
-        "over virtio-9p, the agent's virtio-serial channel and the serial console in a log "
-        "file. For file backing libvirt uses its own hugetlbfs mount (qemu.conf "
-        "hugetlbfs_mount). A NIC with 127.0.0.1 port forwards (iperf3, redis) is passed through "
-        "<qemu:commandline> (user networking, restrict=on). Use it with: virsh define FILE. "
-        "libvirt's QEMU runs as its own user: kernel and initrd must be readable by it.")
+def _libvirt_xml(vsub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    x = action(vsub, cmd_libvirt_xml, "libvirt-xml",
+               help="print a libvirt domain XML for an arm's guest (for virsh define)",
+               description="Prints the libvirt <domain> of ARM's guest, the same guest `vm "
+               "qemu-args` prints: <memoryBacking> with <hugepages><page size=.../> "
+               "and <source type='file'|'memfd'/> for hugetlb-backed RAM (anon: "
+               "none, THP follows the host), <access mode='shared'/> for share, "
+               "<allocation mode='immediate'/> for prealloc, <numatune> and "
+               "<cputune> pins, direct kernel boot with the guest command line, the "
+               "host / read-only over virtio-9p, the agent's virtio-serial channel "
+               "and the serial console in a log file. For file backing libvirt uses "
+               "its own hugetlbfs mount (qemu.conf hugetlbfs_mount). A NIC with "
+               "127.0.0.1 port forwards (iperf3, redis) is passed through "
+               "<qemu:commandline> (user networking, restrict=on). Use it with: "
+               "virsh define FILE. libvirt's QEMU runs as its own user: kernel and "
+               "initrd must be readable by it.")
     _arm_guest_args(x, "domain type for accel = auto: kvm, or tcg (type 'qemu') (default: kvm)")
     x.add_argument("--initrd", type=Path, default=None,
                    help="guest initramfs (default: build hugelab's, cached in the state dir; "
                    "copy it where libvirt's QEMU can read it)")
-    add_json(x)
-    x.set_defaults(func=cmd_libvirt_xml)
+    return x
 
-def _diff(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    d = vsub.add_parser(
-        "diff", help="show the change an arm makes to your own libvirt domain (vm domain = ...)",
-        description="For an arm whose [arms.vm] names a libvirt domain (domain = \"NAME\"), "
-        "prints a unified diff of the domain's persistent XML against the same domain with the "
-        "arm's guest memory: <memoryBacking> (hugepages and page size, source file or memfd, "
-        "allocation immediate, access shared), <memory> and <vcpu>. Apply it by hand with "
-        "`virsh edit NAME` to run that configuration yourself. hugelab itself never changes "
-        "the definition: each trial runs a transient copy with disk overlays.")
+
+def _diff(vsub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    d = action(vsub, cmd_diff, "diff",
+               help="show the change an arm makes to your own libvirt domain (vm domain = ...)",
+               description='For an arm whose [arms.vm] names a libvirt domain (domain = "NAME"), '
+               "prints a unified diff of the domain's persistent XML against the "
+               "same domain with the arm's guest memory: <memoryBacking> (hugepages "
+               "and page size, source file or memfd, allocation immediate, access "
+               "shared), <memory> and <vcpu>. Apply it by hand with `virsh edit "
+               "NAME` to run that configuration yourself. hugelab itself never "
+               "changes the definition: each trial runs a transient copy with disk "
+               "overlays.")
     d.add_argument("arm", help="arm (or cell) name")
     d.add_argument("experiment", type=Path, help="experiment file")
-    add_json(d)
-    d.set_defaults(func=cmd_diff)
+    return d
 
-def _demo_domain(vsub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    m = vsub.add_parser(
-        "demo-domain", help="build a small Debian image and define a libvirt domain booting it",
-        description="Builds hugelab's Debian bookworm guest image with debootstrap "
-        "(qemu-guest-agent, sysbench, stress-ng, an SSH server, PostgreSQL, MariaDB, Redis, "
-        "memcached "
-        "and a JRE for server arms in the guest; a few minutes the first time, "
-        "then cached by its recipe in /var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it "
-        "where libvirt's QEMU can read it and defines domain NAME booting it directly from its "
-        "kernel and initrd, its sshd taking hugelab's own key (made once in the state "
-        "directory, ssh/id_ed25519). For trying `domain = NAME` in an experiment when you have "
-        "no VM at hand. A domain of that name defined from the same image and key is left as "
-        "it is; one of the same image with another key (another state directory's) is defined "
-        "again for this key, its copies kept; one of an older image is copied and defined "
-        "again; any other is refused.")
+
+def _demo_domain(vsub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    m = action(vsub, cmd_demo_domain, "demo-domain",
+               help="build a small Debian image and define a libvirt domain booting it",
+               description="Builds hugelab's Debian bookworm guest image with debootstrap "
+               "(qemu-guest-agent, sysbench, stress-ng, an SSH server, PostgreSQL, "
+               "MariaDB, Redis, memcached and a JRE for server arms in the guest; a "
+               "few minutes the first time, then cached by its recipe in "
+               "/var/cache/hugelab or $HUGELAB_CACHE_DIR), copies it where libvirt's "
+               "QEMU can read it and defines domain NAME booting it directly from "
+               "its kernel and initrd, its sshd taking hugelab's own key (made once "
+               "in the state directory, ssh/id_ed25519). For trying `domain = NAME` "
+               "in an experiment when you have no VM at hand. A domain of that name "
+               "defined from the same image and key is left as it is; one of the "
+               "same image with another key (another state directory's) is defined "
+               "again for this key, its copies kept; one of an older image is copied "
+               "and defined again; any other is refused.")
     m.add_argument("name", nargs="?", default="hugelab-demo-debian", help="domain name")
     m.add_argument("--uri", default="qemu:///system", help="libvirt URI (qemu:///system)")
     m.add_argument("--accel", choices=("kvm", "tcg"), default="tcg",
                    help="domain type: kvm, or tcg (type 'qemu', the default: works anywhere)")
-    add_json(m)
-    m.set_defaults(func=cmd_demo_domain)
+    return m
 
 
 def _arm_named(exp: Experiment, name: str) -> Arm:
