@@ -22,6 +22,7 @@ Standard library only, over identity.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -191,6 +192,47 @@ def _flock(path: Path, blocking: bool = True) -> Iterator[bool]:
         os.close(fd)  # closing releases the lock
 
 
+@dataclasses.dataclass(frozen=True)
+class Cached:
+    """A template as `TemplateCache.entries` finds it: `busy` while a live process builds or
+    holds it (`drop` then leaves it)."""
+
+    key: str
+    path: Path
+    bytes: int
+    built: float  # its mtime, seconds since the epoch
+    busy: bool
+
+
+def _locked(path: Path) -> bool:
+    """Whether a live process holds a lock on the file `path` (shared or not); a missing file
+    is not locked and is not made."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def disk_bytes(path: Path) -> int:
+    """What `path` takes on disk (allocated blocks, as du counts them; a sparse overlay only
+    what it holds), through every directory below it, links not followed."""
+    st = path.lstat()
+    total = st.st_blocks * 512
+    if path.is_dir() and not path.is_symlink():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
 class TemplateCache:
     """Templates under `root` by key, each built once (see the module docstring)."""
 
@@ -235,8 +277,27 @@ class TemplateCache:
         with _flock(self.root / f"{key}{LOCK_SUFFIX}", blocking=False) as taken, \
                 _flock(self.root / f"{key}{USE_SUFFIX}", blocking=False) as unused:
             if taken and unused:
-                shutil.rmtree(self.root / key, ignore_errors=True)
+                path = self.root / key
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
         return taken and unused
+
+    def entries(self) -> list[Cached]:
+        """Every whole template (no half-built one), with its size and whether a live process
+        builds or holds it; read-only (no lock is taken or made)."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for path in sorted(self.root.iterdir()):
+            if path.name.endswith((LOCK_SUFFIX, USE_SUFFIX, TMP_SUFFIX)) or \
+                    path.name.startswith("."):
+                continue
+            busy = _locked(self.root / f"{path.name}{LOCK_SUFFIX}") or \
+                _locked(self.root / f"{path.name}{USE_SUFFIX}")
+            out.append(Cached(path.name, path, disk_bytes(path), path.stat().st_mtime, busy))
+        return out
 
     def sweep(self) -> list[str]:
         """Half-built templates (a run killed while building one) removed, unless a live

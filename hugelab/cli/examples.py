@@ -45,6 +45,10 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "hugelab store info": ("hugelab store info --store hugelab.db", "engine, migrations, runs"),
     "hugelab store flush": ("hugelab store flush --store postgresql://me@db:5432/hugelab",
                             "write trials spooled while the store was away"),
+    "hugelab cache": ("hugelab cache list", "what hugelab keeps built on disk, and its size"),
+    "hugelab cache list": ("hugelab cache list --json", "every entry, for a script"),
+    "hugelab cache clear": ("hugelab cache clear postgres layers --dry-run",
+                            "what removing every PostgreSQL template and layer would free"),
     "hugelab fleet": ("hugelab fleet run -i examples/fleet-hosts.ini examples/fleet-1g.toml "
                       "--store postgresql://me@db:5432/hugelab", "one experiment on every host"),
     "hugelab fleet run": ("hugelab fleet run -i examples/fleet-hosts.ini examples/fleet-1g.toml "

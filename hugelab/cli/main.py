@@ -29,7 +29,7 @@ Examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hugelab.cli import compare, fleet, host, imports, plan, report, run, store, vm
+    from hugelab.cli import cache, compare, fleet, host, imports, plan, report, run, store, vm
 
     parser = argparse.ArgumentParser(
         prog="hugelab", description="What do huge pages buy this workload, on this host and "
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.register(sub, add_json, add_store)
     store.register(sub, add_json, add_store)
     fleet.register(sub, add_json)
+    cache.register(sub, add_json)
     attach(parser)
     return parser
 
