@@ -216,3 +216,25 @@ def test_known_hosts_line_brackets_only_other_ports():
     assert known_hosts_line("127.0.0.1", 2222, "ssh-ed25519 AAAA c") == \
         "[127.0.0.1]:2222 ssh-ed25519 AAAA\n"
     assert known_hosts_line("h", 22, "ssh-ed25519 AAAA") == "h ssh-ed25519 AAAA\n"
+
+
+def test_a_boot_probe_to_a_port_that_never_greets_gives_up_at_its_own_short_timeout():
+    """Before a guest's network is up, QEMU's user networking accepts the host's connection and
+    never greets (no banner): a boot's probe waits PROBE_CONNECT_S for it, every other command
+    CONNECT_S (what ssh says it waited for is the reference)."""
+    import socket
+
+    from hugelab.vm.domains import ssh as sshmod
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)  # accepted by the kernel, never answered
+        conn = Ssh(mute.getsockname()[1])
+        try:
+            why = conn.ready()
+            assert why is not None and "banner exchange" in why, why
+            probe = conn.argv(["true"], sshmod.PROBE_CONNECT_S)
+            assert f"ConnectTimeout={sshmod.PROBE_CONNECT_S}" in probe
+            assert f"ConnectTimeout={sshmod.CONNECT_S}" in conn.argv(["true"])
+            assert sshmod.PROBE_CONNECT_S < sshmod.CONNECT_S
+        finally:
+            conn.close()

@@ -38,6 +38,9 @@ from hugelab.workloads.base import ExecResult
 
 ROUND_TRIP_S = 30.0  # one small command (cat, kill, command -v)
 CONNECT_S = 5
+# a boot's probe: one made before the guest's network is up hangs until this (slirp holds the
+# host's side open), so it is short, or the copy's first answer comes seconds after its sshd's
+PROBE_CONNECT_S = 2
 DIR_PREFIX = "hugelab-ssh-"
 OWNER = "owner"  # in each directory: "PID STARTTIME BOOT_ID" of the hugelab that made it
 UNOWNED_GRACE_S = 600  # a directory without an owner file (just made, or by an older hugelab)
@@ -65,12 +68,12 @@ class Ssh:
             with open(f"{self.dir}/known_hosts", "w", encoding="ascii") as f:
                 f.write(known_hosts_line(host, port, self.host_key))
 
-    def options(self) -> list[str]:
+    def options(self, connect_s: int = CONNECT_S) -> list[str]:
         opts = {"BatchMode": "yes",
                 "StrictHostKeyChecking": "yes" if self.host_key else "accept-new",
                 "UserKnownHostsFile": f"{self.dir}/known_hosts", "GlobalKnownHostsFile":
                 "/dev/null", "ControlMaster": "auto", "ControlPath": f"{self.dir}/master",
-                "ControlPersist": "60", "ConnectTimeout": str(CONNECT_S), "LogLevel": "ERROR",
+                "ControlPersist": "60", "ConnectTimeout": str(connect_s), "LogLevel": "ERROR",
                 "ServerAliveInterval": "15"}
         if self.key:
             opts["IdentitiesOnly"] = "yes"
@@ -81,15 +84,17 @@ class Ssh:
             out += ["-i", self.key]
         return out
 
-    def argv(self, remote: list[str]) -> list[str]:
+    def argv(self, remote: list[str], connect_s: int = CONNECT_S) -> list[str]:
         """ssh's argv running `remote` (argv in the guest) as one quoted command string."""
-        return [self.ssh, *self.options(), f"{self.user}@{self.host}", "--",
+        return [self.ssh, *self.options(connect_s), f"{self.user}@{self.host}", "--",
                 shlex.join(remote)]
 
     def run(self, remote: list[str], *, data: bytes | None = None,
-            timeout: float = ROUND_TRIP_S) -> subprocess.CompletedProcess[bytes]:
+            timeout: float = ROUND_TRIP_S, connect_s: int = CONNECT_S
+            ) -> subprocess.CompletedProcess[bytes]:
         try:
-            return run_bytes(self.argv(remote), input=data, check=False, timeout=timeout)
+            return run_bytes(self.argv(remote, connect_s), input=data, check=False,
+                             timeout=timeout)
         except CommandError as exc:  # without check, only a timeout
             raise SshError(f"ssh {self.user}@{self.host}:{self.port}: "
                            f"{shlex.join(remote[:2])} did not end within {timeout:.0f}s") from exc
@@ -97,7 +102,7 @@ class Ssh:
     def ready(self) -> str | None:
         """None when the guest's SSH server lets us in, else why not (ssh's last words)."""
         try:
-            cp = self.run(["true"], timeout=CONNECT_S * 3)
+            cp = self.run(["true"], timeout=CONNECT_S * 3, connect_s=PROBE_CONNECT_S)
         except SshError as exc:
             return exc.message
         if cp.returncode == 0:
