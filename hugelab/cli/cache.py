@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hugelab import owned
-from hugelab.cli.output import action, print_json
+from hugelab.cli.output import action, group, print_json
 from hugelab.errors import NotRootError, UsageError
 from hugelab.units import amount
 
@@ -135,14 +135,13 @@ def clear(names: list[str], everything: bool, dry_run: bool) -> list[dict[str, A
 
 
 def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    p = sub.add_parser("cache", help="what hugelab keeps built on disk; remove it",
-                       description="hugelab builds some things once and keeps them: database "
-                       "templates, the demo image, guest kernels, the KVM probe's answers (in "
-                       "/var/cache/hugelab or $HUGELAB_CACHE_DIR) and users' domains' layers "
-                       "(/var/lib/libvirt/images/hugelab-layers). Nothing is removed by itself "
-                       "but a domain's stale layers: these commands show them and free the "
-                       "space. A run rebuilds what it needs that is gone.")
-    cs = p.add_subparsers(dest="cache_command", metavar="SUBCOMMAND", required=True)
+    cs = group(sub, "cache", help="what hugelab keeps built on disk; remove it",
+               description="hugelab builds some things once and keeps them: database "
+               "templates, the demo image, guest kernels, the KVM probe's answers (in "
+               "/var/cache/hugelab or $HUGELAB_CACHE_DIR) and users' domains' layers "
+               "(/var/lib/libvirt/images/hugelab-layers). Nothing is removed by itself "
+               "but a domain's stale layers: these commands show them and free the "
+               "space. A run rebuilds what it needs that is gone.")
     ls = action(cs, cmd_list, "list", help="every cached entry: its area, size, age, use",
                 description="Lists every entry of every area, with what it holds, its size on "
                 "disk and when it was built; `busy` when a live run builds or uses it. "

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 
-from hugelab.cli.output import action, print_json
+from hugelab.cli.output import action, group, print_json
 from hugelab.cli.run import DEFAULT_OUTAGE_S, outage_arg
 from hugelab.errors import UsageError
 
@@ -24,16 +24,15 @@ POLL_S = 2.0  # how often the shared store is asked for each host's trial count
 
 
 def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
-    p = sub.add_parser("fleet", help="run one experiment on many hosts (Ansible) into one store",
-                       description="Many hosts, one answer: Ansible (over SSH, with the "
-                       "credentials of your inventory, ~/.ssh, ssh-agent or vault) installs "
-                       "hugelab on every host with its ./bootstrap, copies the experiment, "
-                       "selects out the hosts that cannot run an arm (no pdpe1gb, too little "
-                       "memory for a pool, no KVM: before any change, with the reason), runs it "
-                       "on the others in parallel, each host its own run labelled by its "
-                       "inventory name, and recovers a host whose run fails. Then `hugelab "
-                       "report --store URL --experiment NAME` merges them.")
-    fs = p.add_subparsers(dest="fleet_command", metavar="SUBCOMMAND", required=True)
+    fs = group(sub, "fleet", help="run one experiment on many hosts (Ansible) into one store",
+               description="Many hosts, one answer: Ansible (over SSH, with the "
+               "credentials of your inventory, ~/.ssh, ssh-agent or vault) installs "
+               "hugelab on every host with its ./bootstrap, copies the experiment, "
+               "selects out the hosts that cannot run an arm (no pdpe1gb, too little "
+               "memory for a pool, no KVM: before any change, with the reason), runs it "
+               "on the others in parallel, each host its own run labelled by its "
+               "inventory name, and recovers a host whose run fails. Then `hugelab "
+               "report --store URL --experiment NAME` merges them.")
     r = action(fs, cmd_fleet_run, "run", help="run EXPERIMENT on every host of INVENTORY",
                description="Runs EXPERIMENT on every host of an Ansible inventory. "
                "Running the same command again resumes every host where it stopped "

@@ -44,3 +44,11 @@ def action(sub: argparse._SubParsersAction, func: Callable[..., int], name: str,
     p = sub.add_parser(name, help=help, description=description)
     p.set_defaults(func=func)
     return p
+
+
+def group(sub: argparse._SubParsersAction, name: str, *, help: str,  # noqa: A002
+          description: str | None = None, metavar: str = "SUBCOMMAND"
+          ) -> argparse._SubParsersAction:
+    """The command NAME of `sub` whose work is done by its own subcommands (`action`)."""
+    p = sub.add_parser(name, help=help, description=description)
+    return p.add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)

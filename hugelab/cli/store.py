@@ -10,18 +10,17 @@ from dataclasses import asdict
 from rich.console import Console
 from rich.table import Table
 
-from hugelab.cli.output import action, print_json
+from hugelab.cli.output import action, group, print_json
 from hugelab.errors import UsageError
 
 AddOpt = Callable[[argparse.ArgumentParser], None]
 
 
 def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOpt) -> None:
-    p = sub.add_parser("store", help="copy runs between stores (SQLite, PostgreSQL); store info",
-                       description="A store is a SQLite file (one host, the default) or a "
-                       "PostgreSQL database (postgresql://USER@HOST:PORT/DB, shared by a fleet). "
-                       "Both have the same tables and named migrations.")
-    ss = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND", required=True)
+    ss = group(sub, "store", help="copy runs between stores (SQLite, PostgreSQL); store info",
+               description="A store is a SQLite file (one host, the default) or a "
+               "PostgreSQL database (postgresql://USER@HOST:PORT/DB, shared by a fleet). "
+               "Both have the same tables and named migrations.")
     c = action(ss, cmd_copy, "copy",
                help="copy runs from SRC into DST (a run DST has: only what changed)",
                description="Copies runs from one store into another, each run in one "
