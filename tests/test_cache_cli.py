@@ -113,6 +113,25 @@ def test_the_command_lists_this_hosts_caches_as_json(tmp_path):
     r = subprocess.run([*HUGELAB, "cache", "list", "--json"], capture_output=True, text=True,
                        env=env, check=False)
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)  # the host's layers only: the cache directory is empty
-    assert {row["area"] for row in rows} <= {"layers"}
-    assert all(row["bytes"] > 0 and row["what"] for row in rows)
+    out = json.loads(r.stdout)  # the host's layers only: the cache directory is empty
+    assert {row["area"] for row in out["entries"]} <= {"layers"}
+    assert all(row["bytes"] > 0 and row["what"] for row in out["entries"])
+    assert out["unreadable"] == []  # root
+
+
+def test_a_user_who_cannot_read_an_area_is_told_so(areas, monkeypatch, capsys):
+    """Not root: the cache directory's folders are root's (0700); the listing says which it
+    could not read rather than "nothing cached"."""
+    pg = areas / "cache" / "postgres"
+    monkeypatch.setattr("os.access", lambda path, mode: Path(path) != pg)
+    real = owned.TemplateCache.entries
+
+    def entries(self):
+        if self.root == pg:
+            raise PermissionError(13, "Permission denied", str(pg))
+        return real(self)
+    monkeypatch.setattr(owned.TemplateCache, "entries", entries)
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{pg}: not readable by this user" in out and "postgres/" not in out
+    assert "layers/cccc" in out

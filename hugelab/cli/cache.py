@@ -59,11 +59,22 @@ def _what(area: Area, entry: owned.Cached) -> str:
     return area.holds
 
 
+def unreadable() -> list[str]:
+    """The folders this user cannot list (not root: the cache directory and the layers are
+    root's), so that a listing without them does not read as "nothing cached"."""
+    folders = [owned.cache_path(), *(a.root for a in areas())]
+    return [str(f) for f in folders if os.path.lexists(f) and not os.access(f, os.R_OK | os.X_OK)]
+
+
 def listing() -> list[dict[str, Any]]:
-    """Every cached entry of every area (read-only)."""
+    """Every cached entry of every area this user can read (read-only)."""
     out = []
     for area in areas():
-        for e in owned.TemplateCache(area.root).entries():
+        try:
+            found = owned.TemplateCache(area.root).entries()
+        except PermissionError:
+            continue  # said by `unreadable`
+        for e in found:
             out.append({"area": area.name, "key": e.key, "path": str(e.path), "bytes": e.bytes,
                         "built": time.strftime("%Y-%m-%d %H:%M", time.localtime(e.built)),
                         "busy": e.busy or _image_building(area),
@@ -159,12 +170,14 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    rows = listing()
+    rows, hidden = listing(), unreadable()
     if args.json:
-        print_json(rows)
+        print_json({"entries": rows, "unreadable": hidden})
         return 0
+    for folder in hidden:
+        print(f"{folder}: not readable by this user (root's): run as root to see its entries")
     if not rows:
-        print("nothing cached")
+        print("nothing cached" + (" that this user can read" if hidden else ""))
         return 0
     for r in rows:
         busy = "  busy" if r["busy"] else ""
