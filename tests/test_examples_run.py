@@ -38,6 +38,13 @@ def stalled_by_the_hypervisor(trial: dict) -> bool:
     return trial["status"] == "flagged" and bad == {"measurement"} and steal >= 0.2
 
 
+def _shown(store: Path, capsys) -> dict:
+    """The run as `hugelab show 1 --json` gives it (in this process)."""
+    rc, out, err = cli(["show", "1", "--store", str(store), "--json"], capsys)
+    assert rc == 0, err
+    return json.loads(out)
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_path, capsys,
                                                                    monkeypatch):
@@ -51,18 +58,25 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     before, procs = host_state(), workload_processes()
     store = tmp_path / "s.db"
     blocks = BLOCKS.get(path.stem, 1)
-    r = subprocess.run([*HUGELAB, "run", str(path), "--blocks", str(blocks), "--store", str(store)],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "Traceback" not in r.stdout + r.stderr
-    assert host_state() == before and workload_processes() == procs
+    argv = [*HUGELAB, "run", str(path), "--blocks", str(blocks), "--store", str(store)]
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     # what a user reads after: through hugelab's own main, in this process (the run above is
     # the user's process; a report's own child would add 1.2 s of imports per example)
     monkeypatch.setenv("HUGELAB_STATE_DIR", env["HUGELAB_STATE_DIR"])
     capsys.readouterr()  # only what the commands below print
-    rc, shown, err = cli(["show", "1", "--store", str(store), "--json"], capsys)
-    assert rc == 0, err
-    trials = json.loads(shown)["trials"]
+    if r.returncode != 0 and "no ok trial for arm(s)" in r.stdout + r.stderr and all(
+            stalled_by_the_hypervisor(t) for t in _shown(store, capsys)["trials"]):
+        # every trial flagged by hugelab for the hypervisor's stall (redis-thp-interleaved at
+        # 32% steal, the fresh-clone run of 2026-12-01): the machine's, not the example's; the
+        # example runs once more on a fresh store, and must then pass as any other
+        store.unlink()
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert host_state() == before and workload_processes() == procs
+    shown = _shown(store, capsys)
+    trials = shown["trials"]
     arms = {t["arm"] for t in trials}
     assert len({(t["block"], t["arm"]) for t in trials}) == blocks * len(arms)
     for t in trials:
@@ -93,7 +107,7 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     md = (tmp_path / "r.md").read_text()
     assert "Cost record per arm" in md and ("What it costs" in md) == bool(
         report["costs"]["entries"]), exp
-    factors = [f for f in (json.loads(shown)["run"]["experiment"].get("factors") or [])
+    factors = [f for f in (shown["run"]["experiment"].get("factors") or [])
                if not f["scenario"]]
     if factors:  # a factorial example: every arm factor has a main effect, pairs interact
         fact = report["factorial"]
