@@ -9,7 +9,6 @@ reading its count mid-load.)"""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis.snapshot import snapshot, snapshot_key
-from tests.helpers import HUGELAB, run_past_a_stall, stalled_by_the_hypervisor
+from tests.helpers import HUGELAB, run_past_a_stall, shown_trials, stalled_by_the_hypervisor
 from tests.hostguard import workload_processes
 
 pytestmark = [pytest.mark.server, pytest.mark.skipif(
@@ -105,10 +104,7 @@ def test_a_request_level_run_says_its_servers_loaded_the_snapshot(tmp_path):
     r = run_past_a_stall([*HUGELAB, "run", "e.toml", "--store", "s.db"], Path("s.db"), env=env,
                          cwd=tmp_path, timeout=600)  # once more if the machine stalled it
     assert r.returncode == 0, r.stdout + r.stderr
-    shown = json.loads(subprocess.run([*HUGELAB, "show", "1", "--store", "s.db", "--json"],
-                                      capture_output=True, text=True, env=env, cwd=tmp_path,
-                                      check=True).stdout)
-    trials = shown["trials"]
+    trials = shown_trials(tmp_path / "s.db", env)
     assert len(trials) == 4 and all(t["status"] == "ok" or stalled_by_the_hypervisor(t)
                                     for t in trials), trials
     for t in trials:  # a stalled trial's servers loaded the snapshot as well
