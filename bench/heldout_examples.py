@@ -5,14 +5,15 @@
         [--out results.json] [--keep DIR]
     PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py --stores STORE...
 
-Each run is the command the example's own comment gives, `hugelab run examples/X.toml
---until-verdict --alpha 0.01 --margin 0.01`, on a copy of the file with only `seed` and `name`
-changed. Per run it prints every comparison's sequential decision at the last look, the
-report's effect and interval, the blocks run, the minutes and the blocks the report flagged as
-run under high machine load, so a miss is quoted with the load it ran under, and the A/A
-twin's start-order split (`start_order_split`; `--stores` summarizes kept stores). Every
-run is printed, misses included. It takes the host test lock for each run and lets it go between
-runs, so it never runs beside the suite's host tests and never stalls them for a whole series.
+Each run is the command the example's own comment gives (`#   hugelab run examples/X.toml
+--until-verdict --alpha 0.01 --margin 0.01 ...`: its arguments after the file, read from the
+comment), on a copy of the file with only `seed` and `name` changed. Per run it prints every
+comparison's sequential decision at the last look, the report's effect and interval, the
+blocks run, the minutes and the blocks the report flagged as run under high machine load, so a
+miss is quoted with the load it ran under, and the A/A twin's start-order split
+(`start_order_split`; `--stores` summarizes kept stores). Every run is printed, misses
+included. It takes the host test lock for each run and lets it go between runs, so it never
+runs beside the suite's host tests and never stalls them for a whole series.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import fcntl
 import json
 import math
 import re
+import shlex
 import sqlite3
 import subprocess
 import tempfile
@@ -36,7 +38,15 @@ from hugelab.trial.load import high_load
 LOCK = "/run/lock/hugelab-tests-host.lock"
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
-ARGS = ["--until-verdict", "--alpha", "0.01", "--margin", "0.01"]
+
+
+def comment_args(text: str, name: str) -> list[str]:
+    """The arguments after the file in the `hugelab run examples/NAME.toml ...` line of the
+    example's own comment: the command a user copies."""
+    found = re.search(rf"(?m)^#\s+hugelab run examples/{re.escape(name)}\.toml (.+)$", text)
+    if found is None or "--until-verdict" not in found.group(1):
+        raise SystemExit(f"{name}: its comment gives no `hugelab run ... --until-verdict` command")
+    return shlex.split(found.group(1))
 
 
 def held_out(text: str, name: str, seed: int) -> str:
@@ -139,8 +149,9 @@ def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
 
 def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
     exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
-    exp.write_text(held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed))
-    rep, error, minutes = run_and_report(exp, store, ARGS, 1800)
+    text = (ROOT / "examples" / f"{example}.toml").read_text()
+    exp.write_text(held_out(text, example, seed))
+    rep, error, minutes = run_and_report(exp, store, comment_args(text, example), 1800)
     if rep is None:
         return {"example": example, "seed": seed, "error": error, "minutes": round(minutes, 2)}
     return {"example": example, "seed": seed, "minutes": round(minutes, 2),
