@@ -33,6 +33,7 @@ from typing import Any
 from cli_runs import HUGELAB, run_and_report
 from scipy import stats
 
+from hugelab.host import buddyinfo
 from hugelab.trial.load import high_load
 
 LOCK = "/run/lock/hugelab-tests-host.lock"
@@ -158,6 +159,18 @@ def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
             **summary(rep, store)}
 
 
+def free_memory(compact: bool) -> dict[str, Any]:
+    """The host's free memory as the run finds it: the share that is not in free 2 MiB blocks
+    (the unusable index) and the MiB in pieces of 32 KiB and less, where a fresh server's small
+    pages come from first (after compacting, with `compact`)."""
+    if compact:
+        Path("/proc/sys/vm/compact_memory").write_text("1")
+    snap = buddyinfo.read()
+    small = snap.free_kb() - snap.free_kb(min_order=4)
+    return {"compacted": compact, "unusable_2m": round(snap.unusable(9) or 0.0, 3),
+            "small_free_mib": small // 1024}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", default=DEFAULT)
@@ -165,6 +178,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--keep", type=Path, help="keep each run's experiment file and store here "
                     "(default: a temporary directory, removed at the end)")
+    ap.add_argument("--compact", action="store_true",
+                    help="compact the host's memory before each run (/proc/sys/vm/"
+                    "compact_memory): a diagnosis of where fresh instances' pages come from")
     ap.add_argument("--stores", type=Path, nargs="+", metavar="STORE",
                     help="only summarize these kept stores' finished runs (no run; minutes "
                     "from the run's own start and finish)")
@@ -185,7 +201,7 @@ def main() -> int:
             for seed in (int(s) for s in args.seeds.split(",")):
                 fcntl.flock(lock, fcntl.LOCK_EX)  # per run: the suite's host tests go between
                 try:
-                    r = one_run(example, seed, where)
+                    r = {**free_memory(args.compact), **one_run(example, seed, where)}
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
                 results.append(r)
