@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.host, pytest.mark.slow]
 FACTORIAL = """\
 name = "native-factorial"
 seed = 11
-blocks = 12
+blocks = 6
 
 [workload]
 kind = "hugelab-mem"
@@ -44,7 +44,7 @@ def test_native_factorial_end_to_end(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stderr
     assert host_state() == before and workload_processes() == procs
     run = json.loads(r.stdout)
-    assert len(run["arms"]) == 8 and all(a["n"] == 12 for a in run["arms"]), run["arms"]
+    assert len(run["arms"]) == 8 and all(a["n"] == 6 for a in run["arms"]), run["arms"]
     assert run["factorial"]["summary"].startswith("By size of effect")
 
     rep = json.loads(subprocess.run([*HUGELAB, "report", "--store", "s.db", "--json"],
@@ -55,7 +55,7 @@ def test_native_factorial_end_to_end(tmp_path, monkeypatch):
     assert set(main) == {(f, s) for f in ("thp", "backing")
                          for s in ("overall", "threads=1", "threads=2")}
     # machinery, not noise: a verdict on the backing's main effect is reached by the rules
-    # (on this shared VM 12 blocks of 0.2 s read it `faster` or `inconclusive`, issue 20)
+    # (on this shared VM 6-12 blocks of 0.2 s read it `faster` or `inconclusive`, issue 20)
     backing = main[("backing", "overall")]
     assert backing["level"] == "thp" and backing["base_level"] == "4k"
     assert backing["verdict"] in ("faster", "slower", "equivalent", "inconclusive"), backing
