@@ -306,3 +306,22 @@ def test_probe_accel_falls_back_and_caches(tmp_path, monkeypatch):
     assert probe_accel(KERNEL) == accel and "cached" in (probe_reason(KERNEL) or "")
     (kept,) = (tmp_path / "cache" / "accel").glob("*.json")
     assert kept.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_guest_silent_on_its_console_fails_at_the_silence_limit_not_the_boot_timeout(
+        tmp_path):
+    """The KVM probe's early answer: a QEMU that runs but whose guest prints nothing (here a
+    real QEMU started with its CPUs stopped, `-S`, as a kernel this KVM cannot run spins) is a
+    failed boot once the console has been silent for console_silence_s, long before the boot
+    timeout, and leaves no QEMU behind."""
+    paused = tmp_path / "qemu-paused"
+    paused.write_text('#!/bin/sh\nexec /usr/bin/qemu-system-x86_64 -S "$@"\n')
+    paused.chmod(0o755)
+    t0 = time.monotonic()
+    with pytest.raises(VMError, match="printed nothing on its console within 2s"):
+        Guest(spec(), boot_timeout=120, qemu=str(paused), console_silence_s=2.0).start()
+    assert time.monotonic() - t0 < 60  # not the 120 s timeout
+    assert not qemu_children()
+    # and a guest that speaks passes the same limit (our init prints first thing)
+    with Guest(spec(), console_silence_s=30.0) as g:
+        assert "hugelab-init" in g.serial_log()

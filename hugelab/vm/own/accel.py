@@ -5,8 +5,9 @@ the probe boots a small guest under KVM and waits for the agent's answer (the bo
 passed in, `boot`: hugelab.vm.own.guest.probe_accel passes its own, so this module needs no Guest). The answer is cached per
 kernel image for the life of the process; `probe_reason()` says why.
 
-A probe that fails waits for its whole timeout (a kernel that cannot run under this KVM never
-answers), so the answer is also kept on disk, in the cache directory's `accel/`, keyed by what
+A probe that fails waits until its guest has been silent on the console for PROBE_SILENCE_S (a
+kernel that cannot run under this KVM never prints a line), or for its whole timeout when the
+guest prints but its agent never answers; so the answer is also kept on disk, in the cache directory's `accel/`, keyed by what
 decides it: the kernel image's content, the QEMU binary (path, size, mtime), /dev/kvm's state
 and the host's boot (its boot_id). A host rebooted, a new kernel or QEMU, or /dev/kvm changed
 probes again; a cached answer's reason says when it was probed. Deleting the directory forces a
@@ -28,6 +29,10 @@ from pathlib import Path
 from hugelab import owned
 
 PROBE_TIMEOUT_S = 30.0
+# A probe guest whose console stays empty this long failed: under a working KVM the kernel
+# reaches our init, which prints first thing, in about a second; a kernel that cannot run
+# under this KVM spins silently (PVM's /dev/kvm with a distro kernel) and never would.
+PROBE_SILENCE_S = 10.0
 _CACHE: dict[tuple[str, str], tuple[str, str]] = {}
 _LOCK = threading.Lock()  # guests starting together probe once
 

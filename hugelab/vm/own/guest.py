@@ -58,11 +58,14 @@ class Guest:
 
     def __init__(self, spec: VmSpec, *, name: str = "vm0", boot_timeout: float | None = None,
                  qemu: str = "qemu-system-x86_64", state: Path | str | None = None,
-                 python: str = "/usr/bin/python3") -> None:
+                 python: str = "/usr/bin/python3", console_silence_s: float | None = None) -> None:
         validate(spec)
         self.spec = spec
         self.name = name
         self.boot_timeout = boot_timeout
+        # a boot whose console stays empty this long has failed (the KVM probe: a kernel this
+        # KVM cannot run spins without a line, and would otherwise hold the whole timeout)
+        self.console_silence_s = console_silence_s
         self.qemu = qemu
         self._state = Path(state) if state is not None else None
         self.python = python
@@ -195,7 +198,24 @@ class Guest:
         self._wait_for_socket(paths.qmp_socket, deadline)
         self._qmp = qmp_connect(str(paths.qmp_socket), deadline, self.alive)
         self._qmp.settimeout(30.0)
+        if self.console_silence_s is not None:
+            self._wait_for_console(paths.serial_log, min(deadline, t0 + self.console_silence_s))
         self._connect_agent(paths.agent_socket, t0, timeout, accel)
+
+    def _wait_for_console(self, log: Path, deadline: float) -> None:
+        """The guest's first console line before `deadline` (our init says "hugelab-init: ..."
+        first thing), else the boot has failed: QEMU runs, the guest prints nothing."""
+        def spoke() -> bool:
+            try:
+                return log.stat().st_size > 0
+            except OSError:
+                return False
+        if not wait_for(spoke, deadline - time.monotonic(), interval_s=0.05,
+                        unless=lambda: not self.alive()):
+            if not self.alive():
+                raise VMError("QEMU exited during boot")
+            raise VMError(f"the guest printed nothing on its console within "
+                          f"{self.console_silence_s:.0f}s")
 
     def _connect_agent(self, socket: Path, t0: float, timeout: float, accel: str) -> None:
         """hugelab's agent answers on `socket` before t0 + timeout; then the guest layer."""
@@ -247,10 +267,13 @@ class Guest:
 
 
 def _boot_probe(kernel: Path, qemu: str, timeout: float) -> str | None:
-    """Boot a small guest under KVM and run /bin/true; None on success, else why not."""
+    """Boot a small guest under KVM and run /bin/true; None on success, else why not. A guest
+    silent on its console for accel.PROBE_SILENCE_S has failed: under a working KVM our init
+    speaks within a second or two; a kernel this KVM cannot run never does."""
     spec = VmSpec(mem_mib=256, vcpus=1, accel="kvm", kernel=str(kernel))
     try:
-        with Guest(spec, name="kvm-probe", boot_timeout=timeout, qemu=qemu) as g:
+        with Guest(spec, name="kvm-probe", boot_timeout=timeout, qemu=qemu,
+                   console_silence_s=min(timeout, accel.PROBE_SILENCE_S)) as g:
             if g.target.exec(["/bin/true"], timeout=timeout).returncode != 0:
                 return "probe guest booted under KVM but could not run /bin/true"
     except VMError as exc:
