@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from hugelab.vm.domains import image as img
@@ -38,19 +37,13 @@ def virsh(*args: str, check: bool = True, timeout: float = 120) -> subprocess.Co
 
 def start_daemons() -> None:
     """Start virtlogd and libvirtd as the brief says (`virtlogd -d`, then `libvirtd -d`) when
-    no libvirtd answers: a fresh CI machine has the packages but no running daemons."""
+    no libvirtd answers: a fresh CI machine has the packages but no running daemons. They start
+    under a parent that reaps libvirt's QEMUs at once, as systemd does (tests/libvirtd_reaper.py)."""
     r = subprocess.run([*VIRSH, "uri"], capture_output=True, text=True, timeout=30)
     if r.returncode == 0 or os.geteuid() != 0:
         return
-    for daemon in ("virtlogd", "libvirtd"):
-        if shutil.which(daemon) or Path(f"/usr/sbin/{daemon}").exists():
-            subprocess.run([shutil.which(daemon) or f"/usr/sbin/{daemon}", "-d"],
-                           capture_output=True, timeout=30)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if subprocess.run([*VIRSH, "uri"], capture_output=True, timeout=30).returncode == 0:
-            return
-        time.sleep(0.2)
+    from tests.libvirtd_reaper import start
+    start()
 
 
 def libvirt_missing() -> str | None:
