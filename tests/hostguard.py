@@ -114,10 +114,27 @@ WORKLOAD_NAMES = ("hugelab-mem", "stress-ng", "sysbench", "redis-server", "redis
                   "iperf3", "cc1", "make", "hugelab-thp", "java", "memcached", "memcslap")
 
 
+# The lane a pytest process runs in (./bootstrap test sets it for the background lane); what
+# its tests start inherits it, daemons included.
+LANE_VAR = "HUGELAB_TEST_LANE"
+
+
+def _lane(pid_dir: Path) -> str | None:
+    """The test lane a process belongs to (its environment's LANE_VAR), None for none."""
+    try:
+        env = (pid_dir / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{LANE_VAR}=".encode()
+    return next((e[len(prefix):].decode() for e in env if e.startswith(prefix)), None)
+
+
 def workload_processes() -> list[str]:
     """'pid name' of every live process that looks like a hugelab workload (zombies are dead:
-    their memory, hugetlb pages included, was freed when they exited)."""
+    their memory, hugetlb pages included, was freed when they exited), of this test lane only:
+    the lane beside this one starts and stops its own servers meanwhile."""
     out = []
+    mine = os.environ.get(LANE_VAR)
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -128,7 +145,7 @@ def workload_processes() -> list[str]:
             continue
         if state in ("Z", "X"):  # dead, waiting for init to reap it: holds no memory
             continue
-        if comm in WORKLOAD_NAMES or comm.startswith("stress-ng"):
+        if (comm in WORKLOAD_NAMES or comm.startswith("stress-ng")) and _lane(d) == mine:
             out.append(f"{d.name} {comm}")
     return out
 

@@ -22,6 +22,8 @@ from hugelab.workloads.postgres.cluster import installed as pg_installed
 from hugelab.workloads.registry import build_for
 from hugelab.workloads.servercpu import PinnedTarget, pinning
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 BASE = """
 name = "apart"
 seed = 1

@@ -15,7 +15,7 @@ import pytest
 
 from hugelab.workloads import build, reqmix_build
 
-pytestmark = [pytest.mark.tools]
+pytestmark = [pytest.mark.tools, pytest.mark.beside]
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60

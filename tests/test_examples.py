@@ -11,6 +11,8 @@ from hugelab.vm.own.qemu_args import QemuPaths, qemu_argv
 from hugelab.vm.trial import vm_spec
 from hugelab.workloads.registry import build_for
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
 
 

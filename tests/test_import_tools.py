@@ -23,6 +23,8 @@ from hugelab.store.importers import (
 )
 from tests.helpers import cli
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 DATA = Path(__file__).parent / "data" / "import"
 
 

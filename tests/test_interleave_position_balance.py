@@ -21,6 +21,8 @@ from hugelab.workloads.interleave import order
 from hugelab.workloads.reqmix import ReqmixSettings, memcached_server, parse_output, reqmix_argv
 from tests import reqmix_servers as rs
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 REDIS_ARMS = (Arm("thp", "thp"), Arm("disable-thp", "thp"), Arm("thp-again", "thp"))
 
 

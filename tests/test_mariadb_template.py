@@ -17,6 +17,8 @@ import pytest
 from hugelab.workloads.mariadb import datadir, template, workload
 from tests.hostguard import workload_processes
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 TABLES, TABLE_SIZE = 1, 50
 
 

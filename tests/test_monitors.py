@@ -16,6 +16,8 @@ from hugelab.trial.native import NativeTarget
 from hugelab.trial.perfstat import PerfTarget, parse_perf_csv
 from tests.fakehost import make_host
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 
 def test_numastat_deltas_per_node_on_a_fake_two_node_host(tmp_path):
     host = make_host(tmp_path, nodes=2)

@@ -17,6 +17,8 @@ from hugelab.workloads.postgres import dsm, sysvshm
 from hugelab.workloads.postgres.cluster import installed
 from hugelab.workloads.postgres.workload import Postgres
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 
 def header(tmp: Path, handle: int, magic: int = dsm.HEADER_MAGIC) -> bytes:
     st = os.stat(tmp)

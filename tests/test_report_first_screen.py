@@ -17,7 +17,7 @@ from tests import runstores
 from tests.chromium_page import CHROMIUM, SCREEN, layout
 from tests.helpers import HUGELAB
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed"), pytest.mark.beside]
 MTHP_BEFORE_PX = 20_125  # mthp-sizes, 2 blocks, at 1300 px, before the answer-first report
 IDS = ("answer", "lead-figures", "recommendation", "details")
 

@@ -16,6 +16,8 @@ from hugelab.report.runload import load_run
 from hugelab.store import Store
 from tests.helpers import make_store
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 EVIL = "<script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -25,7 +25,7 @@ from hugelab.workloads.reqmix import (
 )
 from tests import reqmix_servers as rs
 
-pytestmark = [pytest.mark.server, pytest.mark.tools]
+pytestmark = [pytest.mark.server, pytest.mark.tools, pytest.mark.beside]
 
 
 @pytest.fixture(scope="module")

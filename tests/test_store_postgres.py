@@ -19,7 +19,7 @@ from hugelab.store.locate import display, open_store
 from hugelab.store.postgres import PostgresStore
 from tests.helpers import HUGELAB, make_store
 
-pytestmark = pytest.mark.server  # PostgreSQL servers
+pytestmark = [pytest.mark.server, pytest.mark.beside]  # PostgreSQL servers
 
 
 

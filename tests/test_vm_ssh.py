@@ -23,7 +23,7 @@ from hugelab.workloads.serverside import free_port
 from tests.helpers import cmdlines
 from tests.hostguard import clear_stale_pyenv_lock
 
-pytestmark = pytest.mark.server  # sshd servers
+pytestmark = [pytest.mark.server, pytest.mark.beside]  # sshd servers
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 

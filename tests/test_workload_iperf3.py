@@ -15,6 +15,8 @@ from hugelab.workloads.base import ExecResult
 from hugelab.workloads.iperf3 import IPerf3, parse_json
 from hugelab.workloads.serverside import LocalServer, ServerHandle, free_port, listening
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 DATA = Path(__file__).parent / "data"
 needs_iperf3 = pytest.mark.skipif(shutil.which("iperf3") is None,
                                   reason="iperf3 not installed (apt-get install iperf3)")

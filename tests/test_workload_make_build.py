@@ -15,6 +15,8 @@ from hugelab.trial.native import NativeTarget
 from hugelab.workloads.make_build import MakeBuild
 from tests.helpers import make_tree
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("make") is None,
                               reason="needs cc and make (apt-get install gcc make)")
 

@@ -14,6 +14,8 @@ from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.redis.bench import parse_csv
 from hugelab.workloads.serverside import LocalServer, listening
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 DATA = Path(__file__).parent / "data"
 needs_redis = pytest.mark.skipif(
     shutil.which("redis-server") is None or shutil.which("redis-benchmark") is None,
