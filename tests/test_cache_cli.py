@@ -18,11 +18,11 @@ from hugelab.cli.main import main
 from hugelab.vm.domains import layer
 from tests.helpers import HUGELAB
 
+pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
+
 HOLDER = """import sys
 from pathlib import Path
 from hugelab import owned
-
-pytestmark = pytest.mark.beside  # lock-free tests here run beside the machine lane (docs/testing.md)
 owned.TemplateCache(Path(sys.argv[1])).ensure(sys.argv[2], lambda tmp: tmp.mkdir(), hold=True)
 print("held", flush=True)
 sys.stdin.read()
