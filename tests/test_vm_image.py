@@ -88,6 +88,7 @@ def test_recipe_hash_changes_with_everything_that_shapes_the_image(monkeypatch):
         dataclasses.replace(r, commands=r.commands[:-1]),
         dataclasses.replace(r, remove=r.remove[:-1]),
         dataclasses.replace(r, initramfs_modules=(*r.initramfs_modules, "virtio_net")),
+        dataclasses.replace(r, initrd_modules=(*r.initrd_modules, "virtio_net")),
         dataclasses.replace(r, free_mib=r.free_mib + 64),
     ]
     hashes = {imagerecipe.recipe_hash(v) for v in variants} | {imagerecipe.recipe_hash(r)}
@@ -519,6 +520,9 @@ def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(t
         assert out.strip() == "active"
         rc, out, _ = agent.exec("/usr/bin/cat", "/proc/mounts", "/etc/hostname")
         assert re.search(r"^/dev/vda / ext4 rw", out, re.MULTILINE), out
+        # through hugelab's busybox initrd (imageinitrd.py), not Debian's initramfs
+        rc, out, _ = agent.exec("/usr/bin/dmesg")
+        assert "hugelab-initrd: root /dev/vda mounted rw, starting /sbin/init" in out, out[-3000:]
         assert imagerecipe.HOSTNAME in out
         # sshd has this build's own host key, and only it
         rc, out, _ = agent.exec("/usr/bin/sh", "-c", "ls /etc/ssh/ | grep ssh_host_; cat "

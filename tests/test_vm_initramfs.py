@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from hugelab.errors import VMError
+from hugelab.vm.common.cpio import CpioWriter
+from hugelab.vm.common.kmodules import resolve_modules
 from hugelab.vm.own import initramfs as ir
 
 DEP = """\
@@ -21,7 +23,7 @@ kernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio_ring.ko kern
 
 
 def test_resolve_orders_dependencies_first():
-    order = ir.resolve_modules(["9p", "9pnet_virtio", "virtio-console"], DEP)
+    order = resolve_modules(["9p", "9pnet_virtio", "virtio-console"], DEP)
     names = [p.rsplit("/", 1)[1] for p in order]
     assert len(names) == len(set(names))
     for before, after in [("netfs.ko", "fscache.ko"), ("fscache.ko", "9p.ko"),
@@ -31,7 +33,7 @@ def test_resolve_orders_dependencies_first():
 
 
 def test_resolve_skips_builtin_and_unknown():
-    order = ir.resolve_modules(["9pnet_virtio", "nosuch"], DEP, "kernel/drivers/virtio/virtio.ko\n")
+    order = resolve_modules(["9pnet_virtio", "nosuch"], DEP, "kernel/drivers/virtio/virtio.ko\n")
     assert not any(p.endswith("/virtio.ko") for p in order)
     assert order[-1].endswith("9pnet_virtio.ko")
 
@@ -53,7 +55,7 @@ def parse_cpio(data: bytes) -> dict[str, tuple[int, bytes]]:
 
 
 def test_cpio_writer_roundtrip():
-    w = ir.CpioWriter()
+    w = CpioWriter()
     w.dir("bin")
     w.file("bin/x", b"hello", 0o755)
     w.symlink("bin/y", "x")
@@ -89,6 +91,7 @@ def test_real_kernel_and_initramfs(tmp_path):
     spec = ir.InitramfsSpec(rel, ir.modules_dir_for(rel))
     entries = parse_cpio(ir.build_initramfs(spec))
     assert entries["init"][0] == 0o100755 and entries["init"][1].startswith(b"#!/bin/busybox sh")
+    assert b"done < /modules.order" in entries["init"][1]  # the shared prelude loads them
     assert "bin/busybox" in entries and "agent.py" in entries
     order = entries["modules.order"][1].decode().split()
     for m in ("9p.ko", "9pnet_virtio.ko", "virtio_console.ko"):

@@ -9,7 +9,8 @@ built once per recipe and kept in the cache directory (`HUGELAB_CACHE_DIR`, defa
         disk.qcow2      the root filesystem: ext4 on the whole disk (no partition table),
                         label hugelab-root; the guest sees it as /dev/vda (virtio-blk)
         vmlinuz         the guest's own Debian kernel, booted directly (-kernel; no bootloader)
-        initrd.img      its initramfs (initramfs-tools, MODULES=list: virtio + ext4 only)
+        initrd.img      hugelab's busybox initrd (imageinitrd.py): the root disk's modules,
+                        mount root=, switch_root to systemd (Debian's initramfs stays unused)
         packages.txt    every installed package and version (`dpkg-query -W`)
         host_key.pub    the public half of the guest sshd's host key (see below)
         recipe.json     written last: the recipe, sizes, kernel version, build time

@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from hugelab import proc
-from hugelab.errors import NotRootError
+from hugelab.errors import NotRootError, VMError
 from hugelab.owned import cache_dir, ensure_private_dir
+from hugelab.vm.common.busyboxinitrd import find_busybox
 from hugelab.vm.domains.image import (
     CHROOT_PATH,
     DISK,
@@ -46,6 +47,7 @@ from hugelab.vm.domains.image import (
     load_image,
 )
 from hugelab.vm.domains.imagedirs import fsync_dir, fsync_file, remove_stale, remove_tree
+from hugelab.vm.domains.imageinitrd import build_image_initrd
 from hugelab.vm.domains.imagerecipe import (
     FS_LABEL,
     GUEST_HOST_KEY,
@@ -107,6 +109,10 @@ def _preflight() -> None:
                           ("ssh-keygen", "openssh-client")):
         if shutil.which(tool) is None and shutil.which(tool, path=CHROOT_PATH) is None:
             raise DebootstrapMissingError(tool, package)
+    try:
+        find_busybox()  # the image's initrd (imageinitrd.py)
+    except VMError as exc:
+        raise DebootstrapMissingError("busybox", "busybox-static") from exc
 
 
 def _check_mirror(mirror: str, suite: str, timeout: float = 20.0) -> None:
@@ -292,7 +298,8 @@ def _build_into(out: Path, recipe: Recipe, digest: str, say: Callable[[str], Non
                                                 "${Package} ${Version}\\n"]))
     _remove_globs(root, recipe.remove)
     shutil.copyfile(root / "boot" / f"vmlinuz-{version}", out / KERNEL)
-    shutil.copyfile(root / "boot" / f"initrd.img-{version}", out / INITRD)
+    (out / INITRD).write_bytes(build_image_initrd(root / "lib/modules" / version,
+                                                  recipe.initrd_modules))
     size_mib = fs_size_mib(_tree_bytes(root), recipe.free_mib)
     say(f"mkfs.ext4 -d ({size_mib} MiB) ({time.monotonic() - t0:.0f}s)")
     raw = out / "disk.raw"
@@ -311,6 +318,7 @@ def _build_into(out: Path, recipe: Recipe, digest: str, say: Callable[[str], Non
         "recipe": json.loads(recipe.canonical()),
         "mirror": recipe.mirror,
         "kernel_version": version,
+        "initrd": "hugelab-initrd (busybox, imageinitrd.py)",
         "host_key": host_key,
         "root_device": ROOT_DEVICE,
         "fs_label": FS_LABEL,

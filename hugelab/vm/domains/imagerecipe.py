@@ -2,8 +2,8 @@
 and the mirror the packages come from.
 
 The recipe hash covers what ends up in the image (suite, packages, files, commands, removals,
-initramfs modules, free space) and IMAGE_VERSION, not the mirror: where packages come from is
-transport (the guest's own /etc/apt/sources.list always names deb.debian.org). The image is
+initramfs and initrd modules, free space) and IMAGE_VERSION, not the mirror: where packages come
+from is transport (the guest's own /etc/apt/sources.list always names deb.debian.org). The image is
 *not* bit-reproducible: a rebuild of the same recipe gets the suite's current point release.
 """
 
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-IMAGE_VERSION = 2  # bump when the build steps change in a way the recipe does not show
+IMAGE_VERSION = 3  # bump when the build steps change in a way the recipe does not show
+# (3: the image boots hugelab's busybox initrd, imageinitrd.py, not Debian's initramfs)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SOURCES_FILES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"))
 ROOT_DEVICE = "/dev/vda"
@@ -31,6 +32,10 @@ GUEST_HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"  # its private half, in the gue
 # The guest's apt sources: fixed, whatever mirror the build used.
 _GUEST_SOURCES = "deb http://deb.debian.org/debian bookworm main\n"
 _INITRAMFS_MODULES = ("virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "virtio_console", "ext4")
+# What the image's own initrd loads (imageinitrd.py; Debian's initramfs above stays in the image,
+# unused): the root disk's, and crc32c_generic, ext4's and jbd2's soft dependency
+# (`softdep ext4 pre: crypto-crc32c`), which insmod does not follow.
+_INITRD_MODULES = ("virtio_pci", "virtio_blk", "crc32c_generic", "ext4")
 # The root key sshd accepts, from the kernel command line: hugelab.ssh_key=TYPE,BASE64 (a
 # public key; define_image_domain puts hugelab's own there). Nothing secret is in the image.
 SSH_KEY_ARG = "hugelab.ssh_key"
@@ -137,6 +142,7 @@ class Recipe:
         "usr/share/man/*", "usr/share/info/*", "usr/share/locale/*", "debootstrap",
     )
     initramfs_modules: tuple[str, ...] = _INITRAMFS_MODULES
+    initrd_modules: tuple[str, ...] = _INITRD_MODULES
     free_mib: int = 384  # free space in the guest's root filesystem
 
     def canonical(self) -> str:

@@ -6,19 +6,14 @@ initramfs carries exactly those modules (resolved through `modules.dep`), a stat
 writable directories, creates `/dev/virtio-ports/<name>` links (there is no udev) and finally
 `switch_root`s into the host root running the hugelab agent as PID 1.
 
-Writing the cpio archive is pure Python (`newc` format, uncompressed: decompressing gzip under TCG
-costs more than reading a few extra megabytes).
+The archive's busybox, modules and the start of /init are those of every hugelab busybox initrd
+(hugelab.vm.common.busyboxinitrd); this module adds the rest of /init and the agent.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import lzma
 import os
-import re
-import shutil
-import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -26,6 +21,7 @@ from pathlib import Path
 
 from hugelab.errors import VMError
 from hugelab.trial import procscan
+from hugelab.vm.common.busyboxinitrd import busybox_initrd, find_busybox, init_prelude
 from hugelab.vm.common.bzimage import setup_header
 
 _BUILD_LOCK = threading.Lock()  # concurrent guests of one process build the image once
@@ -45,23 +41,10 @@ AGENT_PORT = "hugelab.0"
 GUEST_AGENT_PATH = "/run/hugelab/agent.py"
 PROCSCAN_SOURCE = Path(procscan.__file__)  # copied beside the agent
 WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
-BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/lib/initramfs-tools/bin/busybox")
 
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-INIT_TEMPLATE = r"""#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-say() {{ echo "hugelab-init: $*" > /dev/console; }}
-fail() {{ say "FATAL: $*"; poweroff -f; }}
-say "loading modules"
-while read -r m; do
-  insmod "/lib/modules/$m" 2>/dev/null || say "insmod $m failed (maybe built in)"
-done < /modules.order
-mkdir -p /newroot
+INIT_TEMPLATE = r"""mkdir -p /newroot
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=524288,cache={cache} {tag} /newroot \
   || fail "cannot mount the host root over 9p (tag {tag})"
 # Writable directories: an overlay whose lower layer is the host's directory (read-only over
@@ -158,122 +141,11 @@ def modules_dir_for(release: str, root: Path = Path("/")) -> Path:
     return d
 
 
-# --- modules -----------------------------------------------------------------------------------
-
-
-def _modname(path: str) -> str:
-    base = path.rsplit("/", 1)[-1]
-    base = re.sub(r"\.ko(\.(xz|gz|zst))?$", "", base)
-    return base.replace("-", "_")
-
-
-def parse_modules_dep(text: str) -> dict[str, tuple[str, list[str]]]:
-    """name -> (relative path, [dependency paths]) from a modules.dep file."""
-    out: dict[str, tuple[str, list[str]]] = {}
-    for line in text.splitlines():
-        if ":" not in line:
-            continue
-        path, deps = line.split(":", 1)
-        out[_modname(path)] = (path.strip(), deps.split())
-    return out
-
-
-def resolve_modules(wanted: tuple[str, ...] | list[str], dep_text: str,
-                    builtin_text: str = "") -> list[str]:
-    """Module paths to insmod, dependencies first; built-in or unknown names are skipped."""
-    deps = parse_modules_dep(dep_text)
-    builtin = {_modname(line) for line in builtin_text.split()}
-    by_path = {path: name for name, (path, _) in deps.items()}
-    order: list[str] = []
-    seen: set[str] = set()
-
-    def visit(name: str) -> None:
-        name = name.replace("-", "_")
-        if name in seen or name in builtin or name not in deps:
-            return
-        seen.add(name)
-        path, dep_paths = deps[name]
-        for dp in dep_paths:
-            visit(by_path.get(dp, _modname(dp)))
-        order.append(path)
-
-    for w in wanted:
-        visit(w)
-    return order
-
-
-def _module_bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    if path.suffix == ".xz":
-        return lzma.decompress(data)
-    if path.suffix == ".gz":
-        return gzip.decompress(data)
-    if path.suffix == ".zst":
-        raise VMError(f"{path} is zstd-compressed, which hugelab cannot unpack",
-                      hint="use a kernel whose modules are uncompressed, xz or gzip")
-    return data
-
-
-# --- cpio (newc) -------------------------------------------------------------------------------
-
-
-class CpioWriter:
-    """Minimal `newc` cpio archive writer (what the kernel's initramfs unpacker reads)."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._ino = 1
-
-    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
-               nlink: int = 1) -> None:
-        namez = name.encode() + b"\0"
-        fields = [self._ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdev[0], rdev[1],
-                  len(namez), 0]
-        self._ino += 1
-        self._buf += b"070701" + b"".join(b"%08X" % v for v in fields)
-        self._buf += namez
-        self._pad()
-        self._buf += data
-        self._pad()
-
-    def _pad(self) -> None:
-        self._buf += b"\0" * (-len(self._buf) % 4)
-
-    def dir(self, name: str, perm: int = 0o755) -> None:
-        self._entry(name, stat.S_IFDIR | perm, nlink=2)
-
-    def file(self, name: str, data: bytes, perm: int = 0o644) -> None:
-        self._entry(name, stat.S_IFREG | perm, data)
-
-    def symlink(self, name: str, target: str) -> None:
-        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
-
-    def chardev(self, name: str, major: int, minor: int, perm: int = 0o600) -> None:
-        self._entry(name, stat.S_IFCHR | perm, rdev=(major, minor))
-
-    def finish(self) -> bytes:
-        self._entry("TRAILER!!!", 0, nlink=1)
-        self._buf += b"\0" * (-len(self._buf) % 512)
-        return bytes(self._buf)
-
-
 # --- build -------------------------------------------------------------------------------------
 
 
-def find_busybox() -> Path:
-    for c in BUSYBOX_CANDIDATES:
-        p = Path(c)
-        if p.exists():
-            return p
-    found = shutil.which("busybox")
-    if found:
-        return Path(found)
-    raise VMError("busybox is not installed (the guest initramfs needs a static busybox)",
-                  hint="install it with: apt-get install busybox-static")
-
-
 def init_script(spec: InitramfsSpec) -> str:
-    return INIT_TEMPLATE.format(
+    return init_prelude("hugelab-init") + INIT_TEMPLATE.format(
         cache=spec.cache_mode, tag=ROOT_TAG, writable=" ".join(WRITABLE_DIRS),
         agent_path=GUEST_AGENT_PATH, agent_dir=GUEST_AGENT_PATH.rsplit("/", 1)[0],
         python=spec.python, port=AGENT_PORT, guest_path=GUEST_PATH,
@@ -283,26 +155,11 @@ def init_script(spec: InitramfsSpec) -> str:
 
 def build_initramfs(spec: InitramfsSpec) -> bytes:
     """The whole initramfs archive for `spec`, as bytes."""
-    busybox = spec.busybox or find_busybox()
-    dep_text = (spec.modules_dir / "modules.dep").read_text()
-    builtin_file = spec.modules_dir / "modules.builtin"
-    builtin_text = builtin_file.read_text() if builtin_file.exists() else ""
-    mods = resolve_modules(GUEST_MODULES, dep_text, builtin_text)
-    w = CpioWriter()
-    for d in ("bin", "dev", "proc", "sys", "newroot", "lib", "lib/modules"):
-        w.dir(d)
-    w.chardev("dev/console", 5, 1)
-    w.chardev("dev/null", 1, 3, 0o666)
-    w.file("bin/busybox", busybox.read_bytes(), 0o755)
+    w = busybox_initrd(spec.modules_dir, GUEST_MODULES, busybox=spec.busybox,
+                       dirs=("newroot",))
     w.file("init", init_script(spec).encode(), 0o755)
     w.file("agent.py", spec.agent_source.read_bytes(), 0o644)
     w.file("procscan.py", PROCSCAN_SOURCE.read_bytes(), 0o644)
-    names = []
-    for rel in mods:
-        name = _modname(rel) + ".ko"
-        w.file(f"lib/modules/{name}", _module_bytes(spec.modules_dir / rel))
-        names.append(name)
-    w.file("modules.order", ("\n".join(names) + "\n").encode())
     return w.finish()
 
 
