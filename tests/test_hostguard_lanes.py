@@ -1,5 +1,7 @@
 """The machine lane's process checks see their own lane's workloads only: the background lane
-(HUGELAB_TEST_LANE=beside) starts and stops servers while a machine test runs."""
+(HUGELAB_TEST_LANE=beside) starts and stops servers while a machine test runs. These tests run
+in either lane: the lane this pytest runs in (AMBIENT) is what its own children inherit, and a
+made-up lane stands for the other one."""
 
 from __future__ import annotations
 
@@ -12,10 +14,21 @@ from pathlib import Path
 
 from tests.hostguard import LANE_VAR, workload_processes
 
+AMBIENT = os.environ.get(LANE_VAR)  # None in the machine lane, "beside" in the Python lane
+OTHER = f"other-{os.getpid()}"
 NAMED = ("import ctypes, sys, time\n"
          "ctypes.CDLL(None).prctl(15, b'memcached', 0, 0, 0)\n"  # PR_SET_NAME: looks like one
          "print(flush=True)\n"
          "time.sleep(30)\n")
+
+
+def _looking_from(monkeypatch, lane: str | None) -> list[str]:
+    """workload_processes() as a pytest of `lane` sees them."""
+    if lane is None:
+        monkeypatch.delenv(LANE_VAR, raising=False)
+    else:
+        monkeypatch.setenv(LANE_VAR, lane)
+    return workload_processes()
 
 
 def _started(lane: str | None) -> subprocess.Popen:
@@ -27,8 +40,23 @@ def _started(lane: str | None) -> subprocess.Popen:
     return p
 
 
+def test_each_lane_sees_its_own_workloads_only(monkeypatch):
+    # one started in the other lane; one with no lane of its own: this pytest's, by ancestry
+    other, mine = _started(OTHER), _started(None)
+    try:
+        time.sleep(0.05)
+        seen = _looking_from(monkeypatch, AMBIENT)
+        assert f"{mine.pid} memcached" in seen and f"{other.pid} memcached" not in seen
+        seen = _looking_from(monkeypatch, OTHER)
+        assert f"{other.pid} memcached" in seen and f"{mine.pid} memcached" not in seen
+    finally:
+        for p in (other, mine):
+            p.kill()
+            p.wait()
+
+
 # a process whose environment /proc no longer shows the lane (redis-server rewrites its title
-# over it): here a child started with an empty environment, below a parent of the lane
+# over it): here a child started with an empty environment, below a parent of the other lane
 PARENT = ("import subprocess, sys\n"
           "c = subprocess.Popen([sys.executable, '-c', sys.argv[1]], env={}, "
           "stdout=subprocess.PIPE)\n"
@@ -37,34 +65,16 @@ PARENT = ("import subprocess, sys\n"
 
 
 def test_a_child_without_the_lane_in_its_environment_is_its_parents_lane(monkeypatch):
-    env = {**os.environ, LANE_VAR: "beside"}
+    env = {**os.environ, LANE_VAR: OTHER}
     parent = subprocess.Popen([sys.executable, "-c", PARENT, NAMED], env=env,
                               stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline().split()[0])
         assert LANE_VAR.encode() not in Path(f"/proc/{child}/environ").read_bytes()
-        monkeypatch.delenv(LANE_VAR, raising=False)
-        assert f"{child} memcached" not in workload_processes()
-        monkeypatch.setenv(LANE_VAR, "beside")
-        assert f"{child} memcached" in workload_processes()
+        assert f"{child} memcached" not in _looking_from(monkeypatch, AMBIENT)
+        assert f"{child} memcached" in _looking_from(monkeypatch, OTHER)
         os.kill(child, signal.SIGKILL)
     finally:
         parent.kill()
         parent.wait()
-
-
-def test_each_lane_sees_its_own_workloads_only(monkeypatch):
-    beside, machine = _started("beside"), _started(None)
-    try:
-        time.sleep(0.05)
-        monkeypatch.delenv(LANE_VAR, raising=False)  # the machine lane
-        seen = workload_processes()
-        assert f"{machine.pid} memcached" in seen and f"{beside.pid} memcached" not in seen
-        monkeypatch.setenv(LANE_VAR, "beside")  # the background lane
-        seen = workload_processes()
-        assert f"{beside.pid} memcached" in seen and f"{machine.pid} memcached" not in seen
-    finally:
-        for p in (beside, machine):
-            p.kill()
-            p.wait()
