@@ -119,7 +119,7 @@ WORKLOAD_NAMES = ("hugelab-mem", "stress-ng", "sysbench", "redis-server", "redis
 LANE_VAR = "HUGELAB_TEST_LANE"
 
 
-def _environ_lane(pid: str) -> str | None:
+def _environ_lane(pid: int) -> str | None:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
@@ -128,22 +128,27 @@ def _environ_lane(pid: str) -> str | None:
     return next((e[len(prefix):].decode() for e in env if e.startswith(prefix)), None)
 
 
+def parent_pid(pid: int) -> int:
+    """The parent of `pid` as /proc/PID/stat gives it (0 when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _lane(pid_dir: Path) -> str | None:
     """The test lane a process belongs to: LANE_VAR in its environment or, first found, in its
     parent's, and so on up (a server that rewrites its process title, as redis-server does,
     overwrites the environment /proc shows; its parent, the lane's pytest, still carries it).
     None for none."""
-    pid = pid_dir.name
+    pid = int(pid_dir.name)
     for _ in range(32):  # a process tree is never this deep here; a loop cannot hang
-        if pid in ("0", "1"):
+        if pid <= 1:
             return None
         lane = _environ_lane(pid)
         if lane is not None:
             return lane
-        try:
-            pid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-        except (OSError, IndexError):
-            return None
+        pid = parent_pid(pid)
     return None
 
 

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.hostguard import parent_pid
+
 PR_SET_CHILD_SUBREAPER = 36
 VIRSH = ["virsh", "-c", "qemu:///system"]
 DAEMONS = ("virtlogd", "libvirtd")
@@ -51,15 +53,8 @@ def _pids(comm: str) -> list[int]:
     return out
 
 
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def _under_reaper(pid: int) -> bool:
-    parent = _parent(pid)
+    parent = parent_pid(pid)
     try:
         return TITLE.encode() in Path(f"/proc/{parent}/cmdline").read_bytes()
     except OSError:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.libvirtd_reaper import TITLE, _parent
+from tests.hostguard import parent_pid
+from tests.libvirtd_reaper import TITLE
 
 pytestmark = pytest.mark.tools
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def test_what_the_daemons_orphan_is_reaped_below_the_reaper_and_it_ends_with_the
             time.sleep(0.02)
         for name in ("virtlogd", "libvirtd", "orphan"):
             pid = int((pids / name).read_text())
-            assert _parent(pid) == reaper.pid, (name, _parent(pid))  # below it, not PID 1's
+            assert parent_pid(pid) == reaper.pid, (name, parent_pid(pid))  # below it, not PID 1's
         orphan = int((pids / "orphan").read_text())
         while _state(orphan) not in ("Z", "gone"):  # it exits after 0.5 s
             time.sleep(0.01)
