@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 import pytest
@@ -9,7 +10,19 @@ def _marked(node, *names: str) -> bool:
     return any(node.get_closest_marker(n) is not None for n in names)
 
 
+def _guest_beside(node) -> bool:
+    """A guest test of the background lane: own QEMU guests judged from inside, beside the
+    machine lane's host tests (`beside` and `vm`, not `host`; see _host_lock)."""
+    from tests.hostguard import LANE_VAR
+    return (bool(os.environ.get(LANE_VAR)) and _marked(node, "vm")
+            and not _marked(node, "host"))
+
+
 def pytest_collection_modifyitems(config, items):
+    from tests.hostguard import LANE_VAR
+    if os.environ.get(LANE_VAR):  # the background lane's guests first: done before the
+        # machine lane reaches its aged hosts, which hold the memory lock alone
+        items.sort(key=lambda item: not _marked(item, "vm"))
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root: changes real host settings")
@@ -91,12 +104,22 @@ def _host_lock(request):
     pytest processes, so two developers' suites on one machine cannot shrink each other's
     pools or see each other's changes in their before/after checks. A test that only reads
     the host (`reads_host`, in the Python lane) waits for the lock too: the machine lane's
-    host tests run beside it and set THP to never or fill pools mid-test."""
+    host tests run beside it and set THP to never or fill pools mid-test. The background
+    lane's guests (`beside` and `vm`) take neither: they change nothing on the host and judge
+    only what their guests say; they share the memory lock, which a `fills_memory` test holds
+    alone."""
+    from tests.hostguard import host_lock, host_state, memory_lock, put_back
+    if _guest_beside(request.node):  # beside the machine lane: its host state is not ours to
+        # compare; only free memory is shared with it (tests/hostguard.memory_lock)
+        with memory_lock(shared=True):
+            yield
+        return
     if not _marked(request.node, "host", "vm", "reads_host"):
         yield
         return
-    from tests.hostguard import host_lock, host_state, put_back
-    with host_lock():
+    alone = (memory_lock(shared=False) if _marked(request.node, "fills_memory")
+             else contextlib.nullcontext())
+    with host_lock(), alone:
         before = host_state()
         yield
         after = host_state()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
@@ -11,19 +12,33 @@ from pathlib import Path
 from hugelab.host.paths import REAL, parse_selected
 
 HOST_LOCK = "/run/lock/hugelab-tests-host.lock"
+MEMORY_LOCK = "/run/lock/hugelab-tests-memory.lock"
 
 
 @contextmanager
-def host_lock() -> Iterator[None]:
-    """The tests' lock on the real host, held across pytest processes (and by hand-run
-    `hugelab run`s beside a suite: `flock HOST_LOCK ...`): one test that changes it at a time."""
-    os.makedirs(os.path.dirname(HOST_LOCK), exist_ok=True)
-    fd = os.open(HOST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+def _flocked(path: str, how: int) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, how)
         yield
     finally:
         os.close(fd)
+
+
+def host_lock() -> contextlib.AbstractContextManager[None]:
+    """The tests' lock on the real host, held across pytest processes (and by hand-run
+    `hugelab run`s beside a suite: `flock HOST_LOCK ...`): one test that changes it at a time."""
+    return _flocked(HOST_LOCK, fcntl.LOCK_EX)
+
+
+def memory_lock(*, shared: bool) -> contextlib.AbstractContextManager[None]:
+    """The tests' lock on the host's free memory. The guests of the background lane (own QEMU,
+    anonymous RAM, judged only from inside) run beside the machine lane's host tests, holding
+    it shared; a host test that needs free memory as it left it (`fills_memory`: an aged host
+    made by faulting in nearly all of it, then measured while trials run) holds it alone, so
+    no guest starts, grows or exits meanwhile."""
+    return _flocked(MEMORY_LOCK, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
 
 
 def host_state() -> dict[str, str]:

@@ -19,7 +19,7 @@ from hugelab.host import buddyinfo
 from hugelab.host.fraghold import pcp_kb
 from hugelab.host.fragment import RECORD_PREFIX, Fragmenter, FragmentTarget, _holders_by_token
 
-pytestmark = [pytest.mark.host, pytest.mark.slow]
+pytestmark = [pytest.mark.host, pytest.mark.slow, pytest.mark.fills_memory]
 STEP = 0.10  # fragment this much beyond the host's state now: a bounded fill (a few GiB)
 MAX_KB = 12 << 20
 AGREE = 0.03  # the holder's last reading against this test's own, a moment apart

@@ -133,6 +133,7 @@ def _holders() -> list[int]:
 
 @pytest.mark.host
 @pytest.mark.slow
+@pytest.mark.fills_memory
 def test_a_run_killed_while_the_host_is_held_fragmented_leaves_nothing_after_recover(
         tmp_path):
     state = tmp_path / "state"

@@ -78,3 +78,46 @@ def test_a_child_without_the_lane_in_its_environment_is_its_parents_lane(monkeyp
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_the_memory_lock_is_shared_by_guests_and_held_alone_by_an_aged_host(tmp_path,
+                                                                            monkeypatch):
+    import fcntl
+
+    import tests.hostguard as hg
+    monkeypatch.setattr(hg, "MEMORY_LOCK", str(tmp_path / "memory.lock"))
+
+    def exclusive_now() -> bool:  # what a `fills_memory` test would get at once
+        fd = os.open(hg.MEMORY_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    with hg.memory_lock(shared=True), hg.memory_lock(shared=True):  # two guests at once
+        assert not exclusive_now()
+    assert exclusive_now()
+    with hg.memory_lock(shared=False):
+        assert not exclusive_now()
+    assert (tmp_path / "memory.lock").stat().st_mode & 0o777 == 0o600
+
+
+class _Node:
+    def __init__(self, *marks: str) -> None:
+        self.marks = set(marks)
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.marks else None
+
+
+def test_only_a_background_lanes_guest_without_host_skips_the_host_lock(monkeypatch):
+    from tests.conftest import _guest_beside
+    monkeypatch.setenv(LANE_VAR, "beside")
+    assert _guest_beside(_Node("vm", "beside"))
+    assert not _guest_beside(_Node("vm", "beside", "host"))  # changes the host: machine lane
+    assert not _guest_beside(_Node("server", "beside"))
+    monkeypatch.delenv(LANE_VAR)  # one pytest for everything: every guest takes the host lock
+    assert not _guest_beside(_Node("vm", "beside"))

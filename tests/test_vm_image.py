@@ -486,6 +486,7 @@ def _wait_for_agent(sock: Path, qemu: subprocess.Popen[Any], serial: Path,
 
 @pytest.mark.vm
 @pytest.mark.slow
+@pytest.mark.beside  # its own QEMU on an overlay, judged from inside: the background lane
 def test_real_image_boots_under_tcg_and_runs_workloads_through_the_guest_agent(tmp_path):
     t0 = time.monotonic()
     image = imagebuild.build_image(progress=lambda m: print(f"  build: {m}", flush=True))

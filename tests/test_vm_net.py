@@ -33,6 +33,10 @@ from hugelab.workloads.redis import judge as redis_judge
 from hugelab.workloads.serverside import LOOPBACK, free_port
 from tests.hostguard import qemu_children
 
+# the background lane (conftest): its guests are hugelab's own QEMU with anonymous RAM, judged
+# from inside and by the host-side client's own results; its programs read no huge-page state
+pytestmark = pytest.mark.beside
+
 PATHS = QemuPaths(Path("/r/serial.log"), Path("/r/qmp.sock"), Path("/r/agent.sock"),
                   Path("/r/initrd"))
 HAVE_QEMU = (Path("/usr/bin/qemu-system-x86_64").exists()

@@ -75,6 +75,7 @@ def test_it_is_extracted_once_per_kernel_content(tmp_path):
 
 @pytest.mark.vm
 @pytest.mark.slow
+@pytest.mark.beside  # an own QEMU guest, judged from inside: the background lane (conftest)
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="needs binutils' readelf")
 def test_the_hosts_kernel_boots_through_its_pvh_entry(tmp_path, monkeypatch):
     from hugelab.vm.common.spec import VmSpec
