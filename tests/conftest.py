@@ -13,14 +13,13 @@ def _marked(node, *names: str) -> bool:
 def _guest_beside(node) -> bool:
     """A guest test of the background lane: own QEMU guests judged from inside, beside the
     machine lane's host tests (`beside` and `vm`, not `host`; see _host_lock)."""
-    from tests.hostguard import LANE_VAR
-    return (bool(os.environ.get(LANE_VAR)) and _marked(node, "vm")
-            and not _marked(node, "host"))
+    from tests.hostguard import in_background_lane
+    return in_background_lane() and _marked(node, "vm") and not _marked(node, "host")
 
 
 def pytest_collection_modifyitems(config, items):
-    from tests.hostguard import LANE_VAR
-    if os.environ.get(LANE_VAR):  # the background lane's guests first: done before the
+    from tests.hostguard import in_background_lane
+    if in_background_lane():  # the background lane's guests first: done before the
         # machine lane reaches its aged hosts, which hold the memory lock alone
         items.sort(key=lambda item: not _marked(item, "vm"))
     if os.geteuid() == 0:

@@ -5,7 +5,6 @@ guest THP never) is flagged."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from hugelab.workloads.make_build import MakeBuild
 from hugelab.workloads.redis import RedisBenchmark
 from hugelab.workloads.stressng import StressNg
 from hugelab.workloads.sysbench import SysbenchMemory
-from tests.hostguard import LANE_VAR, host_state, workload_processes
+from tests.hostguard import host_state, in_background_lane, workload_processes
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +59,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
     # in the background lane the host is the machine lane's to change (conftest): there only
     # this lane's processes are ours to account for
-    beside = os.environ.get(LANE_VAR) is not None
+    beside = in_background_lane()
     before, procs = (None if beside else host_state()), workload_processes()
     yield tmp_path
     assert (beside or host_state() == before) and workload_processes() == procs

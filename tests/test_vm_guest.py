@@ -21,7 +21,7 @@ from hugelab.vm.own.accel import probe_reason
 from hugelab.vm.own.guest import Guest, probe_accel
 from hugelab.vm.own.initramfs import default_kernel
 from hugelab.vm.own.qemurecords import kill_leftover_qemus
-from tests.hostguard import LANE_VAR, qemu_children
+from tests.hostguard import in_background_lane, qemu_children
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
@@ -83,7 +83,7 @@ def shared_guest(state_dir):
 
 @pytest.fixture(autouse=True)
 def no_leftovers(state_dir):
-    beside = os.environ.get(LANE_VAR) is not None  # the host's pools are the machine lane's
+    beside = in_background_lane()  # the host's pools are the machine lane's
     before = None if beside else pools()
     yield
     assert set(qemu_children()) <= _SHARED, "a QEMU was left running"
