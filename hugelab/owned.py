@@ -9,7 +9,8 @@ the private directories a run owns, and the caches of what is built once.
   (0711), holding an owner record (`owner.json`: the pid, start time and boot of the hugelab
   that made it, hugelab.identity) written before anything else, so that `sweep_owned` removes
   a killed run's directories and never a live run's. A trial's scratch directory in /dev/shm
-  or /tmp holds the same record (`claim`), so that `dead_claimed` finds a killed run's there.
+  or /tmp holds the same record (`claim`), so that `dead_claimed` finds a killed run's there;
+  `stale_empty` finds one a run was killed while making or removing (empty, no record).
 - A template cache (`TemplateCache`): each template is built once, under a lock
   (`<key>.lock`), into `<key>.tmp`, then renamed to `<key>`; `sweep` removes the `.tmp` a
   killed build left, unless a live build holds its lock. `drop` removes a template unless a
@@ -171,6 +172,28 @@ def dead_claimed(parent: Path, prefix: str) -> list[Path]:
         except OSError:
             continue
         if mine and owner_record(top) and not owner_alive(top):
+            out.append(top)
+    return out
+
+
+def stale_empty(parent: Path, prefix: str, min_age_s: float) -> list[Path]:
+    """The empty directories `<prefix>*` in a shared `parent` that this user made and that no
+    entry has changed for `min_age_s`: what a run killed while it made (before `claim`) or
+    removed (after its record went) such a directory left. A live run claims its directory
+    at once and keeps the record in it while it lives, so it never has one of these."""
+    try:
+        found = sorted(parent.glob(f"{prefix}*"))
+    except OSError:
+        return []
+    out = []
+    now = time.time()
+    for top in found:
+        try:
+            st = top.lstat()
+            empty = not any(top.iterdir()) if top.is_dir() and not top.is_symlink() else False
+        except OSError:
+            continue
+        if empty and st.st_uid == os.geteuid() and now - st.st_mtime >= min_age_s:
             out.append(top)
     return out
 

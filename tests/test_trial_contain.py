@@ -230,6 +230,33 @@ def test_scratch_of_a_dead_owner_is_removed_whichever_state_directory_recovers(t
     other = shm / "hugelab-other"
     other.mkdir()
     (other / owned.OWNER_FILE).write_text((dead / owned.OWNER_FILE).read_text())
+    (unknown / "data").write_bytes(b"y")
+    fresh_empty = shm / f"{contain.SCRATCH_PREFIX}making"  # as a live scope's, before its claim
+    fresh_empty.mkdir()
     assert contain.remove_dead_scratch((str(shm),)) == [f"removed {dead}"]
-    assert not dead.exists() and unknown.is_dir() and other.is_dir()
+    assert not dead.exists() and unknown.is_dir() and other.is_dir() and fresh_empty.is_dir()
     assert not live.exists()  # the scope removed its own at its end
+
+
+def test_an_empty_scratch_directory_a_kill_left_is_removed_once_it_is_a_minute_old(tmp_path):
+    """A run killed between making its scratch directory and claiming it, or while removing it
+    (its record already gone), leaves it empty: no owner can be read, yet it is a dead run's
+    once nothing has changed in it for a minute. One with anything in it is left alone."""
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    old = time.time() - contain.EMPTY_SCRATCH_AGE_S - 5
+    emptied = shm / f"{contain.SCRATCH_PREFIX}emptied"
+    emptied.mkdir()
+    full = shm / f"{contain.SCRATCH_PREFIX}full"
+    full.mkdir()
+    (full / "data").write_bytes(b"z")
+    young = shm / f"{contain.SCRATCH_PREFIX}young"
+    young.mkdir()
+    foreign = shm / "hugelab-other-empty"
+    foreign.mkdir()
+    for d in (emptied, full, foreign):
+        os.utime(d, (old, old))
+    assert contain.remove_dead_scratch((str(shm),)) == [f"removed {emptied} (empty)"]
+    assert not emptied.exists() and full.is_dir() and young.is_dir() and foreign.is_dir()
+    os.utime(young, (old, old))
+    assert contain.remove_dead_scratch((str(shm),)) == [f"removed {young} (empty)"]

@@ -18,8 +18,9 @@ After a SIGKILL of hugelab, `kill_leftover_workloads()` (run by `hugelab recover
 start of every host session) kills every process of a dead owner's scopes, removes their
 directories and records; `remove_dead_scratch()` (run there too) removes any scratch directory
 whose owner record (`owned.claim`, written right after it is made) names a dead hugelab,
-whichever state directory recorded it. Works the same with cgroup v1 or v2: it needs no cgroup
-at all.
+whichever state directory recorded it, and any empty one a run was killed while making or
+removing (`owned.stale_empty`: unchanged for a minute; a live scope's holds its record).
+Works the same with cgroup v1 or v2: it needs no cgroup at all.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ RECORD_PREFIX = "workload-"
 SCRATCH_PARENTS = ("/dev/shm", tempfile.gettempdir())
 SCRATCH_PREFIX = "hugelab-trial-"
 KILL_WAIT_S = 5.0
+EMPTY_SCRATCH_AGE_S = 60.0  # an empty, unclaimed scratch directory this old is a killed run's
 
 
 class TrialScope:
@@ -192,12 +194,17 @@ def kill_leftover_workloads(state: Path | None = None) -> list[str]:
 
 def remove_dead_scratch(parents: tuple[str, ...] = SCRATCH_PARENTS) -> list[str]:
     """Scratch directories of dead hugelabs that no record named (a run killed, then recovered
-    with another state directory): removed; what was removed."""
+    with another state directory), and empty ones left by a run killed while it made or
+    removed its own: removed; what was removed."""
     done = []
     for parent in parents:
         for top in owned.dead_claimed(Path(parent), SCRATCH_PREFIX):
             shutil.rmtree(top, ignore_errors=True)
             done.append(f"removed {top}")
+        for top in owned.stale_empty(Path(parent), SCRATCH_PREFIX, EMPTY_SCRATCH_AGE_S):
+            with contextlib.suppress(OSError):  # rmdir: only while it is still empty
+                top.rmdir()
+                done.append(f"removed {top} (empty)")
     return done
 
 
