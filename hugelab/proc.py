@@ -156,6 +156,15 @@ class Scope(Protocol):
     def add_session(self, pid: int) -> None: ...
 
 
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """The current trial scope's sampling held off for the block (its `quiet()`), where the
+    block's timing is the measurement; nothing outside a trial or for a scope without one."""
+    hold = getattr(current(), "quiet", None)
+    with hold() if callable(hold) else contextlib.nullcontext():
+        yield
+
+
 def bind(scope: Scope | None) -> None:
     """Make `scope` the current thread's trial scope (None: outside a trial)."""
     _local.scope = scope

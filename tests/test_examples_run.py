@@ -80,6 +80,9 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
                 assert ev["checks"][layer]["status"] == "verified", f"{where}: {ev['checks']}"
         cost = (t["monitors"] or {}).get("costs") or {}  # what it cost: memory, the host's work
         assert cost.get("footprint_kb", 0) > 0 and "compact_stall" in cost, f"{where}: {cost}"
+        if ((t["provenance"] or {}).get("interleaved") or {}).get("design") == "requests":
+            tree = (t["monitors"] or {}).get("host_tree") or ev.get("tree") or {}
+            assert tree.get("paused_s", 0) > 0, f"{where}: sampled beside its timed windows"
         if t["target"] != "native":  # guest arms: both sides' evidence
             assert ev["checks"]["vm"]["status"] == "verified", f"{where}: {ev['checks']}"
             assert ev["qemu"]["kernel_page_size_kb"] and ev["tree"]["where"].startswith("guest")

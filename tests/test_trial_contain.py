@@ -260,3 +260,36 @@ def test_an_empty_scratch_directory_a_kill_left_is_removed_once_it_is_a_minute_o
     assert not emptied.exists() and full.is_dir() and young.is_dir() and foreign.is_dir()
     os.utime(young, (old, old))
     assert contain.remove_dead_scratch((str(shm),)) == [f"removed {young} (empty)"]
+
+
+def test_a_quiet_phase_is_sampled_at_its_edges_and_never_inside(tmp_path):
+    """`proc.quiet()` inside a trial: one sample as it begins and one as it ends, none while it
+    lasts (a request-level trial's timed windows), and the paused time in the evidence."""
+    from hugelab import proc
+    child = None
+    with TrialScope("edges", state=tmp_path, sample_interval_s=1000) as scope:
+        child = spawn(["sleep", "5"])
+        sampler = scope._sampler
+        assert sampler is not None
+        time.sleep(0.3)
+        assert sampler.samples == 1  # the thread's first look, then none for 1000 s
+        with proc.quiet():
+            assert sampler.samples == 2
+        assert sampler.samples == 3
+        child.kill()
+    with TrialScope("inside", state=tmp_path, sample_interval_s=0.02) as scope:
+        child = spawn(["sleep", "5"])
+        sampler = scope._sampler
+        assert sampler is not None
+        time.sleep(0.2)
+        assert sampler.samples >= 2  # sampling runs outside a quiet phase
+        with proc.quiet():
+            inside = sampler.samples
+            time.sleep(0.4)  # twenty intervals
+            assert sampler.samples == inside
+        time.sleep(0.2)
+        assert sampler.samples >= inside + 3  # and runs again after it
+        child.kill()
+    assert 0.4 <= scope.tree["paused_s"] < 2
+    with proc.quiet():  # outside any trial: nothing to hold off, nothing fails
+        pass

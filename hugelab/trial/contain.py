@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,21 @@ class TrialScope:
         if self._want_folios:
             self._folio_sampler = FolioSampler(self.members).start()
         return self
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """The tree sampled once before and once after, and not in between: for a phase whose
+        timing is the measurement (a request-level trial's windows), which the sampler's
+        reads of every member's /proc files would otherwise take CPU from."""
+        sampler = self._sampler
+        if sampler is None:
+            yield
+            return
+        sampler.pause()
+        try:
+            yield
+        finally:
+            sampler.resume()
 
     def __exit__(self, *exc: object) -> None:
         bind(None)

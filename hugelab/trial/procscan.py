@@ -296,6 +296,10 @@ class TreeSampler:
         self._t0 = 0.0
         self._pools: dict[str, tuple[int, int]] = {}
         self._sums: dict[str, float] = dict.fromkeys(MEAN_FIELDS, 0.0)
+        self._lock = threading.Lock()  # one sample at a time: the thread's, or a caller's
+        self._paused = threading.Event()
+        self._paused_since = 0.0
+        self.paused_s = 0.0
 
     def start(self) -> TreeSampler:
         self._t0 = time.monotonic()
@@ -304,6 +308,10 @@ class TreeSampler:
         return self
 
     def sample_now(self) -> None:
+        with self._lock:
+            self._sample()
+
+    def _sample(self) -> None:
         pids = self.members()
         if not pids:
             return
@@ -316,10 +324,29 @@ class TreeSampler:
                 value = s.get(key, 0)
                 self._sums[key] += value if isinstance(value, int | float) else 0
 
+    def pause(self) -> None:
+        """No samples until `resume()` (one taken first): while a workload's timed requests
+        run, a sample's /proc reads would take CPU from them (docs/benchmarks.md: a
+        request-level trial's window noise, with and without them)."""
+        with self._lock:
+            self._sample()
+            self._paused_since = time.monotonic()
+            self._paused.set()
+
+    def resume(self) -> None:
+        """Sampling again, from a sample taken at once."""
+        with self._lock:
+            if self._paused.is_set():
+                self._paused.clear()
+                self.paused_s += time.monotonic() - self._paused_since
+            self._sample()
+
     def _loop(self) -> None:
         delay = min(0.05, self.interval_s)  # a first look early: short commands count too
         while not self._stop.wait(delay):
-            self.sample_now()
+            with self._lock:
+                if not self._paused.is_set():
+                    self._sample()
             delay = self.interval_s
 
     def stop(self) -> dict[str, object]:
@@ -338,4 +365,5 @@ class TreeSampler:
                     for k, v in self._sums.items()})
         out["seconds"] = round(time.monotonic() - self._t0, 3)
         out["interval_s"] = self.interval_s
+        out["paused_s"] = round(self.paused_s, 3)  # not sampled: a workload's timed requests
         return out

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hugelab.errors import WorkloadError
+from hugelab.proc import quiet
 from hugelab.stats.windows import (
     block_arm_means,
     block_log_ratios,
@@ -225,7 +226,8 @@ def _measure(target: Target, arms: Sequence[tuple[RequestServer, str]], servers:
     argv = ["taskset", "-c", ",".join(map(str, pins["client"])),
             *reqmix_argv(ensure_reqmix(), settings)]
     cpu0, daemons0 = [tree_cpu_s(p) for p in pids], daemons_cpu_s()
-    res = target.exec(argv, timeout=(settings.duration_s or 60.0) + 120.0)
+    with quiet():  # the windows' timing is the measurement: no tree sampling beside it
+        res = target.exec(argv, timeout=(settings.duration_s or 60.0) + 120.0)
     cpu1, daemons1 = [tree_cpu_s(p) for p in pids], daemons_cpu_s()
     check_exit(res, "hugelab-reqmix")
     report = parse_output(res.stdout)

@@ -1,0 +1,109 @@
+"""Does sampling a trial's processes beside its timed windows raise the A/A floor? The shipped
+request-level trial holds the trial scope's sampler off while the client's windows run
+(`proc.quiet()`, issue 39); this runs each interleaved server example both ways, alternating
+which goes first, on the same seeds and in the same session.
+
+    PYTHONPATH=bench .venv/bin/python bench/quiet_floor.py --out DIR [--seeds 601,602,603]
+        [--examples postgres-interleaved,redis-thp-interleaved,memcached-interleaved]
+        [--blocks 10]
+    .venv/bin/python bench/aa_floor.py DIR/*.db
+
+Each run is `hugelab run COPY --blocks N --store DIR/<mode>_<kind>-<seed>.db` on a copy of the
+example with only its seed and name changed; mode `quiet` is hugelab as shipped, mode
+`sampled` the same code with `TrialScope.quiet` replaced by a no-op in that process (the
+sampler then reads every member's smaps_rollup and status every 0.25 s, as before the change).
+`aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
+the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
+test lock and lets it go after, as heldout_examples.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import math
+import runpy
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from heldout_examples import LOCK, ROOT, held_out
+
+DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
+
+
+def sampled_run(argv: list[str]) -> None:
+    """`hugelab ARGV` in this process with the trial scope's quiet phase a no-op."""
+    from hugelab.trial import contain
+    contain.TrialScope.quiet = lambda self: contextlib.nullcontext()  # type: ignore[method-assign]
+    sys.argv = ["hugelab", *argv]
+    runpy.run_module("hugelab.cli", run_name="__main__")
+
+
+def twin_line(store: Path) -> str:
+    """The A/A twin's RMS within-trial SE and between-trial SD (HL, %), ok trials."""
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT arm, status, metrics FROM trials").fetchall()
+    arms = {a for a, _s, _m in rows}
+    twin = next(a for a in arms if a.endswith("-again") and a[:-6] in arms)
+    ms = [json.loads(m) for a, s, m in rows if a == twin and s == "ok"]
+    eff = [m["window_hl_log_ratio"] for m in ms]
+    se = [m["window_hl_se_log"] for m in ms]
+    mean = sum(eff) / len(eff)
+    sd = math.sqrt(sum((e - mean) ** 2 for e in eff) / (len(eff) - 1))
+    rms = math.sqrt(sum(s * s for s in se) / len(se))
+    bad = sum(1 for _a, s, _m in rows if s != "ok")
+    return (f"{twin}: {len(ms)} ok trials, within SE {100 * rms:.2f}%, between SD "
+            f"{100 * sd:.2f}%, trials not ok: {bad}")
+
+
+def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
+    kind = example.split("-")[0]
+    text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
+    store = out / f"{mode}_{kind}-{seed}.db"
+    store.unlink(missing_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", dir=out, delete=False) as f:
+        f.write(text)
+    args = ["run", f.name, "--blocks", str(blocks), "--store", str(store)]
+    argv = ([sys.executable, __file__, "--sampled-run", *args] if mode == "sampled"
+            else [sys.executable, "-m", "hugelab.cli", *args])
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        minutes = (time.monotonic() - t0) / 60
+    Path(f.name).unlink()
+    if run.returncode != 0:
+        print(f"{store.name}: FAILED rc {run.returncode}: {(run.stdout + run.stderr)[-600:]}",
+              flush=True)
+        return
+    print(f"{store.name}: {minutes:.2f} min; {twin_line(store)}", flush=True)
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--sampled-run"]:
+        sampled_run(sys.argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="where the stores go")
+    ap.add_argument("--seeds", default="601,602,603")
+    ap.add_argument("--examples", default=DEFAULT)
+    ap.add_argument("--blocks", type=int, default=10)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for i, seed in enumerate(seeds):
+        modes = ("quiet", "sampled") if i % 2 == 0 else ("sampled", "quiet")
+        for example in args.examples.split(","):
+            for mode in modes:
+                one(example, seed, mode, args.blocks, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
