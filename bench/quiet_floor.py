@@ -11,7 +11,10 @@ which goes first, on the same seeds and in the same session.
 Each run is `hugelab run COPY --blocks N --store DIR/<mode>_<kind>-<seed>.db` on a copy of the
 example with only its seed and name changed; mode `quiet` is hugelab as shipped, mode
 `sampled` the same code with `TrialScope.quiet` replaced by a no-op in that process (the
-sampler then reads every member's smaps_rollup and status every 0.25 s, as before the change).
+sampler then reads every member's smaps_rollup and status every 0.25 s, as before the change),
+and mode `noaslr` hugelab as shipped with the host's address-space randomization off
+(`kernel.randomize_va_space` 0 for that run, put back after it: a diagnosis of where fresh
+server instances' offsets come from, never a setting hugelab makes). `--modes` picks them.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
 test lock and lets it go after, as heldout_examples.py does.
@@ -30,11 +33,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from heldout_examples import LOCK, ROOT, held_out
 
 DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
+ASLR = Path("/proc/sys/kernel/randomize_va_space")
 
 
 def sampled_run(argv: list[str]) -> None:
@@ -43,6 +48,20 @@ def sampled_run(argv: list[str]) -> None:
     contain.TrialScope.quiet = lambda self: contextlib.nullcontext()  # type: ignore[method-assign]
     sys.argv = ["hugelab", *argv]
     runpy.run_module("hugelab.cli", run_name="__main__")
+
+
+@contextlib.contextmanager
+def aslr(on: bool) -> Iterator[None]:
+    """Address-space randomization as it is (`on`), or off for the block and put back."""
+    if on:
+        yield
+        return
+    before = ASLR.read_text()
+    ASLR.write_text("0")
+    try:
+        yield
+    finally:
+        ASLR.write_text(before)
 
 
 def twin_line(store: Path) -> str:
@@ -75,7 +94,8 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         t0 = time.monotonic()
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        with aslr(mode != "noaslr"):
+            run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
         minutes = (time.monotonic() - t0) / 60
     Path(f.name).unlink()
     if run.returncode != 0:
@@ -83,6 +103,13 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
               flush=True)
         return
     print(f"{store.name}: {minutes:.2f} min; {twin_line(store)}", flush=True)
+
+
+def modes_of(text: str) -> tuple[str, str]:
+    modes = text.split(",")
+    if len(modes) != 2 or not set(modes) <= {"quiet", "sampled", "noaslr"}:
+        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, got {text!r}")
+    return modes[0], modes[1]
 
 
 def main() -> int:
@@ -94,11 +121,13 @@ def main() -> int:
     ap.add_argument("--seeds", default="601,602,603")
     ap.add_argument("--examples", default=DEFAULT)
     ap.add_argument("--blocks", type=int, default=10)
+    ap.add_argument("--modes", default="quiet,sampled", help="two of quiet, sampled, noaslr")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
     for i, seed in enumerate(seeds):
-        modes = ("quiet", "sampled") if i % 2 == 0 else ("sampled", "quiet")
+        first, second = modes_of(args.modes)
+        modes = (first, second) if i % 2 == 0 else (second, first)
         for example in args.examples.split(","):
             for mode in modes:
                 one(example, seed, mode, args.blocks, args.out)
