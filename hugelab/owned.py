@@ -30,6 +30,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -157,10 +158,9 @@ def dead_owned(work: Path) -> list[Path]:
             if top.is_dir() and not top.is_symlink() and not owner_alive(top)]
 
 
-def dead_claimed(parent: Path, prefix: str) -> list[Path]:
-    """The directories `<prefix>*` in a shared `parent` (/dev/shm, /tmp) that this user made
-    and claimed (`claim`) and whose owner is gone; one without a record is left alone (whose
-    it is cannot be told)."""
+def _mine(parent: Path, prefix: str) -> list[tuple[Path, os.stat_result]]:
+    """The real directories `<prefix>*` in a shared `parent` that this user made, with their
+    stat (none where the parent cannot be read)."""
     try:
         found = sorted(parent.glob(f"{prefix}*"))
     except OSError:
@@ -168,12 +168,20 @@ def dead_claimed(parent: Path, prefix: str) -> list[Path]:
     out = []
     for top in found:
         try:
-            mine = not top.is_symlink() and top.is_dir() and top.stat().st_uid == os.geteuid()
+            st = top.lstat()
         except OSError:
             continue
-        if mine and owner_record(top) and not owner_alive(top):
-            out.append(top)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            out.append((top, st))
     return out
+
+
+def dead_claimed(parent: Path, prefix: str) -> list[Path]:
+    """The directories `<prefix>*` in a shared `parent` (/dev/shm, /tmp) that this user made
+    and claimed (`claim`) and whose owner is gone; one without a record is left alone (whose
+    it is cannot be told)."""
+    return [top for top, _st in _mine(parent, prefix)
+            if owner_record(top) and not owner_alive(top)]
 
 
 def stale_empty(parent: Path, prefix: str, min_age_s: float) -> list[Path]:
@@ -181,19 +189,14 @@ def stale_empty(parent: Path, prefix: str, min_age_s: float) -> list[Path]:
     entry has changed for `min_age_s`: what a run killed while it made (before `claim`) or
     removed (after its record went) such a directory left. A live run claims its directory
     at once and keeps the record in it while it lives, so it never has one of these."""
-    try:
-        found = sorted(parent.glob(f"{prefix}*"))
-    except OSError:
-        return []
-    out = []
     now = time.time()
-    for top in found:
+    out = []
+    for top, st in _mine(parent, prefix):
         try:
-            st = top.lstat()
-            empty = not any(top.iterdir()) if top.is_dir() and not top.is_symlink() else False
+            empty = not any(top.iterdir())
         except OSError:
             continue
-        if empty and st.st_uid == os.geteuid() and now - st.st_mtime >= min_age_s:
+        if empty and now - st.st_mtime >= min_age_s:
             out.append(top)
     return out
 

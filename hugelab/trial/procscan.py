@@ -297,7 +297,7 @@ class TreeSampler:
         self._pools: dict[str, tuple[int, int]] = {}
         self._sums: dict[str, float] = dict.fromkeys(MEAN_FIELDS, 0.0)
         self._lock = threading.Lock()  # one sample at a time: the thread's, or a caller's
-        self._paused = threading.Event()
+        self._paused = False  # read and set under the lock
         self._paused_since = 0.0
         self.paused_s = 0.0
 
@@ -331,13 +331,13 @@ class TreeSampler:
         with self._lock:
             self._sample()
             self._paused_since = time.monotonic()
-            self._paused.set()
+            self._paused = True
 
     def resume(self) -> None:
         """Sampling again, from a sample taken at once."""
         with self._lock:
-            if self._paused.is_set():
-                self._paused.clear()
+            if self._paused:
+                self._paused = False
                 self.paused_s += time.monotonic() - self._paused_since
             self._sample()
 
@@ -345,7 +345,7 @@ class TreeSampler:
         delay = min(0.05, self.interval_s)  # a first look early: short commands count too
         while not self._stop.wait(delay):
             with self._lock:
-                if not self._paused.is_set():
+                if not self._paused:
                     self._sample()
             delay = self.interval_s
 
