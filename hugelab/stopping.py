@@ -12,6 +12,13 @@ verdict stops `inconclusive` there (a non-binding futility stop: no false claim 
 The run stops when every comparison has stopped. Alpha is split evenly across comparisons
 (Bonferroni), which keeps the family-wise error at alpha. No "stop when it looks stable".
 
+With a time budget (`clock`, `--budget 5m`) the most blocks come from the blocks' measured
+time, not the file: until the first look the plan is set again at each block end for the
+blocks the budget still holds (the experiment's blocks are then only a cap), and from the first
+look it is fixed; when the next block would end past the budget, the look at this block is the
+last and spends all the alpha left (hugelab.stats.sequential.truncated). Both depend on block
+times alone, never on the values, so alpha holds (tests/test_stats_budget.py simulates it).
+
 In a request-interleaved run (every arm's server of a block up at once, started in the block's
 order, which each trial's position records) the log-ratios are adjusted for start order at
 every look (hugelab.stats.startslot: slot effects fitted on every arm of every complete block
@@ -30,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from hugelab.experiment import Experiment
+from hugelab.planning.blockclock import BlockClock
 from hugelab.stats import startslot
 from hugelab.stats.reach import GAMMA, reach
 from hugelab.stats.sequential import (
@@ -37,6 +45,7 @@ from hugelab.stats.sequential import (
     look_schedule,
     sequential_decision,
     sequential_plan,
+    truncated,
 )
 from hugelab.store import SqlStore
 
@@ -92,24 +101,40 @@ class SequentialStopper:
     unreachable: dict[str, dict[str, Any]] = field(default_factory=dict)
     adjust_slots: bool = True  # False: the unadjusted log-ratios (a replay's "before")
     slot_adjusted: bool = False  # set at the first look: a request-interleaved run
+    clock: BlockClock | None = None  # a time budget: the most blocks from their measured time
+    cut: dict[str, Any] | None = None  # where the budget ended the plan early
 
     def __post_init__(self) -> None:
         # every cell against the baseline cell of its scenario (a flat experiment: one baseline)
         arms = [a.name for a in self.exp.arms if a.name != self.exp.baseline_of(a.name)]
         self.comparisons = arms
-        per = self.alpha / max(1, len(arms))
-        sizes = look_schedule(self.exp.blocks, per) if self.looks is None else None
-        self.plan: SequentialPlan = sequential_plan(
-            self.exp.blocks, looks=self.looks or 1, alpha=per, margin=self.margin,
-            better=self.better, target_effect=self.target_effect, look_sizes=sizes)
+        self.per_alpha = self.alpha / max(1, len(arms))
+        self.plan: SequentialPlan = self._plan_for(self.exp.blocks, 0)
+
+    def _plan_for(self, most: int, now: int) -> SequentialPlan:
+        """The design for `most` blocks, its looks after `now` blocks (a look now for any the
+        schedule puts before it: a budget that shrank before the first look)."""
+        looks = min(self.looks, most // 6) if self.looks is not None else None
+        plan = sequential_plan(
+            most, looks=looks or 1, alpha=self.per_alpha, margin=self.margin, better=self.better,
+            target_effect=self.target_effect,
+            look_sizes=look_schedule(most, self.per_alpha) if looks is None else None)
+        if now < 6 or plan.look_sizes[0] >= now:
+            return plan
+        return sequential_plan(most, alpha=self.per_alpha, margin=self.margin, better=self.better,
+                               target_effect=self.target_effect,
+                               look_sizes=(now, *(n for n in plan.look_sizes if n > now)))
 
     def describe(self) -> dict[str, Any]:
+        stopped = self.history and (self.done or self.history[-1]["look"] == self.plan.looks)
         out = {"plan": self.plan.to_dict(), "family_alpha": self.alpha,
                "comparisons": self.comparisons, "looks": self.history,
                "decided": self.decided, "unreachable": self.unreachable,
-               "stopped_at_look": self.history[-1]["look"] if self.history and self.done else None}
+               "stopped_at_look": self.history[-1]["look"] if stopped else None}
         if self.slot_adjusted:
             out["start_slot_adjusted"] = True
+        if self.clock is not None:
+            out["budget"] = {**self.clock.to_dict(), "cut": self.cut}
         return out
 
     @property
@@ -118,6 +143,8 @@ class SequentialStopper:
 
     def __call__(self, run_id: int, blocks_done: int, skipped: dict[str, str]) -> bool:
         """Called after each completed block; True means: stop the run now."""
+        if self.clock is not None and self._fit_budget(blocks_done, skipped):
+            return True
         if blocks_done not in self.plan.look_sizes:
             return False
         look = self.plan.look_sizes.index(blocks_done) + 1
@@ -148,7 +175,35 @@ class SequentialStopper:
         for arm in skipped:
             self.decided.setdefault(arm, {"decision": "skipped", "look": look})
         self.history.append(entry)
-        return self.done
+        return self.done or look == self.plan.looks  # the last: too few pairs end there too
+
+    def _fit_budget(self, blocks: int, skipped: dict[str, str]) -> bool:
+        """A time budget at a block's end: before the first look, the plan for the blocks the
+        budget holds at their measured time; after it, the plan cut short at this block when
+        the next would end past the budget. True: the budget ended before 6 blocks (every
+        comparison `inconclusive`, said why)."""
+        assert self.clock is not None
+        self.clock.block_done()
+        most = min(self.exp.blocks, blocks + self.clock.blocks_left())
+        if not self.history:
+            if most >= 6:
+                self.plan = self._plan_for(most, blocks)
+                return False
+            if most > blocks:
+                return False
+            why = f"the budget held {blocks} blocks; a verdict needs 6 or more"
+            for arm in self.comparisons:
+                self.decided.setdefault(arm, {"decision": "skipped" if arm in skipped else
+                                              "inconclusive", "look": 0, "reason": why})
+            self.cut = {"blocks": blocks, "planned_blocks": None, "reason": why}
+            return True
+        if most <= blocks < self.plan.max_blocks:
+            self.cut = {"blocks": blocks, "planned_blocks": self.plan.max_blocks,
+                        "reason": f"the next block would end past the budget of "
+                                  f"{self.clock.budget_s:g} s: the last look is this block's "
+                                  f"and spends the alpha left"}
+            self.plan = truncated(self.plan, len(self.history), blocks)
+        return False
 
     def _slot_ratios(self, rows: list[tuple[int, int, str, str, str, float | None]],
                      blocks: int, entry: dict[str, Any]) -> Callable[[str], np.ndarray] | None:

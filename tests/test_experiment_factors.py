@@ -725,7 +725,20 @@ def test_dry_run_budget_warns_and_names_a_factor(tmp_path, monkeypatch, capsys):
 def test_budget_without_dry_run_is_a_usage_error(tmp_path):
     r = run_cli(tmp_path, write(tmp_path, NATIVE), "--budget", "1h")
     assert r.returncode != 0
-    assert "--budget goes with --dry-run" in r.stderr and "Traceback" not in r.stderr
+    assert "--budget goes with --until-verdict" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_until_verdict_budget_previews_the_blocks_it_fits(tmp_path, monkeypatch, capsys):
+    rc, out, err = main_in_process(tmp_path, monkeypatch, capsys, write(tmp_path, NATIVE),
+                                   "--until-verdict", "--budget", "2m", "--dry-run", "--json")
+    assert rc == 0, err
+    p = json.loads(out)  # 8 cells of 0.7 s a block: 5.6 s; (120 - 5) / 5.6 -> 20 blocks
+    assert p["blocks"] == 20 and p["budget_s"] == 120 and p["warnings"] == []
+    rc, out, err = main_in_process(tmp_path, monkeypatch, capsys, write(tmp_path, NATIVE),
+                                   "--until-verdict", "--budget", "30s")
+    assert rc == 2 and "holds about 4 blocks" in err and "needs 6 or more" in err, err
+    assert "--budget 1m" in err and "Traceback" not in err
     assert not (tmp_path / "x.db").exists()
 
 

@@ -240,6 +240,34 @@ def test_until_verdict_identical_arms_never_claim_a_difference(env):
     assert decisions <= {"inconclusive", "equivalent"}
 
 
+@pytest.mark.slow
+def test_until_verdict_with_a_budget_ends_within_it(env):
+    """Trials of 5 s on a clock that counts them: a budget of 150 s holds 14 blocks of two,
+    the plan's most; the runner stops there, on a cap of 30."""
+    from hugelab.planning.blockclock import BlockClock
+    from hugelab.stopping import SequentialStopper
+    host, session, store, _ = env
+    arms = (Arm("a", "4k"), Arm("b", "4k"))
+    exp = Experiment("aa", arms, {"kind": "fake"}, seed=1, blocks=30, baseline="a")
+    target = Recorder()
+
+    @dataclass(frozen=True)
+    class Wavering(DeterministicWorkload):  # ±1.5% a trial: never decides early
+        def run(self, target, backing):
+            r = super().run(target, backing)
+            r.metrics["ns_per_access"] *= 1.015 if len(target.calls) % 4 in (1, 2) else 0.985
+            return r
+
+    clock = BlockClock(150.0, now=lambda: 5.0 * len(target.calls))
+    stopper = SequentialStopper(exp, store, looks=None, alpha=0.05, clock=clock)
+    out = Runner(exp, store, Wavering(), target=target, session=session, paths=host,
+                 stopper=stopper).run()
+    info = stopper.describe()
+    assert info["plan"]["max_blocks"] == 14 and out.executed <= 28
+    assert out.executed == 2 * info["plan"]["look_sizes"][info["stopped_at_look"] - 1]
+    assert 5.0 * out.executed <= 150.0 and info["budget"]["block_s"] == 10.0
+
+
 def test_duet_runs_every_arm_of_a_block_at_the_same_time(env):
     import threading
     exp = Experiment(**{**experiment(blocks=3).__dict__, "design": "duet"})

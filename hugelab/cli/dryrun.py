@@ -186,8 +186,10 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
 
 
 def check_budget_args(args: argparse.Namespace) -> None:
-    if getattr(args, "budget", None) is not None and not args.dry_run:
-        raise UsageError("--budget goes with --dry-run")
+    if getattr(args, "budget", None) is not None and not args.dry_run and \
+            not getattr(args, "until_verdict", False):
+        raise UsageError("--budget goes with --until-verdict (a run that ends within it) or "
+                         "--dry-run (a warning past the estimate)")
 
 
 def busy_line(busy: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -50,10 +58,10 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--repeat-pause", type=float, default=0.0, metavar="S",
                    help="with --repeats: wait S seconds between repeats (default 0)")
     p.add_argument("--dry-run", action="store_true",
-                   help="change and run nothing: list cells, trials per block, host changes, "
-                   "guests and the estimated duration")
+                   help="change and run nothing: list cells, trials, host changes, guests, duration")
     p.add_argument("--budget", type=_budget, metavar="DURATION",
-                   help="with --dry-run: warn past this estimate (e.g. 90m), naming a factor to cut")
+                   help="with --until-verdict: end within it (5m), looks planned from measured "
+                   "blocks; with --dry-run: warn past the estimate, naming a cut")
     p.add_argument("--retry-failed", action="store_true",
                    help="on resume, rerun trials whose workload failed (outside failures: always)")
     p.add_argument("--until-verdict", action="store_true",
@@ -129,7 +137,10 @@ def _load(args: argparse.Namespace) -> Experiment:
     exp = load_experiment(args.experiment) if args.experiment else default_experiment()
     blocks = args.max_blocks if args.until_verdict and args.max_blocks else args.blocks
     least = 6 * (args.looks or 5)  # auto: the budget 5 looks had, looked at more often
-    if args.until_verdict and blocks is None and exp.blocks < least:
+    if args.until_verdict and args.budget is not None and blocks is None:
+        from hugelab.planning.budget import until_verdict_blocks
+        blocks = until_verdict_blocks(exp, args.budget, args.dry_run)
+    elif args.until_verdict and blocks is None and exp.blocks < least:
         blocks = least  # its own most: 6 blocks per look; it stops at a verdict
     if args.max_blocks and not args.until_verdict:
         raise UsageError("--max-blocks goes with --until-verdict")
@@ -177,7 +188,10 @@ def _more_blocks_hint(blocks: int, looks: int, max_given: bool) -> str:
     return hint
 
 
-def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> SequentialStopper | None:
+def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore,
+             started: float) -> SequentialStopper | None:
+    """The sequential looks of --until-verdict; with --budget, on a clock started at
+    `started` (time.monotonic(): the command's start)."""
     if not args.until_verdict:
         return None
     if args.looks is not None and exp.blocks < 6 * args.looks:
@@ -187,8 +201,11 @@ def _stopper(args: argparse.Namespace, exp: Experiment, store: SqlStore) -> Sequ
     if exp.blocks < 6:
         raise UsageError(f"--until-verdict needs at least 6 blocks (this run has {exp.blocks})",
                          hint=_more_blocks_hint(exp.blocks, 1, bool(args.max_blocks)))
+    from hugelab.planning.blockclock import BlockClock
     from hugelab.stopping import SequentialStopper
-    return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin)
+    clock = BlockClock(args.budget, start=started) if args.budget is not None else None
+    return SequentialStopper(exp, store, looks=args.looks, alpha=args.alpha, margin=args.margin,
+                             clock=clock)
 
 
 def _build(exp: Experiment, path: Path | None, dry: bool = False) -> tuple[Any, dict[str, Any]]:
@@ -213,7 +230,7 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
                           per_arm: dict[str, Any]) -> int | None:
     """`--dry-run` (nothing runs) or `--calibrate` (a duet's A/A runs): its exit code; None
     for a plain run (root checked)."""
-    if args.dry_run or args.budget is not None:
+    if args.dry_run or (args.budget is not None and not args.until_verdict):
         from hugelab.cli import dryrun
         from hugelab.planning.domains import resolve_or_note
         from hugelab.planning.dryrun import plan
@@ -243,9 +260,33 @@ def _open_riding(args: argparse.Namespace, con: Console) -> SqlStore:
     return riding(opened, args.store_outage, say)
 
 
+def _progress(bar: Progress, task: TaskID, stopper: SequentialStopper | None
+              ) -> Callable[[RunEvent], None]:
+    """The run's events on its progress bar; a stop says where a budget cut it short."""
+    def progress(e: RunEvent) -> None:
+        if e.kind == "skip":
+            bar.console.print(f"[yellow]skipping arm[/] {escape(e.message)}")
+        elif e.kind == "start":
+            bar.update(task, total=e.total)
+        elif e.kind == "trial" and e.trial:
+            last = f"{e.trial.arm}: {e.status}"
+            if e.value is not None:
+                last += f" {e.value:.4g}"
+            bar.update(task, completed=e.done, last=last)
+        elif e.kind == "repeat":
+            bar.console.print(escape(e.message))
+        elif e.kind == "stop":
+            cut = stopper.cut if stopper is not None else None
+            said = e.message + (f" ({cut['reason']})" if cut else "")
+            bar.console.print(f"[green]{escape(said)}[/]")
+    return progress
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # a --budget counts from here: the workloads' builds are in it
     exp = _load(args)
-    workload, per_arm = _build(exp, args.experiment, args.dry_run or args.budget is not None)
+    workload, per_arm = _build(exp, args.experiment, args.dry_run or (
+        args.budget is not None and not args.until_verdict))
     other = _dry_run_or_calibrate(args, exp, workload, per_arm)
     if other is not None:
         return other
@@ -258,25 +299,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                       TextColumn("{task.fields[last]}", markup=False), TimeRemainingColumn(),
                       console=con, transient=False) as bar:
             task = bar.add_task(exp.name, total=None, last="")
-
-            def progress(e: RunEvent) -> None:
-                if e.kind == "skip":
-                    bar.console.print(f"[yellow]skipping arm[/] {escape(e.message)}")
-                elif e.kind == "start":
-                    bar.update(task, total=e.total)
-                elif e.kind == "trial" and e.trial:
-                    last = f"{e.trial.arm}: {e.status}"
-                    if e.value is not None:
-                        last += f" {e.value:.4g}"
-                    bar.update(task, completed=e.done, last=last)
-
-                elif e.kind == "repeat":
-                    bar.console.print(escape(e.message))
-                elif e.kind == "stop":
-                    bar.console.print(f"[green]{escape(e.message)}[/]")
-
-            stopper = _stopper(args, exp, store)
-            outcome = Runner(exp, store, workload, target=_target(), progress=progress,
+            stopper = _stopper(args, exp, store, started)
+            outcome = Runner(exp, store, workload, target=_target(),
+                             progress=_progress(bar, task, stopper),
                              stopper=stopper, retry_failed=args.retry_failed,
                              workloads=per_arm, label=args.label, session=_session(args),
                              repeat_pause_s=args.repeat_pause).run()

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from hugelab.experiment import Experiment
+from hugelab.planning.cost import human
 from hugelab.report import answer, lead, text
 from hugelab.report.model.comparison import Comparison
 from hugelab.report.model.runsummary import RunSummary
@@ -70,7 +71,7 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
             + (f" and margin ±{100 * margin:g}%" if margin is not None else "")
             + ", not the report's defaults")
     decided, unreachable = seq.get("decided") or {}, seq.get("unreachable") or {}
-    out = [head]
+    out = [head, *budget_lines(seq.get("budget"))]
     for arm in [*decided, *(a for a in unreachable if a not in decided)]:
         d = decided.get(arm)
         if d is not None:
@@ -82,6 +83,19 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
             out.append(f"    {arm}: at look {u['look']} ({u['blocks']} blocks): "
                        f"{u['statement']}")
     return out
+
+
+def budget_lines(budget: dict[str, Any] | None) -> list[str]:
+    """With --budget: the blocks' measured time the looks were planned from, and where the
+    budget ended the plan early."""
+    if not budget:
+        return []
+    per = budget.get("block_s")
+    line = (f"  budget {human(budget['budget_s'])}: {budget['blocks_timed']} blocks"
+            + (f" at {per:.1f} s a block (median)" if per is not None else "")
+            + f", {human(budget['elapsed_s'])} in all")
+    cut = budget.get("cut")
+    return [line] + ([f"  cut at block {cut['blocks']}: {cut['reason']}"] if cut else [])
 
 
 def names_of(exp: Experiment) -> answer.Names:

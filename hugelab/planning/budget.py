@@ -4,6 +4,7 @@ over its budget."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 from hugelab.experiment import Experiment
@@ -40,3 +41,28 @@ def over_budget(exp: Experiment, meas: Measured, accel: str, seconds: float,
     elif blocks < MIN_UNITS:
         text += f"; fewer blocks will not do: a verdict needs at least {MIN_UNITS}"
     return text
+
+
+CAP_FACTOR = 2  # a budgeted run's most blocks: this many times what the estimate fits
+UNKNOWN_CAP = 200  # the most blocks when the workload does not say how long it runs
+
+
+def until_verdict_blocks(exp: Experiment, budget_s: float, preview: bool) -> int:
+    """The blocks an `--until-verdict --budget` run is given: for a preview, about as many as
+    the estimate fits in the budget; for a run, CAP_FACTOR times that, only a cap (its clock
+    plans the looks from the blocks' measured time: hugelab.planning.blockclock). Refuses a budget
+    the estimate fits fewer than 6 blocks into."""
+    from hugelab.errors import UsageError
+    from hugelab.planning.blockclock import RESERVE_S
+    from hugelab.planning.cost import estimate
+
+    per = estimate(exp).per_block_s
+    if per <= 0:
+        return UNKNOWN_CAP
+    fits = math.floor((budget_s - RESERVE_S) / per)
+    if fits < 6:
+        raise UsageError(f"a budget of {human(budget_s)} holds about {max(fits, 0)} blocks of "
+                         f"this experiment by the estimate ({per:.1f} s a block); a verdict "
+                         "needs 6 or more",
+                         hint=f"give --budget {math.ceil((6 * per + RESERVE_S) / 60)}m or more")
+    return fits if preview else CAP_FACTOR * fits

@@ -125,7 +125,7 @@ class Runner:
                     nxt = units[u + 1][0] if u + 1 < len(units) else None
                     if self._should_stop(run_id, unit[-1], nxt, skipped):
                         self.progress(RunEvent("stop", executed, len(todo), message=(
-                            f"verdict reached after block {unit[-1].block + 1}")))
+                            f"the looks stopped the run after block {unit[-1].block + 1}")))
                         break
         self.store.set_run_status(run_id, "finished", skipped)
         self.progress(RunEvent("done", executed, executed))

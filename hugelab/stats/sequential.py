@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ class SequentialPlan:
     equivalence_bounds: tuple[float, ...]
     target_effect: float | None
     futility_cp: float
+    truncated_from: int | None = None  # a time budget ended it early: the planned most blocks
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -122,20 +123,28 @@ def _log_gap(
     return math.log(max(_exit_prob(x, f, c * sqrt_t, sigma), 1e-320)) - log_target
 
 
-def boundaries(fractions: ArrayLike, alpha: float) -> tuple[FloatArray, FloatArray]:
-    """Two-sided z boundaries and cumulative alpha spent for the given information fractions."""
+def boundaries(fractions: ArrayLike, alpha: float, spend_all: bool = False
+               ) -> tuple[FloatArray, FloatArray]:
+    """Two-sided z boundaries and cumulative alpha spent for the given information fractions;
+    `spend_all`: the last look spends whatever alpha is left (a final look that comes before
+    the planned most blocks, Lan & DeMets' rule for an analysis cut short)."""
     t = as_1d(fractions, "fractions")
-    bounds, spent = _boundaries(tuple(float(x) for x in t), float(alpha))
+    bounds, spent = _boundaries(tuple(float(x) for x in t), float(alpha), spend_all)
     return bounds.copy(), spent.copy()
 
 
 @functools.lru_cache(maxsize=64)
-def _boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[FloatArray, FloatArray]:
-    """boundaries(), kept: a run's stopper and a simulation ask for the same design again."""
+def _boundaries(fractions: tuple[float, ...], alpha: float, spend_all: bool = False
+                ) -> tuple[FloatArray, FloatArray]:
+    """boundaries(), kept: a run's stopper and a simulation ask for the same design again.
+    The boundary of a look depends only on the looks before it, so cutting a design short
+    leaves its earlier boundaries as they were."""
     t = np.asarray(fractions)
     if np.any(np.diff(t) <= 0) or t[0] <= 0 or t[-1] > 1 + 1e-12:
         raise StatsInputError("information fractions must increase within (0, 1]")
     spent = obf_spending(t, alpha)
+    if spend_all:
+        spent[-1] = alpha
     bounds = np.empty(t.size)
     bounds[0] = stats.norm.isf(max(spent[0], 1e-300) / 2.0)
     b1 = bounds[0] * math.sqrt(t[0])
@@ -203,6 +212,27 @@ def sequential_plan(
         target_effect=target_effect,
         futility_cp=futility_cp,
     )
+
+
+def truncated(plan: SequentialPlan, looks_done: int, at_blocks: int) -> SequentialPlan:
+    """The plan cut short: its first `looks_done` looks as they were, then a last look at
+    `at_blocks` (after the last of those, before the planned most) that spends all the alpha
+    left, on both the efficacy and the equivalence scale. Alpha holds when the cut does not
+    depend on the data (a time budget's: block times, not block values)."""
+    if not 0 <= looks_done < plan.looks or at_blocks >= plan.max_blocks or \
+            (looks_done and at_blocks <= plan.look_sizes[looks_done - 1]) or at_blocks < 1:
+        raise StatsInputError(f"cannot cut a plan of looks {list(plan.look_sizes)} after look "
+                              f"{looks_done} at {at_blocks} blocks")
+    planned = plan.truncated_from or plan.max_blocks
+    sizes = (*plan.look_sizes[:looks_done], at_blocks)
+    fractions = tuple(n / planned for n in sizes)
+    bounds, spent = boundaries(fractions, plan.alpha, spend_all=True)
+    equivalence, _ = boundaries(fractions, 2.0 * plan.alpha, spend_all=True)
+    return replace(plan, max_blocks=at_blocks, looks=len(sizes), look_sizes=sizes,
+                   fractions=fractions, bounds=tuple(float(b) for b in bounds),
+                   alpha_spent=tuple(float(x) for x in spent),
+                   equivalence_bounds=tuple(float(e) for e in equivalence),
+                   truncated_from=planned)
 
 
 def _direction(z: float, better: str) -> str:
