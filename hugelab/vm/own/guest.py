@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -195,27 +196,13 @@ class Guest:
         pending.unlink(missing_ok=True)
         timeout = self.boot_timeout or BOOT_TIMEOUT_S[accel]
         deadline = t0 + timeout
-        self._wait_for_socket(paths.qmp_socket, deadline)
+        wait_for_socket(paths.qmp_socket, deadline, self.alive)
         self._qmp = qmp_connect(str(paths.qmp_socket), deadline, self.alive)
         self._qmp.settimeout(30.0)
         if self.console_silence_s is not None:
-            self._wait_for_console(paths.serial_log, min(deadline, t0 + self.console_silence_s))
+            wait_for_console(paths.serial_log, min(deadline, t0 + self.console_silence_s),
+                             self.alive, self.console_silence_s)
         self._connect_agent(paths.agent_socket, t0, timeout, accel)
-
-    def _wait_for_console(self, log: Path, deadline: float) -> None:
-        """The guest's first console line before `deadline` (our init says "hugelab-init: ..."
-        first thing), else the boot has failed: QEMU runs, the guest prints nothing."""
-        def spoke() -> bool:
-            try:
-                return log.stat().st_size > 0
-            except OSError:
-                return False
-        if not wait_for(spoke, deadline - time.monotonic(), interval_s=0.05,
-                        unless=lambda: not self.alive()):
-            if not self.alive():
-                raise VMError("QEMU exited during boot")
-            raise VMError(f"the guest printed nothing on its console within "
-                          f"{self.console_silence_s:.0f}s")
 
     def _connect_agent(self, socket: Path, t0: float, timeout: float, accel: str) -> None:
         """hugelab's agent answers on `socket` before t0 + timeout; then the guest layer."""
@@ -234,13 +221,6 @@ class Guest:
             raise VMError("QEMU exited during boot") from exc
         self.boot_s = time.monotonic() - t0
         apply_guest_layer(self.target, self.spec, write_pools=False)  # pools: on the cmdline
-
-    def _wait_for_socket(self, path: Path, deadline: float) -> None:
-        if not wait_for(path.exists, deadline - time.monotonic(), interval_s=0.02,
-                        unless=lambda: not self.alive()):
-            if not self.alive():
-                raise VMError("QEMU exited during startup")
-            raise VMError(f"QEMU did not create {path.name} in time")
 
     # -- stop -----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -264,6 +244,31 @@ class Guest:
 
 
 # --- the accelerator probe -----------------------------------------------------------------------
+
+
+def wait_for_socket(path: Path, deadline: float, alive: Callable[[], bool]) -> None:
+    """QEMU creates `path` before `deadline`, else an error saying whether it exited."""
+    if not wait_for(path.exists, deadline - time.monotonic(), interval_s=0.02,
+                    unless=lambda: not alive()):
+        if not alive():
+            raise VMError("QEMU exited during startup")
+        raise VMError(f"QEMU did not create {path.name} in time")
+
+
+def wait_for_console(log: Path, deadline: float, alive: Callable[[], bool],
+                     silence_s: float) -> None:
+    """The guest's first console line before `deadline` (our init says "hugelab-init: ..."
+    first thing), else the boot has failed: QEMU runs, the guest prints nothing."""
+    def spoke() -> bool:
+        try:
+            return log.stat().st_size > 0
+        except OSError:
+            return False
+    if not wait_for(spoke, deadline - time.monotonic(), interval_s=0.05,
+                    unless=lambda: not alive()):
+        if not alive():
+            raise VMError("QEMU exited during boot")
+        raise VMError(f"the guest printed nothing on its console within {silence_s:.0f}s")
 
 
 def _boot_probe(kernel: Path, qemu: str, timeout: float) -> str | None:

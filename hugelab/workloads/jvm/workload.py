@@ -41,6 +41,19 @@ APP_KEYS: dict[str, type] = {"UseLargePages": bool, "UseTransparentHugePages": b
                              "gc": str, "options": tuple}
 
 
+def check_gc(s: dict[str, Any]) -> None:
+    """An arm's JVM settings name a collector hugelab knows."""
+    if s["gc"] not in GCS:
+        raise ExperimentError(f"jvm: gc must be one of {', '.join(GCS)}, not {s['gc']!r}")
+
+
+def check_pages(s: dict[str, Any]) -> None:
+    """An arm's JVM settings ask for hugetlb pages or THP, not both."""
+    if s["UseLargePages"] and s["UseTransparentHugePages"]:
+        raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
+                              "(THP) exclude each other; an arm sets one")
+
+
 @dataclass(frozen=True)
 class JvmBenchmark:
     """OpenJDK running Sunflow's benchmark (or the user's jar); primary metric from its output."""
@@ -78,15 +91,9 @@ class JvmBenchmark:
         for what, size in (("heap", self.heap_size), ("LargePageSizeInBytes", self.page_size)):
             if size is not None and not isinstance(size, int):
                 raise ExperimentError(f"jvm: {what}: {size}")
-        if self.settings()["gc"] not in GCS:
-            raise ExperimentError(f"jvm: gc must be one of {', '.join(GCS)}, not "
-                                  f"{self.settings()['gc']!r}")
+        check_gc(self.settings())
         self._check_own_benchmark()
-        s = self.settings()
-        if s["UseLargePages"] and s["UseTransparentHugePages"]:
-            raise ExperimentError("jvm: UseLargePages (hugetlb) and UseTransparentHugePages "
-                                  "(THP) exclude each other; an arm sets one")
-
+        check_pages(self.settings())
 
     def for_arm(self, arm: Any) -> JvmBenchmark:
         """The many-threads program runs on the host and in hugelab's own guests only: an arm

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from hugelab.errors import ExperimentError
+from hugelab.units import parse_size
 from hugelab.workloads.kind import check_app
 from hugelab.workloads.mariadb import oltp, server, userdata
 
@@ -32,7 +33,7 @@ def validate(w: Any) -> None:
             raise ExperimentError(f"mariadb: app sets {key}, which hugelab sets itself")
         if key == "large_pages":  # hugelab's own key; the others are the server's to judge
             check_app("mariadb", ((key, value),), {"large_pages": bool})
-    w.buffer_pool_bytes()
+    buffer_pool_bytes(w)
     for key in ("dump", "datadir"):
         if getattr(w, key):
             object.__setattr__(w, key, os.path.abspath(getattr(w, key)))
@@ -40,6 +41,16 @@ def validate(w: Any) -> None:
                    w.script in oltp.SCRIPTS or w.window_ops is not None)
     if w.arm_backing is not None:
         check_backing(w, w.arm_backing)
+
+
+def buffer_pool_bytes(w: Any) -> int:
+    """The server's InnoDB buffer pool in bytes: the arm's innodb_buffer_pool_size, else the
+    workload's buffer_pool."""
+    value = dict(w.app).get("innodb_buffer_pool_size", w.buffer_pool)
+    try:
+        return parse_size(str(value))
+    except ValueError as exc:
+        raise ExperimentError(f"mariadb: buffer pool: {exc}") from None
 
 
 def check_backing(w: Any, backing: str) -> None:

@@ -110,13 +110,6 @@ class Mariadb(ServerKind):
     def __post_init__(self) -> None:
         rules.validate(self)
 
-    def buffer_pool_bytes(self) -> int:
-        value = dict(self.app).get("innodb_buffer_pool_size", self.buffer_pool)
-        try:
-            return parse_size(str(value))
-        except ValueError as exc:
-            raise ExperimentError(f"mariadb: buffer pool: {exc}") from None
-
     def large_pages(self) -> bool:
         given = dict(self.app).get("large_pages")
         return bool(given) if given is not None else self.arm_backing == "hugetlb-2M"
@@ -138,7 +131,7 @@ class Mariadb(ServerKind):
             return None
         if not self.large_pages():
             return 0
-        return server.large_pages_bytes(self.buffer_pool_bytes(), parse_size(size))
+        return server.large_pages_bytes(rules.buffer_pool_bytes(self), parse_size(size))
 
     def settings(self) -> tuple[tuple[str, Any], ...]:
         return tuple((k, v) for k, v in self.app
@@ -181,7 +174,7 @@ class Mariadb(ServerKind):
         settings = self.settings()
         if self.datadir and files is not None:
             settings += (("init_file", files / INIT_FILE), ("skip_slave_start", True))
-        return server.argv(files or indomain.TOP, port, str(self.buffer_pool_bytes()),
+        return server.argv(files or indomain.TOP, port, str(rules.buffer_pool_bytes(self)),
                            self.large_pages(), settings)
 
     def start_failed(self, exc: WorkloadError, files: Path | None) -> WorkloadError:
@@ -215,7 +208,7 @@ class Mariadb(ServerKind):
         result = WorkloadResult(metrics=oltp.parse(res.stdout), primary="tps", unit=self.unit,
                                 better="higher")
         # its memory (evidence["server"]) is the base's; a paired trial's tree is the trial's
-        evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log, maps, {})
+        evidence.record(result, self.large_pages(), rules.buffer_pool_bytes(self), log, maps, {})
         evidence.tell(self, result, log, first_version(res.stdout, r"sysbench (\S+)"))
         if in_domain(client):
             result.info.update({"where": "domain", "client": f"guest {client.name}",
@@ -253,7 +246,7 @@ class Mariadb(ServerKind):
         """Its own evidence beside the base's memory: its tree alone (every arm's server is
         in an interleaved trial's tree) with its huge-page mappings, and its info."""
         log = server.error_log(srv.files)
-        evidence.record(result, self.large_pages(), self.buffer_pool_bytes(), log,
+        evidence.record(result, self.large_pages(), rules.buffer_pool_bytes(self), log,
                         server.mappings(self.server_pid(srv)), result.evidence["server"])
         evidence.tell(self, result, log, srv.client_version)
 

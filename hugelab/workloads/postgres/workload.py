@@ -258,18 +258,13 @@ class Postgres(ServerKind):
         evidence, read now, with the server still up; WorkloadError without a segment."""
         result = WorkloadResult(metrics=pgbench.window_metrics(windows, latencies),
                                 primary="tps", unit=self.unit, better="higher")
-        self._looked(result, srv, "pgbench")
+        looked(result, srv, self.server_pid(srv), "pgbench")
         self.describe(result, backing)
         trialinfo.windows(result, windows, self.window_s)
         return result
 
     def served(self, result: WorkloadResult, srv: Running) -> None:
-        self._looked(result, srv, "hugelab-reqmix")
-
-    def _looked(self, result: WorkloadResult, srv: Running, tool: str) -> None:
-        result.evidence.update(segment.read_required(self.server_pid(srv)))
-        result.info = {"tool": tool, "server_output_tail": trialinfo.tail(srv.handle),
-                       "prewarmed_blocks": srv.loaded}
+        looked(result, srv, self.server_pid(srv), "hugelab-reqmix")
 
     def request_server(self, srv: Running) -> str:
         return pg_server({"host": str(srv.files), "port": server.PORT, "user": "postgres",
@@ -278,6 +273,14 @@ class Postgres(ServerKind):
     def request_load(self) -> dict[str, Any]:
         """pgbench's script (built-in or the user's file), each op one run of it."""
         return pgbench.request_load(self)
+
+
+def looked(result: WorkloadResult, srv: Running, pid: int, tool: str) -> None:
+    """The trial's evidence from the server's shared memory segment (postmaster `pid`),
+    read with the server up, and what ran it."""
+    result.evidence.update(segment.read_required(pid))
+    result.info = {"tool": tool, "server_output_tail": trialinfo.tail(srv.handle),
+                   "prewarmed_blocks": srv.loaded}
 
 
 KIND = Kind(
