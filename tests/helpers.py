@@ -11,6 +11,7 @@ test module that the others import.
   run: `FACTORIAL_EXP`, `FACTORIAL_EFFECT`).
 - `reqmix_report`: a request client's JSON report with the window rates a test gives.
 - `make_tree`: a generated C tree with a real Makefile, for the make-build workload.
+- `PairedStore`: the two reads SequentialStopper makes of a store, over generated A/B values.
 - the runner's fakes: `DeterministicWorkload` (latency by backing, evidence that can lie),
   `Recorder` (a target that records the backings run), `experiment` (one arm per backing) and
   the `env` fixture (a fake host, its session and a store; import it as `env as env`).
@@ -27,8 +28,9 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -404,3 +406,22 @@ def cmdlines() -> dict[int, str]:
             except OSError:
                 continue
     return out
+
+
+@dataclass
+class PairedStore:
+    """The two reads SequentialStopper makes of a store, over generated paired values: arm
+    "a" at 100, arm "b" at 100 e^d for each block's d."""
+    d: np.ndarray
+    rows: list[tuple[int, int, str, str, str, float | None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for b, x in enumerate(self.d):
+            self.rows += [(b, 0, "a", "native", "ok", 100.0),
+                          (b, 1, "b", "native", "ok", 100.0 * math.exp(x))]
+
+    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
+        return self.rows
+
+    def trials(self, run_id: int) -> list[dict[str, Any]]:
+        return [{"better": "lower"}]

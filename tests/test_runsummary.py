@@ -154,3 +154,21 @@ def test_a_run_whose_only_other_arm_was_skipped_says_so_in_its_answer(tmp_path, 
         in flat, rep
     assert "no comparisons: arm(s) vm-1G skipped (the warnings say why)" in flat
     assert "single arm or no baseline arm" not in flat
+
+
+def test_a_budgeted_run_says_its_block_time_and_where_the_budget_cut_it(tmp_path):
+    exp = runstores.experiment(None)
+    runstores.fabricate(tmp_path / "s.db", exp, blocks=8)
+    reason = ("the next block would end past the budget of 300 s: the last look is this "
+              "block's and spends the alpha left")
+    seq = {"plan": {"looks": 4, "look_sizes": [19, 23, 27, 33], "margin": 0.01},
+           "family_alpha": 0.01, "decided": {"thp": {"decision": "equivalent", "look": 4}},
+           "stopped_at_look": 4,
+           "budget": {"budget_s": 300.0, "elapsed_s": 296.4, "block_s": 8.6, "blocks_timed": 33,
+                      "cut": {"blocks": 33, "planned_blocks": 36, "reason": reason}}}
+    one = " ".join(printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120).split())
+    assert "budget 5 min: 33 blocks at 8.6 s a block (median), 4 min 56 s in all" in one
+    assert f"cut at block 33: {reason}" in one
+    seq.update(budget={**seq["budget"], "cut": None})
+    one = " ".join(printed(exp, result_of(tmp_path / "s.db", exp, sequential=seq), 120).split())
+    assert "in all" in one and "cut at block" not in one

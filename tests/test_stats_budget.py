@@ -6,7 +6,7 @@ Error rates checked by simulation: a cut made from block times alone adds no fal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from hugelab.planning.cost import estimate
 from hugelab.stats import StatsInputError, run_sequential, sequential_plan
 from hugelab.stats.sequential import look_schedule, truncated
 from hugelab.stopping import SequentialStopper
+from tests.helpers import PairedStore
 
 ALPHA, MARGIN, SD = 0.005, 0.01, 0.015  # the examples: alpha 0.01 over 2 claims; ±1%
 SIMS = 4000
@@ -77,24 +78,6 @@ class Clock:
         return self.t
 
 
-@dataclass
-class Store:
-    """The two reads SequentialStopper makes of a store, over generated paired values."""
-    d: np.ndarray
-    rows: list[tuple[int, int, str, str, str, float | None]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        for b, x in enumerate(self.d):
-            self.rows += [(b, 0, "a", "native", "ok", 100.0),
-                          (b, 1, "b", "native", "ok", 100.0 * math.exp(x))]
-
-    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
-        return self.rows
-
-    def trials(self, run_id: int) -> list[dict[str, Any]]:
-        return [{"better": "lower"}]
-
-
 def budgeted(d: np.ndarray, budget_s: float, block_s: list[float], cap: int = 80
              ) -> tuple[SequentialStopper, int]:
     """A stopper on a fake clock whose blocks take `block_s` in turn (the last repeated):
@@ -102,7 +85,7 @@ def budgeted(d: np.ndarray, budget_s: float, block_s: list[float], cap: int = 80
     exp = Experiment("aa", (Arm("a", "4k"), Arm("b", "4k")), {"kind": "fake"}, seed=1,
                      blocks=cap, baseline="a")
     clock = Clock()
-    stop = SequentialStopper(exp, Store(d), looks=None, alpha=0.01, margin=MARGIN,  # type: ignore[arg-type]
+    stop = SequentialStopper(exp, PairedStore(d), looks=None, alpha=0.01, margin=MARGIN,  # type: ignore[arg-type]
                              clock=BlockClock(budget_s, now=clock))
     for blocks in range(1, cap + 1):
         clock.t += block_s[min(blocks, len(block_s)) - 1]

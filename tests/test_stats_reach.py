@@ -7,7 +7,6 @@ from bench/sequential_budget.py."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ from hugelab.stats import StatsInputError, run_sequential, sequential_plan, sign
 from hugelab.stats.reach import reach, replay
 from hugelab.stats.sequential import look_schedule, max_signed_rank_z
 from hugelab.stopping import SequentialStopper
+from tests.helpers import PairedStore
 
 N, ALPHA, MARGIN, WINDOW_SD = 30, 0.005, 0.01, 0.006  # the examples: alpha 0.01, 2 claims
 SIMS = 500
@@ -103,28 +103,10 @@ def test_reach_of_one_run_reads_what_it_says() -> None:
         loud.sentence(MARGIN)
 
 
-@dataclass
-class Store:
-    """The two reads SequentialStopper makes of a store, over generated paired values."""
-    d: np.ndarray
-    rows: list[tuple[int, int, str, str, str, float | None]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        for b, x in enumerate(self.d):
-            self.rows += [(b, 0, "a", "native", "ok", 100.0),
-                          (b, 1, "b", "native", "ok", 100.0 * math.exp(x))]
-
-    def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float | None]]:
-        return self.rows
-
-    def trials(self, run_id: int) -> list[dict[str, Any]]:
-        return [{"better": "lower"}]
-
-
 def stopped(d: np.ndarray) -> SequentialStopper:
     exp = Experiment("aa", (Arm("a", "4k"), Arm("b", "4k")), {"kind": "fake"}, seed=1,
                      blocks=N, baseline="a")
-    stop = SequentialStopper(exp, Store(d), looks=None, alpha=0.01, margin=MARGIN)  # type: ignore[arg-type]
+    stop = SequentialStopper(exp, PairedStore(d), looks=None, alpha=0.01, margin=MARGIN)  # type: ignore[arg-type]
     for blocks in range(1, N + 1):
         if stop(1, blocks, {}):
             break
