@@ -12,9 +12,10 @@ Each run is `hugelab run COPY --blocks N --store DIR/<mode>_<kind>-<seed>.db` on
 example with only its seed and name changed; mode `quiet` is hugelab as shipped, mode
 `sampled` the same code with `TrialScope.quiet` replaced by a no-op in that process (the
 sampler then reads every member's smaps_rollup and status every 0.25 s, as before the change),
-and mode `noaslr` hugelab as shipped with the host's address-space randomization off
+mode `noaslr` hugelab as shipped with the host's address-space randomization off
 (`kernel.randomize_va_space` 0 for that run, put back after it: a diagnosis of where fresh
-server instances' offsets come from, never a setting hugelab makes). `--modes` picks them.
+server instances' offsets come from, never a setting hugelab makes), and mode `wN` (`w1000`)
+the example with `window_ops = N` instead of its own. `--modes` picks two.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
 test lock and lets it go after, as heldout_examples.py does.
@@ -27,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import math
+import re
 import runpy
 import sqlite3
 import subprocess
@@ -84,6 +86,10 @@ def twin_line(store: Path) -> str:
 def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     kind = example.split("-")[0]
     text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
+    if mode.startswith("w"):
+        text, n = re.subn(r"(?m)^window_ops = \d+", f"window_ops = {int(mode[1:])}", text)
+        if n != 1:
+            raise SystemExit(f"{example}: expected one window_ops line")
     store = out / f"{mode}_{kind}-{seed}.db"
     store.unlink(missing_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".toml", dir=out, delete=False) as f:
@@ -107,8 +113,9 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
 
 def modes_of(text: str) -> tuple[str, str]:
     modes = text.split(",")
-    if len(modes) != 2 or not set(modes) <= {"quiet", "sampled", "noaslr"}:
-        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, got {text!r}")
+    if len(modes) != 2 or not all(m in ("quiet", "sampled", "noaslr") or
+                                  re.fullmatch(r"w[1-9]\d*", m) for m in modes):
+        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, wN, got {text!r}")
     return modes[0], modes[1]
 
 
@@ -121,7 +128,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="601,602,603")
     ap.add_argument("--examples", default=DEFAULT)
     ap.add_argument("--blocks", type=int, default=10)
-    ap.add_argument("--modes", default="quiet,sampled", help="two of quiet, sampled, noaslr")
+    ap.add_argument("--modes", default="quiet,sampled",
+                    help="two of quiet, sampled, noaslr, wN (window_ops = N)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
