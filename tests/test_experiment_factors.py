@@ -735,6 +735,13 @@ def test_until_verdict_budget_previews_the_blocks_it_fits(tmp_path, monkeypatch,
     assert rc == 0, err
     p = json.loads(out)  # 8 cells of 0.7 s a block: 5.6 s; (120 - 5) / 5.6 -> 20 blocks
     assert p["blocks"] == 20 and p["budget_s"] == 120 and p["warnings"] == []
+    assert p["until_verdict"] is True
+    rc, out, err = main_in_process(tmp_path, monkeypatch, capsys, write(tmp_path, NATIVE),
+                                   "--until-verdict", "--budget", "2m", "--dry-run")
+    assert rc == 0, err
+    assert "with --until-verdict: about 20 blocks fit the budget by this estimate; the run " \
+        "times its blocks, plans its looks from them and ends within the budget" in \
+        " ".join(out.split())
     rc, out, err = main_in_process(tmp_path, monkeypatch, capsys, write(tmp_path, NATIVE),
                                    "--until-verdict", "--budget", "30s")
     assert rc == 2 and "holds about 4 blocks" in err and "needs 6 or more" in err, err

@@ -173,16 +173,27 @@ def print_plan(p: dict[str, Any], as_json: bool) -> None:
                   f"up to about {human(p['fragment_s'])} a block, faulting in the share of "
                   "today's free memory each degree asks for (once for consecutive blocks that "
                   "end and start in one state); counted below", highlight=False, markup=False)
-    line = f"estimated duration: {human(p['estimated_s'])}"
-    line += " (trial times measured in this store's earlier run)" if measured else \
-        " (configured or estimated workload time + 0.5 s per trial + boot + builds)"
-    if p["budget_s"] is not None:
-        line += f"; budget {human(p['budget_s'])}"
-    con.print(line, highlight=False)
+    for text in duration_lines(p, measured):
+        con.print(text, highlight=False, markup=False)
     if p.get("host_busy"):
         con.print(busy_line(p["host_busy"]), highlight=False, markup=False)
     for w in p["warnings"]:
         con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+
+
+def duration_lines(p: dict[str, Any], measured: bool) -> list[str]:
+    """The estimated duration, the budget, and with --until-verdict what the budget holds."""
+    line = f"estimated duration: {human(p['estimated_s'])}"
+    line += " (trial times measured in this store's earlier run)" if measured else \
+        " (configured or estimated workload time + 0.5 s per trial + boot + builds)"
+    if p["budget_s"] is None:
+        return [line]
+    line += f"; budget {human(p['budget_s'])}"
+    if not p.get("until_verdict"):
+        return [line]
+    return [line, f"with --until-verdict: about {p['blocks']} blocks fit the budget by this "
+                  "estimate; the run times its blocks, plans its looks from them and ends "
+                  "within the budget"]
 
 
 def check_budget_args(args: argparse.Namespace) -> None:

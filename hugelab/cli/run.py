@@ -236,8 +236,9 @@ def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: A
         from hugelab.planning.dryrun import plan
         dryrun.check_budget_args(args)
         exp, notes = resolve_or_note(exp)  # users' domains: their memory, as the runner does
-        dryrun.print_plan(plan(exp, workload, per_arm, args.store, args.budget, notes),
-                          args.json)
+        preview = plan(exp, workload, per_arm, args.store, args.budget, notes)
+        preview["until_verdict"] = bool(args.until_verdict)
+        dryrun.print_plan(preview, args.json)
         return 0
     if args.calibrate:
         from hugelab.cli import calibrate
