@@ -226,11 +226,17 @@ def _build(exp: Experiment, path: Path | None, dry: bool = False) -> tuple[Any, 
         raise locate(exc, path) from None
 
 
+def _previewing(args: argparse.Namespace) -> bool:
+    """A dry run: --dry-run, or a --budget without --until-verdict (which the dry run refuses,
+    naming both)."""
+    return bool(args.dry_run) or (args.budget is not None and not args.until_verdict)
+
+
 def _dry_run_or_calibrate(args: argparse.Namespace, exp: Experiment, workload: Any,
                           per_arm: dict[str, Any]) -> int | None:
     """`--dry-run` (nothing runs) or `--calibrate` (a duet's A/A runs): its exit code; None
     for a plain run (root checked)."""
-    if args.dry_run or (args.budget is not None and not args.until_verdict):
+    if _previewing(args):
         from hugelab.cli import dryrun
         from hugelab.planning.domains import resolve_or_note
         from hugelab.planning.dryrun import plan
@@ -286,8 +292,7 @@ def _progress(bar: Progress, task: TaskID, stopper: SequentialStopper | None
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.monotonic()  # a --budget counts from here: the workloads' builds are in it
     exp = _load(args)
-    workload, per_arm = _build(exp, args.experiment, args.dry_run or (
-        args.budget is not None and not args.until_verdict))
+    workload, per_arm = _build(exp, args.experiment, _previewing(args))
     other = _dry_run_or_calibrate(args, exp, workload, per_arm)
     if other is not None:
         return other

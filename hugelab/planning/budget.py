@@ -7,8 +7,10 @@ import argparse
 import math
 import re
 
+from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
-from hugelab.planning.cost import Measured, cuts, human
+from hugelab.planning.blockclock import RESERVE_S
+from hugelab.planning.cost import Measured, cuts, estimate, human
 from hugelab.stats.paired import MIN_UNITS
 
 
@@ -52,10 +54,6 @@ def until_verdict_blocks(exp: Experiment, budget_s: float, preview: bool) -> int
     the estimate fits in the budget; for a run, CAP_FACTOR times that, only a cap (its clock
     plans the looks from the blocks' measured time: hugelab.planning.blockclock). Refuses a budget
     the estimate fits fewer than 6 blocks into."""
-    from hugelab.errors import UsageError
-    from hugelab.planning.blockclock import RESERVE_S
-    from hugelab.planning.cost import estimate
-
     per = estimate(exp).per_block_s
     if per <= 0:
         return UNKNOWN_CAP
