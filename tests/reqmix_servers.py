@@ -70,6 +70,23 @@ def memcached_argv(port: int) -> list[str]:
             "-m", "256"]
 
 
+def varnish_argv(port: int, workdir: Path) -> list[str]:
+    """varnishd in the foreground, no backend: every miss a cached 200 of 4 KiB (hugelab's
+    VCL), its work directory `workdir`."""
+    from hugelab.workloads.varnish import vcl
+    (workdir / "t.vcl").write_text(vcl(4))
+    return ["varnishd", "-F", "-n", str(workdir), "-a", f"127.0.0.1:{port}", "-f",
+            str(workdir / "t.vcl"), "-s", "malloc,64m", "-T", "none", "-j", "none"]
+
+
+def varnish_stats(workdir: Path) -> dict[str, int]:
+    """varnishd's own counters (varnishstat -1), as name -> value."""
+    out = subprocess.run(["varnishstat", "-n", str(workdir), "-1"], check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    return {p[0]: int(p[1]) for p in map(str.split, out.splitlines())
+            if len(p) > 1 and p[1].isdigit()}
+
+
 def redis_info(port: int, section: str) -> dict[str, str]:
     """`INFO section` of a Redis server, as key -> value."""
     out = subprocess.run(["redis-cli", "-p", str(port), "info", section], check=True,

@@ -101,8 +101,8 @@ def test_the_experiment_file_takes_servers_and_refuses_what_cannot_share_a_host(
                                     {"name": "b", "backing": "4k", "thp": "always"}]))
     with pytest.raises(ExperimentError, match="does not run with design") as e:
         check_places(parse_experiment(_exp(workload={"kind": "sysbench"})))
-    assert "kinds that interleave: hugelab-mem, mariadb, memcached, postgres, redis" in \
-        (e.value.hint or "")
+    assert "kinds that interleave: hugelab-mem, mariadb, memcached, postgres, redis, " \
+        "varnish" in (e.value.hint or "")
     redis = parse_experiment(_exp(workload={"kind": "redis", "duration_s": 4, "window_s": 1},
                                   arms=[{"name": "a", "backing": "thp", "thp": "always"},
                                         {"name": "b", "backing": "thp", "thp": "always",

@@ -1,14 +1,18 @@
 """hugelab-reqmix against real servers on loopback: its op counts agree with each server's
-own counters (Redis INFO commandstats, memcached stats, PostgreSQL's table statistics)."""
+own counters (Redis INFO commandstats, memcached stats, varnishstat, PostgreSQL's table
+statistics), and its HTTP bodies read by length and by chunks from a server here."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -16,6 +20,7 @@ from hugelab.workloads import reqmix_build
 from hugelab.workloads.reqmix import (
     ReqmixResult,
     ReqmixSettings,
+    http_server,
     memcached_server,
     mysql_server,
     parse_output,
@@ -130,6 +135,68 @@ def test_memcached_counts_agree_with_stats(binary: Path) -> None:
             assert r.latency[arm].ops_total == want[arm]
 
 
+@pytest.mark.skipif(shutil.which("varnishd") is None, reason="needs varnish")
+def test_http_counts_agree_with_varnishstat(binary: Path, tmp_path: Path) -> None:
+    ports, dirs = [rs.free_port(), rs.free_port()], [tmp_path / "a", tmp_path / "b"]
+    with ExitStack() as stack:
+        for p, d in zip(ports, dirs, strict=True):
+            d.mkdir()
+            stack.enter_context(rs.server(rs.varnish_argv(p, d), p))
+        s = ReqmixSettings(servers=tuple(http_server("127.0.0.1", p) for p in ports),
+                           clients=2, window_ops=20, warm_ops=2, windows=16, duration_s=None,
+                           seed=5, keyspace=300, preload=True)
+        r = _run(binary, s)
+        _check_order(r)
+        want = _ops_per_arm(r, s)
+        for arm, d in enumerate(dirs):
+            st = rs.varnish_stats(d)
+            # the preload asks each path once (a miss, cached); every later GET is a hit
+            assert st["MAIN.cache_miss"] == 300 == st["MAIN.n_object"]
+            assert st["MAIN.cache_hit"] == want[arm] == r.latency[arm].ops_total
+            assert st["MAIN.client_req"] == want[arm] + 300
+
+
+class _Http(BaseHTTPRequestHandler):
+    """Answers every GET with 200 and a body, by Content-Length or, every other one, in
+    chunks; counts the GETs."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[Counter[str]] = Counter()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.seen[self.path] += 1
+        body = self.path.encode() * 50
+        self.send_response(200)
+        if sum(self.seen.values()) % 2:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for part in (body[:7], body[7:]):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+def test_http_reads_bodies_by_length_and_by_chunks(binary: Path) -> None:
+    _Http.seen.clear()
+    with ThreadingHTTPServer(("127.0.0.1", 0), _Http) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            s = ReqmixSettings(servers=(http_server("127.0.0.1", httpd.server_port),),
+                               window_ops=10, windows=6, duration_s=None, keyspace=50,
+                               preload=True)
+            r = _run(binary, s)
+        finally:
+            httpd.shutdown()
+    assert sum(_Http.seen.values()) == r.latency[0].ops_total + 50
+    assert set(_Http.seen) == {f"/key:{i:012d}" for i in range(50)}
+
+
 def test_unreachable_server_is_named(binary: Path) -> None:
     port = rs.free_port()
     cp = subprocess.run([str(binary), "--server", f"redis:127.0.0.1:{port}", "--windows", "2"],
@@ -152,8 +219,8 @@ def test_usage_errors(binary: Path, argv: list[str], match: str) -> None:
 def test_the_client_table_has_every_python_builders_protocol(binary: Path) -> None:
     """The C protocol table (main.c) names, in order, the protocols of the Python --server
     builders; a builder's prefix without its ':' is no protocol."""
-    specs = [redis_server("h", 1), memcached_server("h", 2), pg_server({"host": "/s"}),
-             mysql_server("db", socket="/s")]
+    specs = [redis_server("h", 1), memcached_server("h", 2), http_server("h", 3),
+             pg_server({"host": "/s"}), mysql_server("db", socket="/s")]
     names = [s.split(":", 1)[0] for s in specs]
     cp = subprocess.run([str(binary), "--server", "ftp:x"], capture_output=True, text=True,
                         check=False)

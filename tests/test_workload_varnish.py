@@ -12,14 +12,8 @@ import pytest
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.trial.native import NativeTarget
 from hugelab.workloads.serverside import LocalServer, ServerHandle
-from hugelab.workloads.varnish import (
-    VarnishBenchmark,
-    check_varnish,
-    judge,
-    parse_wrk,
-    preload_lua,
-    vcl,
-)
+from hugelab.workloads.varnish import VarnishBenchmark, check_varnish, judge, vcl
+from hugelab.workloads.wrk import parse_wrk, preload_lua
 
 WRK = """Running 2s test @ http://127.0.0.1:4000/
   2 threads and 16 connections
@@ -155,3 +149,32 @@ def test_real_varnish_agrees_with_its_own_counters_and_smaps(thp):
         assert side.seen["madvised_thp_kb"] >= 32 * 1024  # of its 64 MiB of objects
     else:
         assert server["madvised_kb"] == 0 == side.seen["madvised_thp_kb"]
+
+
+@pytest.mark.server
+def test_interleaved_varnishes_each_judged_by_its_own_cache_process_and_counters():
+    """Design "interleaved" with window_ops: two varnishd at once under hugelab-reqmix; each
+    arm's evidence is its own cache process (not its keeper, not its manager) and its own
+    counters, which agree with the client's requests."""
+    import random
+
+    from hugelab.workloads import interleave
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    if "[never]" in mode:
+        pytest.skip("host THP is never: jemalloc thp:always cannot get THP")
+    def arm(thp: str) -> VarnishBenchmark:
+        return VarnishBenchmark(objects=2048, object_kb=16, storage_mb=64, duration_s=2,
+                                window_ops=100, app=(("jemalloc_thp", thp),))
+    arms = [(arm("default"), "4k"), (arm("always"), "thp")]
+    out = interleave.serve(NativeTarget(), arms, random.Random(5))
+    assert len({r.evidence["server"]["pid"] for r in out}) == 2
+    for r in out:
+        stats, comm = r.evidence["varnish_stats"], r.evidence["tree"]["thp_enabled_by_comm"]
+        assert stats["MAIN.cache_miss"] == 2048 == stats["MAIN.n_object"]
+        assert stats["MAIN.cache_hit"] == r.metrics["ops"]
+        assert stats["MAIN.client_req"] == r.metrics["ops"] + 2048
+        assert set(comm) == {"varnishd"} and r.evidence["server"]["anon_kb"] >= 32 * 1024
+        check = judge(r.evidence)
+        assert check is not None and check.status == "verified", check
+    assert out[0].evidence["server"]["madvised_thp_kb"] == 0
+    assert out[1].evidence["server"]["madvised_thp_kb"] >= 16 * 1024

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -113,6 +113,20 @@ def serve(target: Target, arms: Sequence[tuple[ServerWorkload, str]],
         return out
     finally:
         stop_all([(wl, srv) for (wl, _b), srv in zip(arms, servers, strict=False)])
+
+
+Problem = Callable[[tuple[Any, ...], dict[str, Any]], "tuple[str, str] | None"]
+
+
+def requests_only(kind: str, client: str) -> Problem:
+    """A kind's `interleave` when it interleaves windows of requests only: its own load
+    generator (`client`) has no timed runs to alternate, so the workload sets window_ops."""
+    def problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
+        if not table.get("window_ops"):
+            return (f"{kind} interleaves windows of requests, not whole {client} runs",
+                    "set window_ops (e.g. 200) in [workload]")
+        return server_problem(arms, table)
+    return problem
 
 
 def server_problem(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:

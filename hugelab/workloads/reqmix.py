@@ -80,6 +80,11 @@ def memcached_server(host: str, port: int) -> str:
     return f"memcached:{host}:{port}"
 
 
+def http_server(host: str, port: int) -> str:
+    """The --server value for an HTTP cache (Varnish): GETs of /key:N."""
+    return f"http:{host}:{port}"
+
+
 def _conninfo_value(value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"

@@ -92,8 +92,8 @@ from hugelab.workloads.guestside import LayerBuild, in_domain
 from hugelab.workloads.process_thp import target_for
 from hugelab.workloads.requests import start_one
 from hugelab.workloads.servercpu import PinnedTarget, pin_tree, pinning
-from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, marked
-from hugelab.workloads.servermem import server_tree
+from hugelab.workloads.serverkeep import MEMORY_MARK, REPORT_MARK, first_child, marked
+from hugelab.workloads.servermem import process_memory, server_tree
 from hugelab.workloads.serverplace import Placement, watched_here
 from hugelab.workloads.serverside import (
     LOOPBACK,
@@ -286,6 +286,16 @@ class ServerKind(Placement):
     def server_pid(self, srv: Running) -> int:
         return int(srv.handle.proc.pid)  # type: ignore[attr-defined]
 
+    def own_memory(self, srv: Running) -> dict[str, object]:
+        """The THP picture of this arm's server, read now: a kept one's (its in_place) is its
+        keeper's child's own process (Varnish: the manager's child), else the server's."""
+        hooks = self.in_place(srv.port)
+        if hooks is None:
+            return server_memory(srv.handle)
+        child = first_child(self.server_pid(srv))
+        pid = hooks.own_pid(child) if child is not None else None
+        return process_memory(pid) if pid is not None else {}
+
     def request_server(self, srv: Running) -> str:
         return self.reqmix_server(LOOPBACK, srv.port)
 
@@ -295,7 +305,7 @@ class ServerKind(Placement):
         result = WorkloadResult(metrics=metrics, primary=primary, unit=self.unit,
                                 better="higher")
         if self.memory_evidence:
-            memory = result.evidence["server"] = server_memory(srv.handle)
+            memory = result.evidence["server"] = self.own_memory(srv)
             if memory:  # judged alone: the host-wide tree holds every arm's server
                 result.evidence["tree"] = server_tree(self.tool, memory)
         self.served(result, srv)

@@ -11,17 +11,19 @@ MADV_HUGEPAGE, or MADV_NOHUGEPAGE); `default` leaves jemalloc to the host's THP 
 `always` gives THP, so its arm's backing is `thp`.
 Client: wrk twice: a preload (one connection asks each of the `objects` paths once, so every
 object is cached: MAIN.cache_miss), then `wrk -t T -c C -d D` on random paths among them (all
-hits); metric: the timed run's requests/s (wrk's own `Requests/sec`).
+hits); metric: the timed run's requests/s (wrk's own `Requests/sec`). Design "interleaved"
+with `window_ops`: every arm's varnishd up at once, hugelab-reqmix's GETs (its http protocol:
+every path /key:N asked once first, then random ones) in windows across them.
 Evidence (the keeper's hooks, `Kept`): the THP picture of varnishd's cache process (the
 manager's child, where the objects are) as evidence["server"], varnishd's own counters
-(`varnishstat -1`, read just before the stop) as evidence["varnish_stats"]. In hugelab's own
-guests the keeper stops varnishd once a GET of STOP_PATH, which the VCL passes, is counted
-(MAIN.s_pass); readiness is a GET of READY_PATH (a synth 200).
+(`varnishstat -1`, read just before the stop; interleaved: after the windows) as
+evidence["varnish_stats"]. In hugelab's own guests the keeper stops varnishd once a GET of
+STOP_PATH, which the VCL passes, is counted (MAIN.s_pass); readiness is a GET of READY_PATH (a
+synth 200).
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -33,28 +35,28 @@ from hugelab import proc
 from hugelab.checks import Check
 from hugelab.errors import ExperimentError, WorkloadError
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
+from hugelab.workloads.interleave import requests_only
 from hugelab.workloads.kind import (
     CLIENT_APART,
     SERVER_PORT,
     Kind,
     ServerInGuest,
     Tool,
+    interleaved,
     key,
     keys_of,
     program,
     timeout,
+    warm_ops,
 )
 from hugelab.workloads.process_thp import check_mode
+from hugelab.workloads.reqmix import http_server
 from hugelab.workloads.serverjudge import check_madvised, judge_switch
 from hugelab.workloads.serverkeep import InPlace, first_child
-from hugelab.workloads.serverkind import (
-    ServerKind,
-    answers,
-    tell,
-    version,
-)
+from hugelab.workloads.serverkind import Running, ServerKind, answers, tell, version
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
 from hugelab.workloads.toolrun import check_exit, first_version, tail
+from hugelab.workloads.wrk import parse_wrk, preload_lua, random_lua, wrk_argv
 
 JEMALLOC_THP = ("default", "always", "never")
 APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}
@@ -87,40 +89,6 @@ def vcl(object_kb: int) -> str:
             f'  synthetic({{"{body}"}});\n  return (deliver);\n}}\n')
 
 
-def preload_lua(objects: int) -> str:
-    """wrk's preload (pure): one connection asks /o0 ... /o<objects-1> once each, then ends
-    wrk (os.exit: a wrk thread cannot end the run before its duration)."""
-    return (f"local n, i = {objects}, -1\n"
-            'function request() i = i + 1; return wrk.format(nil, "/o" .. i) end\n'
-            "function response(status)\n  if status ~= 200 then os.exit(1) end\n"
-            "  if i + 1 >= n then os.exit(0) end\nend\n")
-
-
-def random_lua(objects: int) -> str:
-    """wrk's timed run (pure): random paths among the preloaded objects."""
-    return (f"local n, k = {objects}, 0\n"
-            'function setup(thread) thread:set("id", k); k = k + 1 end\n'
-            "function init() math.randomseed(os.time() * 97 + id) end\n"
-            'function request() return wrk.format(nil, "/o" .. math.random(0, n - 1)) end\n')
-
-
-def parse_wrk(text: str) -> dict[str, float]:
-    """requests, seconds, requests/s and mean latency of one wrk run (pure); WorkloadError
-    when it printed none or saw errors."""
-    m = re.search(r"(\d+) requests in ([0-9.]+)(m?s)", text)
-    r = re.search(r"Requests/sec:\s+([0-9.]+)", text)
-    if m is None or r is None:
-        raise WorkloadError(f"wrk printed no result\n  {tail(text, 5) or '(no output)'}")
-    if bad := re.search(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", text):
-        raise WorkloadError(f"wrk: {bad.group(1)}")
-    secs = float(m.group(2)) / (1000 if m.group(3) == "ms" else 1)
-    out = {"requests": float(m.group(1)), "seconds": secs, "requests_per_s": float(r.group(1))}
-    if lat := re.search(r"Latency\s+([0-9.]+)(us|ms|s)\b", text):
-        out["latency_avg_ms"] = float(lat.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[
-            lat.group(2)]
-    return out
-
-
 @dataclass(frozen=True)
 class VarnishBenchmark(ServerKind):
     """varnishd (malloc storage) loaded with wrk; primary metric `requests_per_s` (higher)."""
@@ -133,7 +101,11 @@ class VarnishBenchmark(ServerKind):
                              "hour)", unit="KiB")
     threads: int = key(2, "wrk --threads")
     connections: int = key(16, "wrk --connections of the timed run")
-    duration_s: float = key(5.0, "wrk --duration of the timed run", unit="s")
+    duration_s: float = key(5.0, "wrk --duration of the timed run (design \"interleaved\": "
+                                 "seconds of requests per trial)", unit="s")
+    window_ops: int | None = key(None, interleaved("window_ops", "requests", "windows of this "
+                                                   "many GETs from `threads` connections"))
+    warm_ops: int = key(20, warm_ops("requests"))
     port: int | None = key(None, SERVER_PORT)
     client_apart: bool = key(False, CLIENT_APART)
     server_binary: str = key("varnishd", program("server_binary", "varnishd"))
@@ -198,9 +170,8 @@ class VarnishBenchmark(ServerKind):
 
     def wrk(self, client: Target, port: int, script: Path, conns: tuple[int, int], secs: float
             ) -> ExecResult:
-        argv = [self.client_binary, "-t", str(conns[0]), "-c", str(conns[1]), "-d",
-                f"{secs:g}s", "--latency", "-s", str(script), f"http://{LOOPBACK}:{port}/"]
-        res = client.exec(argv, timeout=self.timeout_s)
+        res = client.exec(wrk_argv(self.client_binary, f"http://{LOOPBACK}:{port}/", script,
+                                   conns, secs), timeout=self.timeout_s)
         check_exit(res, "wrk")
         return res
 
@@ -227,6 +198,27 @@ class VarnishBenchmark(ServerKind):
         result.evidence["varnish_stats"] = stats
         result.evidence["app_costs"] = {"storage_kb": stats.get("SMA.s0.g_bytes", 0) / 1024}
         return result
+
+    # -- request-level interleaving (hugelab.workloads.requests) ----------------------------
+    @property
+    def clients(self) -> int:
+        return self.threads
+
+    def reqmix_server(self, host: str, port: int) -> str:
+        return http_server(host, port)
+
+    def request_load(self) -> dict[str, Any]:
+        """GETs of `objects` paths, each asked once first (a miss, then cached)."""
+        return {"keyspace": self.objects, "preload": True}
+
+    def served(self, result: WorkloadResult, srv: Running) -> None:
+        """varnishd's own counters, read while it runs (its work directory: the manager's -n)."""
+        args = Path(f"/proc/{first_child(self.server_pid(srv))}/cmdline").read_bytes().split(b"\0")
+        stats = self.in_place(srv.port).report(args[args.index(b"-n") + 1].decode())
+        result.evidence["varnish_stats"] = stats
+        result.evidence["app_costs"] = {"storage_kb": stats.get("SMA.s0.g_bytes", 0) / 1024}
+        result.info["server_version"] = first_version(proc.run(
+            [self.server_binary, "-V"], check=False, timeout=10).stderr, r"varnish-(\S+)")
 
     def describe(self, result: WorkloadResult, backing: str) -> None:
         """jemalloc's switch, judged against the cache process's own memory."""
@@ -290,7 +282,8 @@ def load_seconds(table: dict[str, Any]) -> float:
 KIND = Kind(
     keys=keys_of(VarnishBenchmark), name="varnish", workload=VarnishBenchmark,
     summary="Varnish Cache (malloc storage) loaded by wrk, with jemalloc's THP switch per arm",
-    role="server", where=frozenset({"host", "guest"}),
+    role="server", where=frozenset({"host", "guest", "interleaved"}),
+    interleave=requests_only("varnish", "wrk"),
     tools=(Tool("varnishd", "varnish"), Tool("varnishstat", "varnish"), Tool("wrk", "wrk")),
     duration=("duration_s", 5.0), seconds=load_seconds,
     server=ServerInGuest("varnishd", 6081, ready, stop), judge=judge, app=APP_KEYS)

@@ -1,6 +1,6 @@
-/* The key-value protocols (Redis, memcached): kv.c owns the connection, the GET/SET loop and
- * the preload; a protocol supplies only how one request is encoded and how its reply is read
- * (a kv_codec), and registers as KV_PROTO(name, &codec) in the protocol table (main.c). */
+/* The key-value protocols (Redis, memcached, HTTP): kv.c owns the connection, the GET/SET
+ * loop and the preload; a protocol supplies only how one request is encoded and how its reply
+ * is read (a kv_codec), and registers as KV_PROTO(name, &codec) in the protocol table (main.c). */
 #ifndef REQMIX_KV_H
 #define REQMIX_KV_H
 

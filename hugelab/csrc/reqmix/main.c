@@ -15,7 +15,7 @@
 
 static const char USAGE[] =
     "usage: hugelab-reqmix --server PROTO:SPEC [--server ...] [options]\n"
-    "  PROTO:SPEC  redis:HOST:PORT | memcached:HOST:PORT | pg:CONNINFO |\n"
+    "  PROTO:SPEC  redis:HOST:PORT | memcached:HOST:PORT | http:HOST:PORT | pg:CONNINFO |\n"
     "              mysql:socket=PATH,db=NAME[,user=U][,host=H][,port=P]\n"
     "  --clients K         connections per server, run in lockstep (1)\n"
     "  --window-ops N      timed ops per client per window (20 unless --window-ms)\n"
@@ -25,14 +25,15 @@ static const char USAGE[] =
     "  --seed S            order of the servers in each block (1)\n"
     "  --keyspace N (10000) --value-size B (100) --set-ratio F (0) --preload\n"
     "                      redis, memcached: keys key:%012d, a set with probability F;\n"
-    "                      --preload sets every key once before the windows\n"
+    "                      --preload sets every key once before the windows;\n"
+    "                      http: GET /key:%012d (a set is a GET too: a cache's miss)\n"
     "  --pg-builtin select-only|simple-update|tpcb-like | --pg-file PATH, --pg-scale N (1)\n"
     "  --tables N (1) --table-size N (10000) --range-size N (100)   mysql: oltp_read_only\n"
     "Passwords: PGPASSWORD (or a passfile) for pg, MYSQL_PWD for mysql.\n"
     "Prints one JSON object. Exit 2: bad usage or script; 3: a server failed.\n";
 
 /* The protocol table: every protocol the client speaks, by its --server prefix (its name). */
-static const rm_proto *const PROTOCOLS[] = {&rm_redis, &rm_memc, &rm_pg, &rm_mysql};
+static const rm_proto *const PROTOCOLS[] = {&rm_redis, &rm_memc, &rm_http, &rm_pg, &rm_mysql};
 #define NPROTOCOLS (int)(sizeof PROTOCOLS / sizeof PROTOCOLS[0])
 
 static const rm_proto *find_proto(const char *spec, const char **rest)

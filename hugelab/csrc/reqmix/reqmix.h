@@ -49,7 +49,7 @@ typedef struct rm_proto {
 } rm_proto;
 
 /* Each protocol's module defines one; main.c's PROTOCOLS lists them (the one table). */
-extern const rm_proto rm_redis, rm_memc, rm_pg, rm_mysql;
+extern const rm_proto rm_redis, rm_memc, rm_http, rm_pg, rm_mysql;
 
 /* A TCP connection with a buffered reader (redis and memcached). */
 typedef struct rm_sock {

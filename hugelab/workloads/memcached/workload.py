@@ -31,7 +31,7 @@ from hugelab.proc import which
 from hugelab.units import amount
 from hugelab.workloads.base import ExecResult, Target, WorkloadResult
 from hugelab.workloads.guestside import in_domain
-from hugelab.workloads.interleave import server_problem
+from hugelab.workloads.interleave import requests_only
 from hugelab.workloads.kind import (
     CLIENT_APART,
     SERVER_PORT,
@@ -222,14 +222,6 @@ class MemcachedBenchmark(ServerKind):
                 "set_ratio": 1.0 if self.test == "set" else 0.0, "preload": True}
 
 
-def requests_only(arms: tuple[Any, ...], table: dict[str, Any]) -> tuple[str, str] | None:
-    """memcached interleaves requests only (memcslap has no timed runs to alternate)."""
-    if not table.get("window_ops"):
-        return ("memcached interleaves windows of requests, not whole memcslap runs",
-                "set window_ops (e.g. 200) in [workload]")
-    return server_problem(arms, table)
-
-
 ASSUMED_OPS_PER_S = 30_000  # memcslap's requests a second on loopback, for the cost estimate
 
 
@@ -256,6 +248,7 @@ KIND = Kind(
     summary="memcached loaded by memcslap, with memcached's own -L (large pages) per arm",
     role="server", where=frozenset({"host", "guest", "domain", "interleaved"}),
     tools=(Tool("memcached", "memcached"), Tool("memcslap", "libmemcached-tools")),
-    interleave=requests_only, seconds=load_seconds, guest_build=guest_build,
+    interleave=requests_only("memcached", "memcslap"), seconds=load_seconds,
+    guest_build=guest_build,
     server=ServerInGuest("memcached", 11211, ready, stop, guest_argv), judge=judge,
     app=APP_KEYS)
