@@ -158,7 +158,7 @@ def test_http_counts_agree_with_varnishstat(binary: Path, tmp_path: Path) -> Non
 
 class _Http(BaseHTTPRequestHandler):
     """Answers every GET with 200 and a body, by Content-Length or, every other one, in
-    chunks; counts the GETs."""
+    chunks (with an extension and a trailer); counts the GETs."""
 
     protocol_version = "HTTP/1.1"
     seen: ClassVar[Counter[str]] = Counter()
@@ -172,11 +172,11 @@ class _Http(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
-        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("transfer-encoding", "Chunked")  # header and value in any case
         self.end_headers()
-        for part in (body[:7], body[7:]):
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-        self.wfile.write(b"0\r\n\r\n")
+        for part in (body[:7], body[7:]):  # a chunk extension, then a trailer, as RFC 9112
+            self.wfile.write(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\nX-Trailer: yes\r\n\r\n")
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         return

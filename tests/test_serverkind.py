@@ -6,8 +6,10 @@ test_workload_memcached.py) and, in a real guest, tests/test_vm_net.py."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -174,6 +176,53 @@ def test_the_keeper_reads_the_chosen_process_and_the_kinds_report_and_stops_when
     assert memory["pid"] == kid and int(memory["rss_kb"]) >= 8 << 10  # its 8 MiB bytearray
     assert 6 <= report["ticks"] < 400 and not Path(report["dir"]).exists()
     assert f"dir {report['dir']}" in res.stdout
+
+
+@dataclass(frozen=True)
+class ReadLog(InPlace):
+    """Hooks whose every report read adds a line to `log`; its server's child is its own."""
+
+    log: str
+
+    def own_pid(self, pid):
+        return first_child(pid)
+
+    def report(self, workdir):
+        with open(self.log, "a") as f:
+            f.write("read\n")
+        return {"reads": len(Path(self.log).read_text().splitlines())}
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_quiet_keeper_reads_nothing_until_the_stop(quiet, tmp_path):
+    """An interleaved trial's server (--quiet) is read once, at its stop: no report run nor
+    smaps read beside the windows; a plain keeper reads both every half second."""
+    log = tmp_path / "reads"
+    argv = keep_argv(ReadLog(str(log)), [sys.executable, "-c", SERVER.replace(
+        'os.environ["HUGELAB_TEST_DIR"]', repr(str(tmp_path)))], quiet=quiet)
+    keeper = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parent.parent)
+    time.sleep(2.0)
+    keeper.send_signal(signal.SIGTERM)
+    out, _ = keeper.communicate(timeout=30)
+    kid = int(out.split("child ", 1)[1].split()[0])
+    assert marked(out, MEMORY_MARK)["pid"] == kid  # its picture, read at the stop if quiet
+    reads = len(log.read_text().splitlines())
+    assert reads == 1 if quiet else reads >= 3, reads
+    assert ("--quiet" in argv) is quiet
+
+
+def test_first_child_of_a_name_passes_over_other_children(tmp_path):
+    """A keeper's server among the report's programs the keeper runs: the child named as
+    the kind's program (comm, at most 15 characters), the lowest pid first."""
+    for pid, ppid, comm in ((30, 9, "varnishstat"), (41, 9, "varnishd"), (12, 5, "varnishd"),
+                            (50, 9, "a-very-long-program-name")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm[:15]}) S {ppid} 1 1 0 -1\n")
+    assert first_child(9, str(tmp_path)) == 30
+    assert first_child(9, str(tmp_path), comm="varnishd") == 41
+    assert first_child(9, str(tmp_path), comm="a-very-long-program-name") == 50
+    assert first_child(9, str(tmp_path), comm="cache-main") is None
 
 
 def test_a_server_that_ends_by_itself_hands_back_its_own_status_and_picture():

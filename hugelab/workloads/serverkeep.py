@@ -1,7 +1,7 @@
 """A server kept where it runs: the keeper (`python -m hugelab.workloads.serverkeep`) starts a
 server kind's server as its child there (this host, or hugelab's own guest, whose /proc the
 host cannot read), reads the server's own THP picture (hugelab.workloads.servermem) every half
-second, reads the kind's own report just before the server stops, stops it (TERM, then KILL)
+second (with --quiet only at the stop), reads the kind's own report just before the server stops, stops it (TERM, then KILL)
 and prints both as marked JSON lines, which the base (hugelab.workloads.serverkind) reads back
 from the server's output.
 
@@ -63,24 +63,27 @@ class InPlace:
         return False
 
 
-def first_child(pid: int, proc_dir: str = "/proc") -> int | None:
-    """The first process whose parent is `pid` (Varnish's cache process: its manager's child);
-    None while it has none."""
-    for entry in os.listdir(proc_dir):
-        if entry.isdigit():
-            try:
-                stat = Path(proc_dir, entry, "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                return int(entry)
+def first_child(pid: int, proc_dir: str = "/proc", comm: str | None = None) -> int | None:
+    """The first process whose parent is `pid` (Varnish's cache process: its manager's child),
+    and whose comm is `comm` where given (a keeper's server, not the report's program it runs
+    beside it); None while it has none."""
+    for entry in sorted((e for e in os.listdir(proc_dir) if e.isdigit()), key=int):
+        try:
+            stat = Path(proc_dir, entry, "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat.split(" (", 1)[1].rsplit(")", 1)
+        if int(rest.split()[1]) == pid and (comm is None or name == comm[:15]):
+            return int(entry)
     return None
 
 
-def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5) -> int:
+def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool = False) -> int:
     """Run the server `argv` until it ends, a TERM/INT/HUP, or hooks.stop_asked; print its own
     memory's last picture and its last report, marked; the server's exit status when it ended
-    by itself, else 0 (stopped as asked)."""
+    by itself, else 0 (stopped as asked). `quiet`: read them only at the stop, none while the
+    server runs (an interleaved trial's server, read by the trial itself between windows: no
+    reads of its smaps nor runs of its report's program on the servers' CPUs meanwhile)."""
     workdir = tempfile.mkdtemp(prefix="hugelab-keep-") if hooks.workdir else None
     argv, env = hooks.command(argv, workdir)
     # in this process's session, where a guest's agent samples the trial's tree (spawn would
@@ -93,14 +96,16 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5) -> int:
     report: dict[str, Any] = {}
     try:
         while child.poll() is None and not stopping:
-            pid = hooks.own_pid(child.pid)
-            memory = (process_memory(pid) if pid else {}) or memory
-            report = hooks.report(workdir) or report
-            if hooks.stop_asked(report):
-                break
+            if not quiet:
+                memory = _memory(hooks, child.pid) or memory
+                report = hooks.report(workdir) or report
+                if hooks.stop_asked(report):
+                    break
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=interval_s)
         alone = child.poll() is not None
+        if quiet and not alone:
+            memory = _memory(hooks, child.pid)
         report = hooks.report(workdir) or report
     finally:
         code = proc.end(child, grace_s=3)
@@ -112,11 +117,18 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5) -> int:
     return code if alone else 0
 
 
-def keep_argv(hooks: InPlace, argv: list[str], python: str = sys.executable) -> list[str]:
-    """`argv` under the keeper with `hooks` (its class by module path, its fields as words)."""
+def _memory(hooks: InPlace, server: int) -> dict[str, object]:
+    pid = hooks.own_pid(server)
+    return process_memory(pid) if pid else {}
+
+
+def keep_argv(hooks: InPlace, argv: list[str], python: str = sys.executable,
+              quiet: bool = False) -> list[str]:
+    """`argv` under the keeper with `hooks` (its class by module path, its fields as words);
+    `quiet`: the keeper reads nothing while the server runs (keep's `quiet`)."""
     spec = f"{type(hooks).__module__}:{type(hooks).__qualname__}"
     words = [str(getattr(hooks, f.name)) for f in fields(hooks)]
-    return [python, "-m", __name__, spec, *words, "--", *argv]
+    return [python, "-m", __name__, *(["--quiet"] if quiet else []), spec, *words, "--", *argv]
 
 
 def marked(output: str, mark: str) -> dict[str, Any]:
@@ -132,13 +144,16 @@ def marked(output: str, mark: str) -> dict[str, Any]:
 
 
 def main(args: list[str]) -> int:
+    quiet = bool(args) and args[0] == "--quiet"
+    args = args[1:] if quiet else args
     if "--" not in args or args.index("--") < 1 or args[-1] == "--":
-        print("usage: serverkeep.py MODULE:CLASS [FIELD...] -- SERVER ARGV...", file=sys.stderr)
+        print("usage: serverkeep.py [--quiet] MODULE:CLASS [FIELD...] -- SERVER ARGV...",
+              file=sys.stderr)
         return 2
     cut = args.index("--")
     module, _, name = args[0].partition(":")
     hooks = getattr(importlib.import_module(module), name)(*args[1:cut])
-    return keep(hooks, args[cut + 1:])
+    return keep(hooks, args[cut + 1:], quiet=quiet)
 
 
 if __name__ == "__main__":

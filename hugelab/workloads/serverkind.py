@@ -292,9 +292,14 @@ class ServerKind(Placement):
         hooks = self.in_place(srv.port)
         if hooks is None:
             return server_memory(srv.handle)
-        child = first_child(self.server_pid(srv))
+        child = self.kept_server(srv)
         pid = hooks.own_pid(child) if child is not None else None
         return process_memory(pid) if pid is not None else {}
+
+    def kept_server(self, srv: Running) -> int | None:
+        """A kept server's own pid: its keeper's child of the kind's program (not the
+        report's program the keeper may run beside it)."""
+        return first_child(self.server_pid(srv), comm=self.tool)
 
     def request_server(self, srv: Running) -> str:
         return self.reqmix_server(LOOPBACK, srv.port)

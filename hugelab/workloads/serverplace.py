@@ -126,13 +126,16 @@ class Placement:
                  ) -> Callable[[int], list[str]]:
         """The server's argv for a port: under the arm's process_thp, and kept (its
         in_place, else the plain keeper) where this process cannot read its memory; a kind
-        with an in_place is kept here too, the keeper under process_thp with it."""
+        with an in_place is kept here too, the keeper under process_thp with it, and quiet
+        (serverkeep.keep: its memory and report read at the stop only, so that no smaps walk
+        nor report program runs beside the load on the server's CPUs; Varnish's request-level
+        A/A spread fell from 2.1% to 0.8% a block that way, docs/benchmarks.md)."""
         def argv(port: int) -> list[str]:
             out, hooks = self.server_argv(port, files), self.in_place(port)
             if watched:
                 return keep_argv(hooks or InPlace(), wrap(out, self.process_thp, target),
                                  sys.executable)
             if hooks is not None:
-                out = keep_argv(hooks, out, sys.executable)
+                out = keep_argv(hooks, out, sys.executable, quiet=True)
             return wrap(out, self.process_thp, target)
         return argv

@@ -15,11 +15,10 @@ hits); metric: the timed run's requests/s (wrk's own `Requests/sec`). Design "in
 with `window_ops`: every arm's varnishd up at once, hugelab-reqmix's GETs (its http protocol:
 every path /key:N asked once first, then random ones) in windows across them.
 Evidence (the keeper's hooks, `Kept`): the THP picture of varnishd's cache process (the
-manager's child, where the objects are) as evidence["server"], varnishd's own counters
-(`varnishstat -1`, read just before the stop; interleaved: after the windows) as
-evidence["varnish_stats"]. In hugelab's own guests the keeper stops varnishd once a GET of
-STOP_PATH, which the VCL passes, is counted (MAIN.s_pass); readiness is a GET of READY_PATH (a
-synth 200).
+manager's child, cache-main) as evidence["server"], varnishd's own counters (`varnishstat -1`,
+before the stop; interleaved: after the windows) as evidence["varnish_stats"]. In hugelab's
+own guests the keeper stops varnishd once a GET of STOP_PATH, which the VCL passes, is counted
+(MAIN.s_pass); readiness is a GET of READY_PATH (a synth 200).
 """
 
 from __future__ import annotations
@@ -55,8 +54,8 @@ from hugelab.workloads.serverjudge import check_madvised, judge_switch
 from hugelab.workloads.serverkeep import InPlace, first_child
 from hugelab.workloads.serverkind import Running, ServerKind, answers, tell, version
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
-from hugelab.workloads.toolrun import check_exit, first_version, tail
-from hugelab.workloads.wrk import parse_wrk, preload_lua, random_lua, wrk_argv
+from hugelab.workloads.toolrun import first_version, tail
+from hugelab.workloads.wrk import parse_wrk, preload_lua, random_lua, run_wrk
 
 JEMALLOC_THP = ("default", "always", "never")
 APP_KEYS: dict[str, type | tuple[Any, ...]] = {"jemalloc_thp": JEMALLOC_THP}
@@ -168,18 +167,12 @@ class VarnishBenchmark(ServerKind):
         if files is not None:
             shutil.rmtree(files, ignore_errors=True)
 
-    def wrk(self, client: Target, port: int, script: Path, conns: tuple[int, int], secs: float
-            ) -> ExecResult:
-        res = client.exec(wrk_argv(self.client_binary, f"http://{LOOPBACK}:{port}/", script,
-                                   conns, secs), timeout=self.timeout_s)
-        check_exit(res, "wrk")
-        return res
-
     def load(self, client: Target, port: int, files: Path | None) -> tuple[ExecResult, ...]:
         assert files is not None
-        pre = self.wrk(client, port, files / "preload.lua", (1, 1), self.timeout_s / 2)
-        return pre, self.wrk(client, port, files / "random.lua",
-                             (self.threads, self.connections), self.duration_s)
+        url, wrk = f"http://{LOOPBACK}:{port}/", (client, self.client_binary, self.timeout_s)
+        return (run_wrk(*wrk, url, files / "preload.lua", (1, 1), self.timeout_s / 2),
+                run_wrk(*wrk, url, files / "random.lua", (self.threads, self.connections),
+                        self.duration_s))
 
     def loaded(self, load: tuple[ExecResult, ...], output: str, client: Target
                ) -> WorkloadResult:
@@ -213,8 +206,9 @@ class VarnishBenchmark(ServerKind):
 
     def served(self, result: WorkloadResult, srv: Running) -> None:
         """varnishd's own counters, read while it runs (its work directory: the manager's -n)."""
-        args = Path(f"/proc/{first_child(self.server_pid(srv))}/cmdline").read_bytes().split(b"\0")
-        stats = self.in_place(srv.port).report(args[args.index(b"-n") + 1].decode())
+        stats = self.in_place(srv.port).report(workdir_of(self.kept_server(srv)))
+        if not stats:
+            raise WorkloadError("varnish: varnishstat read no counters of this arm's varnishd")
         result.evidence["varnish_stats"] = stats
         result.evidence["app_costs"] = {"storage_kb": stats.get("SMA.s0.g_bytes", 0) / 1024}
         result.info["server_version"] = first_version(proc.run(
@@ -226,6 +220,16 @@ class VarnishBenchmark(ServerKind):
         result.evidence["varnish"] = s
         result.info["backing"] = backing
         result.info["varnish_settings"] = s
+
+
+def workdir_of(manager: int | None) -> str:
+    """The work directory (-n) of the varnishd manager `manager`, from its command line."""
+    try:
+        args = Path(f"/proc/{manager}/cmdline").read_bytes().split(b"\0")
+        return args[args.index(b"-n") + 1].decode()
+    except (OSError, ValueError, IndexError) as exc:
+        raise WorkloadError(f"varnish: no varnishd manager with a work directory (pid "
+                            f"{manager}): {exc}") from exc
 
 
 def check_varnish(jemalloc_thp: str, server: dict[str, Any]) -> Check:
@@ -262,7 +266,7 @@ class Kept(InPlace):
                 f"{workdir}/hugelab.vcl"], env
 
     def own_pid(self, pid: int) -> int | None:
-        return first_child(pid)
+        return first_child(pid, comm="cache-main")
 
     def report(self, workdir: str | None) -> dict[str, Any]:
         res = proc.run([self.stat, "-n", str(workdir), "-t", "2", "-1",

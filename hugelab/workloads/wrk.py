@@ -1,6 +1,6 @@
 """wrk, the HTTP load generator a server kind loads its server with (Varnish): its command
-line, its Lua scripts over paths /o0 .. /o<n-1> (a preload asking each once, then random ones)
-and its report's figures (pure)."""
+line and one run of it, its Lua scripts over paths /o0 .. /o<n-1> (a preload asking each
+once, then random ones) and its report's figures (pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from hugelab.errors import WorkloadError
-from hugelab.workloads.toolrun import tail
+from hugelab.workloads.base import ExecResult, Target
+from hugelab.workloads.toolrun import check_exit, tail
 
 
 def wrk_argv(binary: str, url: str, script: Path, conns: tuple[int, int], secs: float
@@ -16,6 +17,14 @@ def wrk_argv(binary: str, url: str, script: Path, conns: tuple[int, int], secs: 
     """wrk with (threads, connections) for `secs` seconds, its latency report and `script`."""
     return [binary, "-t", str(conns[0]), "-c", str(conns[1]), "-d", f"{secs:g}s", "--latency",
             "-s", str(script), url]
+
+
+def run_wrk(client: Target, binary: str, timeout_s: float, url: str, script: Path,
+            conns: tuple[int, int], secs: float) -> ExecResult:
+    """wrk once through `client`; WorkloadError when it failed."""
+    res = client.exec(wrk_argv(binary, url, script, conns, secs), timeout=timeout_s)
+    check_exit(res, "wrk")
+    return res
 
 
 def preload_lua(objects: int) -> str:

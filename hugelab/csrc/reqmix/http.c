@@ -1,6 +1,7 @@
 /* HTTP/1.1 GETs of `--keyspace` paths (/key:%012d) over keep-alive connections: a cache
  * (Varnish) whose every miss is cached. A SET is a GET as well: the preload asks each path
  * once, so every object is in the cache before the windows. */
+#define _GNU_SOURCE /* strcasestr */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,15 @@ static int reply(kv_conn *c, char *err)
             return -1;
         if (len == 0)
             break;
-        if (strncasecmp(line, "Content-Length:", 15) == 0)
-            length = strtol(line + 15, NULL, 10);
-        else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 && strstr(line, "chunked"))
+        if (strncasecmp(line, "Content-Length:", 15) == 0) {
+            char *end;
+            length = strtol(line + 15, &end, 10);
+            if (end == line + 15 || length < 0) {
+                rm_err(err, "bad HTTP Content-Length: %.200s", line);
+                return -1;
+            }
+        } else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 &&
+                   strcasestr(line + 18, "chunked"))
             chunks = 1;
     }
     if (chunks)

@@ -28,8 +28,8 @@ int kv_open(const rm_proto *p, const char *spec, const rm_opts *o, int client, v
 int kv_op(void *conn, rm_rng *rng, char *err);
 long kv_preload(void *conn, const rm_opts *o, char *err);
 void kv_close(void *conn);
-/* End a SET whose header (n bytes) is at `out`: c->value, then CRLF, as both protocols send
- * it; return the whole request's length. */
+/* End a SET whose header (n bytes) is at `out`: c->value, then CRLF, as Redis and memcached
+ * send it; return the whole request's length. */
 size_t kv_set_value(const kv_conn *c, char *out, size_t n);
 
 #define KV_PROTO(name, codec) {(name), NULL, kv_open, kv_op, kv_preload, kv_close, (codec)}

@@ -26,7 +26,7 @@ static const char USAGE[] =
     "  --keyspace N (10000) --value-size B (100) --set-ratio F (0) --preload\n"
     "                      redis, memcached: keys key:%012d, a set with probability F;\n"
     "                      --preload sets every key once before the windows;\n"
-    "                      http: GET /key:%012d (a set is a GET too: a cache's miss)\n"
+    "                      http: GET /key:%012d (--preload asks each once: a cache's misses)\n"
     "  --pg-builtin select-only|simple-update|tpcb-like | --pg-file PATH, --pg-scale N (1)\n"
     "  --tables N (1) --table-size N (10000) --range-size N (100)   mysql: oltp_read_only\n"
     "Passwords: PGPASSWORD (or a passfile) for pg, MYSQL_PWD for mysql.\n"
