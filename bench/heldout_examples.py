@@ -27,6 +27,9 @@ import shlex
 import sqlite3
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,26 @@ def held_out(text: str, name: str, seed: int) -> str:
     if n_seed != 1 or n_name != 1:
         raise SystemExit(f"{name}: expected one top-level seed and name line")
     return top + tables
+
+
+def run_copy(text: str, out: Path, args: list[str], argv: Callable[[list[str]], list[str]],
+             around: Callable[[], AbstractContextManager[None]] = nullcontext
+             ) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`argv(["run", COPY, *args])` under the host test lock, COPY a temporary file in `out`
+    holding `text` (an example as held_out made it), inside `around()`; the process and its
+    minutes."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", dir=out, delete=False) as f:
+        f.write(text)
+    try:
+        with open(LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            t0 = time.monotonic()
+            with around():
+                run = subprocess.run(argv(["run", f.name, *args]), capture_output=True,
+                                     text=True, cwd=ROOT)
+            return run, (time.monotonic() - t0) / 60
+    finally:
+        Path(f.name).unlink()
 
 
 def _loaded(rep: dict[str, Any]) -> list[int]:

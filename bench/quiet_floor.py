@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import math
 import re
 import runpy
 import sqlite3
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from heldout_examples import LOCK, ROOT, held_out
+from heldout_examples import ROOT, held_out, run_copy
 
 DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
 ASLR = Path("/proc/sys/kernel/randomize_va_space")
@@ -92,18 +88,10 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
             raise SystemExit(f"{example}: expected one window_ops line")
     store = out / f"{mode}_{kind}-{seed}.db"
     store.unlink(missing_ok=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", dir=out, delete=False) as f:
-        f.write(text)
-    args = ["run", f.name, "--blocks", str(blocks), "--store", str(store)]
-    argv = ([sys.executable, __file__, "--sampled-run", *args] if mode == "sampled"
-            else [sys.executable, "-m", "hugelab.cli", *args])
-    with open(LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        t0 = time.monotonic()
-        with aslr(mode != "noaslr"):
-            run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-        minutes = (time.monotonic() - t0) / 60
-    Path(f.name).unlink()
+    run, minutes = run_copy(text, out, ["--blocks", str(blocks), "--store", str(store)],
+                            lambda args: [sys.executable, __file__, "--sampled-run", *args]
+                            if mode == "sampled" else [sys.executable, "-m", "hugelab.cli", *args],
+                            lambda: aslr(mode != "noaslr"))
     if run.returncode != 0:
         print(f"{store.name}: FAILED rc {run.returncode}: {(run.stdout + run.stderr)[-600:]}",
               flush=True)

@@ -19,19 +19,16 @@ percent; then, per arm, the mean over seeds of sparse minus shipped.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
 import runpy
 import sqlite3
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from heldout_examples import LOCK, ROOT, held_out
+from heldout_examples import ROOT, held_out, run_copy
 
 SPARSE_INTERVAL_S = 5.0
 
@@ -75,15 +72,9 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> dict[str,
     text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
     store = out / f"{mode}-{seed}.db"
     store.unlink(missing_ok=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", dir=out, delete=False) as f:
-        f.write(text)
-    args = ["run", f.name, "--blocks", str(blocks), "--store", str(store)]
-    argv = ([sys.executable, __file__, "--sparse-run", *args] if mode == "sparse"
-            else [sys.executable, "-m", "hugelab.cli", *args])
-    with open(LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        run = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-    Path(f.name).unlink()
+    run, _ = run_copy(text, out, ["--blocks", str(blocks), "--store", str(store)],
+                      lambda args: [sys.executable, __file__, "--sparse-run", *args]
+                      if mode == "sparse" else [sys.executable, "-m", "hugelab.cli", *args])
     if run.returncode != 0:
         raise SystemExit(f"{store.name}: rc {run.returncode}: {(run.stdout + run.stderr)[-600:]}")
     eff = effects(store)
