@@ -1,9 +1,9 @@
 """A server kept where it runs: the keeper (`python -m hugelab.workloads.serverkeep`) starts a
 server kind's server as its child there (this host, or hugelab's own guest, whose /proc the
 host cannot read), reads the server's own THP picture (hugelab.workloads.servermem) every half
-second (with --quiet only at the stop), reads the kind's own report just before the server stops, stops it (TERM, then KILL)
-and prints both as marked JSON lines, which the base (hugelab.workloads.serverkind) reads back
-from the server's output.
+second (with --quiet only at the stop), reads the kind's own report just before the server
+stops, stops it (TERM, then KILL) and prints both as marked JSON lines, which the base
+(hugelab.workloads.serverkind) reads back from the server's output.
 
 A kind's `InPlace` says what is its own there; the defaults do nothing, which is how every
 server in hugelab's own guests is kept (Redis's, memcached's). Its fields are strings, written
@@ -82,8 +82,8 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
     """Run the server `argv` until it ends, a TERM/INT/HUP, or hooks.stop_asked; print its own
     memory's last picture and its last report, marked; the server's exit status when it ended
     by itself, else 0 (stopped as asked). `quiet`: read them only at the stop, none while the
-    server runs (an interleaved trial's server, read by the trial itself between windows: no
-    reads of its smaps nor runs of its report's program on the servers' CPUs meanwhile)."""
+    server runs (every kept server on this host, which hugelab stops by signal: no smaps walk
+    nor report program beside its load on its CPUs)."""
     workdir = tempfile.mkdtemp(prefix="hugelab-keep-") if hooks.workdir else None
     argv, env = hooks.command(argv, workdir)
     # in this process's session, where a guest's agent samples the trial's tree (spawn would

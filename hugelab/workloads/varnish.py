@@ -169,10 +169,11 @@ class VarnishBenchmark(ServerKind):
 
     def load(self, client: Target, port: int, files: Path | None) -> tuple[ExecResult, ...]:
         assert files is not None
-        url, wrk = f"http://{LOOPBACK}:{port}/", (client, self.client_binary, self.timeout_s)
-        return (run_wrk(*wrk, url, files / "preload.lua", (1, 1), self.timeout_s / 2),
-                run_wrk(*wrk, url, files / "random.lua", (self.threads, self.connections),
-                        self.duration_s))
+        def wrk(script: str, conns: tuple[int, int], secs: float) -> ExecResult:
+            return run_wrk(client, self.client_binary, self.timeout_s,
+                           f"http://{LOOPBACK}:{port}/", files / script, conns, secs)
+        return (wrk("preload.lua", (1, 1), self.timeout_s / 2),
+                wrk("random.lua", (self.threads, self.connections), self.duration_s))
 
     def loaded(self, load: tuple[ExecResult, ...], output: str, client: Target
                ) -> WorkloadResult:
