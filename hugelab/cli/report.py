@@ -54,15 +54,28 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
                    help="confidence of the classic table's t margin (default 99.99%%)")
     p.add_argument("--pair", type=pair, action="append", default=[],
                    metavar="BASELINE:CANDIDATE",
-                   help="compare CANDIDATE against BASELINE instead of every arm against the "
-                   "baseline arm; repeat for several (names as in the report: arm@target "
-                   "when the run has several targets)")
+                   help="compare CANDIDATE with BASELINE instead of every arm with the baseline "
+                   "arm; repeatable (arm@target where a run has several targets)")
     p.add_argument("--experiment", metavar="NAME",
-                   help="one report across hosts: every host's run of experiment NAME in the "
-                   "store (hugelab fleet run makes them): per-host verdicts, the effect pooled "
-                   "with host as a random effect (HKSJ interval, tau, I2, prediction interval), "
-                   "a forest plot, the host facts that may explain differences")
+                   help="one report across hosts: every host's run of experiment NAME (hugelab "
+                   "fleet run makes them), pooled with the host as a random effect; forest plot, "
+                   "host facts")
+    p.add_argument("--across", type=run_ids, metavar="ID,ID,...",
+                   help="one report across runs you name (a verdict made again another day), "
+                   "pooled with the run as a random effect: tau, the next run's interval")
     p.set_defaults(func=cmd_report)
+
+
+def run_ids(text: str) -> list[int]:
+    """'3,4,5' -> [3, 4, 5]."""
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--across wants run ids like 3,4,5, got {text!r}") \
+            from None
+    if any(i < 1 for i in ids):
+        raise argparse.ArgumentTypeError(f"run ids are 1 or more, got {text!r}")
+    return ids
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -87,7 +100,7 @@ def _write(path: Path, text: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     _check(args)
-    if args.experiment is not None:
+    if args.experiment is not None or args.across is not None:
         return _fleet_report(args)
     from hugelab.report.analysis import Options, analyse
     from hugelab.report.runload import load_run
@@ -128,11 +141,16 @@ def _fleet_report(args: argparse.Namespace) -> int:
     from hugelab.report.analysis import Options
     from hugelab.store.locate import open_store
 
+    if args.experiment is not None and args.across is not None:
+        raise UsageError("--experiment pools every host's run, --across the runs you name: give one")
     if args.run is not None or args.pair:
-        raise UsageError("--experiment merges every host's run: it takes no RUN and no --pair")
+        what = "--experiment merges every host's run" if args.across is None else \
+            "--across names the runs it pools"
+        raise UsageError(f"{what}: it takes no RUN and no --pair")
+    opts = Options(alpha=args.alpha, margin=args.margin, confidence=args.confidence)
     with open_store(args.store, must_exist=True) as store:
-        report = fleet.FleetReport.from_store(store, args.experiment, Options(
-            alpha=args.alpha, margin=args.margin, confidence=args.confidence))
+        report = (fleet.FleetReport.from_store(store, args.experiment, opts)
+                  if args.across is None else fleet.FleetReport.from_runs(store, args.across, opts))
         where = store.name
     if args.md:
         _write(args.md, fleet.render_markdown(report))

@@ -30,6 +30,7 @@ def turns_note(data: RunData) -> str | None:
         return None
     servers, cpus = worst
     where = f"CPU {cpus[0]}" if len(cpus) == 1 else f"CPUs {','.join(map(str, cpus))}"
-    return (f"{servers} servers took turns on {where}: with large memory (1 GB a server) "
-            "that favours huge pages beyond what one server alone gains, more so the more "
-            f"servers; the direction holds, the size is for servers sharing CPUs ({SECTION})")
+    return (f"{servers} servers took turns on {where}: at large sizes (measured at 1 GB a "
+            "server) that favours huge pages beyond what one server alone gains, more so the "
+            "more servers; the direction holds, the size is for servers sharing CPUs "
+            f"({SECTION})")

@@ -238,40 +238,42 @@ def _check_inputs(y: ArrayLike, v: ArrayLike, alpha: float, method: str
     return ya, va
 
 
-def _single(y: float, v: float, alpha: float, notes: list[str]) -> Pooled:
+def _single(y: float, v: float, alpha: float, notes: list[str], unit: str) -> Pooled:
     se = math.sqrt(v)
     crit = float(stats.norm.isf(alpha / 2.0))
     p = float(2.0 * stats.norm.sf(abs(y) / se))
     nan = float("nan")
-    notes.append("one host: nothing to pool; its own estimate with a normal interval from its "
-                 "SE; no between-host spread can be estimated")
+    notes.append(f"one {unit}: nothing to pool; its own estimate with a normal interval from "
+                 f"its SE; no between-{unit} spread can be estimated")
     return Pooled(k=1, estimate=y, se=se, ci_low=y - crit * se, ci_high=y + crit * se,
                   p_value=p, df=None, alpha=alpha, tau2=nan, tau=nan, i2=nan, q=nan, q_p=nan,
                   q_star=nan, pred_low=nan, pred_high=nan, weights=(1.0,), method="none",
-                  interval="normal (one host)", notes=tuple(notes))
+                  interval=f"normal (one {unit})", notes=tuple(notes))
 
 
 def pool(y: ArrayLike, v: ArrayLike, *, alpha: float = 0.05, method: Tau2Method = "pm",
-         modified: bool = True) -> Pooled:
-    """Random-effects pooled estimate of per-host estimates `y` with variances `v` (log scale)."""
+         modified: bool = True, unit: str = "host") -> Pooled:
+    """Random-effects pooled estimate of per-host estimates `y` with variances `v` (log scale);
+    `unit` names what each estimate is in the notes (a host, or a run)."""
     ya, va = _check_inputs(y, v, alpha, method)
     notes: list[str] = []
     zero = int(np.sum(va < V_FLOOR))
     if zero:
-        notes.append(f"{zero} host(s) with (near) zero variance: floored at SE {math.sqrt(V_FLOOR):g}")
+        notes.append(f"{zero} {unit}(s) with (near) zero variance: floored at SE "
+                     f"{math.sqrt(V_FLOOR):g}")
     va = np.maximum(va, V_FLOOR)
     k = ya.size
     if k == 1:
-        return _single(float(ya[0]), float(va[0]), alpha, notes)
+        return _single(float(ya[0]), float(va[0]), alpha, notes, unit)
     r = {key: val[0] for key, val in pool_rows(ya, va, alpha=alpha, method=method,
                                                 modified=modified).items()}
     q = float(r["q"])
     i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
     if k == 2:
-        notes.append("two hosts: the interval uses t with 1 degree of freedom (wide), tau^2 is "
-                     "barely estimable and no prediction interval is given")
+        notes.append(f"two {unit}s: the interval uses t with 1 degree of freedom (wide), tau^2 "
+                     "is barely estimable and no prediction interval is given")
     elif k < 5:
-        notes.append(f"{k} hosts: tau^2 and the prediction interval are imprecise")
+        notes.append(f"{k} {unit}s: tau^2 and the prediction interval are imprecise")
     modified_here = modified and float(r["q_star"]) < 1.0
     return Pooled(k=k, estimate=float(r["mu"]), se=float(r["se"]), ci_low=float(r["lo"]),
                   ci_high=float(r["hi"]), p_value=float(r["p"]), df=k - 1, alpha=alpha,

@@ -58,7 +58,8 @@ def render_html(report: FleetReport, figures: bool = True) -> str:
                    + "</ul>")
     if figures and report.comparisons:
         out.append("<h2>Forest plots</h2>")
-        out += [_figure(f"Per host and pooled: {c.name}", forest(c, report.options))
+        out += [_figure(f"Per {report.unit} and pooled: {c.name}",
+                        forest(c, report.options, report.unit))
                 for c in report.comparisons]
     out.append("<h2>All numbers</h2><details><summary>the report as JSON</summary><pre>"
                + esc(json.dumps(to_json(report), indent=1)) + "</pre></details>")

@@ -20,6 +20,7 @@ def to_json(report: FleetReport) -> dict[str, Any]:
         return d
     out: dict[str, Any] = clean({
         "experiment": report.experiment,
+        "unit": report.unit,
         "options": {"alpha": report.options.alpha, "margin": report.options.margin,
                     "pairs": report.options.pairs},
         "hosts": [vars(h) for h in report.hosts],

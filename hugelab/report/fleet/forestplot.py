@@ -29,14 +29,14 @@ def _host_rows(ax: Any, c: FleetComparison, y: np.ndarray) -> None:
                     capsize=2, mfc="#4c72b0" if e.pooled else "none")
 
 
-def _pooled_row(ax: Any, c: FleetComparison) -> None:
+def _pooled_row(ax: Any, c: FleetComparison, new: str = "a new host") -> None:
     if not np.isfinite(c.effect_pct):
         return
     p = c.pooled
     if p is not None and p.k >= 3:
         ax.hlines(0.5, float(paired.pct(p.pred_low)), float(paired.pct(p.pred_high)),
                   colors="#c44e52", linewidth=2, zorder=1,
-                  label="prediction interval (a new host)")
+                  label=f"prediction interval ({new})")
         ax.legend(fontsize=7, loc="best")
     lo, hi = c.ci_low_pct, c.ci_high_pct
     if np.isfinite(lo) and np.isfinite(hi):
@@ -61,15 +61,16 @@ def _xlim(c: FleetComparison, margin: float) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def forest(c: FleetComparison, opts: Options) -> bytes:
-    """One row per host (effect with its own interval; marker size by weight, hollow grey: not
-    pooled) and the pooled diamond with the prediction interval for a new host in red."""
+def forest(c: FleetComparison, opts: Options, unit: str = "host") -> bytes:
+    """One row per host, or per run (effect with its own interval; marker size by weight,
+    hollow grey: not pooled) and the pooled diamond with the prediction interval for a new
+    host (the next run) in red."""
     n = len(c.hosts)
     fig = Figure(figsize=(8, 1.6 + 0.28 * (n + 2)), layout="constrained")
     ax = fig.add_subplot()
     y = np.arange(n)[::-1] + 2.0
     _host_rows(ax, c, y)
-    _pooled_row(ax, c)
+    _pooled_row(ax, c, "the next run" if unit == "run" else f"a new {unit}")
     for s in (-1, 1):
         ax.axvline(100 * s * opts.margin, color="#c44e52", linestyle=":", linewidth=1)
     ax.axvline(0, color="grey", linewidth=0.5)
@@ -81,5 +82,5 @@ def forest(c: FleetComparison, opts: Options) -> bytes:
                   f"±{100 * opts.margin:g}% margin)")
     tau = "" if c.pooled is None else (f"; tau {pct(float(paired.pct(c.pooled.tau)), 1)}, "
                                        f"I² {100 * c.pooled.i2:.0f}%")
-    ax.set_title(plot_label(f"Across hosts: {c.name}{tau}"), fontsize=10)
+    ax.set_title(plot_label(f"Across {unit}s: {c.name}{tau}"), fontsize=10)
     return png(fig)

@@ -46,6 +46,7 @@ class HostInfo:
     failed: int
     facts: dict[str, str]
     group: str
+    created: float | None = None  # when the run was made (Unix seconds)
 
 
 
@@ -209,8 +210,12 @@ def group_name(facts: dict[str, str]) -> str:
             f"{kernel_minor(facts['kernel'])}, {facts['accel']}")
 
 
+def _seconds(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
 def host_info(h: HostRun) -> HostInfo:
     counts = Counter(int(s) for s in h.data.status)
     facts = host_facts(h.run, h.data)
     return HostInfo(h.label, int(h.run["id"]), str(h.run.get("status")), counts[0], counts[1],
-                    counts[2], facts, group_name(facts))
+                    counts[2], facts, group_name(facts), _seconds(h.run.get("created")))

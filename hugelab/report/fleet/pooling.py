@@ -19,6 +19,11 @@ over loaded runs (``HostRun``: label, run row, ``RunData``).
 - Groups of alike hosts (same CPU model, pdpe1gb, kernel major.minor and accelerator): a verdict
   per group, pooled when it has two or more hosts (Holm across every group claim), else its one
   host's own.
+
+The same analysis pools separate runs of one experiment (``from_runs``, `hugelab report --across`):
+each run is then the unit (``unit = "run"``) instead of each host, so the pooled interval and
+the prediction interval carry the spread of the effect between runs (hours, host states) that
+one run's interval cannot show.
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ class FleetReport:
     groups: dict[str, tuple[str, ...]]  # group name -> host labels
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    unit: str = "host"  # what each pooled estimate is: a host's run, or a run ("run")
 
     @classmethod
     def from_store(cls, store: FleetStore, name: str, opts: Options | None = None
@@ -121,6 +127,24 @@ class FleetReport:
         hosts = [HostRun(lab, run, load(store, run)) for lab, run in chosen]
         report = build(name, hosts, opts or Options())
         return replace(report, notes=(*notes, *report.notes))
+
+    @classmethod
+    def from_runs(cls, store: FleetStore, ids: Sequence[int], opts: Options | None = None
+                  ) -> FleetReport:
+        """Separate runs of one experiment (by id), each run a unit of the pooling."""
+        if len(set(ids)) < 2:
+            raise UsageError("--across pools two or more runs: name them by id, e.g. --across 3,4,5")
+        rows = {int(r["id"]): r for r in store.runs()}
+        unknown = [i for i in ids if i not in rows]
+        if unknown:
+            raise UsageError(f"no run {', '.join(map(str, unknown))} in the store",
+                             hint=f"runs: {', '.join(map(str, sorted(rows)))}" if rows
+                             else "the store is empty")
+        chosen = [rows[i] for i in dict.fromkeys(ids)]
+        names = list(dict.fromkeys(str(r.get("name")) for r in chosen))
+        hosts = [HostRun(f"run {r['id']}", r, load(store, r)) for r in chosen]
+        name = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} other names)"
+        return build(name, hosts, opts or Options(), unit="run")
 
 
 
@@ -137,14 +161,16 @@ class _Comp:
     est: list[HostEstimate] = field(default_factory=list)
 
 
-def _collect(hosts: Sequence[HostRun], opts: Options) -> tuple[dict[str, _Comp], list[str]]:
+def _collect(hosts: Sequence[HostRun], opts: Options, unit: str = "host"
+             ) -> tuple[dict[str, _Comp], list[str]]:
     found: dict[str, _Comp] = {}
     notes = []
+    who = "" if unit == "run" else f"{unit} "  # a run's label already says run
     for h in hosts:
         for comp, est in host_results(h, opts):
             seen = found.setdefault(comp.name, comp)
             if seen.better != comp.better:
-                notes.append(f"{comp.name}: host {h.label} says {comp.better} is better, "
+                notes.append(f"{comp.name}: {who}{h.label} says {comp.better} is better, "
                              f"others {seen.better}; using {seen.better}")
             seen.est.append(est)
     return found, notes
@@ -188,12 +214,14 @@ def _f(v: Any) -> float:
 
 # --- pooling ----------------------------------------------------------------------------------
 
-def pool_hosts(est: Sequence[HostEstimate], alpha: float) -> meta.Pooled | None:
-    """Random-effects pooling of the usable hosts; None with fewer than two."""
+def pool_hosts(est: Sequence[HostEstimate], alpha: float, unit: str = "host"
+               ) -> meta.Pooled | None:
+    """Random-effects pooling of the usable hosts (or runs); None with fewer than two."""
     use = [e for e in est if e.pooled]
     if len(use) < 2:
         return None
-    return meta.pool([e.log_estimate for e in use], [e.log_se ** 2 for e in use], alpha=alpha)
+    return meta.pool([e.log_estimate for e in use], [e.log_se ** 2 for e in use], alpha=alpha,
+                     unit=unit)
 
 
 def _with_weights(est: Sequence[HostEstimate], p: meta.Pooled | None) -> tuple[HostEstimate, ...]:
@@ -228,48 +256,57 @@ def _single(est: Sequence[HostEstimate]) -> HostEstimate | None:
 
 
 def _group_claims(name: str, est: Sequence[HostEstimate], infos: dict[str, HostInfo],
-                  alpha: float) -> dict[tuple[str, str], tuple[list[HostEstimate], Any]]:
+                  alpha: float, unit: str) -> dict[tuple[str, str], tuple[list[HostEstimate], Any]]:
     by_group: dict[str, list[HostEstimate]] = {}
     for e in est:
         by_group.setdefault(infos[e.label].group, []).append(e)
-    return {(name, g): (members, pool_hosts(members, alpha)) for g, members in by_group.items()}
+    return {(name, g): (members, pool_hosts(members, alpha, unit))
+            for g, members in by_group.items()}
+
+
+def _own(unit: str, label: str) -> str:
+    """'host a's own', 'run 3's own' (a run's label already says run)."""
+    return f"{label}'s own" if unit == "run" else f"{unit} {label}'s own"
 
 
 def _group_verdict(group: str, members: list[HostEstimate], p: meta.Pooled | None,
-                   adj: tuple[float, float] | None, better: str, margin: float) -> GroupVerdict:
+                   adj: tuple[float, float] | None, better: str, margin: float,
+                   unit: str = "host") -> GroupVerdict:
     labels = tuple(e.label for e in members)
     if p is not None and adj is not None:
         of = f" of {len(members)}" if p.k < len(members) else ""
         return GroupVerdict(group, labels, _pooled_verdict(p, adj, better, margin),
-                            *_pct_ci(p), f"pooled over {p.k}{of} hosts")
+                            *_pct_ci(p), f"pooled over {p.k}{of} {unit}s")
     one = _single(members)
     if one is None:
         nan = float("nan")
         return GroupVerdict(group, labels, "inconclusive", nan, nan, nan,
-                            "no host with enough pairs")
+                            f"no {unit} with enough pairs")
     return GroupVerdict(group, labels, one.verdict, one.effect_pct, one.ci_low_pct,
-                        one.ci_high_pct, f"host {one.label}'s own")
+                        one.ci_high_pct, _own(unit, one.label))
 
 
 def _fleet_comparison(name: str, base: str, cand: str, better: str,
                       est: tuple[HostEstimate, ...], p: meta.Pooled | None,
-                      adj: tuple[float, float] | None, margin: float) -> FleetComparison:
-    notes = [f"host {e.label}: {e.n_units} pair(s), fewer than {paired.MIN_UNITS}: not pooled"
+                      adj: tuple[float, float] | None, margin: float,
+                      unit: str = "host") -> FleetComparison:
+    who = "" if unit == "run" else f"{unit} "  # a run's label already says run
+    notes = [f"{who}{e.label}: {e.n_units} pair(s), fewer than {paired.MIN_UNITS}: not pooled"
              for e in est if not e.pooled]
     if p is not None and adj is not None:
         notes += list(p.notes)
         return FleetComparison(name, base, cand, better, est,
                                _pooled_verdict(p, adj, better, margin), *_pct_ci(p),
-                               f"pooled over {p.k} hosts (random effects, HKSJ)", p, *adj,
+                               f"pooled over {p.k} {unit}s (random effects, HKSJ)", p, *adj,
                                notes=tuple(notes))
     one = _single(est)
     if one is None:
         nan = float("nan")
         return FleetComparison(name, base, cand, better, est, "inconclusive", nan, nan, nan,
-                               "no host with enough pairs", notes=tuple(notes))
-    notes.append(f"one usable host ({one.label}): its own result, nothing pooled")
+                               f"no {unit} with enough pairs", notes=tuple(notes))
+    notes.append(f"one usable {unit} ({one.label}): its own result, nothing pooled")
     return FleetComparison(name, base, cand, better, est, one.verdict, one.effect_pct,
-                           one.ci_low_pct, one.ci_high_pct, f"host {one.label}'s own",
+                           one.ci_low_pct, one.ci_high_pct, _own(unit, one.label),
                            notes=tuple(notes))
 
 
@@ -282,72 +319,90 @@ def _check_asked_pairs(hosts: Sequence[HostRun], opts: Options) -> None:
                                  hint=f"arms: {', '.join(sorted(have))}")
 
 
-def _warnings(infos: Sequence[HostInfo], comps: Sequence[FleetComparison]) -> list[str]:
+def _warnings(infos: Sequence[HostInfo], comps: Sequence[FleetComparison],
+              unit: str = "host") -> list[str]:
     out = []
+    who = "" if unit == "run" else f"{unit}s "  # a run's label already says run
     tcg = [i.label for i in infos if "tcg" in i.facts["accel"]]
     if tcg:
-        out.append(f"hosts {', '.join(tcg)}: {TCG_WARNING}")
+        out.append(f"{who}{', '.join(tcg)}: {TCG_WARNING}")
     for c in comps:
         skipped = [e.label for e in c.hosts if not e.pooled]
         if skipped:
-            out.append(f"{c.name}: hosts {', '.join(skipped)} have too few pairs to be pooled")
+            out.append(f"{c.name}: {who}{', '.join(skipped)} have too few pairs to be pooled")
         if c.pooled is not None and c.pooled.k >= 3 and c.pooled.q_p < 0.05:
-            out.append(f"{c.name}: hosts differ (heterogeneity Q p = {c.pooled.q_p:.2g}, "
-                       f"tau {pct(float(paired.pct(c.pooled.tau)), 1)}): read the groups and "
-                       "the prediction interval, not only the pooled effect")
+            read = ("the prediction interval (the next run)" if unit == "run" else
+                    "the groups and the prediction interval")
+            out.append(f"{c.name}: {unit}s differ (heterogeneity Q p = {c.pooled.q_p:.2g}, "
+                       f"tau {pct(float(paired.pct(c.pooled.tau)), 1)}): read {read}, not only "
+                       "the pooled effect")
     return out
 
 
-def _experiment_notes(hosts: Sequence[HostRun]) -> list[str]:
-    kinds = Counter(json.dumps(h.run.get("experiment") or {}, sort_keys=True) for h in hosts)
+# what may differ between runs of one experiment without making them different experiments
+RUN_ONLY = ("name", "seed", "blocks", "repeats")
+
+
+def _experiment_notes(hosts: Sequence[HostRun], unit: str = "host") -> list[str]:
+    def kind(h: HostRun) -> str:
+        exp = dict(h.run.get("experiment") or {})
+        if unit == "run":
+            exp = {k: v for k, v in exp.items() if k not in RUN_ONLY}
+        return json.dumps(exp, sort_keys=True)
+    kinds = Counter(kind(h) for h in hosts)
     if len(kinds) < 2:
         return []
     common = kinds.most_common(1)[0][0]
-    odd = [h.label for h in hosts
-           if json.dumps(h.run.get("experiment") or {}, sort_keys=True) != common]
-    return [f"hosts {', '.join(odd)} ran a different version of the experiment (other "
+    odd = [h.label for h in hosts if kind(h) != common]
+    who = "" if unit == "run" else f"{unit}s "
+    return [f"{who}{', '.join(odd)} ran a different version of the experiment (other "
             "settings): their results may not be comparable"]
 
 
-def _assemble(found: dict[str, _Comp], infos: dict[str, HostInfo], opts: Options
-              ) -> list[FleetComparison]:
+def _assemble(found: dict[str, _Comp], infos: dict[str, HostInfo], opts: Options,
+              unit: str = "host") -> list[FleetComparison]:
     """Pool each comparison over the fleet and over each group; within each family, both
     claims of every comparison adjusted together (multiple.exclusive)."""
-    pooled = {n: pool_hosts(c.est, opts.alpha) for n, c in found.items()}
+    pooled = {n: pool_hosts(c.est, opts.alpha, unit) for n, c in found.items()}
     adj = _adjusted({n: p for n, p in pooled.items() if p is not None}, opts.margin)
     claims: dict[tuple[str, str], tuple[list[HostEstimate], Any]] = {}
     for n, c in found.items():
-        claims.update(_group_claims(n, c.est, infos, opts.alpha))
+        claims.update(_group_claims(n, c.est, infos, opts.alpha, unit))
     gadj = _adjusted({k: p for k, (_, p) in claims.items() if p is not None}, opts.margin)
     out = []
     for n, c in found.items():
-        verdicts = tuple(_group_verdict(g, members, p, gadj.get((n, g)), c.better, opts.margin)
+        verdicts = tuple(_group_verdict(g, members, p, gadj.get((n, g)), c.better, opts.margin,
+                                        unit)
                          for (n2, g), (members, p) in claims.items() if n2 == n)
         fc = _fleet_comparison(n, c.baseline, c.candidate, c.better,
                                _with_weights(c.est, pooled[n]), pooled[n], adj.get(n),
-                               opts.margin)
+                               opts.margin, unit)
         out.append(replace(fc, groups=verdicts))
     return out
 
 
-def _missing(comps: Sequence[FleetComparison], labels: Iterable[str]) -> list[str]:
+def _missing(comps: Sequence[FleetComparison], labels: Iterable[str], unit: str = "host"
+             ) -> list[str]:
     every = set(labels)
-    return [f"{c.name}: no result on hosts {', '.join(sorted(every - {e.label for e in c.hosts}))}"
+    where = "in" if unit == "run" else f"on {unit}s"
+    return [f"{c.name}: no result {where} {', '.join(sorted(every - {e.label for e in c.hosts}))}"
             " (the arm was skipped or never ran there)"
             for c in comps if len(c.hosts) < len(every)]
 
 
-def build(name: str, hosts: Sequence[HostRun], opts: Options | None = None) -> FleetReport:
-    """The fleet report over loaded runs (one per host, labels unique)."""
+def build(name: str, hosts: Sequence[HostRun], opts: Options | None = None,
+          unit: str = "host") -> FleetReport:
+    """The fleet report over loaded runs (one per unit, labels unique): a host's run each, or
+    with unit "run" separate runs of one experiment."""
     opts = opts or Options()
     _check_asked_pairs(hosts, opts)
     infos = {h.label: host_info(h) for h in hosts}
-    found, better_notes = _collect(hosts, opts)
-    comps = _assemble(found, infos, opts)
+    found, better_notes = _collect(hosts, opts, unit)
+    comps = _assemble(found, infos, opts, unit)
     groups: dict[str, tuple[str, ...]] = {}
     for i in infos.values():
         groups[i.group] = (*groups.get(i.group, ()), i.label)
     return FleetReport(name, opts, tuple(infos.values()), tuple(comps), groups,
-                       notes=tuple(_experiment_notes(hosts) + better_notes
-                                   + _missing(comps, infos)),
-                       warnings=tuple(_warnings(list(infos.values()), comps)))
+                       notes=tuple(_experiment_notes(hosts, unit) + better_notes
+                                   + _missing(comps, infos, unit)),
+                       warnings=tuple(_warnings(list(infos.values()), comps, unit)), unit=unit)

@@ -1,0 +1,137 @@
+"""`hugelab report --across`: separate runs of one experiment pooled with the run as a random
+effect, on SQLite stores built here with known run-level effects (the effect itself moves
+between runs, as the held-out server series showed: docs/benchmarks.md, "A run's interval and
+the next run")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hugelab.report import fleet
+from hugelab.report.analysis import Options, analyse
+from hugelab.report.runload import load_run
+from hugelab.stats import meta
+from hugelab.store import Store
+from tests.helpers import cli
+from tests.test_report_fleet import EPYC, add_host, facts
+
+# one host, four runs hours apart: the effect of thp moved between them (lower is better)
+RUN_EFFECTS = (-0.08, -0.14, -0.10, -0.12)
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("runs") / "runs.db"
+    with Store(path) as st:
+        for seed, effect in enumerate(RUN_EFFECTS, 1):
+            add_host(st, "box", effect, name=f"exp-s{seed}", seed=seed, noise=0.005)
+        add_host(st, "box", 0.3, name="other", seed=9)  # run 5: not named, not pooled
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(store_path: Path) -> fleet.FleetReport:
+    with Store(store_path) as st:
+        return fleet.FleetReport.from_runs(st, [1, 2, 3, 4])
+
+
+def test_each_run_is_a_unit_with_its_own_single_run_result(store_path: Path,
+                                                           report: fleet.FleetReport) -> None:
+    assert report.unit == "run"
+    c = report.comparisons[0]
+    assert [e.label for e in c.hosts] == ["run 1", "run 2", "run 3", "run 4"]
+    with Store(store_path) as st:
+        for e, effect in zip(c.hosts, RUN_EFFECTS, strict=True):
+            single = analyse(load_run(st, e.run_id), Options()).json()["comparisons"][0]
+            assert e.verdict == single["verdict"] == "faster"
+            assert e.effect_pct == pytest.approx(single["effect_pct"])
+            assert e.effect_pct == pytest.approx(100 * effect, abs=1.0)
+
+
+def test_one_runs_interval_misses_the_others_and_the_pooled_one_says_so(
+        report: fleet.FleetReport) -> None:
+    c = report.comparisons[0]
+    p = c.pooled
+    assert p is not None and p.k == 4
+    run1, run2 = c.hosts[0], c.hosts[1]
+    assert not run1.ci_low_pct <= run2.effect_pct <= run1.ci_high_pct  # the point of it
+    assert p.tau > 0.01 and p.q_p < 0.05
+    assert "runs differ" in " ".join(report.warnings)
+    lo, hi = 100 * np.expm1(p.pred_low), 100 * np.expm1(p.pred_high)
+    assert all(lo <= e.effect_pct <= hi for e in c.hosts)  # the next run's interval holds them
+    assert hi - lo > c.ci_high_pct - c.ci_low_pct > run1.ci_high_pct - run1.ci_low_pct
+    again = meta.pool([e.log_estimate for e in c.hosts], [e.log_se ** 2 for e in c.hosts])
+    assert p.estimate == pytest.approx(again.estimate) and p.tau2 == pytest.approx(again.tau2)
+
+
+def test_seeds_and_names_may_differ_but_other_settings_are_noted(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store(path) as st:
+        add_host(st, "box", -0.1, name="a", seed=1)
+        add_host(st, "box", -0.1, name="b", seed=2)
+        add_host(st, "box", -0.1, name="c", seed=3, blocks=12)
+        quiet = fleet.FleetReport.from_runs(st, [1, 2, 3])
+        st.db.execute("UPDATE runs SET experiment = json_set(experiment, '$.baseline', 'x') "
+                      "WHERE id = 3")
+        st.db.commit()
+        odd = fleet.FleetReport.from_runs(st, [1, 2, 3])
+    assert quiet.experiment == "a (and 2 other names)"
+    assert not any("different version" in n for n in quiet.notes)
+    assert any(n.startswith("run 3 ran a different version") for n in odd.notes)
+
+
+def test_cli_text_json_html_and_markdown(store_path: Path, tmp_path: Path, capsys) -> None:
+    rc, out, err = cli(["report", "--store", str(store_path), "--across", "1,2,3,4",
+                        "--html", str(tmp_path / "r.html"), "--md", str(tmp_path / "r.md")],
+                       capsys)
+    assert rc == 0, err
+    assert "on 4 run(s)" in out and "Across runs" in out and "next run [95% PI]" in out
+    assert "Runs (4)" in out and "made (UTC)" in out and "Per run: thp vs 4k" in out
+    assert "Host facts" not in out and "Groups of alike" not in out  # one kind of host
+    assert "host" not in out.split("Runs (4)")[0]  # the header, warnings and pooled table
+    html = (tmp_path / "r.html").read_text()
+    assert "Per run and pooled: thp vs 4k" in html and "Across runs" in html
+    assert "Across runs" in (tmp_path / "r.md").read_text()
+    rc, out, err = cli(["report", "--store", str(store_path), "--across", "1,2,3", "--json"],
+                       capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["unit"] == "run" and len(got["hosts"]) == 3
+    assert got["comparisons"][0]["pooled"]["k"] == 3
+
+
+def test_runs_on_two_kinds_of_host_show_the_facts_and_groups(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "s.db"
+    with Store(path) as st:
+        add_host(st, "box", -0.1, name="a", seed=1)
+        add_host(st, "box", -0.1, name="a", seed=2)
+        add_host(st, "box", -0.1, name="a", seed=3, host=facts(EPYC, "6.6.13"))
+    rc, out, err = cli(["report", "--store", str(path), "--across", "1,2,3"], capsys)
+    assert rc == 0, err
+    assert "Host facts" in out and "Groups of alike hosts" in out and EPYC in out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--across", "1"], "two or more runs"),
+    (["--across", "1,1"], "two or more runs"),
+    (["--across", "1,99"], "no run 99 in the store"),
+    (["--across", "1,2", "--experiment", "exp-s1"], "give one"),
+    (["--across", "1,2", "3"], "takes no RUN"),
+    (["--across", "1,2", "--pair", "4k:thp"], "takes no RUN and no --pair"),
+    (["--across", "one,two"], "run ids like 3,4,5"),
+    (["--across", "0,1"], "1 or more"),
+])
+def test_bad_runs_are_usage_errors(store_path: Path, capsys, args, words) -> None:
+    argv = ["report", "--store", str(store_path), *args]
+    if args[1] in ("one,two", "0,1"):  # argparse's own error: exit 2 through SystemExit
+        with pytest.raises(SystemExit) as exc:
+            cli(argv, capsys)
+        assert exc.value.code == 2
+        assert words in capsys.readouterr().err
+        return
+    rc, out, err = cli(argv, capsys)
+    assert rc == 2 and words in err and "Traceback" not in err
