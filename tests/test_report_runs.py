@@ -43,7 +43,9 @@ def test_each_run_is_a_unit_with_its_own_single_run_result(store_path: Path,
                                                            report: fleet.FleetReport) -> None:
     assert report.unit == "run"
     c = report.comparisons[0]
-    assert [e.label for e in c.hosts] == ["run 1", "run 2", "run 3", "run 4"]
+    # add_host labels every run with its host's name, as `hugelab run --label box` would
+    assert [e.label for e in c.hosts] == ["run 1 (box)", "run 2 (box)", "run 3 (box)",
+                                          "run 4 (box)"]
     with Store(store_path) as st:
         for e, effect in zip(c.hosts, RUN_EFFECTS, strict=True):
             single = analyse(load_run(st, e.run_id), Options()).json()["comparisons"][0]
@@ -81,7 +83,7 @@ def test_seeds_and_names_may_differ_but_other_settings_are_noted(tmp_path: Path)
         odd = fleet.FleetReport.from_runs(st, [1, 2, 3])
     assert quiet.experiment == "a (and 2 other names)"
     assert not any("different version" in n for n in quiet.notes)
-    assert any(n.startswith("run 3 ran a different version") for n in odd.notes)
+    assert any(n.startswith("run 3 (box) ran a different version") for n in odd.notes)
 
 
 def test_cli_text_json_html_and_markdown(store_path: Path, tmp_path: Path, capsys) -> None:

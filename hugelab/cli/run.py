@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction, add_json: AddOpt, add_store: AddOp
     p.add_argument("--margin", type=_fraction, default=0.01, metavar="M",
                    help="with --until-verdict: equivalence margin, e.g. 1%% (default)")
     p.add_argument("--label", default="", metavar="NAME",
-                   help="this host's run in a shared store (report --experiment merges labels)")
+                   help="a run of its own: a host's, or a day's (report --experiment/--across)")
     p.add_argument("--wait-host", type=float, default=0.0, metavar="S",
                    help="wait S seconds for another hugelab on this host instead of refusing")
     p.add_argument("--store-outage", type=outage_arg, default=DEFAULT_OUTAGE_S, metavar="D",

@@ -142,7 +142,7 @@ class FleetReport:
                              else "the store is empty")
         chosen = [rows[i] for i in dict.fromkeys(ids)]
         names = list(dict.fromkeys(str(r.get("name")) for r in chosen))
-        hosts = [HostRun(f"run {r['id']}", r, load(store, r)) for r in chosen]
+        hosts = [HostRun(_run_label(r), r, load(store, r)) for r in chosen]
         name = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} other names)"
         return build(name, hosts, opts or Options(), unit="run")
 
@@ -262,6 +262,12 @@ def _group_claims(name: str, est: Sequence[HostEstimate], infos: dict[str, HostI
         by_group.setdefault(infos[e.label].group, []).append(e)
     return {(name, g): (members, pool_hosts(members, alpha, unit))
             for g, members in by_group.items()}
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    """'run 3', or 'run 3 (tuesday)' for a run made with --label."""
+    label = run.get("label")
+    return f"run {run['id']} ({label})" if label else f"run {run['id']}"
 
 
 def _own(unit: str, label: str) -> str:
