@@ -17,11 +17,18 @@ def _guest_beside(node) -> bool:
     return in_background_lane() and _marked(node, "vm") and not _marked(node, "host")
 
 
+# the machine lane's longest file, its guests and servers most of its time: run last, when the
+# Python lane that runs beside the machine lane for its first minutes has ended
+LAST = "tests/test_examples_run.py"
+
+
 def pytest_collection_modifyitems(config, items):
     from tests.hostguard import in_background_lane
     if in_background_lane():  # the background lane's guests first: done before the
         # machine lane reaches its aged hosts, which hold the memory lock alone
         items.sort(key=lambda item: not _marked(item, "vm"))
+    else:  # the examples' guests last: after the background lane's minutes on the CPUs
+        items.sort(key=lambda item: item.nodeid.startswith(LAST))
     if os.geteuid() == 0:
         return
     skip = pytest.mark.skip(reason="needs root: changes real host settings")
