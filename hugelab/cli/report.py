@@ -71,8 +71,7 @@ def run_ids(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--across wants run ids like 3,4,5, got {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(f"run ids like 3,4,5 wanted, got {text!r}") from None
     if any(i < 1 for i in ids):
         raise argparse.ArgumentTypeError(f"run ids are 1 or more, got {text!r}")
     return ids
@@ -146,7 +145,9 @@ def _fleet_report(args: argparse.Namespace) -> int:
     if args.run is not None or args.pair:
         what = "--experiment merges every host's run" if args.across is None else \
             "--across names the runs it pools"
-        raise UsageError(f"{what}: it takes no RUN and no --pair")
+        raise UsageError(f"{what}: it takes no RUN and no --pair",
+                         hint=None if args.across is None else
+                         "separate the run ids with commas: --across 3,4,5")
     opts = Options(alpha=args.alpha, margin=args.margin, confidence=args.confidence)
     with open_store(args.store, must_exist=True) as store:
         report = (fleet.FleetReport.from_store(store, args.experiment, opts)

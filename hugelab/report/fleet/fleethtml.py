@@ -8,7 +8,7 @@ import json
 
 from hugelab.report import html as html_report
 from hugelab.report.fleet.fleetjson import to_json
-from hugelab.report.fleet.fleettables import all_tables, header
+from hugelab.report.fleet.fleettables import all_tables, header, title
 from hugelab.report.fleet.forestplot import forest
 from hugelab.report.fleet.pooling import FleetReport
 from hugelab.report.table import Table
@@ -47,9 +47,9 @@ def render_html(report: FleetReport, figures: bool = True) -> str:
     esc = html_report.esc
     name = esc(report.experiment)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>hugelab fleet report: {name}</title>",
+           f"<title>{title(report)}: {name}</title>",
            f"<style>{html_report.CSS}</style></head><body>",
-           f"<h1>hugelab fleet report: {name}</h1>", f"<p>{esc(header(report))}</p>"]
+           f"<h1>{title(report)}: {name}</h1>", f"<p>{esc(header(report))}</p>"]
     for w in report.warnings:
         out.append(f'<div class="{"tcg" if "TCG" in w else "warn"}">WARNING: {esc(w)}</div>')
     out += [_html_table(t) for t in all_tables(report)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hugelab.report import markdown as md_report
-from hugelab.report.fleet.fleettables import all_tables, header
+from hugelab.report.fleet.fleettables import all_tables, header, title
 from hugelab.report.fleet.pooling import FleetReport
 from hugelab.report.table import Table
 
@@ -23,7 +23,7 @@ def _md_table(t: Table) -> list[str]:
 
 def render_markdown(report: FleetReport) -> str:
     esc = md_report.esc
-    out = [f"# hugelab fleet report: {esc(report.experiment)}", "", esc(header(report)), ""]
+    out = [f"# {title(report)}: {esc(report.experiment)}", "", esc(header(report)), ""]
     for w in report.warnings:
         out += [f"> **WARNING:** {esc(w)}", ""]
     for t in all_tables(report):

@@ -86,7 +86,8 @@ def pooled_table(r: FleetReport) -> Table:
                    f"prediction interval for the effect on {beyond}")
     if r.unit == "run":
         t.notes.append("each run's own interval describes its own minutes; across runs, tau is "
-                       "how far the effect itself moved between them (hours, the machine's state)")
+                       "how far the effect itself moved from run to run; the next run's interval "
+                       "is for its true effect (what it reads adds its own noise)")
     return t
 
 
@@ -128,6 +129,11 @@ def all_tables(r: FleetReport) -> list[Table]:
             *(comparison_table(c, r.options.alpha, i, r.unit)
               for i, c in enumerate(r.comparisons, 1)),
             *([] if alike else [groups_table(r)])]
+
+
+def title(r: FleetReport) -> str:
+    """The page's title: a fleet's report, or one across runs."""
+    return "hugelab report across runs" if r.unit == "run" else "hugelab fleet report"
 
 
 def header(r: FleetReport) -> str:

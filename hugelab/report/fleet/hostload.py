@@ -95,6 +95,36 @@ def select_runs(runs: Sequence[dict[str, Any]], name: str
     return out, notes
 
 
+def run_label(run: dict[str, Any]) -> str:
+    """'run 3', or 'run 3 (tuesday)' for a run made with --label."""
+    label = run.get("label")
+    return f"run {run['id']} ({label})" if label else f"run {run['id']}"
+
+
+def pick_runs(runs: Sequence[dict[str, Any]], ids: Sequence[int]
+              ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The runs named by id for `report --across`, in the order given, and notes on them;
+    a usage error for fewer than two, an unknown id, or a run without a trial."""
+    if len(set(ids)) < 2:
+        raise UsageError("--across pools two or more runs: name them by id, e.g. --across 3,4,5",
+                         hint="three or more give the next run's interval")
+    rows = {int(r["id"]): r for r in runs}
+    unknown = [i for i in ids if i not in rows]
+    if unknown:
+        raise UsageError(f"no run {', '.join(map(str, unknown))} in the store",
+                         hint=f"runs: {', '.join(map(str, sorted(rows)))}" if rows
+                         else "the store is empty")
+    chosen = [rows[i] for i in dict.fromkeys(ids)]
+    empty = [str(r["id"]) for r in chosen if not r.get("trials")]
+    if empty:
+        raise UsageError(f"run {', '.join(empty)} has no trial to pool",
+                         hint="`hugelab show` lists each run's trials")
+    notes = [f"{run_label(r)} has not finished (still running, or stopped before its last "
+             "trial: `hugelab run` again resumes it); its blocks so far are pooled"
+             for r in chosen if r.get("status") != "finished"]
+    return chosen, notes
+
+
 def load(store: FleetStore, run: dict[str, Any]) -> RunData:
     """The run's arrays and details: `load_run` (sampled details) for an SQL store (SQLite or
     PostgreSQL), else from every trial of `trials()`."""

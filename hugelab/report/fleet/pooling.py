@@ -50,6 +50,8 @@ from hugelab.report.fleet.hostload import (
     HostRun,
     host_info,
     load,
+    pick_runs,
+    run_label,
     select_runs,
 )
 from hugelab.report.runload import RunData
@@ -132,20 +134,14 @@ class FleetReport:
     def from_runs(cls, store: FleetStore, ids: Sequence[int], opts: Options | None = None
                   ) -> FleetReport:
         """Separate runs of one experiment (by id), each run a unit of the pooling."""
-        if len(set(ids)) < 2:
-            raise UsageError("--across pools two or more runs: name them by id, e.g. --across 3,4,5")
-        rows = {int(r["id"]): r for r in store.runs()}
-        unknown = [i for i in ids if i not in rows]
-        if unknown:
-            raise UsageError(f"no run {', '.join(map(str, unknown))} in the store",
-                             hint=f"runs: {', '.join(map(str, sorted(rows)))}" if rows
-                             else "the store is empty")
-        chosen = [rows[i] for i in dict.fromkeys(ids)]
+        chosen, notes = pick_runs(store.runs(), ids)
         names = list(dict.fromkeys(str(r.get("name")) for r in chosen))
-        hosts = [HostRun(_run_label(r), r, load(store, r)) for r in chosen]
-        name = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} other names)"
-        return build(name, hosts, opts or Options(), unit="run")
-
+        hosts = [HostRun(run_label(r), r, load(store, r)) for r in chosen]
+        others = len(names) - 1
+        name = names[0] if not others else \
+            f"{names[0]} (and {others} other name{'s' if others > 1 else ''})"
+        report = build(name, hosts, opts or Options(), unit="run")
+        return replace(report, notes=(*notes, *report.notes))
 
 
 # --- per host ---------------------------------------------------------------------------------
@@ -264,12 +260,6 @@ def _group_claims(name: str, est: Sequence[HostEstimate], infos: dict[str, HostI
             for g, members in by_group.items()}
 
 
-def _run_label(run: dict[str, Any]) -> str:
-    """'run 3', or 'run 3 (tuesday)' for a run made with --label."""
-    label = run.get("label")
-    return f"run {run['id']} ({label})" if label else f"run {run['id']}"
-
-
 def _own(unit: str, label: str) -> str:
     """'host a's own', 'run 3's own' (a run's label already says run)."""
     return f"{label}'s own" if unit == "run" else f"{unit} {label}'s own"
@@ -335,7 +325,8 @@ def _warnings(infos: Sequence[HostInfo], comps: Sequence[FleetComparison],
     for c in comps:
         skipped = [e.label for e in c.hosts if not e.pooled]
         if skipped:
-            out.append(f"{c.name}: {who}{', '.join(skipped)} have too few pairs to be pooled")
+            have = "has" if len(skipped) == 1 and unit == "run" else "have"
+            out.append(f"{c.name}: {who}{', '.join(skipped)} {have} too few pairs to be pooled")
         if c.pooled is not None and c.pooled.k >= 3 and c.pooled.q_p < 0.05:
             read = ("the prediction interval (the next run)" if unit == "run" else
                     "the groups and the prediction interval")
@@ -346,7 +337,7 @@ def _warnings(infos: Sequence[HostInfo], comps: Sequence[FleetComparison],
 
 
 # what may differ between runs of one experiment without making them different experiments
-RUN_ONLY = ("name", "seed", "blocks", "repeats")
+RUN_ONLY = ("name", "seed", "blocks")
 
 
 def _experiment_notes(hosts: Sequence[HostRun], unit: str = "host") -> list[str]:
