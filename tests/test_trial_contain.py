@@ -137,7 +137,11 @@ def test_leftovers_of_a_killed_owner_are_killed_and_removed(state):
     left = contain.alive_leftovers(state)
     assert left, "the sleep outlived its owner (setpriv's parent-death signal ends only sh)"
     done = contain.kill_leftover_workloads(state)
-    assert any("killed" in d for d in done) and any("removed" in d for d in done)
+    assert any("killed" in d for d in done)
+    # the dead owner's scratch is in /dev/shm, where any hugelab running beside this test (the
+    # suite's machine lane) removes a dead hugelab's scratch too (remove_dead_scratch): then
+    # this call finds it gone and says nothing of it
+    assert any("removed" in d for d in done) or not scratch.exists()
     time.sleep(0.1)
     assert not any(alive(pid) for pid in left)
     assert not scratch.exists() and not list(state.glob("workload-*.json"))
