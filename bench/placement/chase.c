@@ -69,9 +69,9 @@ int main(int argc, char **argv) {
     size_t n = strtoul(argv[1], NULL, 10), g = strtoul(argv[4], NULL, 10);
     int reps = atoi(argv[2]), small = atoi(argv[5]);
     long steps = atol(argv[3]);
-    if (n == 0 || g == 0 || g > MAX_GROUP || reps < 1 || steps < 1) {
-        fprintf(stderr, "chase: PAGES, GROUP (at most %d), REPEATS and STEPS must be positive\n",
-                MAX_GROUP);
+    if (n == 0 || g == 0 || g > MAX_GROUP || g > n || reps < 1 || steps < 1) {
+        fprintf(stderr, "chase: PAGES, GROUP (at most %d and PAGES), REPEATS and STEPS must be "
+                "positive\n", MAX_GROUP);
         return 2;
     }
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | (small ? 0 : MAP_HUGETLB);
@@ -80,7 +80,10 @@ int main(int argc, char **argv) {
         perror("chase: mmap");
         return 1;
     }
-    if (small) madvise(buf, n * PIECE, MADV_NOHUGEPAGE);
+    if (small && madvise(buf, n * PIECE, MADV_NOHUGEPAGE) != 0) {
+        perror("chase: madvise");
+        return 1;
+    }
     memset(buf, 1, n * PIECE);
     int pagemap = open("/proc/self/pagemap", O_RDONLY);
     uint64_t seed = 88172645463325252ULL;
