@@ -11,10 +11,10 @@ always), a child process maps and touches that much anonymous memory and waits; 
 reads its picture `--reads` times and prints the median wall time of one read, the THP the
 picture saw (the backing checked) and the share of one CPU that reads every 0.5 s take;
 beside it, one read of smaps_rollup alone, which the trial scope's tree sampler makes for
-every member every 0.25 s while a paired native trial runs (hugelab.trial.scope); and the
-tree sampler itself (procscan.TreeSampler, as a trial runs it) over the child for
-`--sampler-s` seconds: its samples and the share of one CPU its own thread took, which
-procscan.MAX_DUTY caps.
+every member every 0.25 s while a paired native trial runs (hugelab.trial.contain.TrialScope);
+and the tree sampler itself (procscan.TreeSampler over the child alone, without the scan of
+/proc for the trial's members that a trial's sampler also makes, the same for either arm) for
+`--sampler-s` seconds: its samples and the share of one CPU it took.
 Read only (the host's THP mode is not changed: under `never` the THP rows say so).
 """
 
@@ -45,12 +45,14 @@ SAMPLER_S = 0.25  # the trial scope's tree sampler's
 
 
 def sampled(pid: int, seconds: float) -> dict[str, float]:
-    """The tree sampler over `pid` for `seconds`: its samples and its own CPU share."""
+    """The tree sampler over `pid` for `seconds`: its samples and its own CPU share (this
+    process's CPU time while the main thread sleeps: the sampler thread's)."""
+    cpu0, t0 = time.process_time(), time.monotonic()
     tree = procscan.TreeSampler(lambda: [pid]).start()
     time.sleep(seconds)
     out = tree.stop()
-    return {"samples": float(str(out["samples"])),
-            "sampler_cpu_share": float(str(out["sample_cpu_s"])) / float(str(out["seconds"]))}
+    share = (time.process_time() - cpu0) / (time.monotonic() - t0)
+    return {"samples": float(str(out["samples"])), "sampler_cpu_share": share}
 
 
 def one(size_mib: int, backing: str, reads: int, sampler_s: float) -> dict[str, object]:
@@ -83,12 +85,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="256,1024", help="MiB per child (default 256,1024)")
     ap.add_argument("--reads", type=int, default=30)
     ap.add_argument("--sampler-s", type=float, default=4.0)
-    ap.add_argument("--uncapped", action="store_true",
-                    help="the sampler as before its cap (every 0.25 s whatever a sample costs)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if args.uncapped:
-        procscan.MAX_DUTY = 1.0  # this process only: cost / 1.0 stays under the interval
     rows = [one(int(s), b, args.reads, args.sampler_s) for s in args.sizes.split(",")
             for b in ("4k", "thp")]
     if args.json:

@@ -37,14 +37,6 @@ ROLLUP_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb",
 MEAN_FIELDS = ("rss_kb", "pss_kb", "pte_kb")  # also averaged over the samples: <name>_mean
 TOKEN_VAR = "HUGELAB_TRIAL"
 DEFAULT_INTERVAL_S = 0.25
-# the sampler's own CPU: at most ALLOWANCE_S, then this share of one CPU. A sample walks every
-# member's page tables (smaps_rollup), which costs more for a GiB mapped in 4 KiB pages than in
-# THP (bench/keeper_cost.py: 3.3 against 0.1 ms a read), so at a fixed interval the sampler took
-# more CPU beside the 4 KiB arm than beside the huge-page arm (4.1% of a CPU against 0.6% at a
-# GiB): a treatment of its own. A short trial is sampled as before, from the allowance; past
-# it, samples wait until their CPU is back under the share, which either arm then pays alike.
-MAX_DUTY = 0.005
-ALLOWANCE_S = 0.025
 
 
 def parse_kb_fields(text: str) -> dict[str, int]:
@@ -286,12 +278,6 @@ def merge_peak(peak: dict[str, object], sample: dict[str, object]) -> dict[str, 
     return out
 
 
-def under_cap(spent_s: float, elapsed_s: float) -> float:
-    """Seconds until `spent_s` of a sampler's CPU is within ALLOWANCE_S + MAX_DUTY x elapsed
-    (0 when it is already)."""
-    return max((spent_s - ALLOWANCE_S) / MAX_DUTY - elapsed_s, 0.0)
-
-
 class TreeSampler:
     """Samples a tree in a background thread until stop(); stop() returns the peak summary.
 
@@ -314,7 +300,6 @@ class TreeSampler:
         self._paused = False  # read and set under the lock
         self._paused_since = 0.0
         self.paused_s = 0.0
-        self.sample_cpu_s = 0.0  # the background samples' own CPU time
 
     def start(self) -> TreeSampler:
         self._t0 = time.monotonic()
@@ -361,11 +346,8 @@ class TreeSampler:
         while not self._stop.wait(delay):
             with self._lock:
                 if not self._paused:
-                    t0 = time.thread_time()  # this thread's CPU, its /proc reads' included
                     self._sample()
-                    self.sample_cpu_s += time.thread_time() - t0
-            delay = max(self.interval_s, under_cap(self.sample_cpu_s,
-                                                   time.monotonic() - self._t0))
+            delay = self.interval_s
 
     def stop(self) -> dict[str, object]:
         self._stop.set()
@@ -384,5 +366,4 @@ class TreeSampler:
         out["seconds"] = round(time.monotonic() - self._t0, 3)
         out["interval_s"] = self.interval_s
         out["paused_s"] = round(self.paused_s, 3)  # not sampled: a workload's timed requests
-        out["sample_cpu_s"] = round(self.sample_cpu_s, 4)  # at most MAX_DUTY of the seconds
         return out

@@ -1,8 +1,7 @@
 """A server kept where it runs: the keeper (`python -m hugelab.workloads.serverkeep`) starts a
 server kind's server as its child there (this host, or hugelab's own guest, whose /proc the
 host cannot read), reads the server's own THP picture (hugelab.workloads.servermem) every half
-second, or less often where a read costs more than procscan.MAX_DUTY of a CPU (with --quiet
-only at the stop), reads the kind's own report just before the server
+second (with --quiet only at the stop), reads the kind's own report just before the server
 stops, stops it (TERM, then KILL) and prints both as marked JSON lines, which the base
 (hugelab.workloads.serverkind) reads back from the server's output.
 
@@ -34,7 +33,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,11 +40,6 @@ from typing import Any, ClassVar
 from hugelab import proc
 from hugelab.workloads.servermem import process_memory
 
-# the keeper's reads' CPU: at most ALLOWANCE_S, then MAX_DUTY of one CPU (the trial's tree
-# sampler's cap, hugelab.trial.procscan's, a layer above this one: tests/test_sampler_duty.py
-# holds them equal)
-MAX_DUTY = 0.005
-ALLOWANCE_S = 0.025
 MEMORY_MARK = "hugelab-servermem: "
 REPORT_MARK = "hugelab-report: "
 
@@ -101,22 +94,15 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
         signal.signal(sig, lambda s, _f: stopping.append(s))
     memory: dict[str, object] = {}
     report: dict[str, Any] = {}
-    start, spent = time.monotonic(), 0.0
     try:
         while child.poll() is None and not stopping:
-            wait_s = interval_s
             if not quiet:
-                t0 = time.thread_time()
                 memory = _memory(hooks, child.pid) or memory
                 report = hooks.report(workdir) or report
                 if hooks.stop_asked(report):
                     break
-                # its reads' CPU capped as the tree sampler's: a big 4 KiB server costs more
-                spent += time.thread_time() - t0
-                owed = (spent - ALLOWANCE_S) / MAX_DUTY - (time.monotonic() - start)
-                wait_s = max(interval_s, owed)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=wait_s)
+                child.wait(timeout=interval_s)
         alone = child.poll() is not None
         if quiet and not alone:
             memory = _memory(hooks, child.pid)
