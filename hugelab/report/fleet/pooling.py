@@ -41,6 +41,7 @@ from hugelab.report.analysis import (
     TCG_WARNING,
     Matrix,
     Options,
+    Paired,
     comparisons,
     factorial_section,
 )
@@ -55,6 +56,7 @@ from hugelab.report.fleet.hostload import (
     select_runs,
 )
 from hugelab.report.runload import RunData
+from hugelab.report.startorder import StartOrder, start_order
 from hugelab.report.table import pct
 from hugelab.stats import meta, multiple, paired
 
@@ -189,9 +191,10 @@ def host_results(h: HostRun, opts: Options) -> list[tuple[_Comp, HostEstimate]]:
     m = Matrix(h.data)
     _, claims, _ = factorial_section(h.data, m, mine)
     ps, comps, _ = comparisons(h.data, m, mine, {c.name: c.comparison for c in claims})
+    order = start_order(h.data, m.blocks, m.values)  # request-interleaved runs only
     out = []
     for p, c in zip(ps, comps, strict=True):
-        y, v = meta.hl_estimates(p.log_ratio[None, :])
+        y, v = meta.hl_estimates(_own_ratios(p, h.data, order)[None, :])
         usable = c.n_units >= paired.MIN_UNITS and bool(np.isfinite(v[0]))
         notes = [*c.notes]
         if c.drift is not None and c.drift.drifting:
@@ -202,6 +205,15 @@ def host_results(h: HostRun, opts: Options) -> list[tuple[_Comp, HostEstimate]]:
             float(y[0]), float(np.sqrt(v[0])), usable, None, tuple(notes))
         out.append((_Comp(p.name, p.baseline, p.candidate, p.better), est))
     return out
+
+
+def _own_ratios(p: Paired, data: RunData, order: StartOrder | None) -> np.ndarray:
+    """The per-block log-ratios the run's own row rests on: start-order adjusted in a
+    request-interleaved run (as `analysis._compare` adjusts them), else the raw ones."""
+    if order is None:
+        return p.log_ratio
+    c = order.candidate(data.index(p.baseline), data.index(p.candidate), p.b)
+    return np.asarray(np.log(c / p.b), dtype=float)
 
 
 def _f(v: Any) -> float:
