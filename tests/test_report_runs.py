@@ -16,7 +16,7 @@ from hugelab.errors import UsageError
 from hugelab.report import fleet
 from hugelab.report.analysis import Options, analyse
 from hugelab.report.runload import load_run
-from hugelab.store import Store
+from hugelab.store import Store, Trial
 from tests.helpers import cli
 from tests.test_report_fleet import EPYC, add_host, facts
 
@@ -154,3 +154,40 @@ def test_bad_runs_are_usage_errors(store_path: Path, capsys, args, words) -> Non
         return
     rc, out, err = cli(argv, capsys)
     assert rc == 2 and words in err
+
+
+def _interleaved_run(st: Store, seed: int, effect: float, blocks: int = 12) -> None:
+    """A request-interleaved run of off (baseline) and on whose servers start in a random
+    order each block, the one started second 3% slower (a start-order effect the report fits
+    and adjusts for), `on` at (1 + effect) x off."""
+    rng = np.random.default_rng(seed)
+    exp = {"name": f"pg-s{seed}", "seed": seed, "baseline": "off", "design": "interleaved",
+           "blocks": blocks, "arms": [{"name": "off"}, {"name": "on"}]}
+    run_id, _ = st.get_or_create_run(f"pg-req-{seed}", f"pg-s{seed}", exp, facts())
+    prov = {"interleaved": {"design": "requests", "servers": 2}}
+    trials = []
+    for b in range(blocks):
+        for pos, arm in enumerate(rng.permutation(["off", "on"])):
+            v = 1000.0 * (1 + effect if arm == "on" else 1.0) * (0.97 if pos else 1.0) \
+                * math.exp(rng.normal(0, 0.005))
+            trials.append(Trial(run_id, b, pos, str(arm), "ok", v, "ops_per_s", "ops/s",
+                                "higher", metrics={"ops_per_s": v}, provenance=prov,
+                                target="native"))
+    st.add_trials(trials)
+    st.set_run_status(run_id, "finished")
+
+
+def test_interleaved_runs_are_pooled_as_their_own_rows_show_them(tmp_path: Path) -> None:
+    """A request-interleaved run's own row is start-order adjusted: what --across pools for
+    it is that same effect, not the raw ratios'."""
+    path = tmp_path / "s.db"
+    with Store(path) as st:
+        for seed, effect in ((1, 0.05), (2, 0.08), (3, 0.06)):
+            _interleaved_run(st, seed, effect)
+        report = fleet.FleetReport.from_runs(st, [1, 2, 3])
+        single = [analyse(load_run(st, i), Options()).json()["comparisons"][0] for i in (1, 2, 3)]
+    c = report.comparisons[0]
+    assert all("start order" in " ".join(s["notes"]) for s in single)  # adjusted: the point
+    for e, s in zip(c.hosts, single, strict=True):
+        assert e.effect_pct == pytest.approx(s["effect_pct"])
+        assert 100 * math.expm1(e.log_estimate) == pytest.approx(s["effect_pct"], abs=0.05)
