@@ -88,11 +88,15 @@ def select_runs(runs: Sequence[dict[str, Any]], name: str
             notes.append(f"host {lab}: {len(group)} runs (ids {ids}); using run {run['id']} "
                          f"({why})")
         if run.get("status") != "finished":
-            notes.append(f"host {lab}: run {run['id']} has not finished (still running, or "
-                         f"stopped before its last trial: `hugelab fleet run` again resumes it); "
-                         f"its blocks so far are pooled")
+            notes.append(unfinished(f"host {lab}: run {run['id']}", "hugelab fleet run"))
         out.append((lab, run))
     return out, notes
+
+
+def unfinished(who: str, resume: str) -> str:
+    """The note on a run pooled before its last trial; `resume`: the command that resumes it."""
+    return (f"{who} has not finished (still running, or stopped before its last trial: "
+            f"`{resume}` again resumes it); its blocks so far are pooled")
 
 
 def run_label(run: dict[str, Any]) -> str:
@@ -119,9 +123,8 @@ def pick_runs(runs: Sequence[dict[str, Any]], ids: Sequence[int]
     if empty:
         raise UsageError(f"run {', '.join(empty)} has no trial to pool",
                          hint="`hugelab show` lists each run's trials")
-    notes = [f"{run_label(r)} has not finished (still running, or stopped before its last "
-             "trial: `hugelab run` again resumes it); its blocks so far are pooled"
-             for r in chosen if r.get("status") != "finished"]
+    notes = [unfinished(run_label(r), "hugelab run") for r in chosen
+             if r.get("status") != "finished"]
     return chosen, notes
 
 
