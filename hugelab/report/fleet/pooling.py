@@ -22,8 +22,8 @@ over loaded runs (``HostRun``: label, run row, ``RunData``).
 
 The same analysis pools separate runs of one experiment (``from_runs``, `hugelab report --across`):
 each run is then the unit (``unit = "run"``) instead of each host, so the pooled interval and
-the prediction interval carry the spread of the effect between runs (hours, host states) that
-one run's interval cannot show.
+the prediction interval carry the spread of the effect from run to run that one run's
+interval cannot show.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _collect(hosts: Sequence[HostRun], opts: Options, unit: str = "host"
              ) -> tuple[dict[str, _Comp], list[str]]:
     found: dict[str, _Comp] = {}
     notes = []
-    who = "" if unit == "run" else f"{unit} "  # a run's label already says run
+    who = _who(unit)
     for h in hosts:
         for comp, est in host_results(h, opts):
             seen = found.setdefault(comp.name, comp)
@@ -272,9 +272,15 @@ def _group_claims(name: str, est: Sequence[HostEstimate], infos: dict[str, HostI
             for g, members in by_group.items()}
 
 
+def _who(unit: str, plural: bool = False) -> str:
+    """What goes before units' labels: 'host ', 'hosts ', or nothing for runs, whose labels
+    already say run ('run 3')."""
+    return "" if unit == "run" else f"{unit}{'s' if plural else ''} "
+
+
 def _own(unit: str, label: str) -> str:
     """'host a's own', 'run 3's own' (a run's label already says run)."""
-    return f"{label}'s own" if unit == "run" else f"{unit} {label}'s own"
+    return f"{_who(unit)}{label}'s own"
 
 
 def _group_verdict(group: str, members: list[HostEstimate], p: meta.Pooled | None,
@@ -298,7 +304,7 @@ def _fleet_comparison(name: str, base: str, cand: str, better: str,
                       est: tuple[HostEstimate, ...], p: meta.Pooled | None,
                       adj: tuple[float, float] | None, margin: float,
                       unit: str = "host") -> FleetComparison:
-    who = "" if unit == "run" else f"{unit} "  # a run's label already says run
+    who = _who(unit)
     notes = [f"{who}{e.label}: {e.n_units} pair(s), fewer than {paired.MIN_UNITS}: not pooled"
              for e in est if not e.pooled]
     if p is not None and adj is not None:
@@ -330,7 +336,7 @@ def _check_asked_pairs(hosts: Sequence[HostRun], opts: Options) -> None:
 def _warnings(infos: Sequence[HostInfo], comps: Sequence[FleetComparison],
               unit: str = "host") -> list[str]:
     out = []
-    who = "" if unit == "run" else f"{unit}s "  # a run's label already says run
+    who = _who(unit, plural=True)
     tcg = [i.label for i in infos if "tcg" in i.facts["accel"]]
     if tcg:
         out.append(f"{who}{', '.join(tcg)}: {TCG_WARNING}")
@@ -363,7 +369,7 @@ def _experiment_notes(hosts: Sequence[HostRun], unit: str = "host") -> list[str]
         return []
     common = kinds.most_common(1)[0][0]
     odd = [h.label for h in hosts if kind(h) != common]
-    who = "" if unit == "run" else f"{unit}s "
+    who = _who(unit, plural=True)
     return [f"{who}{', '.join(odd)} ran a different version of the experiment (other "
             "settings): their results may not be comparable"]
 
