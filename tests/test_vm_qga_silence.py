@@ -68,3 +68,50 @@ def test_a_silent_agent_is_asked_again_and_answers_once_back(tmp_path, monkeypat
         pid, _ = freeze(agent)
         with pytest.raises(DomainError, match=r"guest-exec-status: .*not responding.* \(silent "):
             agent.call("guest-exec-status", {"pid": pid}, reask_s=4)
+
+
+class Limits:
+    """AGENT_WAIT_S as the copy reads it (.get(accel, default)): `first` seconds for the first
+    boot, then `then` for every later one."""
+
+    def __init__(self, first: float, then: float) -> None:
+        self.asked = 0
+        self.first, self.then = first, then
+
+    def get(self, accel: str, default: float) -> float:
+        self.asked += 1
+        return self.first if self.asked == 1 else self.then
+
+
+def test_a_boot_that_does_not_answer_is_booted_once_more(tmp_path, monkeypatch):
+    """A first boot that no way in answers (here: given 1 s, where a boot takes 10 s or more
+    under TCG; a suite's redis-domain copy once hung so for 300 s) is destroyed and the copy
+    boots once more on fresh overlays; that boot answers and runs work. Given 1 s twice, the
+    error says so and nothing of either boot is left."""
+    reason = libvirt_missing()
+    if reason:
+        pytest.fail(reason)
+    monkeypatch.setenv("HUGELAB_STATE_DIR", str(tmp_path / "state"))
+    from hugelab.vm.common.libvirtd import connect, records_dir
+    from hugelab.vm.domains import libvirt_guest
+    from hugelab.vm.domains.demo_domain import define_image_domain
+    define_image_domain(DOMAIN)
+    spec = VmSpec(mem_mib=512, vcpus=1)
+    monkeypatch.setattr(libvirt_guest, "AGENT_WAIT_S", Limits(1.0, 300.0))
+    with DomainGuest(spec, domain=DOMAIN, uri="qemu:///system", name="twice") as guest:
+        assert guest.boot_retried is not None and "did not answer within 1s" in \
+            guest.boot_retried, guest.boot_retried
+        assert guest.target.exec(["echo", "booted"], timeout=60).stdout.strip() == "booted"
+        assert sorted(p.name for p in guest.overlays.iterdir() if p.suffix == ".qcow2")
+        dom_name, overlays = guest.dom_name, guest.overlays
+    monkeypatch.setattr(libvirt_guest, "AGENT_WAIT_S", Limits(1.0, 1.0))
+    with pytest.raises(libvirt_guest.SilentGuest, match=r"did not answer within 1s .*booted twice"):
+        with DomainGuest(spec, domain=DOMAIN, uri="qemu:///system", name="twice"):
+            pass
+    conn = connect("qemu:///system")
+    try:
+        assert dom_name not in conn.listDomainsID() and dom_name not in \
+            [d.name() for d in conn.listAllDomains()]
+    finally:
+        conn.close()
+    assert not overlays.exists() and not list(records_dir().glob("*.json"))

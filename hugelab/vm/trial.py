@@ -309,6 +309,7 @@ def _settle(o: GuestOutcome, g: Guest, before: dict[str, int], arm: Arm, spec: V
     else:
         o.evidence["tree"] = tree
     o.provenance = {"accel": g.accel, "boot_s": g.boot_s, "vm_backing": spec.backing,
+                    **({"boot_retried": g.boot_retried} if g.boot_retried else {}),
                     "trials_per_boot": arm.vm.trials_per_boot,
                     "vm_page_kb": spec.hugetlb_size_kb, "prealloc": spec.prealloc,
                     "guest_thp": spec.guest_thp, "guest_mem_mib": spec.mem_mib,

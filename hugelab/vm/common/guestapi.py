@@ -79,6 +79,12 @@ class Guest(Protocol):
         ...
 
     @property
+    def boot_retried(self) -> str | None:
+        """Why a first boot was given up (it did not answer) and the guest booted once more;
+        None when it was not."""
+        ...
+
+    @property
     def target(self) -> GuestTarget:
         """Where workloads run in the guest; VMError when the guest is not running."""
         ...

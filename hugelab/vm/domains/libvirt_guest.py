@@ -80,6 +80,10 @@ _ACCESS_HINTS = {"agent": _AGENT_HINT, "ssh": _SSH_HINT.removeprefix("or "),
                  "auto": f"{_AGENT_HINT}; {_SSH_HINT}"}
 
 
+class SilentGuest(DomainError):
+    """The copy runs but no way into its guest answered within the boot limit."""
+
+
 # --- the transient copy ------------------------------------------------------------------------
 
 class DomainGuest:
@@ -98,6 +102,7 @@ class DomainGuest:
         self._target: GuestTarget | None = None
         self.accel = "unknown"
         self.boot_s: float | None = None
+        self.boot_retried: str | None = None  # why the first boot was given up, when it was
         self.dom: Any = None
         self.conn: Any = None
         self.record: Path | None = None
@@ -133,11 +138,8 @@ class DomainGuest:
     def _overlays(self, disks: list[dx.Disk], nvram: str | None) -> tuple[dict[str, str],
                                                                           str | None]:
         """qcow2 overlays over the writable disks (0600: they hold what the guest writes;
-        libvirt hands them to its QEMU user), and a private copy of the UEFI variables."""
-        if self.keep is None:
-            OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
-            os.chmod(OVERLAY_ROOT, 0o711)
-            self.overlays.mkdir(mode=0o711)
+        libvirt hands them to its QEMU user), and a private copy of the UEFI variables; made
+        again over the same paths for a second boot."""
         out = {}
         for i, d in enumerate(x for x in disks if not x.readonly):
             path = self.overlays / f"{i}-{d.target}.qcow2"
@@ -156,7 +158,6 @@ class DomainGuest:
 
 
     def start(self) -> None:
-        lv = libvirt_module()
         self.conn = connect(self.uri)
         original = lookup(self.conn, self.domain)
         xml = user_xml(original)
@@ -169,6 +170,10 @@ class DomainGuest:
                               "<readonly/>")
         # before anything exists that a killed run would leave
         self.record = write_record(self.dom_name, self.uri, self.overlays, self.domain)
+        if self.keep is None:
+            OVERLAY_ROOT.mkdir(parents=True, exist_ok=True)
+            os.chmod(OVERLAY_ROOT, 0o711)
+            self.overlays.mkdir(mode=0o711)
         overlays, vars_copy = self._overlays(disks, dx.nvram(root))
         forward = None
         if self.access.ssh:
@@ -178,6 +183,22 @@ class DomainGuest:
         self.xml = dx.transient_xml(xml, self.spec, name=self.dom_name, overlays=overlays,
                                     private=str(self.overlays), nvram_copy=vars_copy,
                                     ssh_forward=forward)
+        try:
+            self._target = self._boot()
+        except SilentGuest as exc:  # a boot that hung (seen once under TCG on a loaded host):
+            if not destroy(self.conn, self.dom_name):  # once more, on fresh overlays
+                raise
+            self.boot_retried = exc.message
+            self._overlays(disks, dx.nvram(root))  # the same paths: the XML holds
+            try:
+                self._target = self._boot()
+            except SilentGuest as again:
+                raise SilentGuest(f"{again.message}, booted twice", hint=again.hint) from exc
+        apply_guest_layer(self.target, self.spec, write_pools=True)  # through agent or SSH
+
+    def _boot(self) -> GuestTarget:
+        """The copy started from self.xml, and the first way into it that answers."""
+        lv = libvirt_module()
         t0 = time.monotonic()
         try:  # autodestroy: libvirtd ends the copy when this connection goes (a killed run)
             self.dom = self.conn.createXML(self.xml, lv.VIR_DOMAIN_START_AUTODESTROY)
@@ -189,8 +210,7 @@ class DomainGuest:
                               "mount: set hugetlbfs_mount in /etc/libvirt/qemu.conf or mount one "
                               "before libvirtd starts" if file else None) from exc
         self.accel = "kvm" if dx.parse(self.dom.XMLDesc(0)).get("type") == "kvm" else "tcg"
-        self._target = self._wait_access(t0)
-        apply_guest_layer(self.target, self.spec, write_pools=True)  # through agent or SSH
+        return self._wait_access(t0)
 
     def _wait_access(self, t0: float) -> GuestTarget:
         """The first way into the guest that answers: its agent, or SSH (access = auto tries
@@ -218,7 +238,7 @@ class DomainGuest:
                                   f"{self.dom_name}.log")
             time.sleep(0.25)
         tried = "; ".join(f"{k}: {v}" for k, v in last.items())
-        raise DomainError(f"the copy of '{self.domain}' did not answer within {limit:.0f}s "
+        raise SilentGuest(f"the copy of '{self.domain}' did not answer within {limit:.0f}s "
                           f"({tried})", hint=_ACCESS_HINTS[self.access.mode if self.ssh else "agent"])
 
     @property

@@ -74,6 +74,7 @@ class Guest:
         self.kernel: Path | None = None
         self.argv: list[str] = []
         self.boot_s: float | None = None
+        self.boot_retried: str | None = None  # one boot here: a failed boot fails the trial
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmpdir: Path | None = None
         self._record: Path | None = None
