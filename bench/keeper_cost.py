@@ -14,7 +14,8 @@ beside it, one read of smaps_rollup alone, which the trial scope's tree sampler 
 every member every 0.25 s while a paired native trial runs (hugelab.trial.contain.TrialScope);
 and the tree sampler itself (procscan.TreeSampler over the child alone, without the scan of
 /proc for the trial's members that a trial's sampler also makes, the same for either arm) for
-`--sampler-s` seconds: its samples and the share of one CPU it took.
+`--sampler-s` seconds: its samples, how many of them walked the page tables, the RSS peak it
+read and the share of one CPU it took.
 Read only (the host's THP mode is not changed: under `never` the THP rows say so).
 """
 
@@ -52,7 +53,10 @@ def sampled(pid: int, seconds: float) -> dict[str, float]:
     time.sleep(seconds)
     out = tree.stop()
     share = (time.process_time() - cpu0) / (time.monotonic() - t0)
-    return {"samples": float(str(out["samples"])), "sampler_cpu_share": share}
+    # walks: samples that read smaps_rollup (every one before the walk budget, 2026-12-02)
+    return {"samples": float(str(out["samples"])),
+            "walks": float(str(out.get("walks", out["samples"]))),
+            "rss_peak_mib": float(str(out["rss_kb"])) / 1024, "sampler_cpu_share": share}
 
 
 def one(size_mib: int, backing: str, reads: int, sampler_s: float) -> dict[str, object]:
@@ -94,12 +98,13 @@ def main() -> int:
         return 0
     print(f"{'size':>8s} {'backing':8s} {'keeper ms':>9s} {'CPU at 2/s':>10s} "
           f"{'rollup ms':>9s} {'CPU at 4/s':>10s} {'THP seen':>9s} {'sampler':>8s} "
-          f"{'its CPU':>8s}")
+          f"{'walks':>6s} {'RSS peak':>9s} {'its CPU':>8s}")
     for r in rows:
         print(f"{r['size_mib']:6d}Mi {r['backing']:8s} {r['read_ms']:9.2f} "
               f"{r['cpu_share_at_2_per_s']:10.2%} {r['rollup_ms']:9.2f} "
               f"{r['rollup_cpu_share_at_4_per_s']:10.2%} {r['anon_thp_mib']:7d}Mi "
-              f"{r['samples']:8.0f} {r['sampler_cpu_share']:8.2%}")
+              f"{r['samples']:8.0f} {r['walks']:6.0f} {r['rss_peak_mib']:7.0f}Mi "
+              f"{r['sampler_cpu_share']:8.2%}")
     return 0
 
 

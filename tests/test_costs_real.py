@@ -131,3 +131,33 @@ def test_the_tree_samplers_pss_and_page_tables_are_the_processs_own():
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
+
+
+def test_a_sampler_over_its_walk_budget_still_reads_the_counters_at_every_sample(monkeypatch):
+    """With a walk budget of nothing, the sampler walks the child's page tables only at its
+    first look and its last (stop), yet reads its status at every sample: the RSS peak and
+    page tables are the child's own, and the walks' CPU is its own clock's."""
+    code = ("import signal, mmap\n"
+            "m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+            "m.madvise(mmap.MADV_NOHUGEPAGE)\n"
+            "for i in range(0, len(m), 4096): m[i] = 1\n"
+            "print('ready', flush=True); signal.pause()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    monkeypatch.setattr(procscan, "WALK_FREE_S", 0.0)
+    monkeypatch.setattr(procscan, "WALK_SHARE", 0.0)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        sampler = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
+        time.sleep(0.6)
+        tree = sampler.stop()
+        rollup = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/smaps_rollup").read_text())
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        assert tree["samples"] >= 6 and tree["walks"] == 2, tree  # the first and the last
+        assert 0 < tree["walk_cpu_s"] < 1
+        assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256) and rollup["Rss"] >= 64 * MIB
+        assert tree["anon_kb"] >= 64 * MIB and tree["pss_kb"] <= tree["rss_kb"]
+        assert tree["pte_kb"] == procscan.page_table_kb(status) >= 64 * MIB // 4 * 8 // 1024
+        assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()

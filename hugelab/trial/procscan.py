@@ -10,15 +10,17 @@ and a server's children share its session id) and those carrying the trial's tok
 environment (which survives a `setsid()` or a daemon's double fork).
 
 `TreeSampler` samples the tree a few times per second while the trial runs and keeps, for every
-field, the peak of the tree's total: `/proc/PID/smaps_rollup` (AnonHugePages, Anonymous,
-Private_Hugetlb, Shared_Hugetlb, ShmemPmdMapped, FilePmdMapped, Rss, Pss), the page tables
-(VmPTE of /proc/PID/status), and for Rss, Pss and page tables also the mean over the samples
-(`rss_kb_mean`, ...: what the memory costs over the trial, not only at its worst), the hugetlb pages by page
-size (from /proc/PID/smaps, read only for processes that map hugetlb pages), the number of
-processes, each process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command
-name: a per-process `process_thp` shows there), the THP outside madvised mappings (from smaps,
-read only for processes that have THP), and the pages each hugetlb pool lost since the start (free_hugepages down or
-resv_hugepages up: host-wide, so they explain rather than prove). Reading smaps_rollup walks the process's page tables, so samples are spaced out.
+field, the peak of the tree's total: from /proc/PID/status at every sample, the RSS (VmRSS), the
+anonymous memory (RssAnon) and the page tables (VmPTE), counters that cost the same at any page
+size; from `/proc/PID/smaps_rollup`, a walk of the page tables and so read within a CPU budget
+(TreeSampler), AnonHugePages, ShmemPmdMapped, FilePmdMapped, Shared_Hugetlb, Private_Hugetlb and
+Pss; for Rss, Pss and page tables also the mean over the samples (`rss_kb_mean`, ...: what the
+memory costs over the trial, not only at its worst), the hugetlb pages by page size (from
+/proc/PID/smaps, read only for processes that map hugetlb pages), the number of processes, each
+process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command name: a
+per-process `process_thp` shows there), the THP outside madvised mappings (from smaps, read only
+for processes that have THP), and the pages each hugetlb pool lost since the start
+(free_hugepages down or resv_hugepages up: host-wide, so they explain rather than prove).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ ROLLUP_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb",
 MEAN_FIELDS = ("rss_kb", "pss_kb", "pte_kb")  # also averaged over the samples: <name>_mean
 TOKEN_VAR = "HUGELAB_TRIAL"
 DEFAULT_INTERVAL_S = 0.25
+WALK_FREE_S = 0.025  # the first page-table walks' CPU, free: a short command gets its walks
+WALK_SHARE = 0.005   # then the walks' CPU at most this share of one CPU since the start
 
 
 def parse_kb_fields(text: str) -> dict[str, int]:
@@ -171,48 +175,80 @@ def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | N
     return out
 
 
+ROLLUP_ONLY = {k: v for k, v in ROLLUP_FIELDS.items() if k not in ("Rss", "Anonymous")}
+STATUS_FIELDS = {"VmRSS": "rss_kb", "RssAnon": "anon_kb", "VmPTE": "pte_kb"}
+
+
 def measure(pids: Iterable[int], proc: str = "/proc",
             read: Callable[[str], str | bytes | None] | None = None,
-            thp_detail: bool | None = None) -> dict[str, object]:
-    """One sample: the tree's smaps_rollup totals, hugetlb KiB per page size and THP modes. `read`
-    reads a file (default: this machine's; a user's guest passes one that reads through its
-    agent). `thp_detail`: also each process's THP mode (status, comm) and, for processes with
-    THP, the THP outside madvised mappings (full smaps); default: only when reading this
-    machine's files, where it is cheap."""
+            thp_detail: bool | None = None, walk: bool = True) -> dict[str, object]:
+    """One sample: the tree's RSS, anonymous memory and page tables (status: counters, cheap at
+    any page size), THP modes, and with `walk` its smaps_rollup totals and hugetlb KiB per page
+    size (walks of the page tables: 512 times the entries for 4 KiB pages as for THP), with the
+    CPU the smaps_rollup reads took (`walk_cpu_s`). `read` reads a file (default: this
+    machine's; a user's guest passes one that reads through its agent). `thp_detail`: also each
+    process's THP mode (status, comm) and, for processes with THP, the THP outside madvised
+    mappings (full smaps); default: only when reading this machine's files, where it is
+    cheap."""
     thp_detail = read is None if thp_detail is None else thp_detail
     read = read or _read
-    tot: dict[str, int] = {v: 0 for v in ROLLUP_FIELDS.values()}
-    tot["pte_kb"] = 0
+    tot: dict[str, int] = dict.fromkeys(STATUS_FIELDS.values(), 0)
+    if walk:
+        tot.update(dict.fromkeys(ROLLUP_ONLY.values(), 0))
     by_size: dict[int, int] = {}
     thp_on: dict[str, int] = {}   # command name -> processes with THP_enabled 1
     thp_off: dict[str, int] = {}  # ... with THP_enabled 0
     unadvised: dict[str, int] = {}  # command name -> KiB of THP outside madvised mappings
-    n = 0
+    n, walk_s = 0, 0.0
     for pid in pids:
-        text = read(f"{proc}/{pid}/smaps_rollup")
-        if not isinstance(text, str) or not text:
+        status = read(f"{proc}/{pid}/status")
+        fields = parse_kb_fields(status) if isinstance(status, str) else {}
+        if "VmRSS" not in fields:
             continue  # gone, a zombie, or a kernel thread
         n += 1
-        fields = parse_kb_fields(text)
-        for src, dst in ROLLUP_FIELDS.items():
-            tot[dst] += fields.get(src, 0)
         comm = _comm(pid, proc, read) if thp_detail else "?"
-        status = read(f"{proc}/{pid}/status")
-        tot["pte_kb"] += page_table_kb(status) if isinstance(status, str) else 0
         enabled = thp_enabled(status) if isinstance(status, str) and thp_detail else None
         if enabled is not None:
             counts = thp_on if enabled else thp_off
             counts[comm] = counts.get(comm, 0) + 1
-        hugetlb = fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0)
-        if hugetlb or (thp_detail and fields.get("AnonHugePages", 0)):
-            text = read(f"{proc}/{pid}/smaps")
-            smaps = text if isinstance(text, str) else ""
-            for size, kb in hugetlb_by_page_size(smaps).items():
-                by_size[size] = by_size.get(size, 0) + kb
-            if thp_detail and fields.get("AnonHugePages", 0):
-                unadvised[comm] = unadvised.get(comm, 0) + unadvised_thp_kb(smaps)
-    return {**tot, "processes": n, "hugetlb_by_page_kb": by_size, "thp_enabled_by_comm": thp_on,
-            "thp_disabled_by_comm": thp_off, "unadvised_thp_kb_by_comm": unadvised}
+        if walk:  # its Rss and Anonymous read with its Pss: one moment, so Pss <= Rss holds
+            rollup, spent = _walk(pid, proc, read, comm if thp_detail else None, tot, by_size,
+                                  unadvised)
+            walk_s += spent
+            if "Rss" in rollup:  # (gone since its status: that read stands)
+                fields.update({"VmRSS": rollup["Rss"], "RssAnon": rollup.get("Anonymous", 0)})
+        for src, dst in STATUS_FIELDS.items():
+            tot[dst] += fields.get(src, 0)
+    out: dict[str, object] = {**tot, "processes": n, "thp_enabled_by_comm": thp_on,
+                              "thp_disabled_by_comm": thp_off}
+    if walk:
+        out.update({"hugetlb_by_page_kb": by_size, "unadvised_thp_kb_by_comm": unadvised,
+                    "walk_cpu_s": walk_s})
+    return out
+
+
+def _walk(pid: int, proc: str, read: Callable[[str], str | bytes | None], comm: str | None,
+          tot: dict[str, int], by_size: dict[int, int], unadvised: dict[str, int]
+          ) -> tuple[dict[str, int], float]:
+    """One process's smaps_rollup into `tot`; its smaps, read where it maps hugetlb pages (or,
+    with a `comm` for THP detail, THP), into `by_size` and `unadvised`; the rollup's fields, and
+    the CPU its read took (the kernel's walk of the page tables, whose cost is the page size's:
+    the smaps read after it and the parsing are the huge-page process's, and cheap)."""
+    t0 = time.thread_time()
+    text = read(f"{proc}/{pid}/smaps_rollup")
+    spent = time.thread_time() - t0
+    fields = parse_kb_fields(text) if isinstance(text, str) else {}
+    for src, dst in ROLLUP_ONLY.items():
+        tot[dst] += fields.get(src, 0)
+    hugetlb = fields.get("Private_Hugetlb", 0) or fields.get("Shared_Hugetlb", 0)
+    if hugetlb or (comm is not None and fields.get("AnonHugePages", 0)):
+        text = read(f"{proc}/{pid}/smaps")
+        smaps = text if isinstance(text, str) else ""
+        for size, kb in hugetlb_by_page_size(smaps).items():
+            by_size[size] = by_size.get(size, 0) + kb
+        if comm is not None and fields.get("AnonHugePages", 0):
+            unadvised[comm] = unadvised.get(comm, 0) + unadvised_thp_kb(smaps)
+    return fields, spent
 
 
 def pool_counts(sysfs: str = "/sys/kernel/mm/hugepages") -> dict[str, tuple[int, int]]:
@@ -281,7 +317,14 @@ def merge_peak(peak: dict[str, object], sample: dict[str, object]) -> dict[str, 
 class TreeSampler:
     """Samples a tree in a background thread until stop(); stop() returns the peak summary.
 
-    `members` returns the tree's pids at each sample (re-evaluated, so new processes count)."""
+    `members` returns the tree's pids at each sample (re-evaluated, so new processes count).
+    Every sample reads the members' status (RSS, anonymous memory, page tables: counters, the
+    same cost at any page size); a sample walks their page tables too (smaps_rollup: PSS, THP,
+    hugetlb) while the walks' own CPU (the smaps_rollup reads) stays within WALK_FREE_S plus
+    WALK_SHARE of one CPU since the start, so that a GiB in 4 KiB pages, whose walk takes 30
+    times a THP one's, draws little more of the workload's CPUs than the same GiB in THP
+    (docs/benchmarks.md, "What hugelab's own reads cost"); a caller's sample (sample_now,
+    pause, resume) and the last, at stop(), always walk."""
 
     def __init__(self, members: Callable[[], list[int]], interval_s: float = DEFAULT_INTERVAL_S,
                  proc: str = "/proc") -> None:
@@ -289,6 +332,8 @@ class TreeSampler:
         self.interval_s = interval_s
         self.proc = proc
         self.samples = 0
+        self.walks = 0
+        self.walk_cpu_s = 0.0
         self.peak: dict[str, object] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="hugelab-tree-sampler",
@@ -296,6 +341,7 @@ class TreeSampler:
         self._t0 = 0.0
         self._pools: dict[str, tuple[int, int]] = {}
         self._sums: dict[str, float] = dict.fromkeys(MEAN_FIELDS, 0.0)
+        self._counts: dict[str, int] = dict.fromkeys(MEAN_FIELDS, 0)
         self._lock = threading.Lock()  # one sample at a time: the thread's, or a caller's
         self._paused = False  # read and set under the lock
         self._paused_since = 0.0
@@ -309,27 +355,37 @@ class TreeSampler:
 
     def sample_now(self) -> None:
         with self._lock:
-            self._sample()
+            self._sample(walk=True)
 
-    def _sample(self) -> None:
+    def _may_walk(self) -> bool:
+        return self.walk_cpu_s <= WALK_FREE_S + WALK_SHARE * (time.monotonic() - self._t0)
+
+    def _sample(self, walk: bool | None = None) -> None:
         pids = self.members()
         if not pids:
             return
-        s = measure(pids, self.proc)
-        if s.get("processes"):
-            self.samples += 1
-            s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
-            self.peak = merge_peak(self.peak, s)
-            for key in MEAN_FIELDS:
-                value = s.get(key, 0)
-                self._sums[key] += value if isinstance(value, int | float) else 0
+        s = measure(pids, self.proc, walk=self._may_walk() if walk is None else walk)
+        if not s.get("processes"):
+            return
+        spent = s.pop("walk_cpu_s", None)
+        if isinstance(spent, float):
+            self.walks += 1
+            self.walk_cpu_s += spent
+        self.samples += 1
+        s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
+        self.peak = merge_peak(self.peak, s)
+        for key in MEAN_FIELDS:
+            value = s.get(key)
+            if isinstance(value, int | float):
+                self._sums[key] += value
+                self._counts[key] += 1
 
     def pause(self) -> None:
         """No samples until `resume()` (one taken first): while a workload's timed requests
         run, a sample's /proc reads would take CPU from them (docs/benchmarks.md: a
         request-level trial's window noise, with and without them)."""
         with self._lock:
-            self._sample()
+            self._sample(walk=True)
             self._paused_since = time.monotonic()
             self._paused = True
 
@@ -339,7 +395,7 @@ class TreeSampler:
             if self._paused:
                 self._paused = False
                 self.paused_s += time.monotonic() - self._paused_since
-            self._sample()
+            self._sample(walk=True)
 
     def _loop(self) -> None:
         delay = min(0.05, self.interval_s)  # a first look early: short commands count too
@@ -352,6 +408,9 @@ class TreeSampler:
     def stop(self) -> dict[str, object]:
         self._stop.set()
         self._thread.join()
+        with self._lock:  # the last look, where the tree is still there (a kept server)
+            if not self._paused:
+                self._sample(walk=True)
         out: dict[str, object] = {v: 0 for v in ROLLUP_FIELDS.values()}
         out.update({"pte_kb": 0, "processes": 0, "hugetlb_by_page_kb": {},
                     "pool_pages_taken": {}, "thp_enabled_by_comm": {}, "thp_disabled_by_comm": {},
@@ -361,7 +420,9 @@ class TreeSampler:
         out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}
                                      if isinstance(by_size, dict) else {})
         out["samples"] = self.samples
-        out.update({f"{k}_mean": round(v / self.samples) if self.samples else 0
+        out["walks"] = self.walks  # samples that read smaps_rollup (PSS, THP, hugetlb)
+        out["walk_cpu_s"] = round(self.walk_cpu_s, 4)
+        out.update({f"{k}_mean": round(v / self._counts[k]) if self._counts[k] else 0
                     for k, v in self._sums.items()})
         out["seconds"] = round(time.monotonic() - self._t0, 3)
         out["interval_s"] = self.interval_s

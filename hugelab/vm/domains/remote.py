@@ -82,7 +82,9 @@ class RemoteTarget:
         return out
 
     def sample(self, pid: int) -> dict[str, Any]:
-        return procscan.measure(self._members(pid), read=self.read)
+        s = procscan.measure(self._members(pid), read=self.read)
+        s.pop("walk_cpu_s", None)  # the guest's CPU, not this host's: not a figure here
+        return s
 
     def with_tools(self, argv: list[str]) -> list[str]:
         """argv with hugelab's own static programs (kinds' own_programs) copied in once, named by
