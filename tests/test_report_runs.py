@@ -191,3 +191,28 @@ def test_interleaved_runs_are_pooled_as_their_own_rows_show_them(tmp_path: Path)
     for e, s in zip(c.hosts, single, strict=True):
         assert e.effect_pct == pytest.approx(s["effect_pct"])
         assert 100 * math.expm1(e.log_estimate) == pytest.approx(s["effect_pct"], abs=0.05)
+
+
+def test_a_run_with_the_other_baseline_is_read_the_other_way_round(tmp_path: Path) -> None:
+    """Three runs of 4k and thp (thp 10% fewer ns, lower is better), the second made with thp
+    as its baseline: its own row says `4k vs thp`, slower by ~11%; pooled, it is read as
+    `thp vs 4k`, faster by ~10%, its interval turned round, and a note says so."""
+    from tests.helpers import make_store
+    path = tmp_path / "s.db"
+    with Store(path) as st:
+        for seed in (1, 2, 3):
+            make_store(path, store=st, seed=seed, baseline="thp" if seed == 2 else "4k",
+                       arms={"4k": 1.0, "thp": 0.90}, noise=0.005)
+        single = analyse(load_run(st, 2), Options()).json()["comparisons"][0]
+        r = fleet.FleetReport.from_runs(st, [1, 2, 3])
+    assert single["name"] == "4k vs thp" and single["verdict"] == "slower"
+    assert [c.name for c in r.comparisons] == ["thp vs 4k"]
+    c = r.comparisons[0]
+    run2 = next(e for e in c.hosts if e.run_id == 2)
+    assert run2.verdict == "faster" and run2.pooled
+    assert run2.effect_pct == pytest.approx(100 / (1 + single["effect_pct"] / 100) - 100)
+    assert run2.ci_low_pct == pytest.approx(100 / (1 + single["ci_high_pct"] / 100) - 100)
+    assert run2.ci_high_pct == pytest.approx(100 / (1 + single["ci_low_pct"] / 100) - 100)
+    assert c.pooled is not None and c.pooled.k == 3
+    assert -11.5 < 100 * math.expm1(c.pooled.estimate) < -8.5
+    assert any("run 2" in n and "the other way round" in n for n in r.notes), r.notes

@@ -166,6 +166,12 @@ def _collect(hosts: Sequence[HostRun], opts: Options, unit: str = "host"
     who = _who(unit)
     for h in hosts:
         for comp, est in host_results(h, opts):
+            other = next((c for c in found.values() if comp.name not in found and
+                          (c.baseline, c.candidate) == (comp.candidate, comp.baseline)), None)
+            if other is not None:  # this run's baseline is the others' candidate
+                notes.append(f"{comp.name}: {who}{h.label} had {comp.baseline} as its baseline: "
+                             f"its result is read the other way round, as {other.name}")
+                comp, est = other, turned(est, comp.baseline)
             seen = found.setdefault(comp.name, comp)
             if seen.better != comp.better:
                 notes.append(f"{comp.name}: {who}{h.label} says {comp.better} is better, "
@@ -205,6 +211,17 @@ def host_results(h: HostRun, opts: Options) -> list[tuple[_Comp, HostEstimate]]:
             float(y[0]), float(np.sqrt(v[0])), usable, None, tuple(notes))
         out.append((_Comp(p.name, p.baseline, p.candidate, p.better), est))
     return out
+
+
+def turned(est: HostEstimate, baseline: str) -> HostEstimate:
+    """One unit's result read the other way round: its candidate as the baseline (pure)."""
+    def inverse(pct: float) -> float:
+        return 100.0 * (1.0 / (1.0 + pct / 100.0) - 1.0)
+    verdict = {"faster": "slower", "slower": "faster"}.get(est.verdict, est.verdict)
+    return replace(est, verdict=verdict, effect_pct=inverse(est.effect_pct),
+                   ci_low_pct=inverse(est.ci_high_pct), ci_high_pct=inverse(est.ci_low_pct),
+                   log_estimate=-est.log_estimate,
+                   notes=(*est.notes, f"its baseline was {baseline}: read the other way round"))
 
 
 def _own_ratios(p: Paired, data: RunData, order: StartOrder | None) -> np.ndarray:
