@@ -10,11 +10,12 @@ and a server's children share its session id) and those carrying the trial's tok
 environment (which survives a `setsid()` or a daemon's double fork).
 
 `TreeSampler` samples the tree a few times per second while the trial runs and keeps, for every
-field, the peak of the tree's total: from /proc/PID/status at every sample, the RSS (VmRSS), the
-anonymous memory (RssAnon) and the page tables (VmPTE), counters that cost the same at any page
-size; from `/proc/PID/smaps_rollup`, a walk of the page tables and so read within a CPU budget
-(TreeSampler), AnonHugePages, ShmemPmdMapped, FilePmdMapped, Shared_Hugetlb, Private_Hugetlb and
-Pss; for Rss, Pss and page tables also the mean over the samples (`rss_kb_mean`, ...: what the
+field, the peak of the tree's total: from /proc/PID/status at every sample, the RSS (VmRSS) and
+the page tables (VmPTE), counters that cost the same at any page size; from
+`/proc/PID/smaps_rollup`, a walk of the page tables and so read within a CPU budget
+(TreeSampler), Anonymous, AnonHugePages, ShmemPmdMapped, FilePmdMapped, Shared_Hugetlb,
+Private_Hugetlb and Pss (one walk's anonymous memory and THP read together, as the evidence
+weighs them); for Rss, Pss and page tables also the mean over the samples (`rss_kb_mean`, ...: what the
 memory costs over the trial, not only at its worst), the hugetlb pages by page size (from
 /proc/PID/smaps, read only for processes that map hugetlb pages), the number of processes, each
 process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command name: a
@@ -41,6 +42,7 @@ TOKEN_VAR = "HUGELAB_TRIAL"
 DEFAULT_INTERVAL_S = 0.25
 WALK_FREE_S = 0.025  # the first page-table walks' CPU, free: a short command gets its walks
 WALK_SHARE = 0.005   # then the walks' CPU at most this share of one CPU since the start
+MOVED = 0.05         # or a walk when the tree's RSS moved by more than this share since the last
 
 
 def parse_kb_fields(text: str) -> dict[str, int]:
@@ -175,15 +177,15 @@ def find_members(sessions: Iterable[int] | dict[int, int | None], token: str | N
     return out
 
 
-ROLLUP_ONLY = {k: v for k, v in ROLLUP_FIELDS.items() if k not in ("Rss", "Anonymous")}
-STATUS_FIELDS = {"VmRSS": "rss_kb", "RssAnon": "anon_kb", "VmPTE": "pte_kb"}
+ROLLUP_ONLY = {k: v for k, v in ROLLUP_FIELDS.items() if k != "Rss"}
+STATUS_FIELDS = {"VmRSS": "rss_kb", "VmPTE": "pte_kb"}
 
 
 def measure(pids: Iterable[int], proc: str = "/proc",
             read: Callable[[str], str | bytes | None] | None = None,
             thp_detail: bool | None = None, walk: bool = True) -> dict[str, object]:
-    """One sample: the tree's RSS, anonymous memory and page tables (status: counters, cheap at
-    any page size), THP modes, and with `walk` its smaps_rollup totals and hugetlb KiB per page
+    """One sample: the tree's RSS and page tables (status: counters, cheap at any page size),
+    THP modes, and with `walk` its smaps_rollup totals (anonymous memory and THP among them) and hugetlb KiB per page
     size (walks of the page tables: 512 times the entries for 4 KiB pages as for THP), with the
     CPU the smaps_rollup reads took (`walk_cpu_s`). `read` reads a file (default: this
     machine's; a user's guest passes one that reads through its agent). `thp_detail`: also each
@@ -211,12 +213,12 @@ def measure(pids: Iterable[int], proc: str = "/proc",
         if enabled is not None:
             counts = thp_on if enabled else thp_off
             counts[comm] = counts.get(comm, 0) + 1
-        if walk:  # its Rss and Anonymous read with its Pss: one moment, so Pss <= Rss holds
+        if walk:  # its Rss read with its Pss: one moment, so Pss <= Rss holds
             rollup, spent = _walk(pid, proc, read, comm if thp_detail else None, tot, by_size,
                                   unadvised)
             walk_s += spent
             if "Rss" in rollup:  # (gone since its status: that read stands)
-                fields.update({"VmRSS": rollup["Rss"], "RssAnon": rollup.get("Anonymous", 0)})
+                fields["VmRSS"] = rollup["Rss"]
         for src, dst in STATUS_FIELDS.items():
             tot[dst] += fields.get(src, 0)
     out: dict[str, object] = {**tot, "processes": n, "thp_enabled_by_comm": thp_on,
@@ -318,13 +320,15 @@ class TreeSampler:
     """Samples a tree in a background thread until stop(); stop() returns the peak summary.
 
     `members` returns the tree's pids at each sample (re-evaluated, so new processes count).
-    Every sample reads the members' status (RSS, anonymous memory, page tables: counters, the
-    same cost at any page size); a sample walks their page tables too (smaps_rollup: PSS, THP,
+    Every sample reads the members' status (RSS, page tables: counters, the same cost at any
+    page size); a sample walks their page tables too (smaps_rollup: anonymous memory, PSS, THP,
     hugetlb) while the walks' own CPU (the smaps_rollup reads) stays within WALK_FREE_S plus
-    WALK_SHARE of one CPU since the start, so that a GiB in 4 KiB pages, whose walk takes 30
-    times a THP one's, draws little more of the workload's CPUs than the same GiB in THP
-    (docs/benchmarks.md, "What hugelab's own reads cost"); a caller's sample (sample_now,
-    pause, resume) and the last, at stop(), always walk."""
+    WALK_SHARE of one CPU since the start, or when the tree's RSS moved by more than MOVED since
+    the last walk: a GiB in 4 KiB pages, whose walk takes 30 times a THP one's, then draws
+    little more of the workload's CPUs than the same GiB in THP while its memory holds still,
+    and the walks still follow the tree while it grows (docs/benchmarks.md, "What hugelab's own
+    reads cost"); a caller's sample (sample_now, pause, resume) and the last, at stop(), always
+    walk."""
 
     def __init__(self, members: Callable[[], list[int]], interval_s: float = DEFAULT_INTERVAL_S,
                  proc: str = "/proc") -> None:
@@ -334,6 +338,7 @@ class TreeSampler:
         self.samples = 0
         self.walks = 0
         self.walk_cpu_s = 0.0
+        self._walked_rss = 0  # the tree's RSS at the last walk
         self.peak: dict[str, object] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="hugelab-tree-sampler",
@@ -364,13 +369,19 @@ class TreeSampler:
         pids = self.members()
         if not pids:
             return
-        s = measure(pids, self.proc, walk=self._may_walk() if walk is None else walk)
+        s = measure(pids, self.proc, walk=bool(walk) or (walk is None and self._may_walk()))
+        rss = s.get("rss_kb")
+        if walk is None and "walk_cpu_s" not in s and isinstance(rss, int) and \
+                abs(rss - self._walked_rss) > MOVED * max(self._walked_rss, 1):
+            s = measure(pids, self.proc, walk=True)  # it moved: a walk follows it
         if not s.get("processes"):
             return
         spent = s.pop("walk_cpu_s", None)
         if isinstance(spent, float):
             self.walks += 1
             self.walk_cpu_s += spent
+            rss = s.get("rss_kb")
+            self._walked_rss = rss if isinstance(rss, int) else 0
         self.samples += 1
         s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
         self.peak = merge_peak(self.peak, s)
