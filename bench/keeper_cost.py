@@ -15,7 +15,8 @@ every member every 0.25 s while a paired native trial runs (hugelab.trial.contai
 and the tree sampler itself (procscan.TreeSampler over the child alone, without the scan of
 /proc for the trial's members that a trial's sampler also makes, the same for either arm) for
 `--sampler-s` seconds: its samples, how many of them walked the page tables, the RSS peak it
-read and the share of one CPU it took.
+read and the share of one CPU it took; then the keeper's picture as shipped
+(serverkeep.Picture, a look every half second) as long: its walks and its CPU.
 Read only (the host's THP mode is not changed: under `never` the THP rows say so).
 """
 
@@ -29,6 +30,7 @@ import sys
 import time
 
 from hugelab.trial import procscan
+from hugelab.workloads.serverkeep import InPlace, Picture
 from hugelab.workloads.servermem import process_memory
 
 CHILD = r"""
@@ -59,6 +61,20 @@ def sampled(pid: int, seconds: float) -> dict[str, float]:
             "rss_peak_mib": float(str(out["rss_kb"])) / 1024, "sampler_cpu_share": share}
 
 
+def kept(pid: int, seconds: float) -> dict[str, float]:
+    """The keeper's picture of `pid` as shipped (serverkeep.Picture: a look every half second,
+    its walks within their budget) for `seconds`: its walks and the share of one CPU its
+    looks took."""
+    picture, cpu, t0 = Picture(InPlace(), pid), 0.0, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        c0 = time.thread_time()
+        picture.look()
+        cpu += time.thread_time() - c0
+        time.sleep(INTERVAL_S)
+    return {"keeper_walks": float(len(picture.walked)),
+            "keeper_cpu_share": cpu / (time.monotonic() - t0)}
+
+
 def one(size_mib: int, backing: str, reads: int, sampler_s: float) -> dict[str, object]:
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(size_mib), backing],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -73,7 +89,7 @@ def one(size_mib: int, backing: str, reads: int, sampler_s: float) -> dict[str, 
                 f.read()
             rollup.append(time.perf_counter() - t1)
             times.append(t1 - t0)
-        tree = sampled(child.pid, sampler_s)
+        tree = {**sampled(child.pid, sampler_s), **kept(child.pid, sampler_s)}
     finally:
         child.kill()
         child.wait()
@@ -98,13 +114,15 @@ def main() -> int:
         return 0
     print(f"{'size':>8s} {'backing':8s} {'keeper ms':>9s} {'CPU at 2/s':>10s} "
           f"{'rollup ms':>9s} {'CPU at 4/s':>10s} {'THP seen':>9s} {'sampler':>8s} "
-          f"{'walks':>6s} {'RSS peak':>9s} {'its CPU':>8s}")
+          f"{'walks':>6s} {'RSS peak':>9s} {'its CPU':>8s} {'keeper walks':>12s} "
+          f"{'its CPU':>8s}")
     for r in rows:
         print(f"{r['size_mib']:6d}Mi {r['backing']:8s} {r['read_ms']:9.2f} "
               f"{r['cpu_share_at_2_per_s']:10.2%} {r['rollup_ms']:9.2f} "
               f"{r['rollup_cpu_share_at_4_per_s']:10.2%} {r['anon_thp_mib']:7d}Mi "
               f"{r['samples']:8.0f} {r['walks']:6.0f} {r['rss_peak_mib']:7.0f}Mi "
-              f"{r['sampler_cpu_share']:8.2%}")
+              f"{r['sampler_cpu_share']:8.2%} {r['keeper_walks']:12.0f} "
+              f"{r['keeper_cpu_share']:8.2%}")
     return 0
 
 

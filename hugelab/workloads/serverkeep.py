@@ -1,7 +1,8 @@
 """A server kept where it runs: the keeper (`python -m hugelab.workloads.serverkeep`) starts a
 server kind's server as its child there (this host, or hugelab's own guest, whose /proc the
-host cannot read), reads the server's own THP picture (hugelab.workloads.servermem) every half
-second (with --quiet only at the stop), reads the kind's own report just before the server
+host cannot read), looks at the server's own THP picture (hugelab.workloads.servermem) every
+half second, reading it within a CPU budget of its own or when its memory moved (`Picture`), and
+at the stop (with --quiet only there), reads the kind's own report just before the server
 stops, stops it (TERM, then KILL) and prints both as marked JSON lines, which the base
 (hugelab.workloads.serverkind) reads back from the server's output.
 
@@ -33,12 +34,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hugelab import proc
-from hugelab.workloads.servermem import process_memory
+from hugelab.workloads.servermem import process_memory, process_rss_kb
+
+# the picture's walks: as hugelab.trial.procscan's (a test checks; procscan is stdlib-only)
+WALK_FREE_S = 0.025  # the first walks' CPU, free
+WALK_SHARE = 0.005   # then at most this share of one CPU since the start
+MOVED = 0.05         # or when the RSS moved by more than this share since the last picture
 
 MEMORY_MARK = "hugelab-servermem: "
 REPORT_MARK = "hugelab-report: "
@@ -92,20 +99,21 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda s, _f: stopping.append(s))
-    memory: dict[str, object] = {}
+    picture = Picture(hooks, child.pid)
     report: dict[str, Any] = {}
     try:
         while child.poll() is None and not stopping:
             if not quiet:
-                memory = _memory(hooks, child.pid) or memory
+                picture.look()
                 report = hooks.report(workdir) or report
                 if hooks.stop_asked(report):
                     break
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=interval_s)
         alone = child.poll() is not None
-        if quiet and not alone:
-            memory = _memory(hooks, child.pid)
+        if not alone:
+            picture.look(always=True)
+        memory = picture.last
         report = hooks.report(workdir) or report
     finally:
         code = proc.end(child, grace_s=3)
@@ -117,9 +125,31 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
     return code if alone else 0
 
 
-def _memory(hooks: InPlace, server: int) -> dict[str, object]:
-    pid = hooks.own_pid(server)
-    return process_memory(pid) if pid else {}
+class Picture:
+    """The kept server's last memory picture (servermem.process_memory). A look reads it when
+    its walks' CPU (the smaps reads) stays within WALK_FREE_S plus WALK_SHARE of one CPU since
+    the start, or when the server's RSS (a counter) moved by more than MOVED since the last
+    picture: a GiB in 4 KiB pages, whose walks take 17 times a THP one's, then costs the load
+    beside it little more than the same GiB in THP while its memory holds still, and the
+    picture still follows it while it grows (docs/benchmarks.md, "What hugelab's own reads
+    cost")."""
+
+    def __init__(self, hooks: InPlace, server: int) -> None:
+        self.hooks, self.server = hooks, server
+        self.last: dict[str, object] = {}
+        self.walked: list[float] = []
+        self.t0 = time.monotonic()
+
+    def look(self, always: bool = False) -> None:
+        pid = self.hooks.own_pid(self.server)
+        if not pid:
+            return
+        if not always and self.last and sum(self.walked) > \
+                WALK_FREE_S + WALK_SHARE * (time.monotonic() - self.t0):
+            rss, was = process_rss_kb(pid), self.last.get("rss_kb")
+            if rss is None or not isinstance(was, int) or abs(rss - was) <= MOVED * max(was, 1):
+                return
+        self.last = process_memory(pid, walked=self.walked) or self.last
 
 
 def keep_argv(hooks: InPlace, argv: list[str], python: str = sys.executable,

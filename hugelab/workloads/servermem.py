@@ -5,6 +5,7 @@ in VmFlags; memcached -L). The app evidence rules (hugelab.trial.appevidence) ju
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 
@@ -53,16 +54,31 @@ def madvised(smaps_text: str) -> dict[str, int]:
 
 
 def process_memory(pid: int, proc: str = "/proc",
-                   read: Callable[[str], str | None] = _read) -> dict[str, object]:
+                   read: Callable[[str], str | None] = _read,
+                   walked: list[float] | None = None) -> dict[str, object]:
     """One live process's THP picture; {} when it is gone. `read`: how to read a file (a
-    guest's, through hugelab's way into it)."""
+    guest's, through hugelab's way into it). `walked`: gets the CPU seconds its two smaps reads
+    took (the kernel's walks of the page tables, whose cost is the page size's)."""
+    t0 = time.thread_time()
     rollup = read(f"{proc}/{pid}/smaps_rollup")
+    spent = time.thread_time() - t0
     if not rollup:
         return {}
     status = read(f"{proc}/{pid}/status") or ""
+    t0 = time.thread_time()
+    smaps = read(f"{proc}/{pid}/smaps") or ""
+    if walked is not None:
+        walked.append(spent + time.thread_time() - t0)
     return {"pid": pid, "thp_enabled": thp_enabled(status), "anon_kb": _kb(rollup, "Anonymous"),
             "anon_huge_kb": _kb(rollup, "AnonHugePages"), "rss_kb": _kb(rollup, "Rss"),
-            **madvised(read(f"{proc}/{pid}/smaps") or "")}
+            **madvised(smaps)}
+
+
+def process_rss_kb(pid: int, proc: str = "/proc") -> int | None:
+    """A live process's resident memory from its status (VmRSS: a counter, as cheap at any
+    page size); None when it is gone."""
+    status = _read(f"{proc}/{pid}/status")
+    return None if status is None or "VmRSS:" not in status else _kb(status, "VmRSS")
 
 
 def server_tree(comm: str, memory: dict[str, object],
