@@ -104,33 +104,40 @@ def test_each_trials_costs_agree_with_the_buffers_own_smaps_and_the_kernels_coun
     assert any(e["cost"] == "footprint_kb" for e in costs["entries"])
 
 
+def _sampled(code: str, seconds: float) -> tuple[dict, dict[str, int], str]:
+    """A child running `code` (it prints "ready" once its memory is touched) sampled by the
+    tree sampler for `seconds`: the sampler's summary, then this test's own read of the
+    child's smaps_rollup and status."""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        sampler = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
+        time.sleep(seconds)
+        tree = sampler.stop()
+        rollup = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/smaps_rollup").read_text())
+        return tree, rollup, Path(f"/proc/{child.pid}/status").read_text()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+
+
 def test_the_tree_samplers_pss_and_page_tables_are_the_processs_own():
     """A child holding 48 MiB: the sampler's Rss, Pss and VmPTE against this test's own
     read of the child's smaps_rollup and status."""
     code = ("import signal, sys; b = bytearray(48 << 20)\n"
             "for i in range(0, len(b), 4096): b[i] = 1\n"
             "print('ready', flush=True); signal.pause()")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        sampler = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
-        time.sleep(0.3)
-        tree = sampler.stop()
-        rollup = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/smaps_rollup").read_text())
-        status = Path(f"/proc/{child.pid}/status").read_text()
-        assert tree["samples"] >= 2
-        assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256)
-        # Pss splits each shared page among its sharers: other Pythons starting and ending
-        # beside the test (the suite's Python lane) move it, by at most the shared pages
-        shared = rollup.get("Shared_Clean", 0) + rollup.get("Shared_Dirty", 0)
-        assert tree["pss_kb"] == pytest.approx(rollup["Pss"], abs=256 + shared)
-        assert tree["pss_kb"] >= rollup.get("Private_Dirty", 0) + rollup.get("Private_Clean", 0)
-        assert tree["pte_kb"] == procscan.page_table_kb(status) > 0
-        assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
-        assert rollup["Rss"] >= 48 * MIB
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    tree, rollup, status = _sampled(code, 0.3)
+    assert tree["samples"] >= 2
+    assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256)
+    # Pss splits each shared page among its sharers: other Pythons starting and ending
+    # beside the test (the suite's Python lane) move it, by at most the shared pages
+    shared = rollup.get("Shared_Clean", 0) + rollup.get("Shared_Dirty", 0)
+    assert tree["pss_kb"] == pytest.approx(rollup["Pss"], abs=256 + shared)
+    assert tree["pss_kb"] >= rollup.get("Private_Dirty", 0) + rollup.get("Private_Clean", 0)
+    assert tree["pte_kb"] == procscan.page_table_kb(status) > 0
+    assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
+    assert rollup["Rss"] >= 48 * MIB
 
 
 def test_a_sampler_over_its_walk_budget_still_reads_the_counters_at_every_sample(monkeypatch):
@@ -142,22 +149,12 @@ def test_a_sampler_over_its_walk_budget_still_reads_the_counters_at_every_sample
             "m.madvise(mmap.MADV_NOHUGEPAGE)\n"
             "for i in range(0, len(m), 4096): m[i] = 1\n"
             "print('ready', flush=True); signal.pause()")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     monkeypatch.setattr(procscan, "WALK_FREE_S", 0.0)
     monkeypatch.setattr(procscan, "WALK_SHARE", 0.0)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        sampler = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
-        time.sleep(0.6)
-        tree = sampler.stop()
-        rollup = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/smaps_rollup").read_text())
-        status = Path(f"/proc/{child.pid}/status").read_text()
-        assert tree["samples"] >= 6 and tree["walks"] == 2, tree  # the first and the last
-        assert 0 < tree["walk_cpu_s"] < 1
-        assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256) and rollup["Rss"] >= 64 * MIB
-        assert tree["anon_kb"] >= 64 * MIB and tree["pss_kb"] <= tree["rss_kb"]
-        assert tree["pte_kb"] == procscan.page_table_kb(status) >= 64 * MIB // 4 * 8 // 1024
-        assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    tree, rollup, status = _sampled(code, 0.6)
+    assert tree["samples"] >= 6 and tree["walks"] == 2, tree  # the first and the last
+    assert 0 < tree["walk_cpu_s"] < 1
+    assert tree["rss_kb"] == pytest.approx(rollup["Rss"], abs=256) and rollup["Rss"] >= 64 * MIB
+    assert tree["anon_kb"] >= 64 * MIB and tree["pss_kb"] <= tree["rss_kb"]
+    assert tree["pte_kb"] == procscan.page_table_kb(status) >= 64 * MIB // 4 * 8 // 1024
+    assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
