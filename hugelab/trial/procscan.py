@@ -15,12 +15,12 @@ the page tables (VmPTE), counters that cost the same at any page size; from
 `/proc/PID/smaps_rollup`, a walk of the page tables and so read within a CPU budget
 (TreeSampler), Anonymous, AnonHugePages, ShmemPmdMapped, FilePmdMapped, Shared_Hugetlb,
 Private_Hugetlb and Pss (one walk's anonymous memory and THP read together, as the evidence
-weighs them); for Rss, Pss and page tables also the mean over the samples (`rss_kb_mean`, ...: what the
-memory costs over the trial, not only at its worst), the hugetlb pages by page size (from
-/proc/PID/smaps, read only for processes that map hugetlb pages), the number of processes, each
-process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command name: a
-per-process `process_thp` shows there), the THP outside madvised mappings (from smaps, read only
-for processes that have THP), and the pages each hugetlb pool lost since the start
+weighs them); for Rss, Pss and page tables also the mean over the samples (`rss_kb_mean`, ...:
+what the memory costs over the trial, not only at its worst), the hugetlb pages by page size
+(from /proc/PID/smaps, read only for processes that map hugetlb pages), the number of
+processes, each process's own THP mode (`THP_enabled` of /proc/PID/status, counted by command
+name: a per-process `process_thp` shows there), the THP outside madvised mappings (from smaps,
+read only for processes that have THP), and the pages each hugetlb pool lost since the start
 (free_hugepages down or resv_hugepages up: host-wide, so they explain rather than prove).
 """
 
@@ -185,13 +185,13 @@ def measure(pids: Iterable[int], proc: str = "/proc",
             read: Callable[[str], str | bytes | None] | None = None,
             thp_detail: bool | None = None, walk: bool = True) -> dict[str, object]:
     """One sample: the tree's RSS and page tables (status: counters, cheap at any page size),
-    THP modes, and with `walk` its smaps_rollup totals (anonymous memory and THP among them) and hugetlb KiB per page
-    size (walks of the page tables: 512 times the entries for 4 KiB pages as for THP), with the
-    CPU the smaps_rollup reads took (`walk_cpu_s`). `read` reads a file (default: this
-    machine's; a user's guest passes one that reads through its agent). `thp_detail`: also each
-    process's THP mode (status, comm) and, for processes with THP, the THP outside madvised
-    mappings (full smaps); default: only when reading this machine's files, where it is
-    cheap."""
+    THP modes, and with `walk` its smaps_rollup totals (anonymous memory and THP among them)
+    and hugetlb KiB per page size (walks of the page tables: 512 times the entries for 4 KiB
+    pages as for THP), with the CPU the smaps_rollup reads took (`walk_cpu_s`). `read` reads a
+    file (default: this machine's; a user's guest passes one that reads through its agent).
+    `thp_detail`: also each process's THP mode (status, comm) and, for processes with THP, the
+    THP outside madvised mappings (full smaps); default: only when reading this machine's
+    files, where it is cheap."""
     thp_detail = read is None if thp_detail is None else thp_detail
     read = read or _read
     tot: dict[str, int] = dict.fromkeys(STATUS_FIELDS.values(), 0)

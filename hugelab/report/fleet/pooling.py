@@ -166,8 +166,9 @@ def _collect(hosts: Sequence[HostRun], opts: Options, unit: str = "host"
     who = _who(unit)
     for h in hosts:
         for comp, est in host_results(h, opts):
-            other = next((c for c in found.values() if comp.name not in found and
-                          (c.baseline, c.candidate) == (comp.candidate, comp.baseline)), None)
+            other = None if comp.name in found else next(
+                (c for c in found.values()
+                 if (c.baseline, c.candidate) == (comp.candidate, comp.baseline)), None)
             if other is not None:  # this run's baseline is the others' candidate
                 notes.append(f"{comp.name}: {who}{h.label} had {comp.baseline} as its baseline: "
                              f"its result is read the other way round, as {other.name}")
