@@ -11,7 +11,7 @@ from hugelab.errors import UsageError
 from hugelab.experiment import Experiment
 from hugelab.planning.blockclock import RESERVE_S
 from hugelab.planning.cost import Measured, cuts, estimate, human
-from hugelab.stats.paired import MIN_UNITS
+from hugelab.stats._util import MIN_UNITS
 
 
 def parse_budget(text: str) -> float:

@@ -12,6 +12,9 @@ from numpy.typing import ArrayLike, NDArray
 from hugelab.errors import HugelabError
 
 FloatArray = NDArray[np.float64]
+# the fewest units (blocks, boots) any paired verdict is drawn from: fewer give `inconclusive`;
+# here, not in paired, so a plan (a dry run) reads it without importing scipy (1.9 s of it)
+MIN_UNITS = 6
 
 
 class StatsInputError(HugelabError, ValueError):

@@ -30,12 +30,11 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from hugelab.stats import signedrank
-from hugelab.stats._util import FloatArray, StatsInputError, jsonable, paired_arrays
+from hugelab.stats._util import MIN_UNITS, FloatArray, StatsInputError, jsonable, paired_arrays
 from hugelab.stats.blocks import variance_components
 
 Better = Literal["lower", "higher"]
 VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
-MIN_UNITS = 6
 
 
 def any_verdict_units(alpha: float) -> int:
