@@ -71,7 +71,7 @@ def kept(pid: int, seconds: float) -> dict[str, float]:
         picture.look()
         cpu += time.thread_time() - c0
         time.sleep(INTERVAL_S)
-    return {"keeper_walks": float(len(picture.walked)),
+    return {"keeper_walks": float(picture.walks.count),
             "keeper_cpu_share": cpu / (time.monotonic() - t0)}
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hugelab import walks
 from hugelab.host.paths import parse_vmstat
 from hugelab.trial import procscan
 from hugelab.workloads.servercpu import daemons_cpu_s
@@ -149,8 +150,8 @@ def test_a_sampler_over_its_walk_budget_still_reads_the_counters_at_every_sample
             "m.madvise(mmap.MADV_NOHUGEPAGE)\n"
             "for i in range(0, len(m), 4096): m[i] = 1\n"
             "print('ready', flush=True); signal.pause()")
-    monkeypatch.setattr(procscan, "WALK_FREE_S", 0.0)
-    monkeypatch.setattr(procscan, "WALK_SHARE", 0.0)
+    monkeypatch.setattr(walks, "FREE_S", 0.0)
+    monkeypatch.setattr(walks, "SHARE", 0.0)
     tree, rollup, status = _sampled(code, 0.6)
     assert tree["samples"] >= 6 and tree["walks"] == 2, tree  # the first and the last
     assert 0 < tree["walk_cpu_s"] < 1

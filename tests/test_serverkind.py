@@ -241,11 +241,9 @@ def test_a_keepers_picture_over_its_budget_follows_the_server_only_as_its_memory
         monkeypatch):
     """With no walk budget, a keeper's picture of a real process is read at its first look,
     again only once its RSS (a counter) has grown by more than 5%, and at the stop (always);
-    the walks' CPU is counted; the budget's constants are the tree sampler's."""
-    from hugelab.trial import procscan
+    the walks' CPU is counted."""
+    from hugelab import walks
     from hugelab.workloads import serverkeep
-    assert (serverkeep.WALK_FREE_S, serverkeep.WALK_SHARE, serverkeep.MOVED) == \
-        (procscan.WALK_FREE_S, procscan.WALK_SHARE, procscan.MOVED)
     code = ("import mmap, sys\n"
             "m = mmap.mmap(-1, 96 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
             "m.madvise(mmap.MADV_NOHUGEPAGE)\n"
@@ -255,30 +253,30 @@ def test_a_keepers_picture_over_its_budget_follows_the_server_only_as_its_memory
             "for line in sys.stdin: touch(*map(int, line.split())); print('done', flush=True)\n")
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
-    monkeypatch.setattr(serverkeep, "WALK_FREE_S", 0.0)
-    monkeypatch.setattr(serverkeep, "WALK_SHARE", 0.0)
+    monkeypatch.setattr(walks, "FREE_S", 0.0)
+    monkeypatch.setattr(walks, "SHARE", 0.0)
     assert child.stdin is not None and child.stdout is not None
     try:
         assert child.stdout.readline().strip() == "ready"
         picture = serverkeep.Picture(InPlace(), child.pid)
         picture.look()  # the first: always read
         first = picture.last["rss_kb"]
-        assert isinstance(first, int) and first >= 80 * 1024 and len(picture.walked) == 1
+        assert isinstance(first, int) and first >= 80 * 1024 and picture.walks.count == 1
         for _ in range(3):  # still: over the budget, not read
             picture.look()
-        assert len(picture.walked) == 1 and picture.last["rss_kb"] == first
+        assert picture.walks.count == 1 and picture.last["rss_kb"] == first
         child.stdin.write("80 82\n")  # +2 MiB: under 5% of the RSS, not read
         child.stdin.flush()
         assert child.stdout.readline().strip() == "done"
         picture.look()
-        assert len(picture.walked) == 1
+        assert picture.walks.count == 1
         child.stdin.write("82 96\n")  # +14 MiB: read
         child.stdin.flush()
         assert child.stdout.readline().strip() == "done"
         picture.look()
-        assert len(picture.walked) == 2 and picture.last["rss_kb"] >= first + 14 * 1024
+        assert picture.walks.count == 2 and picture.last["rss_kb"] >= first + 14 * 1024
         picture.look(always=True)  # the stop's
-        assert len(picture.walked) == 3 and sum(picture.walked) > 0
+        assert picture.walks.count == 3 and picture.walks.cpu_s > 0
     finally:
         child.kill()
         child.wait()

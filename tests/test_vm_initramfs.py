@@ -1,6 +1,8 @@
 """initramfs: module resolution, cpio layout, kernel release, init script."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,26 @@ def test_real_kernel_and_initramfs(tmp_path):
     p1 = ir.cached_initramfs(spec, tmp_path / "c")
     assert ir.cached_initramfs(spec, tmp_path / "c") == p1
     assert (p1.stat().st_mode & 0o777) == 0o600
+
+
+@pytest.mark.skipif(real_kernel() is None, reason="no kernel in /boot")
+def test_the_agents_files_run_where_hugelab_is_not(tmp_path):
+    """In the guest only the standard library exists: the agent, the tree sampler and the
+    walk budget it imports, as the initramfs carries them, import and sample from one directory
+    with no site-packages and no hugelab (python -I -S)."""
+    rel = ir.kernel_release(real_kernel())
+    entries = parse_cpio(ir.build_initramfs(ir.InitramfsSpec(rel, ir.modules_dir_for(rel))))
+    for name in ("agent.py", "procscan.py", "walks.py"):
+        assert name in entries and f"/{name}" in entries["init"][1].decode()
+        (tmp_path / name).write_bytes(entries[name][1])
+    code = ("import os, sys\nsys.path.insert(0, os.getcwd())  # as the agent puts its own directory\n"
+            "import agent, procscan\n"
+            "s = procscan.TreeSampler(lambda: [os.getpid()], 0.05).start()\n"
+            "s.sample_now(); t = s.stop()\n"
+            "print(agent.__file__, procscan.Walks.__module__, t['walks'] >= 2, t['rss_kb'] > 0)")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(tmp_path / "agent.py"), "walks", "True", "True"], out
 
 
 def test_init_script_mentions_everything():

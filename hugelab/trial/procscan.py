@@ -33,6 +33,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+try:
+    from hugelab.walks import Walks
+except ImportError:  # in hugelab's own guests: the initramfs copies walks.py beside this file
+    from walks import Walks  # type: ignore[no-redef]
+
 ROLLUP_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb",
                  "AnonHugePages": "anon_huge_kb",
                  "ShmemPmdMapped": "shmem_pmd_kb", "FilePmdMapped": "file_pmd_kb",
@@ -40,9 +45,6 @@ ROLLUP_FIELDS = {"Rss": "rss_kb", "Pss": "pss_kb", "Anonymous": "anon_kb",
 MEAN_FIELDS = ("rss_kb", "pss_kb", "pte_kb")  # also averaged over the samples: <name>_mean
 TOKEN_VAR = "HUGELAB_TRIAL"
 DEFAULT_INTERVAL_S = 0.25
-WALK_FREE_S = 0.025  # the first page-table walks' CPU, free: a short command gets its walks
-WALK_SHARE = 0.005   # then the walks' CPU at most this share of one CPU since the start
-MOVED = 0.05         # or a walk when the tree's RSS moved by more than this share since the last
 
 
 def parse_kb_fields(text: str) -> dict[str, int]:
@@ -183,37 +185,34 @@ STATUS_FIELDS = {"VmRSS": "rss_kb", "VmPTE": "pte_kb"}
 
 def measure(pids: Iterable[int], proc: str = "/proc",
             read: Callable[[str], str | bytes | None] | None = None,
-            thp_detail: bool | None = None, walk: bool = True) -> dict[str, object]:
+            thp_detail: bool | None = None,
+            walk: bool | Callable[[int], bool] = True) -> dict[str, object]:
     """One sample: the tree's RSS and page tables (status: counters, cheap at any page size),
     THP modes, and with `walk` its smaps_rollup totals (anonymous memory and THP among them)
     and hugetlb KiB per page size (walks of the page tables: 512 times the entries for 4 KiB
-    pages as for THP), with the CPU the smaps_rollup reads took (`walk_cpu_s`). `read` reads a
-    file (default: this machine's; a user's guest passes one that reads through its agent).
-    `thp_detail`: also each process's THP mode (status, comm) and, for processes with THP, the
-    THP outside madvised mappings (full smaps); default: only when reading this machine's
-    files, where it is cheap."""
+    pages as for THP), with the CPU the smaps_rollup reads took (`walk_cpu_s`). `walk` may be
+    a function of the tree's RSS (KiB, from the status counters, all read first) that decides
+    (hugelab.walks). `read` reads a file (default: this machine's; a user's guest passes one
+    that reads through its agent). `thp_detail`: also each process's THP mode (status, comm)
+    and, for processes with THP, the THP outside madvised mappings (full smaps); default: only
+    when reading this machine's files, where it is cheap."""
     thp_detail = read is None if thp_detail is None else thp_detail
     read = read or _read
+    live = _statuses(pids, proc, read, thp_detail)
+    walking = walk(sum(f["VmRSS"] for _pid, _comm, f, _on in live)) if callable(walk) else walk
     tot: dict[str, int] = dict.fromkeys(STATUS_FIELDS.values(), 0)
-    if walk:
+    if walking:
         tot.update(dict.fromkeys(ROLLUP_ONLY.values(), 0))
     by_size: dict[int, int] = {}
     thp_on: dict[str, int] = {}   # command name -> processes with THP_enabled 1
     thp_off: dict[str, int] = {}  # ... with THP_enabled 0
     unadvised: dict[str, int] = {}  # command name -> KiB of THP outside madvised mappings
-    n, walk_s = 0, 0.0
-    for pid in pids:
-        status = read(f"{proc}/{pid}/status")
-        fields = parse_kb_fields(status) if isinstance(status, str) else {}
-        if "VmRSS" not in fields:
-            continue  # gone, a zombie, or a kernel thread
-        n += 1
-        comm = _comm(pid, proc, read) if thp_detail else "?"
-        enabled = thp_enabled(status) if isinstance(status, str) and thp_detail else None
+    walk_s = 0.0
+    for pid, comm, fields, enabled in live:
         if enabled is not None:
             counts = thp_on if enabled else thp_off
             counts[comm] = counts.get(comm, 0) + 1
-        if walk:  # its Rss read with its Pss: one moment, so Pss <= Rss holds
+        if walking:  # its Rss read with its Pss: one moment, so Pss <= Rss holds
             rollup, spent = _walk(pid, proc, read, comm if thp_detail else None, tot, by_size,
                                   unadvised)
             walk_s += spent
@@ -221,11 +220,27 @@ def measure(pids: Iterable[int], proc: str = "/proc",
                 fields["VmRSS"] = rollup["Rss"]
         for src, dst in STATUS_FIELDS.items():
             tot[dst] += fields.get(src, 0)
-    out: dict[str, object] = {**tot, "processes": n, "thp_enabled_by_comm": thp_on,
+    out: dict[str, object] = {**tot, "processes": len(live), "thp_enabled_by_comm": thp_on,
                               "thp_disabled_by_comm": thp_off}
-    if walk:
+    if walking:
         out.update({"hugetlb_by_page_kb": by_size, "unadvised_thp_kb_by_comm": unadvised,
                     "walk_cpu_s": walk_s})
+    return out
+
+
+def _statuses(pids: Iterable[int], proc: str, read: Callable[[str], str | bytes | None],
+              thp_detail: bool) -> list[tuple[int, str, dict[str, int], int | None]]:
+    """(pid, command name, status counters, THP_enabled) of each member still alive (a
+    zombie or a kernel thread has no VmRSS); name and mode only with `thp_detail`."""
+    out = []
+    for pid in pids:
+        status = read(f"{proc}/{pid}/status")
+        fields = parse_kb_fields(status) if isinstance(status, str) else {}
+        if "VmRSS" not in fields:
+            continue
+        comm = _comm(pid, proc, read) if thp_detail else "?"
+        enabled = thp_enabled(status) if isinstance(status, str) and thp_detail else None
+        out.append((pid, comm, fields, enabled))
     return out
 
 
@@ -322,9 +337,8 @@ class TreeSampler:
     `members` returns the tree's pids at each sample (re-evaluated, so new processes count).
     Every sample reads the members' status (RSS, page tables: counters, the same cost at any
     page size); a sample walks their page tables too (smaps_rollup: anonymous memory, PSS, THP,
-    hugetlb) while the walks' own CPU (the smaps_rollup reads) stays within WALK_FREE_S plus
-    WALK_SHARE of one CPU since the start, or when the tree's RSS moved by more than MOVED since
-    the last walk: a GiB in 4 KiB pages, whose walk takes 30 times a THP one's, then draws
+    hugetlb) as hugelab.walks allows: while the walks' own CPU (the smaps_rollup reads) stays
+    within a small share of one CPU, or when the tree's RSS moved since the last walk: a GiB in 4 KiB pages, whose walk takes 30 times a THP one's, then draws
     little more of the workload's CPUs than the same GiB in THP while its memory holds still,
     and the walks still follow the tree while it grows (docs/benchmarks.md, "What hugelab's own
     reads cost"); a caller's sample (sample_now, pause, resume) and the last, at stop(), always
@@ -336,9 +350,7 @@ class TreeSampler:
         self.interval_s = interval_s
         self.proc = proc
         self.samples = 0
-        self.walks = 0
-        self.walk_cpu_s = 0.0
-        self._walked_rss = 0  # the tree's RSS at the last walk
+        self.walks = Walks()  # its smaps_rollup reads
         self.peak: dict[str, object] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="hugelab-tree-sampler",
@@ -354,6 +366,7 @@ class TreeSampler:
 
     def start(self) -> TreeSampler:
         self._t0 = time.monotonic()
+        self.walks = Walks()  # its budget counts from here
         self._pools = pool_counts()
         self._thread.start()
         return self
@@ -362,26 +375,17 @@ class TreeSampler:
         with self._lock:
             self._sample(walk=True)
 
-    def _may_walk(self) -> bool:
-        return self.walk_cpu_s <= WALK_FREE_S + WALK_SHARE * (time.monotonic() - self._t0)
-
-    def _sample(self, walk: bool | None = None) -> None:
+    def _sample(self, walk: bool = False) -> None:
         pids = self.members()
         if not pids:
             return
-        s = measure(pids, self.proc, walk=bool(walk) or (walk is None and self._may_walk()))
-        rss = s.get("rss_kb")
-        if walk is None and "walk_cpu_s" not in s and isinstance(rss, int) and \
-                abs(rss - self._walked_rss) > MOVED * max(self._walked_rss, 1):
-            s = measure(pids, self.proc, walk=True)  # it moved: a walk follows it
+        s = measure(pids, self.proc, walk=walk or self.walks.due)
         if not s.get("processes"):
             return
         spent = s.pop("walk_cpu_s", None)
         if isinstance(spent, float):
-            self.walks += 1
-            self.walk_cpu_s += spent
             rss = s.get("rss_kb")
-            self._walked_rss = rss if isinstance(rss, int) else 0
+            self.walks.walked(spent, rss if isinstance(rss, int) else None)
         self.samples += 1
         s["pool_pages_taken"] = pool_use(self._pools, pool_counts())
         self.peak = merge_peak(self.peak, s)
@@ -431,8 +435,8 @@ class TreeSampler:
         out["hugetlb_by_page_kb"] = ({str(k): v for k, v in by_size.items()}
                                      if isinstance(by_size, dict) else {})
         out["samples"] = self.samples
-        out["walks"] = self.walks  # samples that read smaps_rollup (PSS, THP, hugetlb)
-        out["walk_cpu_s"] = round(self.walk_cpu_s, 4)
+        out["walks"] = self.walks.count  # samples that read smaps_rollup (PSS, THP, hugetlb)
+        out["walk_cpu_s"] = round(self.walks.cpu_s, 4)
         out.update({f"{k}_mean": round(v / self._counts[k]) if self._counts[k] else 0
                     for k, v in self._sums.items()})
         out["seconds"] = round(time.monotonic() - self._t0, 3)

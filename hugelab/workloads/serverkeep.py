@@ -34,18 +34,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hugelab import proc
+from hugelab.walks import Walks
 from hugelab.workloads.servermem import process_memory, process_rss_kb
-
-# the picture's walks: as hugelab.trial.procscan's (a test checks; procscan is stdlib-only)
-WALK_FREE_S = 0.025  # the first walks' CPU, free
-WALK_SHARE = 0.005   # then at most this share of one CPU since the start
-MOVED = 0.05         # or when the RSS moved by more than this share since the last picture
 
 MEMORY_MARK = "hugelab-servermem: "
 REPORT_MARK = "hugelab-report: "
@@ -126,30 +121,29 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
 
 
 class Picture:
-    """The kept server's last memory picture (servermem.process_memory). A look reads it when
-    its walks' CPU (the smaps reads) stays within WALK_FREE_S plus WALK_SHARE of one CPU since
-    the start, or when the server's RSS (a counter) moved by more than MOVED since the last
-    picture: a GiB in 4 KiB pages, whose walks take 17 times a THP one's, then costs the load
-    beside it little more than the same GiB in THP while its memory holds still, and the
-    picture still follows it while it grows (docs/benchmarks.md, "What hugelab's own reads
-    cost")."""
+    """The kept server's last memory picture (servermem.process_memory). A look reads it as
+    hugelab.walks allows: while its walks' CPU (the smaps reads) stays within a small share of
+    one CPU, or when the server's RSS (a counter) moved since the last picture: a GiB in 4 KiB
+    pages, whose walks take 17 times a THP one's, then costs the load beside it little more
+    than the same GiB in THP while its memory holds still, and the picture still follows it
+    while it grows (docs/benchmarks.md, "What hugelab's own reads cost")."""
 
     def __init__(self, hooks: InPlace, server: int) -> None:
         self.hooks, self.server = hooks, server
         self.last: dict[str, object] = {}
-        self.walked: list[float] = []
-        self.t0 = time.monotonic()
+        self.walks = Walks()
 
     def look(self, always: bool = False) -> None:
         pid = self.hooks.own_pid(self.server)
-        if not pid:
+        if not pid or not (always or self.walks.within()
+                           or self.walks.moved(process_rss_kb(pid))):
             return
-        if not always and self.last and sum(self.walked) > \
-                WALK_FREE_S + WALK_SHARE * (time.monotonic() - self.t0):
-            rss, was = process_rss_kb(pid), self.last.get("rss_kb")
-            if rss is None or not isinstance(was, int) or abs(rss - was) <= MOVED * max(was, 1):
-                return
-        self.last = process_memory(pid, walked=self.walked) or self.last
+        spent: list[float] = []
+        picture = process_memory(pid, walked=spent)
+        rss = picture.get("rss_kb")
+        if spent:
+            self.walks.walked(sum(spent), rss if isinstance(rss, int) else None)
+        self.last = picture or self.last
 
 
 def keep_argv(hooks: InPlace, argv: list[str], python: str = sys.executable,

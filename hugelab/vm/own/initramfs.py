@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hugelab import walks
 from hugelab.errors import VMError
 from hugelab.trial import procscan
 from hugelab.vm.common.busyboxinitrd import busybox_initrd, find_busybox, init_prelude
@@ -40,6 +41,7 @@ GUEST_NET_ADDR = "10.0.2.15"  # slirp's default guest address (hostfwd delivers 
 AGENT_PORT = "hugelab.0"
 GUEST_AGENT_PATH = "/run/hugelab/agent.py"
 PROCSCAN_SOURCE = Path(procscan.__file__)  # copied beside the agent
+WALKS_SOURCE = Path(walks.__file__)  # procscan's one import of hugelab's, copied beside it
 WRITABLE_DIRS = ("tmp", "run", "var/tmp", "var/log", "var/cache", "root", "home")
 
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -72,7 +74,7 @@ for p in /newroot/sys/class/virtio-ports/*; do
   [ -e "$p/name" ] || continue
   ln -sf "../$(basename "$p")" "/newroot/dev/virtio-ports/$(cat "$p/name")"
 done
-cp /agent.py /procscan.py /newroot{agent_dir}/ || fail "cannot install the agent"
+cp /agent.py /procscan.py /walks.py /newroot{agent_dir}/ || fail "cannot install the agent"
 ip link set lo up 2>/dev/null
 case " $(cat /newroot/proc/cmdline) " in *" hugelab.net=1 "*)
   # user networking (restrict=on): slirp's default guest address, no default route
@@ -160,6 +162,7 @@ def build_initramfs(spec: InitramfsSpec) -> bytes:
     w.file("init", init_script(spec).encode(), 0o755)
     w.file("agent.py", spec.agent_source.read_bytes(), 0o644)
     w.file("procscan.py", PROCSCAN_SOURCE.read_bytes(), 0o644)
+    w.file("walks.py", WALKS_SOURCE.read_bytes(), 0o644)
     return w.finish()
 
 
@@ -168,6 +171,7 @@ def _cache_key(spec: InitramfsSpec, busybox: Path) -> str:
     h.update(init_script(spec).encode())
     h.update(spec.agent_source.read_bytes())
     h.update(PROCSCAN_SOURCE.read_bytes())
+    h.update(WALKS_SOURCE.read_bytes())
     for p in (busybox, spec.modules_dir / "modules.dep"):
         st = p.stat()
         h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
