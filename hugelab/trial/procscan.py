@@ -338,11 +338,11 @@ class TreeSampler:
     Every sample reads the members' status (RSS, page tables: counters, the same cost at any
     page size); a sample walks their page tables too (smaps_rollup: anonymous memory, PSS, THP,
     hugetlb) as hugelab.walks allows: while the walks' own CPU (the smaps_rollup reads) stays
-    within a small share of one CPU, or when the tree's RSS moved since the last walk: a GiB in 4 KiB pages, whose walk takes 30 times a THP one's, then draws
-    little more of the workload's CPUs than the same GiB in THP while its memory holds still,
-    and the walks still follow the tree while it grows (docs/benchmarks.md, "What hugelab's own
-    reads cost"); a caller's sample (sample_now, pause, resume) and the last, at stop(), always
-    walk."""
+    within a small share of one CPU, or when the tree's RSS moved since the last walk. A GiB in
+    4 KiB pages, whose walk takes 30 times a THP one's, then draws little more of the
+    workload's CPUs than the same GiB in THP while its memory holds still, and the walks still
+    follow the tree while it grows (docs/benchmarks.md, "What hugelab's own reads cost"). A
+    caller's sample (sample_now, pause, resume) and the last, at stop(), always walk."""
 
     def __init__(self, members: Callable[[], list[int]], interval_s: float = DEFAULT_INTERVAL_S,
                  proc: str = "/proc") -> None:
