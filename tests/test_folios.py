@@ -216,6 +216,8 @@ def test_tree_workloads_use_all_sampled_mappings() -> None:
     ("thp-collapse", {**OWN_4K, "AnonHugePages_kB": 65536,
                       "collapse": {"result": "0", "seconds": 0.02}}, VERIFIED),
     ("thp-collapse", {**OWN_4K, "collapse": {"result": "EAGAIN", "seconds": 0.5}}, CONTRADICTED),
+    ("thp-collapse", {**OWN_4K, "AnonHugePages_kB": 65536,
+                      "collapse": {"result": "0", "seconds": 0.03, "attempts": 2}}, VERIFIED),
     ("shmem-thp", {**OWN_4K, "ShmemPmdMapped_kB": 65536}, VERIFIED),
     ("shmem-thp", {**OWN_4K, "ShmemPmdMapped_kB": 0}, CONTRADICTED),
 ])
@@ -224,6 +226,7 @@ def test_collapse_and_shmem_rules(backing: str, ev: dict, status: str) -> None:
     assert c.status == status
     if "collapse" in ev:
         assert f"MADV_COLLAPSE: {ev['collapse']['result']}" in c.reason
+        assert ("2 attempts" in c.reason) == (ev["collapse"].get("attempts") == 2), c.reason
 
 
 def test_sampler_reads_a_live_process_mapping() -> None:

@@ -144,7 +144,8 @@ def test_new_backings_run_with_evidence(env):
     assert "all in 4K folios" in trials["4k"]["evidence"]["reason"]
 
     col = trials["collapse"]
-    assert col["evidence"]["collapse"]["result"] == "0"
+    assert col["evidence"]["collapse"]["result"] == "0"  # after up to 3 attempts (EAGAIN)
+    assert 1 <= col["evidence"]["collapse"]["attempts"] <= 3
     assert col["evidence"]["collapse"]["before"]["AnonHugePages_kB"] == 0
     assert col["evidence"]["AnonHugePages_kB"] >= 0.9 * col["evidence"]["Rss_kB"]
     assert 0 < col["metrics"]["collapse_s"] < col["metrics"]["setup_s"]

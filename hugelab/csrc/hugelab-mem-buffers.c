@@ -221,4 +221,23 @@ void collapse_buffer(struct mapping *m, struct collapse_rec *c)
     int rc = madvise(m->base, m->len, MADV_COLLAPSE);
     c->seconds = now_s() - t0;
     c->err = rc == 0 ? 0 : errno;
+    c->attempts = 1;
+}
+
+/* collapse_buffer, again while it fails with EAGAIN, up to COLLAPSE_TRIES attempts: the
+ * setup's collapse decides the arm's pages, so a transient failure is not its answer (the
+ * timed loop's collapses are each one attempt, counted as they come). */
+void collapse_setup(struct mapping *m, struct collapse_rec *c)
+{
+    double spent = 0;
+    int tries = 0;
+    do {
+        if (tries > 0)
+            usleep(COLLAPSE_WAIT_US);
+        collapse_buffer(m, c);
+        spent += c->seconds;
+        tries++;
+    } while (c->err == EAGAIN && tries < COLLAPSE_TRIES);
+    c->seconds = spent;
+    c->attempts = tries;
 }

@@ -69,7 +69,7 @@ static void setup_ibuf(const struct config *cfg, enum backing bk, struct ibuf *b
     double t0 = now_s();
     if (bk == B_COLLAPSE) {
         read_evidence(b->m.base, &b->ev_before_collapse);
-        collapse_buffer(&b->m, &b->collapse);
+        collapse_setup(&b->m, &b->collapse);
     }
     /* the same seed for every buffer: A/A buffers walk the same permutation */
     if (cfg->workload == W_CHASE) {

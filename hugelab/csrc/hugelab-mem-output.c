@@ -146,8 +146,8 @@ static void print_primary(enum workload w)
 /* `,"collapse":{...` without its closing brace: the result of the setup's MADV_COLLAPSE. */
 static void print_collapse_head(const struct collapse_rec *c)
 {
-    printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f",
-           errno_name(c->err), c->err, c->seconds);
+    printf(",\"collapse\":{\"result\":\"%s\",\"errno\":%d,\"seconds\":%.6f,\"attempts\":%d",
+           errno_name(c->err), c->err, c->seconds, c->attempts);
 }
 
 void print_json(const struct config *cfg, const struct outcome *o)

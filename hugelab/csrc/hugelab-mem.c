@@ -37,7 +37,7 @@ static void setup_populate(const struct config *cfg, struct outcome *o)
     populate(m.base, len);
     if (cfg->backing == B_COLLAPSE) {
         read_evidence(m.base, &o->ev_before_collapse);
-        collapse_buffer(&m, &o->collapse);
+        collapse_setup(&m, &o->collapse);
     }
     read_evidence(m.base, &o->ev_setup);
     folio_census(m.base, len, &o->census);
@@ -58,7 +58,7 @@ static void setup_buffer(const struct config *cfg, struct mapping *m, struct out
     }
     if (cfg->backing == B_COLLAPSE) {
         read_evidence(m->base, &o->ev_before_collapse);
-        collapse_buffer(m, &o->collapse);
+        collapse_setup(m, &o->collapse);
     }
     if (cfg->workload == W_CHASE)
         build_chase(m->base, &lay, cfg->stride, cfg->seed);

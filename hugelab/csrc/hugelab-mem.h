@@ -149,8 +149,14 @@ struct mapping {
 struct collapse_rec {
     int done;
     int err;        /* 0, or the errno of MADV_COLLAPSE (or of MADV_HUGEPAGE before it) */
-    double seconds; /* MADV_COLLAPSE alone */
+    double seconds; /* MADV_COLLAPSE alone (every attempt's, not the waits between) */
+    int attempts;   /* MADV_COLLAPSEs made: more than one after a transient EAGAIN */
 };
+
+/* The setup's collapse: tried again after EAGAIN (the kernel's "temporary resource
+ * contention", seen on a loaded host), up to this many times, COLLAPSE_WAIT_US apart. */
+#define COLLAPSE_TRIES 3
+#define COLLAPSE_WAIT_US 20000
 
 void map_buffer(enum backing b, const char *name, size_t size, struct mapping *m);
 void unmap_buffer(struct mapping *m);
@@ -159,6 +165,7 @@ void populate_layout(char *base, const struct layout *l);
 /* map_buffer, with 4k buffers 2 MiB-aligned too: a sparse layout's regions are PMDs. */
 void map_regions(enum backing b, const char *name, size_t size, struct mapping *m);
 void collapse_buffer(struct mapping *m, struct collapse_rec *c);
+void collapse_setup(struct mapping *m, struct collapse_rec *c);
 
 /* ---- hugelab-mem-evidence.c: /proc/self/smaps and the folio census --------------------- */
 

@@ -152,7 +152,10 @@ def _collapse_note(ev: dict[str, Any]) -> str:
     c = ev.get("collapse")
     if not isinstance(c, dict):
         return ""
-    return f" (MADV_COLLAPSE: {c.get('result')} in {float(c.get('seconds') or 0) * 1000:.1f} ms)"
+    tries = c.get("attempts")
+    again = f", {tries} attempts" if isinstance(tries, int) and tries > 1 else ""
+    return (f" (MADV_COLLAPSE: {c.get('result')} in {float(c.get('seconds') or 0) * 1000:.1f} ms"
+            f"{again})")
 
 
 def _distribution(folios_kb: dict[str, int], present_kb: int) -> str:
