@@ -194,6 +194,27 @@ def workload_processes() -> list[str]:
     return out
 
 
+PRIVATE_ROOTS = ("/var/tmp/hugelab-postgres", "/var/tmp/hugelab-mariadb")
+
+
+def private_dirs() -> set[Path]:
+    """The database servers' private data copies (PostgreSQL clusters, MariaDB datadirs) of
+    this test lane: a copy whose maker (its owner record) lives in the other lane is that
+    lane's, made and removed while this one runs (a CI run found a beside-lane PostgreSQL's copy
+    in a kill test's before/after check)."""
+    from hugelab import owned
+
+    mine = os.environ.get(LANE_VAR)
+    out = set()
+    for top in (d for root in PRIVATE_ROOTS for d in Path(root).glob("*-*")):
+        pid = owned.owner_record(top).get("owner_pid")
+        if isinstance(pid, int) and owned.owner_alive(top) and \
+                _lane(Path(f"/proc/{pid}")) != mine:
+            continue
+        out.add(top)
+    return out
+
+
 def carrying(tokens: set[str]) -> list[int]:
     """Pids whose environment carries one of these trial tokens (HUGELAB_TRIAL=...)."""
     from hugelab.trial.procscan import TOKEN_VAR

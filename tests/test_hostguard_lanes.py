@@ -113,3 +113,45 @@ def test_only_a_background_lanes_guest_without_host_skips_the_host_lock(monkeypa
     assert not _guest_beside(_Node("server", "beside"))
     monkeypatch.delenv(LANE_VAR)  # one pytest for everything: every guest takes the host lock
     assert not _guest_beside(_Node("vm", "beside"))
+
+
+MAKER = ("import sys, time\n"
+         "from pathlib import Path\n"
+         "from hugelab import owned\n"
+         "print(owned.new_owned_dir(Path(sys.argv[1]), 'trial'), flush=True)\n"
+         "time.sleep(float(sys.argv[2]))\n")
+
+
+def _made(root: Path, lane: str | None, stay_s: float) -> tuple[subprocess.Popen, Path]:
+    """A private copy's directory made (with its owner record) by a process of `lane` that
+    lives `stay_s` seconds more."""
+    env = {k: v for k, v in os.environ.items() if k != LANE_VAR}
+    if lane is not None:
+        env[LANE_VAR] = lane
+    p = subprocess.Popen([sys.executable, "-c", MAKER, str(root), str(stay_s)], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    return p, Path(p.stdout.readline().strip())
+
+
+def test_each_lane_counts_its_own_private_copies_and_every_orphan(monkeypatch, tmp_path):
+    """A server's private copy made in the other lane while its maker lives is that lane's; one
+    of this lane, or one whose maker is gone (a killed run's leftover), is this lane's."""
+    from tests import hostguard
+
+    monkeypatch.setattr(hostguard, "PRIVATE_ROOTS", (str(tmp_path),))
+    (other, theirs), (mine_p, mine) = _made(tmp_path, OTHER, 30), _made(tmp_path, None, 30)
+    gone_p, gone = _made(tmp_path, OTHER, 0)
+    gone_p.wait()
+    try:
+        if AMBIENT is None:
+            monkeypatch.delenv(LANE_VAR, raising=False)
+        else:
+            monkeypatch.setenv(LANE_VAR, AMBIENT)
+        assert hostguard.private_dirs() == {mine, gone}
+        monkeypatch.setenv(LANE_VAR, OTHER)
+        assert hostguard.private_dirs() == {theirs, gone}
+    finally:
+        for p in (other, mine_p):
+            p.kill()
+            p.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import HUGELAB, cmdlines, make_tree
-from tests.hostguard import carrying, host_state, workload_processes
+from tests.hostguard import carrying, host_state, private_dirs, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -183,12 +183,6 @@ def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
-
-
-def private_dirs() -> set[Path]:
-    """The database servers' private data copies (PostgreSQL clusters, MariaDB datadirs)."""
-    return {d for w in ("/var/tmp/hugelab-postgres", "/var/tmp/hugelab-mariadb")
-            for d in Path(w).glob("*-*")}
 
 
 def pg_dsm() -> set[Path]:
