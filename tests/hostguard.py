@@ -215,6 +215,39 @@ def private_dirs() -> set[Path]:
     return out
 
 
+def _mapped_pg_dsm() -> set[Path]:
+    """PostgreSQL dynamic shared memory some live process maps (every server process maps its
+    postmaster's control segment)."""
+    out: set[Path] = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            maps = (d / "maps").read_text()
+        except OSError:
+            continue
+        out |= {Path(line.split()[-1]) for line in maps.splitlines()
+                if "/dev/shm/PostgreSQL." in line}
+    return out
+
+
+def orphan_pg_dsm(settle_s: float = 0.3) -> set[Path]:
+    """PostgreSQL dynamic shared memory (/dev/shm/PostgreSQL.<handle>) no live process maps, at
+    two looks `settle_s` apart: what a killed postmaster leaves. A live server's segments are not
+    orphans, whichever lane started it (a CI run found the beside lane's PostgreSQL segments in a
+    kill test's before/after check); a server creates or destroys one between its file and its
+    mapping only for an instant, so the second look drops those."""
+    import time
+
+    looks = []
+    for i in range(2):
+        if i:
+            time.sleep(settle_s)
+        files = set(Path("/dev/shm").glob("PostgreSQL.*"))
+        looks.append(files - _mapped_pg_dsm())
+    return looks[0] & looks[1]
+
+
 def carrying(tokens: set[str]) -> list[int]:
     """Pids whose environment carries one of these trial tokens (HUGELAB_TRIAL=...)."""
     from hugelab.trial.procscan import TOKEN_VAR

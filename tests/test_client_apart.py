@@ -118,12 +118,32 @@ def cwd(pid: str) -> str:
         return ""
 
 
+def descends_from_me(pid: int) -> bool:
+    from tests.hostguard import parent_pid
+    for _ in range(32):  # a process tree is never this deep here
+        if pid <= 1:
+            return False
+        if pid == os.getpid():
+            return True
+        pid = parent_pid(pid)
+    return False
+
+
 def the_trials(name: str, pid: str) -> bool:
     """Whether a process is the trial's: a PostgreSQL process works in its data directory, and
     the trial's cluster lies under hugelab's own directory (the suite's session server, a
-    PostgreSQL store, does not)."""
+    PostgreSQL store, does not), in a copy this process made (its owner record names this
+    pid); a client is this process's descendant. The machine lane's PostgreSQL trials and their
+    clients run beside this test."""
+    from hugelab import owned
     from hugelab.workloads.postgres.cluster import work_path
-    return name != "postgres" or cwd(pid).startswith(f"{work_path()}/")
+    if name != "postgres":  # a client: this process's child or grandchild
+        return descends_from_me(int(pid))
+    here, work = Path(cwd(pid)), work_path()
+    if not here.is_relative_to(work) or here == work:
+        return False
+    top = work / here.relative_to(work).parts[0]
+    return owned.owner_record(top).get("owner_pid") == os.getpid()
 
 
 def watch(names: tuple[str, str], stop: threading.Event, seen: dict[str, set[str]]) -> None:

@@ -155,3 +155,37 @@ def test_each_lane_counts_its_own_private_copies_and_every_orphan(monkeypatch, t
         for p in (other, mine_p):
             p.kill()
             p.wait()
+
+
+HOLDER = ("import mmap, sys\n"
+          "f = open(sys.argv[1], 'r+b')\n"
+          "m = mmap.mmap(f.fileno(), 4096)\n"
+          "print(flush=True)\n"
+          "sys.stdin.read()\n")
+
+
+def test_a_mapped_dsm_segment_is_not_an_orphan_and_an_unmapped_one_is():
+    """A live server's segment (mapped, as every server process maps its postmaster's control
+    segment), whichever lane started it, is not what a killed postmaster leaves; one no process
+    maps is."""
+    from tests.hostguard import orphan_pg_dsm
+
+    held = Path(f"/dev/shm/PostgreSQL.hugelab-test-{os.getpid()}-held")
+    left = Path(f"/dev/shm/PostgreSQL.hugelab-test-{os.getpid()}-left")
+    p = None
+    try:
+        for f in (held, left):
+            f.write_bytes(bytes(4096))
+        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(held)], env={
+            **os.environ, LANE_VAR: OTHER}, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert p.stdout is not None and p.stdout.readline() == b"\n"  # mapped by now
+        orphans = orphan_pg_dsm(settle_s=0.05)
+        assert left in orphans and held not in orphans
+        p.communicate(b"")
+        assert held in orphan_pg_dsm(settle_s=0.05)  # its holder gone: an orphan
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+        for f in (held, left):
+            f.unlink(missing_ok=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import HUGELAB, cmdlines, make_tree
-from tests.hostguard import carrying, host_state, private_dirs, workload_processes
+from tests.hostguard import carrying, host_state, orphan_pg_dsm, private_dirs, workload_processes
 
 pytestmark = [pytest.mark.host, pytest.mark.slow]
 
@@ -185,11 +185,6 @@ def kill_during(exp: Path, state: Path, store: Path, needle: str) -> list[dict]:
         p.wait()
 
 
-def pg_dsm() -> set[Path]:
-    """PostgreSQL's dynamic shared memory (a killed postmaster leaves its control segment)."""
-    return set(Path("/dev/shm").glob("PostgreSQL.*"))
-
-
 def trials(store: Path) -> list[tuple]:
     with sqlite3.connect(store) as c:
         return list(c.execute("SELECT block, arm, target, status, attempts FROM trials"))
@@ -212,7 +207,7 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
     state, store = tmp_path / "state", tmp_path / "s.db"
     env = {**os.environ, "HUGELAB_STATE_DIR": str(state)}
     before, procs, leftovers = host_state(), workload_processes(), private_dirs()
-    dsm = pg_dsm()
+    dsm = set(Path("/dev/shm").glob("PostgreSQL.*"))
     recs = kill_during(exp, state, store, needle)
     # killed inside a trial (its scope's records still there), not after it: the workloads
     # run for seconds, the kill comes within a few tenths of one of their processes starting
@@ -228,7 +223,7 @@ def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(case, then, tmp_p
         assert host_state() == before and workload_processes() == procs
         assert not list(state.glob("qemu-*.json")) and not list(state.glob("workload-*.json"))
         assert private_dirs() == leftovers, "a server's private data copy is left"
-        assert pg_dsm() <= dsm, "a killed postmaster's dynamic shared memory is left"
+        assert orphan_pg_dsm() <= dsm, "a killed postmaster's dynamic shared memory is left"
     if case == "shrinker":  # it was killed with max_ptes_none, shrink_underused, a memcg set
         assert killed["memcgs"] and killed["max_ptes_none"] in ("409", "300"), killed
         assert killed["shrink_underused"] == "0", killed

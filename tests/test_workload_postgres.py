@@ -25,7 +25,7 @@ from hugelab.workloads.postgres.cluster import installed
 from hugelab.workloads.postgres.workload import Postgres
 from hugelab.workloads.registry import build_workload
 from tests.helpers import HUGELAB
-from tests.hostguard import host_state
+from tests.hostguard import host_state, orphan_pg_dsm
 
 needs_pg = pytest.mark.skipif(not installed(), reason="Debian package postgresql not installed")
 
@@ -290,7 +290,7 @@ def test_sigkill_during_a_trial_then_recover_leaves_nothing(tmp_path, pg_env):
     left = [s for s in sysvshm.segments() if s.shmid not in shm_before and s.uid == pg_uid
             and s.nattch == 0]  # others' test servers come and go; an orphan has no one
     assert not left, f"a System V segment is left: {left}"
-    assert set(Path("/dev/shm").glob("PostgreSQL.*")) <= dsm_before, "its dynamic shared memory"
+    assert orphan_pg_dsm() <= dsm_before, "its dynamic shared memory"
     assert host_state() == before
 
 
