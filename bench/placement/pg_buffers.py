@@ -212,6 +212,23 @@ def _placed(recs: dict[int, list[dict[str, Any]]], ev: dict[str, Any], t0: float
     return None
 
 
+def _with_pid(ev: Any) -> dict[str, Any] | None:
+    """The (possibly nested) evidence dict that names the trial's postmaster."""
+    if isinstance(ev, dict):
+        if "postmaster_pid" in ev:
+            return ev
+        for v in ev.values():
+            found = _with_pid(v)
+            if found:
+                return found
+    elif isinstance(ev, list):
+        for v in ev:
+            found = _with_pid(v)
+            if found:
+                return found
+    return None
+
+
 def blocks(store: Path, recs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per block: the twin's effect and each of its two arms' placement."""
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
@@ -220,12 +237,7 @@ def blocks(store: Path, recs: dict[int, list[dict[str, Any]]]) -> list[dict[str,
     by: dict[int, dict[str, Any]] = {}
     for block, arm, m, ev, t0, t1 in rows:
         ev = json.loads(ev)
-        found = None
-        for layer in ([ev] + [v for v in ev.values() if isinstance(v, dict)]):
-            if "postmaster_pid" in layer:
-                found = layer
-                break
-        place = _placed(recs, found or {}, t0 or 0, t1 or 0)
+        place = _placed(recs, _with_pid(ev) or {}, t0 or 0, t1 or 0)
         by.setdefault(block, {})[arm] = {"metrics": json.loads(m), "place": place}
     out = []
     for block, arms in sorted(by.items()):
