@@ -15,7 +15,9 @@ sampler then reads every member's smaps_rollup and status every 0.25 s, as befor
 mode `noaslr` hugelab as shipped with the host's address-space randomization off
 (`kernel.randomize_va_space` 0 for that run, put back after it: a diagnosis of where fresh
 server instances' offsets come from, never a setting hugelab makes), and mode `wN` (`w1000`)
-the example with `window_ops = N` instead of its own. `--modes` picks two.
+the example with `window_ops = N` instead of its own (`wNgM`: and `warm_ops = M`, the
+untimed transactions per client at each window's start), and mode `cN` (`c2`) the example with
+`clients = N` (connections per server) instead of its own. `--modes` picks two.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
 test lock and lets it go after, as heldout_examples.py does.
@@ -83,9 +85,15 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     kind = example.split("-")[0]
     text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
     if mode.startswith("w"):
-        text, n = re.subn(r"(?m)^window_ops = \d+", f"window_ops = {int(mode[1:])}", text)
+        size, _g, warm = mode[1:].partition("g")
+        extra = f"\nwarm_ops = {int(warm)}" if warm else ""
+        text, n = re.subn(r"(?m)^window_ops = \d+", f"window_ops = {int(size)}{extra}", text)
         if n != 1:
             raise SystemExit(f"{example}: expected one window_ops line")
+    if mode.startswith("c"):
+        text, n = re.subn(r"(?m)^clients = \d+", f"clients = {int(mode[1:])}", text)
+        if n != 1:
+            raise SystemExit(f"{example}: expected one clients line")
     store = out / f"{mode}_{kind}-{seed}.db"
     store.unlink(missing_ok=True)
     run, minutes = run_copy(text, out, ["--blocks", str(blocks), "--store", str(store)],
@@ -102,8 +110,8 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
 def modes_of(text: str) -> tuple[str, str]:
     modes = text.split(",")
     if len(modes) != 2 or not all(m in ("quiet", "sampled", "noaslr") or
-                                  re.fullmatch(r"w[1-9]\d*", m) for m in modes):
-        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, wN, got {text!r}")
+                                  re.fullmatch(r"w[1-9]\d*(g\d+)?|c[1-9]\d*", m) for m in modes):
+        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, wN[gM], cN, got {text!r}")
     return modes[0], modes[1]
 
 
@@ -117,7 +125,8 @@ def main() -> int:
     ap.add_argument("--examples", default=DEFAULT)
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--modes", default="quiet,sampled",
-                    help="two of quiet, sampled, noaslr, wN (window_ops = N)")
+                    help="two of quiet, sampled, noaslr, wN[gM] (window_ops = N[, warm_ops = M]), "
+                    "cN (clients = N)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
