@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -149,10 +150,8 @@ def summary(trials: list[dict[str, dict]]) -> dict[str, dict[str, float]]:
         for key, f in (("tps", lambda r: r["tps"]),
                        ("tps_per_cpu", lambda r: r["tps"] / max(r["cpu_share"], 1e-9))):
             x = [100 * math.log(f(t[arm]) / f(t["off"])) for t in trials]
-            mean = sum(x) / len(x)
-            sd = math.sqrt(sum((v - mean) ** 2 for v in x) / (len(x) - 1))
-            out[f"{arm} {key}"] = {"n": len(x), "mean_pct": round(mean, 3),
-                                   "sd_pct": round(sd, 3)}
+            out[f"{arm} {key}"] = {"n": len(x), "mean_pct": round(statistics.fmean(x), 3),
+                                   "sd_pct": round(statistics.stdev(x), 3)}
     return out
 
 

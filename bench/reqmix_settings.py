@@ -24,6 +24,7 @@ import math
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -111,9 +112,8 @@ def main() -> int:
     for spec in specs:
         mine = [r for r in rows if r["spec"] == spec]
         aa = [float(r["aa_pct"]) for r in mine]  # type: ignore[arg-type]
-        mean = sum(aa) / len(aa)
-        sd = math.sqrt(sum((a - mean) ** 2 for a in aa) / (len(aa) - 1)) if len(aa) > 1 else 0
-        med = sorted(float(r["block_sd_pct"]) for r in mine)[len(mine) // 2]  # type: ignore[arg-type]
+        mean, sd = statistics.fmean(aa), statistics.stdev(aa) if len(aa) > 1 else 0.0
+        med = statistics.median(float(r["block_sd_pct"]) for r in mine)  # type: ignore[arg-type]
         print(f"{spec}: {len(mine)} runs, block SD median {med:.1f}%, A/A {mean:+.2f}% "
               f"(SD over repeats {sd:.2f})")
     if args.out:
