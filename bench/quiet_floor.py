@@ -17,7 +17,10 @@ mode `noaslr` hugelab as shipped with the host's address-space randomization off
 server instances' offsets come from, never a setting hugelab makes), and mode `wN` (`w1000`)
 the example with `window_ops = N` instead of its own (`wNgM`: and `warm_ops = M`, the
 untimed transactions per client at each window's start), and mode `cN` (`c2`) the example with
-`clients = N` (connections per server) instead of its own. `--modes` picks two.
+`clients = N` (connections per server) instead of its own, and mode `kK` (`k2`, `k2w20`) the
+example with K server instances of every arm (each [[arms]] table copied as NAME-2 ... NAME-K;
+bench/instances_floor.py pools them). `--modes` picks two or more, each seed's
+order rotated.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
 test lock and lets it go after, as heldout_examples.py does.
@@ -81,11 +84,33 @@ def twin_line(store: Path) -> str:
             f"{100 * sd:.2f}%, trials not ok: {bad}")
 
 
+def copies(text: str, k: int) -> str:
+    """The example with every [[arms]] table followed by k - 1 copies of it, named NAME-2 ...
+    NAME-k: k server instances per arm in every trial, the client alternating between all of
+    them (instances_floor.py pools each arm's copies)."""
+    head, *tables = re.split(r"(?m)^(?=\[\[arms\]\])", text)
+    out = [head]
+    for table in tables:
+        out.append(table if table.endswith("\n") else table + "\n")
+        for j in range(2, k + 1):
+            copy, n = re.subn(r'(?m)^name = "([^"]+)"', rf'name = "\1-{j}"', table, count=1)
+            if n != 1:
+                raise SystemExit("an [[arms]] table without a name line")
+            out.append("\n" + copy)
+    return "".join(out)
+
+
 def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     kind = example.split("-")[0]
     text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
-    if mode.startswith("w"):
-        size, _g, warm = mode[1:].partition("g")
+    if mode.startswith("k"):
+        k, _w, rest = mode[1:].partition("w")
+        text = copies(text, int(k))
+        mode_w = f"w{rest}" if rest else ""
+    else:
+        mode_w = mode
+    if mode_w.startswith("w"):
+        size, _g, warm = mode_w[1:].partition("g")
         extra = f"\nwarm_ops = {int(warm)}" if warm else ""
         text, n = re.subn(r"(?m)^window_ops = \d+", f"window_ops = {int(size)}{extra}", text)
         if n != 1:
@@ -107,12 +132,23 @@ def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     print(f"{store.name}: {minutes:.2f} min; {twin_line(store)}", flush=True)
 
 
-def modes_of(text: str) -> tuple[str, str]:
+MODE = r"quiet|sampled|noaslr|(k[2-9])?w[1-9]\d*(g\d+)?|k[2-9]|c[1-9]\d*"
+
+
+def modes_of(text: str) -> list[str]:
     modes = text.split(",")
-    if len(modes) != 2 or not all(m in ("quiet", "sampled", "noaslr") or
-                                  re.fullmatch(r"w[1-9]\d*(g\d+)?|c[1-9]\d*", m) for m in modes):
-        raise SystemExit(f"--modes: two of quiet, sampled, noaslr, wN[gM], cN, got {text!r}")
-    return modes[0], modes[1]
+    if len(modes) < 2 or len(set(modes)) != len(modes) or \
+            not all(re.fullmatch(MODE, m) for m in modes):
+        raise SystemExit("--modes: two or more of quiet, sampled, noaslr, [kK]wN[gM], kK, cN, "
+                         f"got {text!r}")
+    return modes
+
+
+def rotated(modes: list[str], i: int) -> list[str]:
+    """Seed i's order of the modes: each mode first in turn, mirrored every other cycle (pure)."""
+    n = len(modes)
+    turn = modes[i % n:] + modes[:i % n]
+    return turn[::-1] if (i // n) % 2 else turn
 
 
 def main() -> int:
@@ -125,14 +161,13 @@ def main() -> int:
     ap.add_argument("--examples", default=DEFAULT)
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--modes", default="quiet,sampled",
-                    help="two of quiet, sampled, noaslr, wN[gM] (window_ops = N[, warm_ops = M]), "
-                    "cN (clients = N)")
+                    help="two or more of quiet, sampled, noaslr, wN[gM] (window_ops = N[, warm_ops = M]), "
+                    "cN (clients = N), kK[wN] (K instances of every arm)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
     for i, seed in enumerate(seeds):
-        first, second = modes_of(args.modes)
-        modes = (first, second) if i % 2 == 0 else (second, first)
+        modes = rotated(modes_of(args.modes), i)
         for example in args.examples.split(","):
             for mode in modes:
                 one(example, seed, mode, args.blocks, args.out)
