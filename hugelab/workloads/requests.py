@@ -55,7 +55,7 @@ from hugelab.workloads.servercpu import (
 )
 from hugelab.workloads.toolrun import check_exit
 
-DEFAULT_WINDOW_OPS = 200  # measured: 200-op windows as precise as 20-op ones, per minute
+DEFAULT_WINDOW_OPS = 200  # a fallback: request-level trials run only with window_ops set
 
 
 class Startable(Protocol):
