@@ -171,9 +171,14 @@ def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
             "comparisons": comps, "start_order": start_order_split(store, rep["run"]["baseline"])}
 
 
-def one_run(example: str, seed: int, tmp: Path) -> dict[str, Any]:
+def example_texts(names: list[str]) -> dict[str, str]:
+    """Each example's text, read once when a series starts: editing an example while its
+    series runs does not change the runs still to come."""
+    return {n: (ROOT / "examples" / f"{n}.toml").read_text() for n in names}
+
+
+def one_run(example: str, seed: int, tmp: Path, text: str) -> dict[str, Any]:
     exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
-    text = (ROOT / "examples" / f"{example}.toml").read_text()
     exp.write_text(held_out(text, example, seed))
     rep, error, minutes = run_and_report(exp, store, comment_args(text, example), 1800)
     if rep is None:
@@ -217,6 +222,7 @@ def main() -> int:
                 (finished - created) / 60, 2), **summary(rep, store)}), flush=True)
         return 0
     results = []
+    texts = example_texts(args.examples.split(","))
     with open(LOCK, "a+") as lock, tempfile.TemporaryDirectory() as d:
         where = args.keep or Path(d)
         where.mkdir(parents=True, exist_ok=True)
@@ -224,7 +230,7 @@ def main() -> int:
             for seed in (int(s) for s in args.seeds.split(",")):
                 fcntl.flock(lock, fcntl.LOCK_EX)  # per run: the suite's host tests go between
                 try:
-                    r = {**free_memory(args.compact), **one_run(example, seed, where)}
+                    r = {**free_memory(args.compact), **one_run(example, seed, where, texts[example])}
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
                 results.append(r)

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from heldout_examples import ROOT, held_out, run_copy
+from heldout_examples import example_texts, held_out, run_copy
 
 DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
 ASLR = Path("/proc/sys/kernel/randomize_va_space")
@@ -100,9 +100,9 @@ def copies(text: str, k: int) -> str:
     return "".join(out)
 
 
-def one(example: str, seed: int, mode: str, blocks: int, out: Path) -> None:
+def one(example: str, source: str, seed: int, mode: str, blocks: int, out: Path) -> None:
     kind = example.split("-")[0]
-    text = held_out((ROOT / "examples" / f"{example}.toml").read_text(), example, seed)
+    text = held_out(source, example, seed)
     if mode.startswith("k"):
         k, _w, rest = mode[1:].partition("w")
         text = copies(text, int(k))
@@ -166,11 +166,12 @@ def main() -> int:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
+    texts = example_texts(args.examples.split(","))
     for i, seed in enumerate(seeds):
         modes = rotated(modes_of(args.modes), i)
         for example in args.examples.split(","):
             for mode in modes:
-                one(example, seed, mode, args.blocks, args.out)
+                one(example, texts[example], seed, mode, args.blocks, args.out)
     return 0
 
 
