@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -229,6 +229,31 @@ def test_a_server_that_ends_by_itself_hands_back_its_own_status_and_picture():
     res = run_keeper(InPlace(), [sys.executable, "-c", "import time; time.sleep(0.8); exit(3)"])
     assert res.returncode == 3, res.stderr
     assert marked(res.stdout, MEMORY_MARK)["pid"] > 0 and REPORT_MARK not in res.stdout
+
+
+@dataclass(frozen=True)
+class Summing(InPlace):
+    """A report whose total is summed from its parts only at the `whole`-th reading."""
+
+    whole: int
+    readings: list[int] = field(default_factory=list)
+
+    def report(self, workdir: str | None) -> dict[str, Any]:
+        self.readings.append(len(self.readings) + 1)
+        n = len(self.readings)
+        return {"total": 10, "parts": 10 if n >= self.whole else 9, "n": n}
+
+    def settled(self, report: dict[str, Any]) -> bool:
+        return bool(report["total"] == report["parts"])
+
+
+def test_the_last_report_is_read_again_until_it_is_whole_and_at_most_tries_times():
+    from hugelab.workloads.serverkeep import last_report
+    assert last_report(Summing(3), None, pause_s=0)["n"] == 3
+    assert last_report(Summing(1), None, pause_s=0)["n"] == 1  # whole at once: read once
+    never = Summing(99)
+    assert last_report(never, None, tries=4, pause_s=0) == {"total": 10, "parts": 9, "n": 4}
+    assert len(never.readings) == 4 and last_report(InPlace(), None) == {}
 
 
 def test_keep_argv_names_the_hooks_class_and_its_fields_as_words():

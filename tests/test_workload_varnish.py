@@ -47,6 +47,15 @@ def test_parse_wrk_takes_its_own_figures_and_refuses_errors():
         parse_wrk("unable to connect to 127.0.0.1:4000 Connection refused\n")
 
 
+def test_a_reading_is_whole_when_every_request_is_counted_as_what_it_was():
+    from hugelab.workloads.varnish import Kept
+    kept = Kept("varnishstat", "127.0.0.1", "6081", "16", "default")
+    whole = {"MAIN.client_req": 89579, "MAIN.cache_hit": 85482, "MAIN.cache_miss": 4096,
+             "MAIN.s_synth": 0, "MAIN.s_pass": 1}
+    assert kept.settled(whole) and not kept.settled({**whole, "MAIN.s_pass": 0})
+    assert kept.settled({}) and not kept.settled({"MAIN.client_req": 1})
+
+
 def test_settings_that_cannot_work_are_refused_before_a_trial():
     with pytest.raises(ExperimentError, match="do not fit"):
         VarnishBenchmark(storage_mb=64, objects=8192, object_kb=16)

@@ -17,6 +17,10 @@ on the keeper's command line, so a guest turns a 127.0.0.1 among them into its N
                   its cache process; first_child)
   report(workdir) the server's own report, read where it runs while it runs (Varnish:
                   varnishstat's counters); {} for none
+  settled(report) whether a report read at the stop is whole: the server's counters are summed
+                  from its threads' own now and then, so the last one is read again while it is
+                  not, a few seconds at most (Varnish: client_req, every hit, miss, synth and
+                  pass counted; `last_report`)
   stop_asked(report)  a stop that is not a request of the server's own protocol: the keeper
                   ends the server by signal once the report says a stop was asked (Varnish: a
                   GET its VCL passes, counted by varnishd); a server stopped by its own
@@ -34,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -63,6 +68,22 @@ class InPlace:
 
     def stop_asked(self, report: dict[str, Any]) -> bool:
         return False
+
+    def settled(self, report: dict[str, Any]) -> bool:
+        return True
+
+
+def last_report(hooks: InPlace, workdir: str | None, tries: int = 20,
+                pause_s: float = 0.1) -> dict[str, Any]:
+    """The kind's report once `hooks.settled` says it is whole, read again `tries` times at
+    most, `pause_s` apart; the last reading when it never is."""
+    report = hooks.report(workdir)
+    for _ in range(tries - 1):
+        if hooks.settled(report):
+            break
+        time.sleep(pause_s)
+        report = hooks.report(workdir)
+    return report
 
 
 def first_child(pid: int, proc_dir: str = "/proc", comm: str | None = None) -> int | None:
@@ -109,7 +130,7 @@ def keep(hooks: InPlace, argv: list[str], interval_s: float = 0.5, quiet: bool =
         if not alone:
             picture.look(always=True)
         memory = picture.last
-        report = hooks.report(workdir) or report
+        report = last_report(hooks, workdir) or report
     finally:
         code = proc.end(child, grace_s=3)
         if workdir is not None:

@@ -51,7 +51,7 @@ from hugelab.workloads.kind import (
 from hugelab.workloads.process_thp import check_mode
 from hugelab.workloads.reqmix import http_server
 from hugelab.workloads.serverjudge import check_madvised, judge_switch
-from hugelab.workloads.serverkeep import InPlace, first_child
+from hugelab.workloads.serverkeep import InPlace, first_child, last_report
 from hugelab.workloads.serverkind import Running, ServerKind, answers, tell, version
 from hugelab.workloads.serverside import LOOPBACK, ServerSide
 from hugelab.workloads.toolrun import first_version, tail
@@ -207,7 +207,7 @@ class VarnishBenchmark(ServerKind):
 
     def served(self, result: WorkloadResult, srv: Running) -> None:
         """varnishd's own counters, read while it runs (its work directory: the manager's -n)."""
-        stats = self.in_place(srv.port).report(workdir_of(self.kept_server(srv)))
+        stats = last_report(self.in_place(srv.port), workdir_of(self.kept_server(srv)))
         if not stats:
             raise WorkloadError("varnish: varnishstat read no counters of this arm's varnishd")
         result.evidence["varnish_stats"] = stats
@@ -277,6 +277,13 @@ class Kept(InPlace):
 
     def stop_asked(self, report: dict[str, Any]) -> bool:
         return bool(report.get("MAIN.s_pass"))
+
+    def settled(self, report: dict[str, Any]) -> bool:
+        """Every request varnishd counted is counted as what it was (a worker sums its own
+        counters into the shared ones now and then: a reading can hold a request's client_req
+        and not yet its hit)."""
+        return report.get("MAIN.client_req", 0) == sum(report.get(f"MAIN.{c}", 0) for c in (
+            "cache_hit", "cache_miss", "s_synth", "s_pass"))
 
 
 def load_seconds(table: dict[str, Any]) -> float:
