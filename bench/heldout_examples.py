@@ -25,6 +25,7 @@ import math
 import re
 import shlex
 import sqlite3
+import statistics
 import subprocess
 import tempfile
 import time
@@ -138,6 +139,17 @@ def _flagged_blocks(store: Path) -> list[int]:
     return [len(flagged), len({b for b, _ in rows})]
 
 
+def _steal_pct(store: Path) -> list[float] | None:
+    """[median, largest] of the trials' CPU steal share (their load reading), in percent: the
+    host's own part of a held-out count, quoted beside it; None where no trial has one."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT json_extract(monitors, '$.load.steal_share') FROM trials "
+                          "WHERE status = 'ok'").fetchall()
+    shares = [float(v) for (v,) in rows if isinstance(v, int | float)]
+    return [round(100 * statistics.median(shares), 1), round(100 * max(shares), 1)] \
+        if shares else None
+
+
 def _minutes_at(store: Path, blocks: int | None) -> float | None:
     """Minutes from the run's start to the end of its first `blocks` blocks (a look's time)."""
     if blocks is None:
@@ -168,6 +180,7 @@ def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
              for c in rep["comparisons"]}
     return {"blocks": rep["blocks"], "look": seq["looks"][-1]["look"],
             "high_load_trials": _loaded(rep), "high_load_blocks": _flagged_blocks(store),
+            "steal_pct": _steal_pct(store),
             "comparisons": comps, "start_order": start_order_split(store, rep["run"]["baseline"])}
 
 
