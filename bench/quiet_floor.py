@@ -9,8 +9,9 @@ which goes first, on the same seeds and in the same session.
     .venv/bin/python bench/aa_floor.py DIR/*.db
 
 Each run is `hugelab run COPY --blocks N --store DIR/<mode>_<kind>-<seed>.db` on a copy of the
-example with only its seed and name changed; mode `quiet` is hugelab and the example as shipped (the example's own window_ops: 20 for
-PostgreSQL from 2d57158, 200 before), mode
+example with only its seed and name changed; mode `quiet` is hugelab and the example as
+shipped (its own window_ops: 20 for PostgreSQL from 2d57158 and for Redis from 98da533, 200
+before; write `w200` to repeat an earlier command), mode
 `sampled` the same code with `TrialScope.quiet` replaced by a no-op in that process (the
 sampler then reads every member's smaps_rollup and status every 0.25 s, as before the change),
 mode `noaslr` hugelab as shipped with the host's address-space randomization off
