@@ -21,7 +21,9 @@ the example with `window_ops = N` instead of its own (`wNgM`: and `warm_ops = M`
 untimed transactions per client at each window's start), and mode `cN` (`c2`) the example with
 `clients = N` (connections per server) instead of its own, and mode `kK` (`k2`, `k2w20`) the
 example with K server instances of every arm (each [[arms]] table copied as NAME-2 ... NAME-K;
-bench/instances_floor.py pools them). `--modes` picks two or more, each seed's
+bench/instances_floor.py pools them), and mode `fresh` the example with `fresh_copy = true`
+(PostgreSQL: a fresh copy of the cluster for every server, as before a stopped server's copy
+was kept for the next). `--modes` picks two or more, each seed's
 order rotated.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
@@ -117,6 +119,10 @@ def one(example: str, source: str, seed: int, mode: str, blocks: int, out: Path)
         text, n = re.subn(r"(?m)^window_ops = \d+", f"window_ops = {int(size)}{extra}", text)
         if n != 1:
             raise SystemExit(f"{example}: expected one window_ops line")
+    if mode == "fresh":
+        text, n = re.subn(r"(?m)^(window_ops = \d+.*)$", r"\1\nfresh_copy = true", text)
+        if n != 1:
+            raise SystemExit(f"{example}: expected one window_ops line")
     if mode.startswith("c"):
         text, n = re.subn(r"(?m)^clients = \d+", f"clients = {int(mode[1:])}", text)
         if n != 1:
@@ -134,14 +140,14 @@ def one(example: str, source: str, seed: int, mode: str, blocks: int, out: Path)
     print(f"{store.name}: {minutes:.2f} min; {twin_line(store)}", flush=True)
 
 
-MODE = r"quiet|sampled|noaslr|(k[2-9])?w[1-9]\d*(g\d+)?|k[2-9]|c[1-9]\d*"
+MODE = r"quiet|sampled|noaslr|fresh|(k[2-9])?w[1-9]\d*(g\d+)?|k[2-9]|c[1-9]\d*"
 
 
 def modes_of(text: str) -> list[str]:
     modes = text.split(",")
     if len(modes) < 2 or len(set(modes)) != len(modes) or \
             not all(re.fullmatch(MODE, m) for m in modes):
-        raise SystemExit("--modes: two or more of quiet, sampled, noaslr, [kK]wN[gM], kK, cN, "
+        raise SystemExit("--modes: two or more of quiet, sampled, noaslr, fresh, [kK]wN[gM], kK, cN, "
                          f"got {text!r}")
     return modes
 

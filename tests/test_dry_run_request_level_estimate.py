@@ -18,13 +18,14 @@ from hugelab.planning.cost import estimate, fill_seconds
 ROOT = Path(__file__).resolve().parent.parent
 # seconds a block of the real runs took (trials' started..ended, every block of the run), on
 # the 2-core AMD EPYC VM, 2026-11-29 (docs/benchmarks.md, "Redis at 1.1 GB: loaded or
-# written"; the example: "Where the A/A floor comes from")
+# written"; the example: "Where the A/A floor comes from"); PostgreSQL's with its clusters kept
+# between trials, 2026-12-03 ("A cluster's copy kept between trials")
 REAL_BLOCK_S = {"bench/sizes/redis-1g.toml": 11.6, "bench/sizes/redis-1g-writes.toml": 17.0,
                 "examples/redis-thp-interleaved.toml": 6.0,
-                # "PostgreSQL at scale 100 with 2 GB of shared buffers": 20 blocks in 6.6 min;
-                # the example: "Where the A/A floor comes from"
-                "bench/sizes/postgres-scale100.toml": 19.8,
-                "examples/postgres-interleaved.toml": 8.9}
+                # the median block of a 23-block run (the first copies); the example: the median
+                # block of 48 in bench/quiet_floor.py's mode quiet
+                "bench/sizes/postgres-scale100.toml": 11.0,
+                "examples/postgres-interleaved.toml": 6.7}
 
 
 @pytest.mark.parametrize("path", sorted(REAL_BLOCK_S))
@@ -49,7 +50,7 @@ def test_every_server_of_a_block_fills_and_a_paired_trial_counts_its_fill_once()
 
 def test_a_postgres_fill_reads_a_users_data_directory_and_the_arms_settings_over_the_tables(
         tmp_path):
-    from hugelab.workloads.postgres.fillcost import BYTES_PER_S
+    from hugelab.workloads.postgres.fillcost import COPY_BYTES_PER_S, WARM_BYTES_PER_S
     from hugelab.workloads.postgres.fillcost import fill_seconds as pg_fill
 
     small, big = tmp_path / "small", tmp_path / "big"
@@ -57,9 +58,14 @@ def test_a_postgres_fill_reads_a_users_data_directory_and_the_arms_settings_over
         (top / "base").mkdir(parents=True)
         with open(top / "base" / "16384", "wb") as f:  # a table's file, sparse: its size counts
             f.truncate(mb << 20)
-    grown = pg_fill({"datadir": str(big)}, {}) - pg_fill({"datadir": str(small)}, {})
-    # 50 MiB more to copy, and to prewarm (under the default 128MB of shared buffers)
-    assert grown == pytest.approx(2 * (50 << 20) / BYTES_PER_S)
+    def grown(**kw):
+        return pg_fill({"datadir": str(big), **kw}, {}) - pg_fill({"datadir": str(small), **kw}, {})
+    # 50 MiB more to copy, and to prewarm (under the default 128MB of shared buffers), where
+    # every trial copies; select-only keeps a stopped server's copy for the next: prewarm only
+    both = (50 << 20) / COPY_BYTES_PER_S + (50 << 20) / WARM_BYTES_PER_S
+    assert grown(builtin="tpcb-like") == pytest.approx(both)
+    assert grown(fresh_copy=True) == pytest.approx(both)
+    assert grown() == pytest.approx((50 << 20) / WARM_BYTES_PER_S)
     table = {"datadir": str(big), "app": {"shared_buffers": "16MB"}}
     assert pg_fill(table, {}) < pg_fill(table, {"shared_buffers": "1GB"})
     assert pg_fill({**table, "prewarm": False}, {}) < pg_fill(table, {})
@@ -68,7 +74,7 @@ def test_a_postgres_fill_reads_a_users_data_directory_and_the_arms_settings_over
 def test_a_postgres_fill_grows_a_users_dump_as_its_format_restores(tmp_path):
     """A dump is smaller than the cluster it restores to, a compressed custom-format one more
     so: the fill counts the restored bytes with the build's own growth per format."""
-    from hugelab.workloads.postgres.fillcost import BYTES_PER_S, cluster_bytes
+    from hugelab.workloads.postgres.fillcost import COPY_BYTES_PER_S, cluster_bytes
     from hugelab.workloads.postgres.fillcost import fill_seconds as pg_fill
     from hugelab.workloads.preview import BYTES_PER_UNIT
 
@@ -78,8 +84,8 @@ def test_a_postgres_fill_grows_a_users_dump_as_its_format_restores(tmp_path):
     size = plain.stat().st_size
     assert cluster_bytes({"dump": str(plain)}) == pytest.approx(size * BYTES_PER_UNIT["restore_plain"])
     assert cluster_bytes({"dump": str(custom)}) == pytest.approx(size * BYTES_PER_UNIT["restore_custom"])
-    no_warm = {"prewarm": False}
+    no_warm = {"prewarm": False, "fresh_copy": True}
     assert pg_fill({"dump": str(custom), **no_warm}, {}) - pg_fill({"dump": str(plain), **no_warm}, {}) \
         == pytest.approx(size * (BYTES_PER_UNIT["restore_custom"] - BYTES_PER_UNIT["restore_plain"])
-                         / BYTES_PER_S)
+                         / COPY_BYTES_PER_S)
     assert cluster_bytes({"dump": str(tmp_path / "gone.sql")}) == 0.0  # the run says what is wrong

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
 # blocks per example: 1 (every arm still runs, `ok` and evidenced: the suite's time is
 # bounded, see docs/testing.md); 2, enough to pair across blocks, for one guest example and
-# one native one, so that pairing is shown end to end
-BLOCKS = {"003-native-vs-guest": 2, "006-interleaved": 2}
+# one native one, so that pairing is shown end to end, and for PostgreSQL's select-only
+# servers, whose second block runs on the clusters the first left (hugelab.workloads.filepool)
+BLOCKS = {"003-native-vs-guest": 2, "006-interleaved": 2, "postgres-interleaved": 2}
 
 
 def _shown(store: Path, capsys) -> dict:
@@ -66,6 +67,9 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
     trials = shown["trials"]
     arms = {t["arm"] for t in trials}
     assert len({(t["block"], t["arm"]) for t in trials}) == blocks * len(arms)
+    if path.stem == "postgres-interleaved":  # block 0's clusters, stopped cleanly, serve block 1
+        assert sorted((t["block"], t["provenance"]["server_files"]) for t in trials) == \
+            [(0, "fresh")] * len(arms) + [(1, "kept")] * len(arms)
     for t in trials:
         where = f"{t['arm']} block {t['block']} {t['target']}"
         if stalled_by_the_hypervisor(t):  # the product's own verdict on a stolen machine

@@ -95,7 +95,7 @@ def test_a_native_trial_runs_the_bases_life_cycle_with_its_own_parts(trial, monk
     assert result.evidence["server"]["pid"] == os.getpid()
     assert result.info == {"tool": "sysbench", "script": "oltp_read_only", "backing": "4k",
                            "server_version": "10.11.6-MariaDB-0+deb12u1",
-                           "sysbench_version": "1.0.20"}
+                           "sysbench_version": "1.0.20", "server_files": "fresh"}
     assert not trial.exists()  # the trial's datadir, removed after the stop
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from hugelab.errors import PoolBusyError, WorkloadError
 from hugelab.trial.native import NativeTarget
+from hugelab.workloads import filepool
 from hugelab.workloads.base import ExecResult, Place, WorkloadResult
 from hugelab.workloads.postgres import cluster, guestio, pgbench, prewarm, segment, server
 from hugelab.workloads.postgres.workload import Postgres
@@ -107,10 +108,67 @@ def test_a_native_trial_runs_the_bases_life_cycle_with_its_own_parts(trial, monk
     # server, no output tail among the evidence), the output tail read while it ran
     assert result.evidence == dict(SEGMENT, postmaster_pid=os.getpid())
     assert list(result.info) == ["tool", "version", "backing", "settings", "builtin",
-                                 "server_output_tail", "warnings", "prewarmed_blocks"]
+                                 "server_output_tail", "warnings", "prewarmed_blocks",
+                                 "server_files"]
+    assert result.info["server_files"] == "fresh"
     assert result.info["tool"] == "pgbench" and result.info["prewarmed_blocks"] == 1234
     assert result.info["server_output_tail"].splitlines()[0] == "line 10"
     assert not trial.exists()  # the trial's cluster, removed after the stop
+
+
+def copies(monkeypatch, tmp_path) -> list[Path]:
+    """Every cluster own_files makes for a trial (a directory of its own each time)."""
+    made: list[Path] = []
+
+    def own(self, target):
+        made.append(tmp_path / f"copy-{len(made) + 1}")
+        (made[-1] / "data").mkdir(parents=True)
+        return made[-1]
+    monkeypatch.setattr(Postgres, "own_files", own)
+    return made
+
+
+def test_in_a_run_a_select_only_cluster_stopped_cleanly_serves_the_next_trial(
+        trial, monkeypatch, tmp_path):
+    made = copies(monkeypatch, tmp_path)
+    monkeypatch.setattr(Postgres, "side", lambda self, target: Side())
+    with filepool.kept():
+        first = pg().run(Client(), "4k")  # type: ignore[arg-type]
+        second = pg().run(Client(), "hugetlb-2M")  # type: ignore[arg-type]
+        assert [first.info["server_files"], second.info["server_files"]] == ["fresh", "kept"]
+        assert len(made) == 1 and made[0].exists() and filepool.held() == 1
+    assert not made[0].exists() and filepool.held() == 0  # dropped at the run's end
+
+
+@pytest.mark.parametrize("kw", [{"builtin": "tpcb-like"}, {"script": "own.sql"},
+                                {"fresh_copy": True}], ids=["writes", "own-script", "asked"])
+def test_a_load_that_may_write_or_a_fresh_copy_asked_for_copies_every_trial(
+        trial, monkeypatch, tmp_path, kw):
+    made = copies(monkeypatch, tmp_path)
+    monkeypatch.setattr(Postgres, "side", lambda self, target: Side())
+    if "script" in kw:
+        kw = {"script": str(tmp_path / kw["script"])}
+        Path(kw["script"]).write_text("SELECT 1;\n")
+    w = pg(**kw)
+    with filepool.kept():
+        for _ in range(2):
+            assert w.run(Client(), "4k").info["server_files"] == "fresh"  # type: ignore[arg-type]
+    assert len(made) == 2 and not any(p.exists() for p in made)
+
+
+def test_a_cluster_whose_postmaster_left_its_pid_file_is_not_kept(trial, monkeypatch, tmp_path):
+    made = copies(monkeypatch, tmp_path)
+
+    class Unclean(Side):
+        def start(self, argv_for_port, tool):
+            (made[-1] / "data" / "postmaster.pid").write_text("4242\n")
+            return super().start(argv_for_port, tool)
+    monkeypatch.setattr(Postgres, "side", lambda self, target: Unclean())
+    with filepool.kept():
+        pg().run(Client(), "4k")  # type: ignore[arg-type]
+        assert filepool.held() == 0 and not made[0].exists()
+        assert pg().run(Client(), "4k").info["server_files"] == "fresh"  # type: ignore[arg-type]
+    assert len(made) == 2
 
 
 def test_its_settings_follow_the_backing_the_trial_is_given(trial, monkeypatch):

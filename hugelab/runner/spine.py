@@ -30,7 +30,7 @@ from hugelab.store.keys import run_key
 from hugelab.trial import monitors
 from hugelab.vm.domains.domainresolve import resolve_experiment
 from hugelab.vm.trial import GuestOutcome, vm_spec
-from hugelab.workloads import process_thp
+from hugelab.workloads import filepool, process_thp
 from hugelab.workloads.base import Target, Workload
 
 SessionFactory = Callable[[], AbstractContextManager[HostControl]]
@@ -105,7 +105,8 @@ class Runner:
         todo = self._remaining(run_id, skipped)
         executed = 0
         if todo:
-            with self.session() as control, HostStates(self.exp.seed) as states:
+            with self.session() as control, HostStates(self.exp.seed) as states, \
+                    filepool.kept():  # a server's files kept between trials (filepool)
                 skipped.update(self.pools.reserve(control, self._arms(skipped)))
                 self.pools.mount_hugetlbfs(control, self._arms(skipped), self.hugetlbfs)
                 todo = self._remaining(run_id, skipped)  # a duet's block beside a skipped

@@ -32,6 +32,11 @@ What a kind supplies
     own_files(target)             its private directory for one server (Redis: a copy of a
                                   user's RDB; MariaDB: its datadir, copied from a template),
                                   removed by drop_files after the server stopped
+    reuse_key(), files_whole(files)  a key under which a stopped server's own_files are kept
+                                  for the run's next server (hugelab.workloads.filepool), where
+                                  its load only reads them (PostgreSQL select-only); None:
+                                  copied per trial. files_whole: this one is fit to keep
+                                  (PostgreSQL: its postmaster stopped cleanly)
     filled(port, files, client)   what it writes into a fresh server before any load (Redis:
                                   the keys its RDB brought, the preload), kept as `loaded`
     served(result, srv)           the request-level result's info (tool, versions)
@@ -87,6 +92,7 @@ from typing import Any, ClassVar
 
 from hugelab import proc
 from hugelab.errors import WorkloadError
+from hugelab.workloads import filepool
 from hugelab.workloads.base import Place, Target, WorkloadResult, place_of
 from hugelab.workloads.guestside import LayerBuild, in_domain
 from hugelab.workloads.process_thp import target_for
@@ -111,6 +117,7 @@ class Running:
 
     handle: ServerHandle
     files: Path | None = None  # its private directory, removed when it stops
+    files_kept: bool = False   # that directory kept from an earlier trial (filepool)
     loaded: Any = None         # what `filled` wrote into it (Redis: the RDB's keys)
     rate: float = 0.0          # windows of client runs: its warm-up's requests per second
     client_version: str | None = None  # windows of client runs: as the load printed it
@@ -181,6 +188,12 @@ class ServerKind(Placement):
     def drop_files(self, files: Path | None) -> None:
         return None
 
+    def reuse_key(self) -> str | None:
+        return None
+
+    def files_whole(self, files: Path) -> bool:
+        return True
+
     def filled(self, port: int, files: Path | None, client: Target | None = None) -> Any:
         return None
 
@@ -213,11 +226,13 @@ class ServerKind(Placement):
         if (whole := self.whole_trial(target, backing)) is not None:
             return whole
         side = self.side(target)
-        files = self.own_files(target)
+        files, was_kept = self.files_for(target)
         try:
-            return self._trial(target, side, backing, files)
+            result = self._trial(target, side, backing, files)
         finally:
-            self.drop_files(files)
+            self.release_files(files)
+        note_files(result, files, was_kept)
+        return result
 
     def _trial(self, target: Target, side: ServerSide, backing: str,
                files: Path | None) -> WorkloadResult:
@@ -266,13 +281,13 @@ class ServerKind(Placement):
         """This arm's server up, not yet filled: request-level trials launch every arm's,
         then fill them all at once (hugelab.workloads.requests.start_all)."""
         self.admit(backing)
-        files = self.own_files(None)
+        files, was_kept = self.files_for(None)
         try:
             handle = self.launch(self.local(None), self.argv_for(None, files, False), files)
         except BaseException:
-            self.drop_files(files)
+            self.release_files(files)
             raise
-        return Running(handle, files)
+        return Running(handle, files, files_kept=was_kept)
 
     def fill(self, srv: Running) -> None:
         srv.loaded = self.filled(srv.port, srv.files)
@@ -281,7 +296,7 @@ class ServerKind(Placement):
         try:
             srv.handle.stop()
         finally:
-            self.drop_files(srv.files)
+            self.release_files(srv.files)
 
     def server_pid(self, srv: Running) -> int:
         return int(srv.handle.proc.pid)  # type: ignore[attr-defined]
@@ -315,4 +330,30 @@ class ServerKind(Placement):
                 result.evidence["tree"] = server_tree(self.tool, memory)
         self.served(result, srv)
         self.describe(result, backing)
+        note_files(result, srv.files, srv.files_kept)
         return result
+
+    # -- its private directory, kept for the run's next server where its load only reads ---------
+    def files_for(self, target: Target | None) -> tuple[Path | None, bool]:
+        """(its private directory, whether kept from an earlier trial of this run): one the
+        run kept under its reuse_key (on this host only), else own_files'."""
+        key = self.reuse_key() if target is None or place_of(target) is Place.NATIVE else None
+        if key is not None and (path := filepool.take(key)) is not None:
+            return path, True
+        return self.own_files(target), False
+
+    def release_files(self, files: Path | None) -> None:
+        """Its directory, its server stopped: kept for the run's next server when the kind
+        reuses it and it is whole (files_whole), else dropped."""
+        key = self.reuse_key() if files is not None else None
+        if key is not None and files is not None and self.files_whole(files) and \
+                filepool.give(key, files, self.drop_files):
+            return
+        self.drop_files(files)
+
+
+def note_files(result: WorkloadResult, files: Path | None, was_kept: bool) -> None:
+    """Whether the trial's server ran on a fresh copy of its files or on one an earlier trial
+    of the run left whole (info["server_files"]); nothing for a server without files."""
+    if files is not None:
+        result.info["server_files"] = "kept" if was_kept else "fresh"

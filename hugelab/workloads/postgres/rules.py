@@ -106,3 +106,11 @@ def hugetlb_bytes(w: Any, unbuilt: Callable[[], bool]) -> int:
     if unbuilt():
         return -(-server.shared_estimate(settings) // page) * page
     return max(int(w.ask("shared_memory_size_in_huge_pages")), 0) * page
+
+
+def keeps_cluster(builtin: str, script: str | None, fresh_copy: bool) -> bool:
+    """Whether a stopped server's cluster serves the run's next server (hugelab.workloads.
+    filepool) rather than a fresh copy per trial: pgbench's select-only, which only reads it,
+    unless `fresh_copy` asks for one (pure). A script that may write (tpcb-like, simple-update,
+    the user's own) gets a fresh copy."""
+    return script is None and builtin == "select-only" and not fresh_copy

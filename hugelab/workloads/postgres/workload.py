@@ -8,6 +8,7 @@
     threads = 2
     duration_s = 10             # pgbench -T (or transactions = N per client: -t)
     prewarm = true              # shared buffers filled by pg_prewarm before the load (prewarm.py)
+    fresh_copy = false          # select-only keeps a stopped server's cluster for the next one
 
     [[arms]]
     name = "on"
@@ -93,6 +94,9 @@ class Postgres(ServerKind):
                                                    "windows of this many instead"))
     warm_ops: int = key(5, warm_ops("transactions"))
     prewarm: bool = key(True, "pg_prewarm fills shared buffers before the load")  # prewarm.py
+    fresh_copy: bool = key(False, "a fresh copy of the cluster for every server even where "
+                           "the load only reads it (select-only keeps a stopped server's "
+                           "copy for the run's next)")
     bindir: str | None = key(None, "the directory of postgres, initdb and pgbench (none: "
                              "Debian's newest)")
     timeout_s: float | None = key(None, timeout("a trial", "120 s + 3 x the load"))
@@ -193,6 +197,20 @@ class Postgres(ServerKind):
     def guest_build(self) -> LayerBuild | None:
         """Its cluster in a user's domain, made and filled once (indomain.guest_build)."""
         return indomain.guest_build(self)
+
+    def reuse_key(self) -> str | None:
+        """Its cluster kept for the run's next server where its load only reads it (pgbench's
+        select-only): what differs between fresh servers is where their memory lands, and a
+        copy costs 0.6-1.0 s a scale-5 server, 2-9 s a scale-100 one. None: a fresh copy per
+        trial (a script that writes, or the user's own script)."""
+        if rules.keeps_cluster(self.builtin, self.script, self.fresh_copy) and \
+                not self.domain_arm:
+            return f"postgres:{self.bindir}:{self.datadir}:{self.dump}:{self.scale}"
+        return None
+
+    def files_whole(self, files: Path) -> bool:
+        """Its postmaster stopped cleanly: no postmaster.pid left behind."""
+        return not (cluster.ClusterDir(files).data / "postmaster.pid").exists()
 
     def drop_files(self, files: Path | None) -> None:
         if files is not None:
