@@ -5,10 +5,11 @@ from a fresh copy of that data per trial: what differs between fresh servers is 
 memory lands, not their files. Copying is not free (a scale-5 cluster 0.6-1.0 s a server, a
 scale-100 one 2-9 s; docs/benchmarks.md), so a run keeps each stopped server's directory,
 cleanly stopped, for the next server of the same kind and source. Inside `kept()` (a run's
-trials: hugelab.runner.spine) `give` keeps a directory and `take` hands one out, last kept
-first (a `kept()` inside another shares it); outside it nothing is kept, `give` says so and the caller drops the directory as
-before. When `kept()` ends, each directory still kept is dropped by the function given with
-it; a killed run's directories are owned ones (hugelab.owned), swept at the next start.
+trials: hugelab.runner.spine; a `kept()` inside another shares it) `give` keeps a directory
+and `take` hands one out, last kept first; outside it nothing is kept, `give` says so and the
+caller drops the directory as before. When `kept()` ends, each directory still kept is
+dropped by the function given with it; a killed run's directories are owned ones
+(hugelab.owned), swept at the next start.
 
 Standard library only.
 """

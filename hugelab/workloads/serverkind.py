@@ -346,10 +346,9 @@ class ServerKind(Placement):
         """Its directory, its server stopped: kept for the run's next server when the kind
         reuses it and it is whole (files_whole), else dropped."""
         key = self.reuse_key() if files is not None else None
-        if key is not None and files is not None and self.files_whole(files) and \
-                filepool.give(key, files, self.drop_files):
-            return
-        self.drop_files(files)
+        if key is None or files is None or not self.files_whole(files) or \
+                not filepool.give(key, files, self.drop_files):
+            self.drop_files(files)
 
 
 def note_files(result: WorkloadResult, files: Path | None, was_kept: bool) -> None:
