@@ -23,7 +23,8 @@ untimed transactions per client at each window's start), and mode `cN` (`c2`) th
 example with K server instances of every arm (each [[arms]] table copied as NAME-2 ... NAME-K;
 bench/instances_floor.py pools them), and mode `fresh` the example with `fresh_copy = true`
 (PostgreSQL: a fresh copy of the cluster for every server, as before a stopped server's copy
-was kept for the next). `--modes` picks two or more, each seed's
+was kept for the next), and mode `dN` (`d3`) the example with `duration_s = N` (seconds of
+load a trial) instead of its own. `--modes` picks two or more, each seed's
 order rotated.
 `aa_floor.py` pools the stores per mode and kind (the part of the name before the first `-`):
 the twin's between-trial SD, its within-trial SE and the instance part. Each run takes the host
@@ -127,6 +128,10 @@ def one(example: str, source: str, seed: int, mode: str, blocks: int, out: Path)
         text, n = re.subn(r"(?m)^clients = \d+", f"clients = {int(mode[1:])}", text)
         if n != 1:
             raise SystemExit(f"{example}: expected one clients line")
+    if mode.startswith("d"):
+        text, n = re.subn(r"(?m)^duration_s = \d+", f"duration_s = {int(mode[1:])}", text)
+        if n != 1:
+            raise SystemExit(f"{example}: expected one duration_s line")
     store = out / f"{mode}_{kind}-{seed}.db"
     store.unlink(missing_ok=True)
     run, minutes = run_copy(text, out, ["--blocks", str(blocks), "--store", str(store)],
@@ -140,14 +145,14 @@ def one(example: str, source: str, seed: int, mode: str, blocks: int, out: Path)
     print(f"{store.name}: {minutes:.2f} min; {twin_line(store)}", flush=True)
 
 
-MODE = r"quiet|sampled|noaslr|fresh|(k[2-9])?w[1-9]\d*(g\d+)?|k[2-9]|c[1-9]\d*"
+MODE = r"quiet|sampled|noaslr|fresh|(k[2-9])?w[1-9]\d*(g\d+)?|k[2-9]|c[1-9]\d*|d[1-9]\d*"
 
 
 def modes_of(text: str) -> list[str]:
     modes = text.split(",")
     if len(modes) < 2 or len(set(modes)) != len(modes) or \
             not all(re.fullmatch(MODE, m) for m in modes):
-        raise SystemExit("--modes: two or more of quiet, sampled, noaslr, fresh, [kK]wN[gM], kK, cN, "
+        raise SystemExit("--modes: two or more of quiet, sampled, noaslr, fresh, [kK]wN[gM], kK, cN, dN, "
                          f"got {text!r}")
     return modes
 

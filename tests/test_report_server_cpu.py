@@ -36,6 +36,9 @@ def test_the_server_effect_sits_beside_the_round_trip(result):
     assert e.round_trip_effect_pct == pytest.approx(3, abs=0.5)
     assert e.round_trip_effect_pct == result.comparisons[0].effect_pct
     assert e.client_cpu_share == pytest.approx(0.45)
+    assert e.settled_pairs == 10 and e.settled_effect_pct == pytest.approx(2, abs=0.2)
+    assert e.settled_ci_low_pct is not None and e.settled_ci_high_pct is not None
+    assert e.settled_ci_low_pct < e.settled_effect_pct < e.settled_ci_high_pct < 2.5
     assert e.candidate_us_per_op is not None and e.baseline_us_per_op is not None
     assert e.candidate_us_per_op / e.baseline_us_per_op == pytest.approx(0.9, abs=0.05)
     assert [(d.series, d.trials, d.median_cpu_s) for d in sc.thp_daemons] == \
@@ -47,7 +50,8 @@ def test_the_json_carries_the_section(result):
     assert {"holm_family", "better", "entries", "thp_daemons", "method"} <= set(j)
     assert {"comparison", "pairs", "baseline_us_per_op", "candidate_us_per_op",
             "client_cpu_share", "round_trip_metric", "round_trip_effect_pct",
-            "round_trip_ci_low_pct", "round_trip_ci_high_pct", "verdict", "effect_pct",
+            "round_trip_ci_low_pct", "round_trip_ci_high_pct", "settled_effect_pct",
+            "settled_ci_low_pct", "settled_ci_high_pct", "settled_pairs", "verdict", "effect_pct",
             "ci_low_pct", "ci_high_pct", "p_adjusted"} <= set(j["entries"][0])
 
 
@@ -56,7 +60,9 @@ def test_every_renderer_shows_the_table_after_tail_latency(result):
     assert keys.index("server_cpu") == keys.index("tail_latency") + 1
     t = next(t for t in runtables.all_tables(result) if t.key == "server_cpu")
     (row,) = t.rows
-    assert row[0] == "on vs off" and row[2] == "faster" and row[6] == "0.45" and row[7] == "10"
+    assert row[0] == "on vs off" and row[2] == "faster" and row[7] == "0.45" and row[8] == "10"
+    assert row[4].startswith("+2.0% [+1.")
+    assert any("after 1st s" in n and "fault in its shared buffers" in n for n in t.notes)
     assert float(row[1].split("%")[0]) == pytest.approx(-10, abs=0.5)
     assert float(row[3].split("%")[0]) == pytest.approx(3, abs=0.5)
     assert any("dilutes" in n for n in t.notes)

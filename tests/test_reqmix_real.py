@@ -4,6 +4,7 @@ statistics), and its HTTP bodies read by length and by chunks from a server here
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import threading
@@ -108,6 +109,11 @@ def test_same_seed_same_order_and_window_ms(binary: Path, two_redis: list[int]) 
                                         windows=40, duration_s=None, seed=3))
         orders.append([w.arm for w in r.windows])
         assert all(w.ns >= 2_000_000 and w.ops > 0 for w in r.windows)
+        # each window's start: after the one before it has ended (the clients in lockstep),
+        # the last one's end within the client's own wall time
+        assert all(b.t_ns >= a.t_ns + a.ns for a, b in itertools.pairwise(r.windows))
+        assert 0 <= r.windows[0].t_ns < 2_000_000
+        assert r.windows[-1].t_ns + r.windows[-1].ns <= r.wall_ns
     assert orders[0] == orders[1]
     # two arms' balanced blocks (ABBA, BAAB once each per two blocks) leave 32 orders for 10
     # blocks: seed 4 draws seed 3's; seed 5 does not

@@ -124,6 +124,29 @@ def test_the_reference_need_not_be_the_first_arm():
     assert "window_hl_log_ratio" not in m[2]
 
 
+def test_the_settled_effect_leaves_out_the_blocks_of_the_trials_first_second():
+    # arm 1 is 20% slower while the blocks start within the first second (each window 10 ms,
+    # so blocks 0-49) and 5% faster after: the trial's effect mixes both, its settled one is
+    # the second alone, counted by the blocks' own start times
+    rates = [[10_000.0, 10_000.0 * (0.8 if b < 50 else 1.05)] for b in range(80)]
+    res = parse_output(report(rates, timed=True))
+    starts = {w.block: w.t_ns for w in res.windows if w.pos == 0}
+    late = sorted(b for b, t in starts.items() if t >= 1_000_000_000)
+    m = arm_metrics(res, 1)
+    assert m["settled_blocks"] == len(late) and 25 <= len(late) <= 35
+    assert m["settled_hl_log_ratio"] == pytest.approx(math.log(1.05), abs=1e-6)
+    assert m["window_hl_log_ratio"] < math.log(0.95)
+    assert "settled_hl_log_ratio" not in arm_metrics(res, 0)
+
+
+def test_no_settled_effect_without_window_times_or_with_too_few_blocks_after_a_second():
+    assert "settled_hl_log_ratio" not in arm_metrics(
+        parse_output(report([[10_000.0, 10_500.0]] * 80)), 1)  # an older client's report
+    few = parse_output(report([[100.0, 105.0]] * 6, timed=True))  # each block 2 s long
+    assert 1 <= len({w.block for w in few.windows if w.pos == 0 and w.t_ns >= 1e9}) < 6
+    assert "settled_hl_log_ratio" not in arm_metrics(few, 1)
+
+
 def test_only_a_server_kind_with_window_ops_asks_for_requests():
     from hugelab.workloads.redis import RedisBenchmark
     assert wants_requests(RedisBenchmark(window_ops=200))

@@ -51,12 +51,14 @@ class SeriesDetails:
 @dataclass
 class ServerCpuData:
     """What request-level trials measure beside the client's windows (ok trials carrying
-    `server_cpu_us_per_op`): per (block, series) the server's own CPU µs per operation and the
-    client's CPU share; per series each trial's CPU seconds of khugepaged and kcompactd."""
+    `server_cpu_us_per_op`): per (block, series) the server's own CPU µs per operation, the
+    client's CPU share and the effect after the trial's first second; per series each trial's CPU seconds of khugepaged and kcompactd."""
 
     us_per_op: dict[tuple[int, int], float] = field(default_factory=dict)
     client_share: dict[tuple[int, int], float] = field(default_factory=dict)
     daemons: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    # each trial's effect against its trial's reference arm after the first second
+    settled: dict[tuple[int, int], float] = field(default_factory=dict)
 
 
 @dataclass
@@ -295,6 +297,8 @@ def read_server_cpu(store: SqlStore, data: RunData, run_id: int) -> ServerCpuDat
         out.us_per_op[(int(block), i)] = float(m[SERVER_CPU])
         if _finite(share := m.get("client_cpu_share")):
             out.client_share[(int(block), i)] = float(share)
+        if _finite(late := m.get("settled_hl_log_ratio")):
+            out.settled[(int(block), i)] = float(late)
         for name, s in _json_dict(cpu).items():
             if _finite(s):
                 out.daemons.setdefault(i, {}).setdefault(str(name), []).append(float(s))

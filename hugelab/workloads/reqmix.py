@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from hugelab.errors import HugelabError
 from hugelab.stats.windows import WindowEffect, window_effect
 
 PG_BUILTINS = ("select-only", "simple-update", "tpcb-like")
+SETTLE_NS = 1_000_000_000  # a trial's first second: its new connections' first touches
 
 
 class ReqmixOutputError(HugelabError):
@@ -132,7 +133,8 @@ def reqmix_argv(binary: Path | str, settings: ReqmixSettings) -> list[str]:
 
 @dataclass(frozen=True)
 class Window:
-    """One window: its arm, block and position in the block, timed ops, wall and CPU ns."""
+    """One window: its arm, block and position in the block, timed ops, wall and CPU ns, and
+    when it started after the client's windows began (-1: a report without it)."""
 
     arm: int
     block: int
@@ -140,6 +142,7 @@ class Window:
     ops: int
     ns: int
     cpu_ns: int
+    t_ns: int = -1
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,19 @@ class ReqmixResult:
         return ([x.arm for x in w], [x.block for x in w], [x.ops for x in w],
                 [x.ns for x in w])
 
+    def settled(self, after_ns: int = SETTLE_NS) -> tuple[list[int], list[int], list[int],
+                                                          list[int]]:
+        """columns() of the blocks whose every window started `after_ns` or later: a trial
+        without its first second, where each server's new connections first touch its memory
+        (a 4 KiB server's backends fault in its shared buffers; docs/benchmarks.md). Empty
+        where the report has no window times."""
+        first: dict[int, int] = {}
+        for x in self.windows:
+            first[x.block] = min(first.get(x.block, x.t_ns), x.t_ns)
+        w = [x for x in self.windows if first[x.block] >= after_ns]
+        return ([x.arm for x in w], [x.block for x in w], [x.ops for x in w],
+                [x.ns for x in w])
+
     def client_cpu_share(self, arm: int | None = None) -> float:
         """The client's CPU time over the windows' wall time (all arms, or one): its
         share of each window (summed over its client threads, so up to `clients`)."""
@@ -194,10 +210,11 @@ class ReqmixResult:
 
 def _build(cls: type, raw: Mapping[str, Any]) -> Any:
     names = [f.name for f in fields(cls)]
-    missing = [n for n in names if n not in raw]
+    required = [f.name for f in fields(cls) if f.default is MISSING]
+    missing = [n for n in required if n not in raw]
     if missing:
         raise ReqmixOutputError(f"hugelab-reqmix output lacks {', '.join(missing)}")
-    return cls(**{n: raw[n] for n in names})
+    return cls(**{n: raw[n] for n in names if n in raw})
 
 
 def parse_output(text: str) -> ReqmixResult:

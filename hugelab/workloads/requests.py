@@ -56,6 +56,7 @@ from hugelab.workloads.servercpu import (
 from hugelab.workloads.toolrun import check_exit
 
 DEFAULT_WINDOW_OPS = 200  # a fallback: request-level trials run only with window_ops set
+SETTLED_MIN_BLOCKS = 6  # blocks after the first second for a trial's settled effect
 
 
 class Startable(Protocol):
@@ -116,8 +117,19 @@ def arm_metrics(result: ReqmixResult, arm: int, reference: int = 0) -> dict[str,
         out.update({"window_effect_pct": mid, "window_effect_lo_pct": lo,
                     "window_effect_hi_pct": hi, "block_sd_pct": 100.0 * e.block_sd,
                     "window_log_ratio": e.log_ratio, "window_se_log": e.se,
-                    **robust_effects(block_log_ratios(*result.columns(), arm, reference))})
+                    **robust_effects(block_log_ratios(*result.columns(), arm, reference)),
+                    **settled_effect(result, arm, reference)})
     return out
+
+
+def settled_effect(result: ReqmixResult, arm: int, reference: int) -> dict[str, float]:
+    """The Hodges-Lehmann shift of the paired per-block log-ratios over the blocks after the
+    trial's first second (`settled_hl_log_ratio`, with `settled_blocks`), where that leaves
+    SETTLED_MIN_BLOCKS or more (pure): the trial's effect without its new connections' start."""
+    d = block_log_ratios(*result.settled(), arm, reference)
+    if d.size < SETTLED_MIN_BLOCKS:
+        return {}
+    return {"settled_hl_log_ratio": hl_shift(d), "settled_blocks": float(d.size)}
 
 
 def robust_effects(d: np.ndarray) -> dict[str, float]:

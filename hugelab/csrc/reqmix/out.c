@@ -17,9 +17,10 @@ static void window_json(rm_run *r, long w, FILE *f)
         end = s->end > end ? s->end : end;
     }
     fprintf(f, "%s\n{\"arm\":%d,\"block\":%ld,\"pos\":%d,\"ops\":%llu,\"ns\":%llu,"
-            "\"cpu_ns\":%llu}", w ? "," : "", m->arm, m->block, m->pos,
+            "\"cpu_ns\":%llu,\"t_ns\":%llu}", w ? "," : "", m->arm, m->block, m->pos,
             (unsigned long long)ops, (unsigned long long)(end - start),
-            (unsigned long long)cpu);
+            (unsigned long long)cpu,
+            (unsigned long long)(start >= r->t_begin ? start - r->t_begin : 0));
 }
 
 /* The value at quantile q of a histogram of n samples. */

@@ -124,6 +124,12 @@ class _ServerCpuPair(Model):
     round_trip_effect_pct: float | None
     round_trip_ci_low_pct: float | None
     round_trip_ci_high_pct: float | None
+    # the round trip's effect after each trial's first second (its trials'
+    # `settled_hl_log_ratio`): Hodges-Lehmann over the pairs that have it, its interval
+    settled_effect_pct: float | None
+    settled_ci_low_pct: float | None
+    settled_ci_high_pct: float | None
+    settled_pairs: int
 
 
 @dataclass

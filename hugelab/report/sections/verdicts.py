@@ -86,8 +86,17 @@ def _daemon_note(ds: list[DaemonCpu]) -> list[str]:
 def _server_row(result: Result, e: ServerCpuEntry) -> list[str]:
     trip = next((c for c in result.comparisons if c.name == e.comparison), None)
     return [e.comparison, effect(e), verdict_text(e), "-" if trip is None else effect(trip),
-            num(e.baseline_us_per_op, ".3g"), num(e.candidate_us_per_op, ".3g"),
+            settled_text(e), num(e.baseline_us_per_op, ".3g"), num(e.candidate_us_per_op, ".3g"),
             num(e.client_cpu_share, ".2f"), f"{e.n_units:,}"]
+
+
+def settled_text(e: ServerCpuEntry) -> str:
+    """'+4.6% [+3.9, +5.3]' for the round trip after each trial's first second, '-' without."""
+    if e.settled_effect_pct is None or e.settled_ci_low_pct is None \
+            or e.settled_ci_high_pct is None:
+        return "-"
+    return (f"{e.settled_effect_pct:+.1f}% [{e.settled_ci_low_pct:+.1f}, "
+            f"{e.settled_ci_high_pct:+.1f}]")
 
 
 def _server_notes(metric: str, conf: float) -> list[str]:
@@ -99,6 +108,11 @@ def _server_notes(metric: str, conf: float) -> list[str]:
         "in the verdicts), which also holds the client and the network stack: a server effect "
         "larger than the round trip's means the client dilutes it (a rate's +x% is a time per "
         "operation of 1/(1+x) - 1)",
+        "after 1st s: the round trip's effect over each trial's blocks after its first second, "
+        "with its interval: a trial's new connections first touch the server's memory then (a "
+        "4 KiB server's backends fault in its shared buffers), which a long-lived connection "
+        "pays once; where it differs little, the first touches go on all trial long (a large "
+        "buffer pool) or cost little",
         "baseline/candidate µs: server CPU µs per operation, medians over the pairs' trials; "
         "client CPU: the client's CPU time over its windows' wall time (summed over its "
         "threads), median over both arms' trials"]
@@ -115,8 +129,8 @@ def server_cpu(result: Result) -> list[Table]:
     t = Table("server_cpu", "Server CPU per operation (request-level trials; lower is better; "
               f"Holm across {sc.holm_family} comparison(s))",
               ["comparison", ci_column(result.options.alpha, "server CPU/op"), "verdict", "round trip",
-               "baseline µs", "candidate µs", "client CPU", "n"],
-              [_server_row(result, e) for e in sc.entries], right={1, 3, 4, 5, 6, 7})
+               "after 1st s", "baseline µs", "candidate µs", "client CPU", "n"],
+              [_server_row(result, e) for e in sc.entries], right={1, 3, 4, 5, 6, 7, 8})
     t.notes += _server_notes(metric, conf) + _daemon_note(sc.thp_daemons)
     t.notes += no_interval_note(sc.entries)
     return [t]
