@@ -6,6 +6,7 @@ has no such section (the paired method itself is validated in tests/test_stats_p
 from __future__ import annotations
 
 import io
+import math
 
 import pytest
 from rich.console import Console
@@ -13,7 +14,8 @@ from rich.console import Console
 from hugelab.report import html, markdown, runtables, text
 from hugelab.report.analysis import analyse
 from hugelab.report.model.result import Result
-from hugelab.report.runload import load_run
+from hugelab.report.runload import ServerCpuData, load_run
+from hugelab.report.servercpu import settled
 from hugelab.store import Store
 from tests.helpers import DAEMONS, requests_run
 
@@ -87,3 +89,20 @@ def test_a_run_without_the_metric_has_no_section(tmp_path):
     assert data.server_cpu is None and result.server_cpu is None
     assert result.to_json()["server_cpu"] is None
     assert "server_cpu" not in [t.key for t in runtables.all_tables(result)]
+
+
+def test_the_settled_effect_against_a_baseline_that_is_not_the_trials_reference():
+    # series 0 the trials' reference (it records no settled effect), 1 and 2 against it:
+    # 2 vs 1 is their difference per block; a block where 1 has none is left out, not read
+    # as the reference's zero
+    sc = ServerCpuData()
+    for b in range(8):
+        sc.settled[(b, 2)] = math.log(1.06)
+        if b != 3:
+            sc.settled[(b, 1)] = math.log(1.02)
+    blocks = list(range(8))
+    mid, lo, hi, n = settled(sc, blocks, (0, 2), 0.05)
+    assert n == 8 and mid == pytest.approx(6.0) and lo == pytest.approx(6.0)
+    mid, lo, hi, n = settled(sc, blocks, (1, 2), 0.05)
+    assert n == 7 and mid == pytest.approx(100 * (1.06 / 1.02 - 1))
+    assert settled(sc, blocks[:5], (1, 2), 0.05) == (None, None, None, 4)

@@ -52,7 +52,8 @@ class SeriesDetails:
 class ServerCpuData:
     """What request-level trials measure beside the client's windows (ok trials carrying
     `server_cpu_us_per_op`): per (block, series) the server's own CPU µs per operation, the
-    client's CPU share and the effect after the trial's first second; per series each trial's CPU seconds of khugepaged and kcompactd."""
+    client's CPU share and the effect after the trial's first second; per series each trial's
+    CPU seconds of khugepaged and kcompactd."""
 
     us_per_op: dict[tuple[int, int], float] = field(default_factory=dict)
     client_share: dict[tuple[int, int], float] = field(default_factory=dict)

@@ -7,8 +7,9 @@ primary metric (lower is better), and all of them are Holm-adjusted as one famil
 its comparison's round-trip (primary) effect: a server effect larger than the round trip's is
 the client diluting it. Beside both, the round trip's effect after each trial's first second
 (`settled_hl_log_ratio`): new connections first touch a server's memory then (a 4 KiB
-server's backends fault in its shared buffers), which a long-lived connection pays once. khugepaged's and kcompactd's CPU over the trials (huge pages'
-background work, in no server's tree) is given as a median per trial and series."""
+server's backends fault in its shared buffers), which a long-lived connection pays once.
+khugepaged's and kcompactd's CPU over the trials (huge pages' background work, in no server's
+tree) is given as a median per trial and series."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ def settled(sc: ServerCpuData, blocks: list[int], ij: tuple[int, int], alpha: fl
     reference arm, which records none), their Hodges-Lehmann shift and signed-rank 1-alpha
     interval in % (pure; None where fewer than MIN_PAIRS blocks have it)."""
     i, j = ij
-    d = [sc.settled[(b, j)] - sc.settled.get((b, i), 0.0) for b in blocks if (b, j) in sc.settled]
+    reference = not any(k[1] == i for k in sc.settled)  # the baseline records none anywhere
+    d = [sc.settled[(b, j)] - (0.0 if reference else sc.settled[(b, i)]) for b in blocks
+         if (b, j) in sc.settled and (reference or (b, i) in sc.settled)]
     if len(d) < MIN_PAIRS:
         return None, None, None, len(d)
     hl, lo, hi, _m = hl_and_interval(np.asarray(d)[None, :], alpha)

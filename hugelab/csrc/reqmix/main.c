@@ -4,7 +4,8 @@
  *       --clients 1 --window-ops 50 --warm-ops 5 --duration-s 10 --seed 7 --preload
  *
  * prints one JSON object: every window (arm, block, position in the block, timed ops, ns,
- * the client's CPU ns, when it started after the first), per-arm latency percentiles and op totals, and the client's rusage. */
+ * the client's CPU ns, when it started after the client began its windows), per-arm latency
+ * percentiles and op totals, and the client's rusage. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
