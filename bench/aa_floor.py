@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from scipy import stats
 
 ESTIMATORS = {"hl": ("window_hl_log_ratio", "window_hl_se_log"),
@@ -72,7 +73,30 @@ def one_store(store: Path) -> dict[str, Any]:
         if len(have) < 3:
             raise SystemExit(f"{store}: fewer than 3 trials of {twin} carry {eff}")
         out[name] = split([m[eff] for m in have], [m[se] for m in have])
+        out[name]["pairs"] = [(m[eff], m[se]) for m in have]
     return out
+
+
+def weighting(runs: list[dict[str, Any]], name: str) -> dict[str, float]:
+    """Whether a trial's own SE says how far its effect strays (pooled over runs): the slope of
+    each trial's squared deviation from its run's median on its squared SE (1: the SE is
+    calibrated; the intercept is the instance variance), and by how much inverse-variance
+    weights 1/v, v the fitted line at the trial's SE^2, would cut the variance of a run's mean
+    against equal weights (the mean over runs of mean(v) x mean(1/v), true where the line is):
+    a candidate, not what hugelab's tests do."""
+    x, y, gains = [], [], []
+    for r in runs:
+        d = np.array([e for e, _s in r[name]["pairs"]])
+        se2 = np.array([s * s for _e, s in r[name]["pairs"]])
+        x += list(se2)
+        y += list((d - np.median(d)) ** 2)
+    fit = np.polyfit(np.array(x), np.array(y), 1)
+    tau2, slope = max(float(fit[1]), 0.0), max(float(fit[0]), 0.0)
+    for r in runs:
+        v = tau2 + slope * np.array([s * s for _e, s in r[name]["pairs"]])
+        gains.append(float(np.mean(v) * np.mean(1 / v)))
+    return {"se_slope": float(fit[0]), "tau": 100 * math.sqrt(tau2),
+            "variance_gain": float(np.mean(gains)), "gain_max": max(gains)}
 
 
 def pooled(runs: list[dict[str, Any]], name: str) -> dict[str, float]:
@@ -105,7 +129,8 @@ def main() -> int:
     for r in runs:
         kinds.setdefault(kind_of(Path(r["store"])), []).append(r)
     result = {"runs": runs, "pooled": {k: {e: pooled(v, e) for e in ESTIMATORS}
-                                      for k, v in kinds.items()}}
+                                      for k, v in kinds.items()},
+              "weighting": {k: weighting(v, "hl") for k, v in kinds.items()}}
     if args.json:
         json.dump(result, sys.stdout, indent=1)
         print()
@@ -127,6 +152,11 @@ def main() -> int:
                   f"predicted SD with 1/2/3 instances per arm: "
                   f"{p['sd_with_1_instances']:.2f}/{p['sd_with_2_instances']:.2f}/"
                   f"{p['sd_with_3_instances']:.2f}")
+    for k, v in kinds.items():
+        w = weighting(v, "hl")
+        print(f"weights {k} (hl): a trial's deviation on its SE^2, slope {w['se_slope']:.2f}, "
+              f"instance SD {w['tau']:.2f}; weights 1/(instance^2 + slope SE^2) would divide a mean's "
+              f"variance by {w['variance_gain']:.2f} (at most {w['gain_max']:.2f} in a run)")
     return 0
 
 
