@@ -13,6 +13,7 @@ from rich.console import Console
 
 from hugelab.report import html, markdown, runtables, text
 from hugelab.report.analysis import analyse
+from hugelab.report.answer import settled_apart
 from hugelab.report.model.result import Result
 from hugelab.report.runload import ServerCpuData, load_run
 from hugelab.report.servercpu import settled
@@ -106,3 +107,17 @@ def test_the_settled_effect_against_a_baseline_that_is_not_the_trials_reference(
     mid, lo, hi, n = settled(sc, blocks, (1, 2), 0.05)
     assert n == 7 and mid == pytest.approx(100 * (1.06 / 1.02 - 1))
     assert settled(sc, blocks[:5], (1, 2), 0.05) == (None, None, None, 4)
+
+
+def test_the_answer_says_the_settled_effect_where_the_round_trip_lies_outside_it(result):
+    # the helper's round trip is +3%, its effect after each trial's first second +2%: the
+    # answer names both; where the round trip falls inside the settled interval it does not
+    (line,) = [a.text for a in result.answer.answers if a.subject == "on vs off"]
+    assert line.startswith("on vs off: +3.") and "after each trial's first second +2.0% [" in line
+    (e,) = result.server_cpu.entries
+    assert settled_apart(result) == {"on vs off": line.split("; ")[-1].rstrip(".")}
+    trip, e.round_trip_effect_pct = e.round_trip_effect_pct, e.settled_effect_pct
+    try:
+        assert settled_apart(result) == {}
+    finally:
+        e.round_trip_effect_pct = trip

@@ -113,11 +113,29 @@ class Findings:
     warnings: list[str]
     series: list[str]
     costs: Costs | None = None  # what each arm costs (the trade the answer states)
+    # comparison -> its round trip after each trial's first second, where that differs
+    settled: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: Result) -> Findings:
         return cls(result.comparisons, result.factorial, result.warnings,
-                   [s.name for s in result.series], result.costs)
+                   [s.name for s in result.series], result.costs, settled_apart(result))
+
+
+def settled_apart(result: Result) -> dict[str, str]:
+    """Per request-level comparison whose round-trip estimate lies outside the interval of
+    its effect after each trial's first second: 'after each trial's first second +5.2% [+4.2,
+    +7.3]' (the trials' new connections' first touches are a part of the round trip; the
+    report's "after 1st s")."""
+    out = {}
+    for e in result.server_cpu.entries if result.server_cpu else []:
+        lo, hi, mid = e.settled_ci_low_pct, e.settled_ci_high_pct, e.settled_effect_pct
+        trip = e.round_trip_effect_pct
+        if lo is not None and hi is not None and mid is not None and trip is not None \
+                and not lo <= trip <= hi:
+            out[e.comparison] = (f"after each trial's first second {pct(mid)} "
+                                 f"[{lo:+.1f}, {hi:+.1f}]")
+    return out
 
 
 @dataclass
@@ -184,14 +202,16 @@ def free_share(unusable: float) -> str:
     return f"{100 * (1 - unusable):.0f}% of free memory in blocks of order ≥ 9, measured"
 
 
-def comparison(c: Comparison, names: Names, costs: Costs | None = None) -> Answer:
+def comparison(c: Comparison, names: Names, costs: Costs | None = None,
+               settled: dict[str, str] | None = None) -> Answer:
     """'thp vs 4k: -12.3% [-14.1, -10.2], faster.', with the memory trade where the
     candidate's footprint moved beyond the memory margin ('...; memory +310.0 MiB [..]
-    (+12.0%), more.')."""
+    (+12.0%), more.') and the effect after each trial's first second where it differs
+    (`settled`, Findings.settled)."""
     subject = names.pair(c)
-    said = trade.phrase(costs, c.name)
+    said = [x for x in (trade.phrase(costs, c.name), (settled or {}).get(c.name)) if x]
     return Answer(subject, f"{subject}: {interval(c)}, {verdict(c)}"
-                  + (f"; {said}" if said else "") + ".", str(c.verdict),
+                  + "".join(f"; {x}" for x in said) + ".", str(c.verdict),
                   names.scope(c.candidate))
 
 
@@ -289,7 +309,7 @@ def answers(found: Findings) -> list[Answer]:
         inter = interactions(found.factorial)
         return out + ([inter] if inter else [])
     names = Names.of(found.factorial)
-    return [comparison(c, names, found.costs) for c in found.comparisons]
+    return [comparison(c, names, found.costs, found.settled) for c in found.comparisons]
 
 
 def _scoped(found: Findings, names: Names) -> dict[str, list[Comparison]]:
