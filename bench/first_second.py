@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from hugelab.stats.windows import hl_shift
 
 BINS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 LEADS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
@@ -119,12 +119,6 @@ def _blocks(trial: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     return trial["backings"], rows
 
 
-def _hl(d: list[float]) -> float:
-    x = np.asarray(d)
-    i, j = np.triu_indices(x.size)
-    return float(np.median((x[i] + x[j]) / 2))
-
-
 def _bins(trials: list[dict[str, Any]]) -> None:
     """Each backing's window rate by time bin against its own rate after 3 s (medians)."""
     acc: dict[tuple[int, str], list[float]] = {}
@@ -155,7 +149,7 @@ def _shifts(trials: list[dict[str, Any]], pair: str, lead: float, upto: float) -
         i, j = (small[0], backings.index("hugetlb-2M")) if pair == "on" else small[:2]
         d = [r["y"][j] - r["y"][i] for r in rows if lead <= r["t"] < upto]
         if len(d) >= 6:
-            out.append(_hl(d))
+            out.append(hl_shift(d))
     return out
 
 

@@ -32,32 +32,25 @@ from aa_floor import one_store, weighting
 from scipy import stats
 
 from hugelab.stats import run_sequential, sequential_plan
-from hugelab.stats.sequential import SequentialPlan, look_schedule
+from hugelab.stats.sequential import SequentialPlan, look_schedule, replay
 
 ALPHA, MARGIN = 0.005, 0.01
 
 
 def weighted_run(d: np.ndarray, se2: np.ndarray, plan: SequentialPlan
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """The plan replayed with the weighted statistic on rows of d (effects) and se2 (their
-    squared SEs): decision per row and the look it stopped at."""
-    rows = d.shape[0]
-    decision = np.full(rows, "inconclusive", dtype=object)
-    stop = np.full(rows, plan.looks, dtype=float)
-    live = np.ones(rows, dtype=bool)
+    """The plan replayed (hugelab.stats.sequential.replay) with the weighted statistic on
+    rows of d (effects) and se2 (their squared SEs): its t with n-1 df carried to the z scale
+    by its tail probability, so that the plan's bounds apply as they are."""
     delta = math.log1p(plan.margin)
-    looks = zip(plan.look_sizes, plan.bounds, plan.equivalence_bounds, strict=True)
-    for k, (n, c, e) in enumerate(looks, start=1):
+
+    def weighted(n: int, e: float) -> tuple[np.ndarray, np.ndarray]:
         m, sd = random_effects(d[:, :n], se2[:, :n])
-        ct, et = (stats.t.ppf(stats.norm.cdf(b), n - 1) for b in (c, e))
-        hit = live & (np.abs(m / sd) >= ct)
-        decision[hit & (m > 0)] = "faster"
-        decision[hit & (m <= 0)] = "slower"
-        equiv = live & ~hit & ((m + delta) / sd >= et) & ((m - delta) / sd <= -et)
-        decision[equiv] = "equivalent"
-        stop[hit | equiv] = k
-        live &= ~(hit | equiv)
-    return decision, stop
+        et = stats.t.ppf(stats.norm.cdf(e), n - 1)
+        z = stats.norm.ppf(stats.t.cdf(m / sd, n - 1))
+        return z, ((m + delta) / sd >= et) & ((m - delta) / sd <= -et)
+
+    return replay(d.shape[0], plan, weighted)
 
 
 def random_effects(x: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

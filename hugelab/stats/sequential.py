@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -298,18 +298,32 @@ def run_sequential(d: ArrayLike, plan: SequentialPlan) -> tuple[np.ndarray, Floa
     d = np.atleast_2d(np.asarray(d, dtype=float))
     if d.shape[1] < plan.max_blocks:
         raise StatsInputError(f"rows need {plan.max_blocks} values, got {d.shape[1]}")
-    rows = d.shape[0]
-    decision = np.full(rows, "inconclusive", dtype=object)
-    stop = np.full(rows, plan.looks, dtype=float)
-    live = np.ones(rows, dtype=bool)
     delta = math.log1p(plan.margin)
-    looks = zip(plan.look_sizes, plan.bounds, plan.equivalence_bounds, strict=True)
-    for k, (size, c, e) in enumerate(looks, start=1):
+
+    def signed_rank(size: int, e: float) -> tuple[FloatArray, np.ndarray]:
         part = d[:, :size]
-        z = signedrank.z_statistic(part)
         eq = (signedrank.z_statistic(part + delta) >= e) & (
             signedrank.z_statistic(part - delta) <= -e
         )
+        return signedrank.z_statistic(part), eq
+
+    return replay(d.shape[0], plan, signed_rank)
+
+
+def replay(rows: int, plan: SequentialPlan,
+           statistic: Callable[[int, float], tuple[FloatArray, np.ndarray]]
+           ) -> tuple[np.ndarray, FloatArray]:
+    """The plan's looks over `rows` experiments at once: at each look `statistic(blocks,
+    equivalence bound)` gives every row's z and whether its equivalence tests pass; |z| at the
+    efficacy bound stops a row `faster`/`slower`, else a pass stops it `equivalent`. Returns
+    (decision per row, the look each stopped at). run_sequential's, and a simulation's of
+    another statistic (bench/weights_sim.py)."""
+    decision = np.full(rows, "inconclusive", dtype=object)
+    stop = np.full(rows, plan.looks, dtype=float)
+    live = np.ones(rows, dtype=bool)
+    looks = zip(plan.look_sizes, plan.bounds, plan.equivalence_bounds, strict=True)
+    for k, (size, c, e) in enumerate(looks, start=1):
+        z, eq = statistic(size, e)
         good = (z < 0) if plan.better == "lower" else (z > 0)
         hit = live & (np.abs(z) >= c)
         decision[hit & good] = "faster"

@@ -183,9 +183,7 @@ class ReqmixResult:
 
     def columns(self) -> tuple[list[int], list[int], list[int], list[int]]:
         """(arms, blocks, ops, ns) of the windows, for hugelab.stats.windows."""
-        w = self.windows
-        return ([x.arm for x in w], [x.block for x in w], [x.ops for x in w],
-                [x.ns for x in w])
+        return _columns(self.windows)
 
     def settled(self, after_ns: int = SETTLE_NS) -> tuple[list[int], list[int], list[int],
                                                           list[int]]:
@@ -196,9 +194,7 @@ class ReqmixResult:
         first: dict[int, int] = {}
         for x in self.windows:
             first[x.block] = min(first.get(x.block, x.t_ns), x.t_ns)
-        w = [x for x in self.windows if first[x.block] >= after_ns]
-        return ([x.arm for x in w], [x.block for x in w], [x.ops for x in w],
-                [x.ns for x in w])
+        return _columns([x for x in self.windows if first[x.block] >= after_ns])
 
     def client_cpu_share(self, arm: int | None = None) -> float:
         """The client's CPU time over the windows' wall time (all arms, or one): its
@@ -206,6 +202,10 @@ class ReqmixResult:
         sel = [w for w in self.windows if arm is None or w.arm == arm]
         wall = sum(w.ns for w in sel)
         return sum(w.cpu_ns for w in sel) / wall if wall else float("nan")
+
+
+def _columns(w: Sequence[Window]) -> tuple[list[int], list[int], list[int], list[int]]:
+    return ([x.arm for x in w], [x.block for x in w], [x.ops for x in w], [x.ns for x in w])
 
 
 def _build(cls: type, raw: Mapping[str, Any]) -> Any:
