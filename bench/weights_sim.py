@@ -1,6 +1,6 @@
-"""What weighting each trial by its own standard error would buy an A/A verdict (issue 39,
-a candidate; hugelab's tests do not weight): hugelab's signed-rank sequential design against a
-weighted one on the same simulated runs, built from real held-out stores.
+"""What weighting each trial by its own standard error buys an A/A verdict (issue 39): the
+signed-rank sequential design against two weighted ones on the same simulated runs, built from
+real held-out stores.
 
     .venv/bin/python bench/weights_sim.py STORE... [--blocks 41] [--sims 4000] [--seed 1]
 
@@ -14,10 +14,14 @@ Two ways to make a run of `--blocks` A/A trials from them, each a row pair:
   own tails and their own relation to their SEs, nothing fitted.
 Designs, both `--alpha 0.01` over two claims (0.005 each), margin ±1%, hugelab's `auto` looks
 and boundaries (hugelab.stats.sequential) for `--blocks` most blocks, no futility stop:
-- `signed-rank`: hugelab's run_sequential, every trial weighted alike;
-- `weighted`: at each look a random-effects mean with weights 1/(tau^2 + SE^2) (tau^2 by
+- `signed-rank`: run_sequential, every trial weighted alike (hugelab's test where trials carry
+  no SE);
+- `Knapp-Hartung`: at each look a random-effects mean with weights 1/(tau^2 + SE^2) (tau^2 by
   DerSimonian-Laird from the trials so far) and a Knapp-Hartung interval (its variance not
-  below the fixed-effect one), t with n-1 df at the boundaries' own tail probabilities.
+  below the fixed-effect one), t with n-1 df at the boundaries' own tail probabilities (tried,
+  exceeds alpha);
+- `weighted`: hugelab's test where trials carry an SE (hugelab.stats.weighted, run_weighted):
+  the same weights, the self-normalised (sign-flip) z of each tested centre.
 Per row: the false `faster`/`slower` share (α is 0.005), the `equivalent` share, mean blocks.
 """
 
@@ -32,12 +36,12 @@ from aa_floor import one_store, weighting
 from scipy import stats
 
 from hugelab.stats import run_sequential, sequential_plan
-from hugelab.stats.sequential import SequentialPlan, look_schedule, replay
+from hugelab.stats.sequential import SequentialPlan, look_schedule, replay, run_weighted
 
 ALPHA, MARGIN = 0.005, 0.01
 
 
-def weighted_run(d: np.ndarray, se2: np.ndarray, plan: SequentialPlan
+def knapp_hartung(d: np.ndarray, se2: np.ndarray, plan: SequentialPlan
                  ) -> tuple[np.ndarray, np.ndarray]:
     """The plan replayed (hugelab.stats.sequential.replay) with the weighted statistic on
     rows of d (effects) and se2 (their squared SEs): its t with n-1 df carried to the z scale
@@ -107,7 +111,8 @@ def main() -> None:
     for how in ("model", "resampled"):
         d, se2 = simulated(runs, fit, how, args.blocks, args.sims, rng)
         for name, (decision, stop) in (("signed-rank", run_sequential(d, plan)),
-                                       ("weighted", weighted_run(d, se2, plan))):
+                                       ("Knapp-Hartung", knapp_hartung(d, se2, plan)),
+                                       ("weighted", run_weighted(d, np.sqrt(se2), plan))):
             blocks = np.array(plan.look_sizes)[stop.astype(int) - 1]
             wrong = float(np.isin(decision, ("faster", "slower")).mean())
             print(f"| {how} | {name} | {wrong:.4f} | "

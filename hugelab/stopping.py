@@ -38,7 +38,7 @@ import numpy as np
 
 from hugelab.experiment import Experiment
 from hugelab.planning.blockclock import BlockClock
-from hugelab.stats import startslot
+from hugelab.stats import startslot, weighted
 from hugelab.stats.reach import GAMMA, reach
 from hugelab.stats.sequential import (
     SequentialPlan,
@@ -49,21 +49,32 @@ from hugelab.stats.sequential import (
 )
 from hugelab.store import SqlStore
 
+Rows = list[tuple[int, int, str, str, str, float | None]]
+SE_METRIC = "window_hl_se_log"  # a request-level trial's own SE of its log-ratio
 
-def paired_log_ratios(rows: list[tuple[int, int, str, str, str, float | None]], baseline: str,
-                      arm: str, upto_block: int) -> np.ndarray:
+
+def paired_blocks(rows: Rows, baseline: str, arm: str, upto_block: int
+                  ) -> list[tuple[int, float, float]]:
+    """(block, baseline value, arm value) of the blocks before `upto_block` where both have an
+    ok, positive value, in block order: the pairs every look's log-ratios come from."""
     by: dict[int, dict[str, float]] = defaultdict(dict)
     for block, _pos, name, _target, status, value in rows:
         if block < upto_block and status == "ok" and value is not None and value > 0:
             by[block][name] = value
-    pairs = [(v[baseline], v[arm]) for _, v in sorted(by.items()) if baseline in v and arm in v]
+    return [(blk, v[baseline], v[arm]) for blk, v in sorted(by.items())
+            if baseline in v and arm in v]
+
+
+def paired_log_ratios(rows: Rows, baseline: str, arm: str, upto_block: int) -> np.ndarray:
+    pairs = paired_blocks(rows, baseline, arm, upto_block)
     if not pairs:
         return np.empty(0)
-    b, c = np.array(pairs).T
-    return np.log(c / b)
+    _blk, b, c = np.array(pairs).T
+    out: np.ndarray = np.log(c / b)
+    return out
 
 
-def slot_matrices(rows: list[tuple[int, int, str, str, str, float | None]], arms: list[str],
+def slot_matrices(rows: Rows, arms: list[str],
                   upto_block: int) -> tuple[np.ndarray, np.ndarray]:
     """(blocks x arms) log values of ok trials (NaN elsewhere) and positions (start slots of a
     request-interleaved block; -1 where no trial) of the blocks before `upto_block`."""
@@ -103,6 +114,7 @@ class SequentialStopper:
     slot_adjusted: bool = False  # set at the first look: a request-interleaved run
     clock: BlockClock | None = None  # a time budget: the most blocks from their measured time
     cut: dict[str, Any] | None = None  # where the budget ended the plan early
+    weigh_trials: bool = True  # request-level trials weighted by their own SEs (False: ranked)
 
     def __post_init__(self) -> None:
         # every cell against the baseline cell of its scenario (a flat experiment: one baseline)
@@ -158,6 +170,8 @@ class SequentialStopper:
                 any(request_interleaved(t) for t in trials)
         entry: dict[str, Any] = {"look": look, "blocks": blocks_done, "decisions": {}}
         ratios = self._slot_ratios(rows, blocks_done, entry) if self.slot_adjusted else None
+        ses = self.store.trial_metric(run_id, SE_METRIC) \
+            if self.slot_adjusted and self.weigh_trials else {}
         for arm in self.comparisons:
             if arm in self.decided or arm in skipped:
                 continue
@@ -165,8 +179,7 @@ class SequentialStopper:
                 paired_log_ratios(rows, self.exp.baseline_of(arm), arm, blocks_done)
             if d.size < 6:
                 continue
-            dec = sequential_decision(d, look, self.plan).to_dict()
-            dec["effect_pct"] = 100 * math.expm1(float(np.median(d)))
+            dec = self._decide(d, self._trial_ses(ses, rows, arm, blocks_done), look)
             if dec["decision"] in ("continue", "inconclusive"):
                 self._reach(arm, dec, d, look, blocks_done)
             entry["decisions"][arm] = dec
@@ -176,6 +189,35 @@ class SequentialStopper:
             self.decided.setdefault(arm, {"decision": "skipped", "look": look})
         self.history.append(entry)
         return self.done or look == self.plan.looks  # the last: too few pairs end there too
+
+    def _trial_ses(self, ses: dict[tuple[int, str], float], rows: Rows, arm: str,
+                   blocks: int) -> np.ndarray | None:
+        """The arm's trials' own SEs beside its log-ratios, in their blocks' order; None (rank
+        them) unless every pair's trial has one and its windows were timed against this
+        comparison's baseline (the block's reference: the experiment's baseline)."""
+        base = self.exp.baseline_of(arm)
+        if not ses or base != self.exp.baseline:
+            return None
+        found = [ses.get((blk, arm)) for blk, _b, _c in paired_blocks(rows, base, arm, blocks)]
+        if any(s is None or not s > 0 for s in found):
+            return None
+        return np.array(found, dtype=float)
+
+    def _decide(self, d: np.ndarray, se: np.ndarray | None, look: int) -> dict[str, Any]:
+        """One comparison's decision at a look, its effect, and with trials' SEs the weighted
+        reading (its interval at the look's equivalence bound, the instance SD beyond the SEs);
+        `shift_sd` is what the budget's reach forecasts from."""
+        dec = sequential_decision(d, look, self.plan, se=se).to_dict()
+        if se is None:
+            dec.update(statistic="signed-rank", effect_pct=100 * math.expm1(float(np.median(d))))
+            return dec
+        r = weighted.reading(d, se, self.plan.equivalence_bounds[look - 1])
+        dec.update(statistic="weighted", effect_pct=100 * math.expm1(r.estimate),
+                   interval_pct=[100 * math.expm1(r.lo), 100 * math.expm1(r.hi)]
+                   if math.isfinite(r.hi - r.lo) else None,
+                   instance_sd_pct=100 * r.tau, effective_trials=r.effective_n,
+                   shift_sd=[r.estimate, r.unit_sd])
+        return dec
 
     def _fit_budget(self, blocks: int, skipped: dict[str, str]) -> bool:
         """A time budget at a block's end: before the first look, the plan for the blocks the
@@ -205,7 +247,7 @@ class SequentialStopper:
             self.plan = truncated(self.plan, len(self.history), blocks)
         return False
 
-    def _slot_ratios(self, rows: list[tuple[int, int, str, str, str, float | None]],
+    def _slot_ratios(self, rows: Rows,
                      blocks: int, entry: dict[str, Any]) -> Callable[[str], np.ndarray] | None:
         """Each arm's log-ratios adjusted for start order from the blocks so far (None when
         too few complete blocks fit the slot effects: the plain ones then)."""
@@ -225,7 +267,7 @@ class SequentialStopper:
         but certain by the last look: a +30% arm that cannot be shown within ±1% of its
         baseline is no news), a futile comparison stopped here (not at the last look, whose
         decision stands)."""
-        r = reach(d, self.plan)
+        r = reach(d, self.plan, shift_sd=tuple(dec["shift_sd"]) if "shift_sd" in dec else None)
         if r is None:
             return
         said = r.sentence(self.plan.margin)

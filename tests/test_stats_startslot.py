@@ -15,7 +15,7 @@ from bench.slot_adjust_sim import PG_SLOTS, adjusted, plain, predictive, replay,
 from hugelab.experiment import Arm, Experiment
 from hugelab.report.analysis import analyse
 from hugelab.report.runload import from_rows
-from hugelab.stats import sequential_plan, signedrank, startslot
+from hugelab.stats import sequential_plan, signedrank, startslot, weighted
 from hugelab.stats.reach import reach_arrays, unit_sds
 from hugelab.stats.sequential import look_schedule
 from hugelab.stopping import SequentialStopper
@@ -130,13 +130,18 @@ def value_rows(y: np.ndarray, slot: np.ndarray) -> list[tuple[int, int, str, str
 
 @dataclass
 class Store:
-    """The two reads SequentialStopper makes of a store."""
+    """The three reads SequentialStopper makes of a store (`ses`: trials' own SEs)."""
     rows: list[tuple[int, int, str, str, str, float]]
     provenance: dict[str, Any] = field(default_factory=lambda: {
         "interleaved": {"design": "requests", "servers": 3}})
+    ses: dict[tuple[int, str], float] = field(default_factory=dict)
 
     def values(self, run_id: int) -> list[tuple[int, int, str, str, str, float]]:
         return self.rows
+
+    def trial_metric(self, run_id: int, key: str) -> dict[tuple[int, str], float]:
+        assert key == "window_hl_se_log"
+        return self.ses
 
     def trials(self, run_id: int) -> list[dict[str, Any]]:
         return [{"better": "higher", "provenance": self.provenance}]
@@ -168,6 +173,34 @@ def test_the_stopper_adjusts_request_interleaved_runs_only() -> None:
     for design, prov in (("paired", {}), ("interleaved", {"interleaved": {"design": "mem"}})):
         info = stopped(Store(rows, prov), design).describe()
         assert "start_slot_adjusted" not in info and "start_slots_pct" not in info["looks"][0]
+
+
+def test_trials_with_their_own_ses_are_weighted_at_every_look() -> None:
+    """A request-level run whose trials carry `window_hl_se_log`: each look's z is the weighted
+    one (hugelab.stats.weighted) of the slot-adjusted log-ratios with those SEs, in block
+    order; its effect is the weighted mean and its interval the one at the look's bound; a
+    trial without an SE sends that look back to the signed-rank test."""
+    y, slot = one_run(30, 9, noise=0.01)
+    rng = np.random.default_rng(4)
+    ses = {(b, a): float(rng.uniform(0.004, 0.03)) for b in range(30) for a in ARMS[1:]}
+    stop = stopped(Store(value_rows(y, slot), ses=ses), "interleaved")
+    last = stop.describe()["looks"][-1]  # the twin's last look (30 blocks)
+    n = last["blocks"]
+    found = startslot.fit(y[:n], slot[:n])
+    assert found is not None
+    d = startslot.adjust(y[:n], slot[:n], 1, 0, found)
+    se = np.array([ses[(b, "off-again")] for b in range(n)])
+    dec = last["decisions"]["off-again"]
+    bound = stop.plan.equivalence_bounds[-1]
+    z, _ = weighted.tests(d[None], se[None] ** 2, math.log1p(0.01), bound)
+    assert dec["statistic"] == "weighted" and dec["z"] == pytest.approx(float(z[0]))
+    r = weighted.reading(d, se, bound)
+    assert dec["effect_pct"] == pytest.approx(100 * math.expm1(r.estimate))
+    assert dec["interval_pct"] == pytest.approx([100 * math.expm1(r.lo), 100 * math.expm1(r.hi)])
+    del ses[(3, "off-again")]
+    again = stopped(Store(value_rows(y, slot), ses=ses), "interleaved").describe()
+    assert again["looks"][0]["decisions"]["off-again"]["statistic"] == "signed-rank"
+    assert again["looks"][0]["decisions"]["on"]["statistic"] == "weighted"
 
 
 def report_of(y: np.ndarray, slot: np.ndarray, sequential: dict[str, Any] | None

@@ -74,6 +74,26 @@ def test_same_report_from_the_same_trials(pg_url: str, tmp_path: Path) -> None:
         assert [t["attempts"] for t in b2.trials(1)] == [t["attempts"] for t in lite.trials(1)]
 
 
+def test_one_metric_of_every_ok_trial_reads_the_same(pg_url: str, tmp_path: Path) -> None:
+    """trial_metric (the SEs a weighted look reads): numbers only, ok trials only, the same
+    from SQLite and PostgreSQL."""
+    run = make_store(tmp_path / "m.db", blocks=6, failed={"thp": {2}})
+    with Store(tmp_path / "m.db") as lite, lite.transaction():
+        lite.execute("UPDATE trials SET metrics = json_object('window_hl_se_log', 0.001 * "
+                     "(block + 1)) WHERE block < 4")
+        lite.execute("UPDATE trials SET metrics = json_object('window_hl_se_log', 'n/a') "
+                     "WHERE block = 4")
+        want = {(b, a): 0.001 * (b + 1) for b in range(4) for a in ("4k", "thp")
+                if (b, a) != (2, "thp")}
+    with Store(tmp_path / "m.db") as lite:
+        assert lite.trial_metric(run, "window_hl_se_log") == pytest.approx(want)
+    r = _cli("store", "copy", str(tmp_path / "m.db"), pg_url, "--json")
+    assert r.returncode == 0, r.stderr
+    dest = json.loads(r.stdout)["runs"][0]["dest_run"]
+    with open_store(pg_url) as pg:
+        assert pg.trial_metric(dest, "window_hl_se_log") == pytest.approx(want)
+
+
 def test_resume_retry_and_json_paths_work_the_same(pg_url: str) -> None:
     with open_store(pg_url) as pg:
         run_id, new = pg.get_or_create_run("k@hostA", "e", {"name": "e"}, {"cpu": "x"}, "hostA")

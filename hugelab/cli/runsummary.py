@@ -75,7 +75,7 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
     for arm in [*decided, *(a for a in unreachable if a not in decided)]:
         d = decided.get(arm)
         if d is not None:
-            out.append(f"  {arm}: {d['decision']} at look {d['look']}")
+            out.append(f"  {arm}: {d['decision']} at look {d['look']}" + weighted_reading(d))
             if d["decision"] == "inconclusive" and arm not in unreachable and d.get("reach"):
                 out.append(f"    {arm}: {d['reach']['statement']}")  # the margin it reached
         u = unreachable.get(arm)
@@ -83,6 +83,16 @@ def sequential_lines(seq: dict[str, Any] | None) -> list[str]:
             out.append(f"    {arm}: at look {u['look']} ({u['blocks']} blocks): "
                        f"{u['statement']}")
     return out
+
+
+def weighted_reading(d: dict[str, Any]) -> str:
+    """', +0.12% [-0.61, +0.80] (trials weighted by their own SEs)' for a look that weighed
+    them (hugelab.stats.weighted); the interval is the look's equivalence one."""
+    lo_hi = d.get("interval_pct")
+    if d.get("statistic") != "weighted" or not lo_hi:
+        return ""
+    return (f", {d['effect_pct']:+.2f}% [{lo_hi[0]:+.2f}, {lo_hi[1]:+.2f}] (trials weighted "
+            f"by their own SEs)")
 
 
 def budget_lines(budget: dict[str, Any] | None) -> list[str]:

@@ -121,13 +121,16 @@ def reach_arrays(theta: ArrayLike, sd: ArrayLike, n: int, plan: SequentialPlan,
 
 
 def reach(d_so_far: ArrayLike, plan: SequentialPlan, power: float = POWER,
-          gamma: float = GAMMA) -> Reach | None:
-    """What the budget can reach from these paired log-ratios; None below 10 blocks."""
+          gamma: float = GAMMA, shift_sd: tuple[float, float] | None = None) -> Reach | None:
+    """What the budget can reach from these paired log-ratios; None below 10 blocks.
+    `shift_sd`: the shift so far and its per-block SD from another estimator (a weighted
+    look's: hugelab.stats.weighted), in place of the Hodges-Lehmann ones."""
     d = as_1d(d_so_far, "d_so_far")
     d = d[~np.isnan(d)]
     if d.size < MIN_PILOT:
         return None
-    theta, sd = (float(x[0]) for x in unit_sds(d[None, :]))
+    theta, sd = shift_sd if shift_sd is not None else \
+        (float(x[0]) for x in unit_sds(d[None, :]))
     n = min(int(d.size), plan.max_blocks)
     m, p_eq, p_diff = (float(x) for x in reach_arrays(theta, sd, n, plan, power))
     return Reach(n=int(d.size), max_blocks=plan.max_blocks, effect_pct=100 * math.expm1(theta),

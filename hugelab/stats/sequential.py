@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
-from hugelab.stats import signedrank
+from hugelab.stats import signedrank, weighted
 from hugelab.stats._util import FloatArray, StatsInputError, as_1d, jsonable
 from hugelab.stats.plan import unit_sd
 
@@ -254,30 +254,48 @@ def _conditional_power(d: FloatArray, z: float, look: int, plan: SequentialPlan)
     return float(stats.norm.sf((c - mean) / sd) + stats.norm.cdf((-c - mean) / sd))
 
 
-def sequential_decision(d_so_far: ArrayLike, look: int, plan: SequentialPlan) -> SequentialDecision:
-    """Decide at look ``look`` (1-based) from all paired log-ratios gathered so far.
+def _look_z(d: FloatArray, se: FloatArray | None, delta: float, e: float
+            ) -> tuple[float, bool]:
+    """z against 0 and whether both one-sided tests against -/+delta pass at e: signed-rank,
+    or with `se` the trials weighted by their own SEs (hugelab.stats.weighted)."""
+    if se is not None:
+        x, s2 = weighted.as_rows(d, se)
+        zs, eq = weighted.tests(x, s2, delta, e)
+        return float(zs[0]), bool(eq[0])
+    z = float(signedrank.z_statistic(d[None, :])[0])
+    z_low = float(signedrank.z_statistic(d[None, :] + delta)[0])
+    z_high = float(signedrank.z_statistic(d[None, :] - delta)[0])
+    return z, z_low >= e and z_high <= -e
+
+
+def sequential_decision(d_so_far: ArrayLike, look: int, plan: SequentialPlan,
+                        se: ArrayLike | None = None) -> SequentialDecision:
+    """Decide at look ``look`` (1-based) from all paired log-ratios gathered so far; with
+    ``se`` (each log-ratio's own standard error) the trials are weighted by them
+    (hugelab.stats.weighted) instead of ranked.
 
     The design's alpha holds when each look comes at its planned size (plan.look_sizes);
-    NaNs are dropped.
+    NaNs are dropped (with their SEs).
     """
     if not 1 <= look <= plan.looks:
         raise StatsInputError(f"look must lie in 1..{plan.looks}, got {look}")
     d = as_1d(d_so_far, "d_so_far")
-    d = d[~np.isnan(d)]
+    s = None if se is None else np.asarray(se, dtype=float).ravel()
+    if s is not None and s.shape != d.shape:
+        raise StatsInputError(f"{d.size} log-ratios but {s.size} standard errors")
+    keep = ~np.isnan(d) if s is None else ~(np.isnan(d) | np.isnan(s))
+    d = d[keep]
     if d.size == 0:
         raise StatsInputError("no paired log-ratios yet")
     c, e = plan.bounds[look - 1], plan.equivalence_bounds[look - 1]
-    delta = math.log1p(plan.margin)
-    z = float(signedrank.z_statistic(d[None, :])[0])
-    z_low = float(signedrank.z_statistic(d[None, :] + delta)[0])
-    z_high = float(signedrank.z_statistic(d[None, :] - delta)[0])
+    z, equivalent = _look_z(d, None if s is None else s[keep], math.log1p(plan.margin), e)
 
     def out(decision: str, stopped: bool, reason: str) -> SequentialDecision:
         return SequentialDecision(decision, look, int(d.size), z, c, stopped, reason)
 
     if abs(z) >= c:
         return out(_direction(z, plan.better), True, f"|z| = {abs(z):.2f} crossed {c:.2f}")
-    if z_low >= e and z_high <= -e:
+    if equivalent:
         return out(
             "equivalent", True, f"both one-sided tests within +/-{plan.margin:.1%} crossed {e:.2f}"
         )
@@ -308,6 +326,22 @@ def run_sequential(d: ArrayLike, plan: SequentialPlan) -> tuple[np.ndarray, Floa
         return signedrank.z_statistic(part), eq
 
     return replay(d.shape[0], plan, signed_rank)
+
+
+def run_weighted(d: ArrayLike, se: ArrayLike, plan: SequentialPlan
+                 ) -> tuple[np.ndarray, FloatArray]:
+    """run_sequential with the trials weighted by their own SEs (rows of `se` beside those of
+    d; hugelab.stats.weighted), for simulation."""
+    d = np.atleast_2d(np.asarray(d, dtype=float))
+    s2 = np.atleast_2d(np.asarray(se, dtype=float)) ** 2
+    if d.shape[1] < plan.max_blocks or s2.shape != d.shape:
+        raise StatsInputError(f"rows need {plan.max_blocks} values and as many SEs")
+    delta = math.log1p(plan.margin)
+
+    def trial_weighted(size: int, e: float) -> tuple[FloatArray, np.ndarray]:
+        return weighted.tests(d[:, :size], s2[:, :size], delta, e)
+
+    return replay(d.shape[0], plan, trial_weighted)
 
 
 def replay(rows: int, plan: SequentialPlan,

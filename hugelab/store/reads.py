@@ -121,6 +121,20 @@ class RunReads:
             "SELECT block, position, arm, target, status, value FROM trials WHERE run_id = ? "
             "ORDER BY block, position, target, id", (run_id,))
 
+    def trial_metric(self, run_id: int, key: str) -> dict[tuple[int, str], float]:
+        """One metric of every ok trial that has it as a number: {(block, arm): value}.
+        `key` is one of hugelab's own metric names, never a user's string."""
+        col = self.json_text("metrics", key)
+        out: dict[tuple[int, str], float] = {}
+        for block, arm, value in self.tuples(
+                f"SELECT block, arm, {col} FROM trials WHERE run_id = ? "  # noqa: S608
+                "AND status = 'ok'", (run_id,)):
+            try:
+                out[(int(block), str(arm))] = float(value)
+            except (TypeError, ValueError):
+                continue
+        return out
+
     def rep_rows(self, run_id: int) -> list[tuple[str, str, int, list[float], list[float],
                                                   float | None, float | None, float | None,
                                                   float | None]]:
