@@ -35,7 +35,7 @@ import numpy as np
 from aa_floor import one_store, weighting
 from scipy import stats
 
-from hugelab.stats import run_sequential, sequential_plan
+from hugelab.stats import run_sequential, sequential_plan, weighted
 from hugelab.stats.sequential import SequentialPlan, look_schedule, replay, run_weighted
 
 ALPHA, MARGIN = 0.005, 0.01
@@ -58,14 +58,10 @@ def knapp_hartung(d: np.ndarray, se2: np.ndarray, plan: SequentialPlan
 
 
 def random_effects(x: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: the DerSimonian-Laird random-effects mean and its Knapp-Hartung SD."""
+    """Per row: the DerSimonian-Laird random-effects mean (hugelab.stats.weighted's weights)
+    and its Knapp-Hartung SD."""
     n = x.shape[1]
-    w0 = 1 / s2
-    m0 = (w0 * x).sum(1) / w0.sum(1)
-    q = (w0 * (x - m0[:, None]) ** 2).sum(1)
-    c = w0.sum(1) - (w0 ** 2).sum(1) / w0.sum(1)
-    tau2 = np.maximum(0.0, (q - (n - 1)) / c)
-    w = 1 / (tau2[:, None] + s2)
+    w = weighted.weights(x, s2)
     m = (w * x).sum(1) / w.sum(1)
     kh = (w * (x - m[:, None]) ** 2).sum(1) / (n - 1)
     return m, np.sqrt(np.maximum(kh, 1.0) / w.sum(1))
