@@ -57,6 +57,20 @@ def test_a_guest_record_takes_qemus_side_from_the_host_tree_or_its_evidence():
     assert r["qemu_rss_peak_kb"] == 70_000 and r["footprint_kb"] == 70_000
 
 
+def test_a_tree_holding_every_arms_processes_gives_no_arm_a_memory_of_its_own():
+    """An interleaved block without its server's own tree: the tree is the block's, the same
+    for every arm (three PostgreSQL servers at scale 100 read 178,836 KiB of RSS each, `off`
+    arms 53 MiB of hugetlb pages: `on`'s), so a footprint from it would be the pool alone."""
+    shared = {**TREE, "shared_by_arms": True}
+    r = costs.record(shared, MON, pool_held_kb=8192, app={"fork_ms": 12.5})
+    assert r["pool_held_kb"] == 8192 and r["compact_stall"] == 2 and r["app_fork_ms"] == 12.5
+    for key in ("footprint_kb", "rss_peak_kb", "pss_peak_kb", "hugetlb_faulted_kb",
+                "pool_unused_kb", "anon_huge_peak_kb"):
+        assert key not in r, key
+    assert costs.record({**TREE, "shared_by_arms": False}, MON,
+                        pool_held_kb=8192)["footprint_kb"] == 1000 + 8192
+
+
 def test_every_key_is_described_with_whose_it_is():
     r = costs.record(TREE, MON, pool_held_kb=0, app={"cow_kb": 3.0})
     for key in r:

@@ -83,7 +83,11 @@ def test_example_runs_end_to_end_with_every_trial_ok_and_evidenced(path, tmp_pat
             if layer in ev["checks"]:
                 assert ev["checks"][layer]["status"] == "verified", f"{where}: {ev['checks']}"
         cost = (t["monitors"] or {}).get("costs") or {}  # what it cost: memory, the host's work
-        assert cost.get("footprint_kb", 0) > 0 and "compact_stall" in cost, f"{where}: {cost}"
+        assert "compact_stall" in cost and "pool_held_kb" in cost, f"{where}: {cost}"
+        if (ev.get("tree") or {}).get("shared_by_arms"):  # every arm's memory in one tree
+            assert "footprint_kb" not in cost and "rss_peak_kb" not in cost, f"{where}: {cost}"
+        else:
+            assert cost.get("footprint_kb", 0) > 0, f"{where}: {cost}"
         if ((t["provenance"] or {}).get("interleaved") or {}).get("design") == "requests":
             tree = (t["monitors"] or {}).get("host_tree") or ev.get("tree") or {}
             assert tree.get("paused_s", 0) > 0, f"{where}: sampled beside its timed windows"

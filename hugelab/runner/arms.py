@@ -119,7 +119,8 @@ class ArmTrials:
         for r in results:
             o = GuestOutcome(name, r, None)
             tree = {**scope.tree, "where": "host (every arm's server)"
-                    if is_server(self.workload) else "host (one process: every arm's buffer)"}
+                    if is_server(self.workload) else "host (one process: every arm's buffer)",
+                    "shared_by_arms": True}  # no arm's own memory: costs.record skips it
             if "tree" in r.evidence:  # the arm's own server, judged alone
                 o.monitors["host_tree"] = tree
             else:

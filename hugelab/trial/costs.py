@@ -191,6 +191,22 @@ def _qemu_costs(qemu: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def _shared_tree_record(mon: Mapping[str, Any], pool_held_kb: float,
+                        app: Mapping[str, Any] | None) -> dict[str, float]:
+    """The record of an arm whose tree holds every arm's processes (an interleaved block
+    without its server's own tree): its memory is not its own, so no workload memory, pages
+    mapped or footprint; the pool pages held for it, the host's costs and its application's
+    own figures are."""
+    out = {"pool_held_kb": float(pool_held_kb), **_host_costs(mon)}
+    out.update(_app_costs(app))
+    return out
+
+
+def _app_costs(app: Mapping[str, Any] | None) -> dict[str, float]:
+    return {f"{PREFIX_APP}{key}": v for key, value in (app or {}).items()
+            if (v := _num(app, key)) is not None and isinstance(value, int | float)}
+
+
 def record(tree: Mapping[str, Any] | None, mon: Mapping[str, Any], *, pool_held_kb: float,
            host_tree: Mapping[str, Any] | None = None, qemu: Mapping[str, Any] | None = None,
            app: Mapping[str, Any] | None = None, guest: bool = False) -> dict[str, float]:
@@ -200,6 +216,8 @@ def record(tree: Mapping[str, Any] | None, mon: Mapping[str, Any], *, pool_held_
     `host_tree`: in a guest, the host-side tree (QEMU, when hugelab started it); `qemu`: the
     guest's QEMU-side evidence (its guest-RAM mapping, read from QEMU's smaps), used where no
     host-side tree holds QEMU (libvirtd started it); `app`: the kind's own figures."""
+    if tree and tree.get("shared_by_arms") and not guest:
+        return _shared_tree_record(mon, pool_held_kb, app)
     out = _tree_costs(tree or {})
     if guest:  # the guest's own hugetlb is not the host's pool
         out.pop("hugetlb_faulted_kb", None)
@@ -217,7 +235,5 @@ def record(tree: Mapping[str, Any] | None, mon: Mapping[str, Any], *, pool_held_
     if base is not None:
         out["footprint_kb"] = base + max(float(pool_held_kb), faulted)
     out.update(_host_costs(mon))
-    for key, value in (app or {}).items():
-        if (v := _num(app, key)) is not None and isinstance(value, int | float):
-            out[f"{PREFIX_APP}{key}"] = v
+    out.update(_app_costs(app))
     return out
