@@ -2,6 +2,7 @@
 
     PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py [--seeds 901,902,903]
         [--examples postgres-interleaved,redis-thp-interleaved,memcached-interleaved]
+        (an example by name, or by its path: bench/sizes/postgres-scale100.toml)
         [--out results.json] [--keep DIR]
     PYTHONPATH=bench .venv/bin/python bench/heldout_examples.py --stores STORE...
 
@@ -45,10 +46,16 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "postgres-interleaved,redis-thp-interleaved,memcached-interleaved"
 
 
+def example_path(name: str) -> str:
+    """The file of an example named NAME (examples/NAME.toml) or given by its path from the
+    repository's root (bench/sizes/postgres-scale100.toml)."""
+    return name if name.endswith(".toml") else f"examples/{name}.toml"
+
+
 def comment_args(text: str, name: str) -> list[str]:
     """The arguments after the file in the `hugelab run examples/NAME.toml ...` line of the
     example's own comment: the command a user copies."""
-    found = re.search(rf"(?m)^#\s+hugelab run examples/{re.escape(name)}\.toml (.+)$", text)
+    found = re.search(rf"(?m)^#\s+hugelab run {re.escape(example_path(name))} (.+)$", text)
     if found is None or "--until-verdict" not in found.group(1):
         raise SystemExit(f"{name}: its comment gives no `hugelab run ... --until-verdict` command")
     return shlex.split(found.group(1))
@@ -187,12 +194,13 @@ def summary(rep: dict[str, Any], store: Path) -> dict[str, Any]:
 def example_texts(names: list[str]) -> dict[str, str]:
     """Each example's text, read once when a series starts: editing an example while its
     series runs does not change the runs still to come."""
-    return {n: (ROOT / "examples" / f"{n}.toml").read_text() for n in names}
+    return {n: (ROOT / example_path(n)).read_text() for n in names}
 
 
 def one_run(example: str, seed: int, tmp: Path, text: str) -> dict[str, Any]:
-    exp, store = tmp / f"{example}-{seed}.toml", tmp / f"{example}-{seed}.db"
-    exp.write_text(held_out(text, example, seed))
+    stem = Path(example).stem
+    exp, store = tmp / f"{stem}-{seed}.toml", tmp / f"{stem}-{seed}.db"
+    exp.write_text(held_out(text, stem, seed))
     rep, error, minutes = run_and_report(exp, store, comment_args(text, example), 1800)
     if rep is None:
         return {"example": example, "seed": seed, "error": error, "minutes": round(minutes, 2)}
