@@ -19,7 +19,7 @@ import pytest
 
 from hugelab import walks
 from hugelab.host.paths import parse_vmstat
-from hugelab.trial import procscan
+from hugelab.trial import costs, procscan
 from hugelab.workloads.servercpu import daemons_cpu_s
 from tests.helpers import HUGELAB
 from tests.hostguard import host_state
@@ -159,3 +159,57 @@ def test_a_sampler_over_its_walk_budget_still_reads_the_counters_at_every_sample
     assert tree["anon_kb"] >= 64 * MIB and tree["pss_kb"] <= tree["rss_kb"]
     assert tree["pte_kb"] == procscan.page_table_kb(status) >= 64 * MIB // 4 * 8 // 1024
     assert tree["rss_kb_mean"] == pytest.approx(rollup["Rss"], abs=512)
+
+
+SHARED = """\
+import mmap, os, signal
+m = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+def touch(a, b):
+    for i in range(a, b, 4096): m[i] = 1
+touch(0, 16 << 20)
+pid = os.fork()
+if pid == 0:  # a sharer that fills 32 MiB more and exits: its pages stay in the object
+    touch(16 << 20, 48 << 20); os._exit(0)
+os.waitpid(pid, 0)
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        touch(0, 16 << 20); signal.pause()
+    kids.append(pid)
+print("ready", *kids, flush=True); signal.pause()
+"""
+
+
+def _shmem_kb() -> int:
+    return procscan.parse_kb_fields(Path("/proc/meminfo").read_text())["Shmem"]
+
+
+def test_a_shared_memory_object_is_counted_once_with_the_pages_no_live_process_maps():
+    """Four processes share one 64 MiB anonymous shared mapping: 16 MiB touched by each, 32
+    MiB more by a fifth that exited. Their RSS counts the 16 MiB four times and the 32 MiB
+    not at all; the tree's `unique_kb` counts the object once at its 48 MiB, which the
+    kernel's own Shmem count (/proc/meminfo, read by this test before and after) agrees with,
+    and the footprint is built on it."""
+    before = _shmem_kb()
+    child = subprocess.Popen([sys.executable, "-c", SHARED], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().split()
+        assert line[:1] == ["ready"]
+        grown = _shmem_kb() - before
+        pids = [child.pid, *map(int, line[1:])]
+        tree = procscan.TreeSampler(lambda: pids, interval_s=0.05).start()
+        time.sleep(0.3)
+        tree_sum = tree.stop()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert grown == pytest.approx(48 * MIB, abs=8 * MIB)  # the kernel's count
+    assert tree_sum["shmem_objects_kb"] == 48 * MIB  # one object, its 48 MiB
+    assert tree_sum["rss_kb"] >= 4 * 16 * MIB  # each sharer's 16 MiB in its RSS
+    private = tree_sum["rss_kb"] - 4 * 16 * MIB  # four Pythons' own pages
+    assert tree_sum["unique_kb"] == pytest.approx(private + 48 * MIB, abs=2 * MIB)
+    c = costs.record(tree_sum, {}, pool_held_kb=0)
+    assert c["footprint_kb"] == tree_sum["unique_kb"] and c["shmem_objects_peak_kb"] == 48 * MIB

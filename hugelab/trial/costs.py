@@ -12,8 +12,10 @@ here (pure) from what the trial already measured:
 - **hugetlb pages reserved against pages used**: the pool pages kept free for the arm
   (`pool_held_kb`: what the arm's pool need was, the pages the host paid for) and those its
   processes mapped (`hugetlb_faulted_kb`); the difference is `pool_unused_kb`.
-- **the footprint** (`footprint_kb`): what the host pays for the workload: RSS plus the pool
-  pages held for it (hugetlb memory is not in RSS); for a guest, QEMU's RSS plus its pool.
+- **the footprint** (`footprint_kb`): what the host pays for the workload: its RSS, with every
+  shared memory object counted once at its resident size (`unique_kb` of the tree: a server's
+  shared buffers are in every backend's RSS, and hold pages no live process maps), plus the
+  pool pages held for it (hugetlb memory is not in RSS); for a guest, QEMU's RSS plus its pool.
 - **the host's background price** (host-wide, every process's): the deltas of /proc/vmstat's
   compaction and THP counters, the share of THP faults that fell back to small pages, the
   per-size mTHP counters, khugepaged's and kcompactd's CPU seconds, and PSI memory pressure.
@@ -50,7 +52,7 @@ class Cost:
 
 
 CATALOGUE: tuple[Cost, ...] = (
-    Cost("footprint_kb", "footprint (RSS + pool)", "KiB", WORKLOAD, "ratio",
+    Cost("footprint_kb", "footprint (memory + pool)", "KiB", WORKLOAD, "ratio",
          weighed=True, memory=True),
     Cost("rss_peak_kb", "peak RSS", "KiB", WORKLOAD, "ratio", weighed=True),
     Cost("rss_mean_kb", "mean RSS", "KiB", WORKLOAD, "ratio"),
@@ -63,6 +65,7 @@ CATALOGUE: tuple[Cost, ...] = (
          "difference"),
     Cost("file_pmd_peak_kb", "FilePmdMapped", "KiB", WORKLOAD,
          "difference"),
+    Cost("shmem_objects_peak_kb", "shared memory objects", "KiB", WORKLOAD, "ratio"),
     Cost("hugetlb_faulted_kb", "hugetlb pages mapped", "KiB", WORKLOAD, "difference"),
     Cost("pool_held_kb", "pool pages held", "KiB", WORKLOAD, "difference"),
     Cost("pool_unused_kb", "pool pages held unused", "KiB", WORKLOAD, "difference",
@@ -126,7 +129,8 @@ def _tree_costs(tree: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     for src, dst in (("rss_kb", "rss_peak_kb"), ("rss_kb_mean", "rss_mean_kb"),
                      ("pss_kb", "pss_peak_kb"), ("pss_kb_mean", "pss_mean_kb"),
                      ("pte_kb", "pte_peak_kb"), ("anon_huge_kb", "anon_huge_peak_kb"),
-                     ("shmem_pmd_kb", "shmem_pmd_peak_kb"), ("file_pmd_kb", "file_pmd_peak_kb")):
+                     ("shmem_pmd_kb", "shmem_pmd_peak_kb"), ("file_pmd_kb", "file_pmd_peak_kb"),
+                     ("shmem_objects_kb", "shmem_objects_peak_kb")):
         if (v := _num(tree, src)) is not None:
             out[prefix + dst] = v
     by_size = tree.get("hugetlb_by_page_kb")
@@ -232,6 +236,8 @@ def record(tree: Mapping[str, Any] | None, mon: Mapping[str, Any], *, pool_held_
             if key in mapper:
                 out[f"qemu_{key}"] = mapper[key]
     base = out.get("qemu_rss_peak_kb" if guest else "rss_peak_kb")
+    if not guest and (once := _num(tree, "unique_kb")) is not None:
+        base = once  # shared memory objects counted once, not once per sharer
     if base is not None:
         out["footprint_kb"] = base + max(float(pool_held_kb), faulted)
     out.update(_host_costs(mon))

@@ -197,6 +197,7 @@ def measure(pids: Iterable[int], proc: str = "/proc",
     and, for processes with THP, the THP outside madvised mappings (full smaps); default: only
     when reading this machine's files, where it is cheap."""
     thp_detail = read is None if thp_detail is None else thp_detail
+    local = read is None  # shared memory objects are stat'ed, so only on this machine
     read = read or _read
     live = _statuses(pids, proc, read, thp_detail)
     walking = walk(sum(f["VmRSS"] for _pid, _comm, f, _on in live)) if callable(walk) else walk
@@ -222,10 +223,60 @@ def measure(pids: Iterable[int], proc: str = "/proc",
             tot[dst] += fields.get(src, 0)
     out: dict[str, object] = {**tot, "processes": len(live), "thp_enabled_by_comm": thp_on,
                               "thp_disabled_by_comm": thp_off}
+    if local:
+        out.update(_shared_once(live, proc, tot["rss_kb"]))
     if walking:
         out.update({"hugetlb_by_page_kb": by_size, "unadvised_thp_kb_by_comm": unadvised,
                     "walk_cpu_s": walk_s})
     return out
+
+
+SHMEM_NAMES = ("/dev/zero (deleted)", "/SYSV", "/memfd:")  # mmap(MAP_SHARED|MAP_ANONYMOUS),
+# System V segments, memfds: every one "(deleted)"; and POSIX shared memory under /dev/shm/
+
+
+def shmem_objects(pid: int, proc: str = "/proc") -> dict[tuple[int, int], int]:
+    """The shared memory objects a process maps shared, {(device, inode): KiB resident}: each
+    `s` mapping of /proc/PID/maps that is shmem (an anonymous shared mapping, a System V
+    segment, a memfd, a file under /dev/shm), its object's allocated blocks from a stat of
+    /proc/PID/map_files/RANGE (root only): every page the object holds, whether or not a live
+    process maps it (a PostgreSQL backend that prewarmed shared buffers and exited). Shared
+    files on disk and hugetlbfs objects (their block size is the huge page's; the pool counts
+    them) are left out."""
+    out: dict[tuple[int, int], int] = {}
+    text = _read(f"{proc}/{pid}/maps")
+    for line in text.splitlines() if isinstance(text, str) else ():
+        parts = line.split(maxsplit=5)
+        if len(parts) < 6 or parts[1][3:4] != "s":
+            continue
+        name = parts[5]
+        if not (name.startswith("/dev/shm/") or
+                (name.endswith("(deleted)") and name.startswith(SHMEM_NAMES))):
+            continue
+        try:
+            st = os.stat(f"{proc}/{pid}/map_files/{parts[0]}")
+        except OSError:
+            continue
+        if st.st_blksize <= 4096:
+            out[(st.st_dev, st.st_ino)] = st.st_blocks // 2  # 512-byte blocks
+    return out
+
+
+def _shared_once(live: list[tuple[int, str, dict[str, int], int | None]], proc: str,
+                 rss_kb: int) -> dict[str, int]:
+    """The tree's memory with every shared memory object counted once (`unique_kb`): its RSS
+    less the shmem pages in it (RssShmem: each sharer's counted again) plus each object's
+    resident size (`shmem_objects_kb`); {} where no member maps shmem."""
+    objects: dict[tuple[int, int], int] = {}
+    in_rss = 0
+    for pid, _comm, fields, _on in live:
+        if fields.get("RssShmem", 0) > 0:
+            in_rss += fields["RssShmem"]
+            objects.update(shmem_objects(pid, proc))
+    if not in_rss:
+        return {}
+    held = sum(objects.values())
+    return {"shmem_objects_kb": held, "unique_kb": max(rss_kb - in_rss, 0) + held}
 
 
 def _statuses(pids: Iterable[int], proc: str, read: Callable[[str], str | bytes | None],
