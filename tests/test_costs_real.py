@@ -213,3 +213,38 @@ def test_a_shared_memory_object_is_counted_once_with_the_pages_no_live_process_m
     assert tree_sum["unique_kb"] == pytest.approx(private + 48 * MIB, abs=2 * MIB)
     c = costs.record(tree_sum, {}, pool_held_kb=0)
     assert c["footprint_kb"] == tree_sum["unique_kb"] and c["shmem_objects_peak_kb"] == 48 * MIB
+
+
+PRIVATE_TMPFS = """\
+import mmap, os, signal, sys
+path = sys.argv[1]
+with open(path, "wb") as f:
+    f.write(b"x" * (8 << 20))
+fd = os.open(path, os.O_RDONLY)
+m = mmap.mmap(fd, 8 << 20, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+total = sum(m[i] for i in range(0, 8 << 20, 4096))
+print("ready", flush=True); signal.pause()
+"""
+
+
+def test_a_tmpfs_file_mapped_privately_is_counted_once_not_subtracted(tmp_path):
+    """A file on a tmpfs (/dev/shm) mapped MAP_PRIVATE and read: the kernel counts its pages
+    as the reader's RssShmem, so the tree takes them out of its RSS and adds the file back at
+    its own allocated size (this test's stat of it); the footprint stays the RSS."""
+    path = Path("/dev/shm") / f"hugelab-test-{os.getpid()}"
+    child = subprocess.Popen([sys.executable, "-c", PRIVATE_TMPFS, str(path)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        status = procscan.parse_kb_fields(Path(f"/proc/{child.pid}/status").read_text())
+        tree = procscan.TreeSampler(lambda: [child.pid], interval_s=0.05).start()
+        time.sleep(0.3)
+        tree_sum = tree.stop()
+        allocated = path.stat().st_blocks // 2
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        path.unlink(missing_ok=True)
+    assert allocated == 8 * MIB and status["RssShmem"] >= 8 * MIB
+    assert tree_sum["shmem_objects_kb"] == allocated
+    assert tree_sum["unique_kb"] == pytest.approx(tree_sum["rss_kb"], abs=MIB)

@@ -13,7 +13,7 @@ here (pure) from what the trial already measured:
   (`pool_held_kb`: what the arm's pool need was, the pages the host paid for) and those its
   processes mapped (`hugetlb_faulted_kb`); the difference is `pool_unused_kb`.
 - **the footprint** (`footprint_kb`): what the host pays for the workload: its RSS, with every
-  shared memory object counted once at its resident size (`unique_kb` of the tree: a server's
+  shared memory object counted once at its allocated size (`unique_kb` of the tree: a server's
   shared buffers are in every backend's RSS, and hold pages no live process maps), plus the
   pool pages held for it (hugetlb memory is not in RSS); for a guest, QEMU's RSS plus its pool.
 - **the host's background price** (host-wide, every process's): the deltas of /proc/vmstat's

@@ -22,6 +22,9 @@ processes, each process's own THP mode (`THP_enabled` of /proc/PID/status, count
 name: a per-process `process_thp` shows there), the THP outside madvised mappings (from smaps,
 read only for processes that have THP), and the pages each hugetlb pool lost since the start
 (free_hugepages down or resv_hugepages up: host-wide, so they explain rather than prove).
+Where members hold shared memory (RssShmem in their status), each object behind it is read
+once (`shmem_objects_kb`, from /proc/PID/maps and a stat of map_files) and `unique_kb` is the
+tree's RSS with every such object counted once, at its allocated size.
 """
 
 from __future__ import annotations
@@ -232,47 +235,62 @@ def measure(pids: Iterable[int], proc: str = "/proc",
 
 
 SHMEM_NAMES = ("/dev/zero (deleted)", "/SYSV", "/memfd:")  # mmap(MAP_SHARED|MAP_ANONYMOUS),
-# System V segments, memfds: every one "(deleted)"; and POSIX shared memory under /dev/shm/
+# System V segments and memfds, on the kernel's own shmem mount (in no mountinfo)
 
 
-def shmem_objects(pid: int, proc: str = "/proc") -> dict[tuple[int, int], int]:
-    """The shared memory objects a process maps shared, {(device, inode): KiB resident}: each
-    `s` mapping of /proc/PID/maps that is shmem (an anonymous shared mapping, a System V
-    segment, a memfd, a file under /dev/shm), its object's allocated blocks from a stat of
-    /proc/PID/map_files/RANGE (root only): every page the object holds, whether or not a live
-    process maps it (a PostgreSQL backend that prewarmed shared buffers and exited). Shared
-    files on disk and hugetlbfs objects (their block size is the huge page's; the pool counts
-    them) are left out."""
-    out: dict[tuple[int, int], int] = {}
+def tmpfs_devices(proc: str = "/proc") -> set[tuple[int, int]]:
+    """(major, minor) of every tmpfs mount this process sees (/proc/self/mountinfo)."""
+    text = _read(f"{proc}/self/mountinfo")
+    out = set()
+    for line in text.splitlines() if isinstance(text, str) else ():
+        fields = line.split()
+        if " - tmpfs " in line and len(fields) > 2 and ":" in fields[2]:
+            major, _, minor = fields[2].partition(":")
+            out.add((int(major), int(minor)))
+    return out
+
+
+def shmem_objects(pid: int, into: dict[tuple[int, int, int], int], tmpfs: set[tuple[int, int]],
+                  proc: str = "/proc") -> None:
+    """Each shared memory object a process maps, into `into` as {(major, minor, inode): KiB
+    allocated}: an anonymous shared mapping, a System V segment, a memfd, or a file on a
+    tmpfs (under /dev/shm, or /tmp where that is a tmpfs), shared or private: every page whose
+    RSS the kernel counts as RssShmem. Its size is the object's allocated blocks from a stat of
+    /proc/PID/map_files/RANGE (root only): every page it holds, whether or not a live process
+    maps it (a PostgreSQL backend that prewarmed shared buffers and exited). Files on disk and
+    hugetlbfs objects (their block size is the huge page's; the pool counts them) are left
+    out; an object already in `into` is not read again."""
     text = _read(f"{proc}/{pid}/maps")
     for line in text.splitlines() if isinstance(text, str) else ():
         parts = line.split(maxsplit=5)
-        if len(parts) < 6 or parts[1][3:4] != "s":
+        if len(parts) < 6 or parts[4] == "0" or ":" not in parts[3]:
             continue
-        name = parts[5]
-        if not (name.startswith("/dev/shm/") or
-                (name.endswith("(deleted)") and name.startswith(SHMEM_NAMES))):
+        major, _, minor = parts[3].partition(":")
+        key = (int(major, 16), int(minor, 16), int(parts[4]))
+        if key in into or not (key[:2] in tmpfs or (parts[5].endswith("(deleted)") and
+                                                    parts[5].startswith(SHMEM_NAMES))):
             continue
         try:
             st = os.stat(f"{proc}/{pid}/map_files/{parts[0]}")
         except OSError:
             continue
         if st.st_blksize <= 4096:
-            out[(st.st_dev, st.st_ino)] = st.st_blocks // 2  # 512-byte blocks
-    return out
+            into[key] = st.st_blocks // 2  # 512-byte blocks
 
 
 def _shared_once(live: list[tuple[int, str, dict[str, int], int | None]], proc: str,
                  rss_kb: int) -> dict[str, int]:
     """The tree's memory with every shared memory object counted once (`unique_kb`): its RSS
     less the shmem pages in it (RssShmem: each sharer's counted again) plus each object's
-    resident size (`shmem_objects_kb`); {} where no member maps shmem."""
-    objects: dict[tuple[int, int], int] = {}
+    allocated size (`shmem_objects_kb`); {} where no member maps shmem."""
+    objects: dict[tuple[int, int, int], int] = {}
+    tmpfs: set[tuple[int, int]] | None = None
     in_rss = 0
     for pid, _comm, fields, _on in live:
         if fields.get("RssShmem", 0) > 0:
             in_rss += fields["RssShmem"]
-            objects.update(shmem_objects(pid, proc))
+            tmpfs = tmpfs_devices(proc) if tmpfs is None else tmpfs
+            shmem_objects(pid, objects, tmpfs, proc)
     if not in_rss:
         return {}
     held = sum(objects.values())
